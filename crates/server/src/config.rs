@@ -1,0 +1,250 @@
+//! Server configuration: an Apache ZooKeeper `zoo.cfg` read as-is, so users
+//! migrate by pointing Stoa at the file they already have. Keys Stoa does not
+//! use are reported back as warnings, never dropped silently.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+/// ZooKeeper's default tick; session bounds derive from it.
+pub const TICK_MS_DEFAULT: u32 = 2000;
+pub const CLIENT_PORT_DEFAULT: u16 = 2181;
+pub const MAX_CLIENT_CNXNS_DEFAULT: u32 = 60;
+/// jute.maxbuffer's default in ZooKeeper (0xfffff bytes).
+pub const MAX_FRAME_BYTES_DEFAULT: usize = 0xfffff;
+/// ZooKeeper's ContainerManager period (one minute).
+pub const CONTAINER_CHECK_INTERVAL_MS_DEFAULT: u64 = 60_000;
+/// Transactions between snapshots (ZooKeeper's snapCount).
+pub const SNAP_COUNT_DEFAULT: u64 = 100_000;
+/// The longest TTL ZooKeeper's EphemeralType.TTL can encode (40 bits).
+pub const TTL_MS_MAX: i64 = (1 << 40) - 1;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub tick_ms: u32,
+    pub data_dir: PathBuf,
+    /// Where the WAL lives; defaults to `data_dir`.
+    pub data_log_dir: Option<PathBuf>,
+    pub client_port: u16,
+    pub client_address: IpAddr,
+    /// Per client IP; 0 means unlimited, as in ZooKeeper.
+    pub max_client_cnxns: u32,
+    pub min_session_timeout_ms: Option<u32>,
+    pub max_session_timeout_ms: Option<u32>,
+    pub max_frame_bytes: usize,
+    /// `*` or a list; `None` means ZooKeeper's default (srvr only).
+    pub four_letter_whitelist: Option<Vec<String>>,
+    pub extended_types_enabled: bool,
+    pub container_check_interval_ms: u64,
+    /// `user:base64(sha1)` of the super user, as DigestAuthenticationProvider.superDigest.
+    pub super_digest: Option<String>,
+    pub snap_count: u64,
+    pub server_id: u64,
+    /// Port of the Prometheus endpoint; 0 disables it.
+    pub metrics_port: u16,
+    /// `server.N=...` lines, kept for the ensemble (issue 5); standalone ignores them.
+    pub servers: BTreeMap<u64, String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            tick_ms: TICK_MS_DEFAULT,
+            data_dir: PathBuf::from("data"),
+            data_log_dir: None,
+            client_port: CLIENT_PORT_DEFAULT,
+            client_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            max_client_cnxns: MAX_CLIENT_CNXNS_DEFAULT,
+            min_session_timeout_ms: None,
+            max_session_timeout_ms: None,
+            max_frame_bytes: MAX_FRAME_BYTES_DEFAULT,
+            four_letter_whitelist: None,
+            extended_types_enabled: true,
+            container_check_interval_ms: CONTAINER_CHECK_INTERVAL_MS_DEFAULT,
+            super_digest: None,
+            snap_count: SNAP_COUNT_DEFAULT,
+            server_id: 1,
+            metrics_port: 0,
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// ZooKeeper's defaults: 2 and 20 ticks.
+    pub fn session_timeout_bounds_ms(&self) -> (u32, u32) {
+        let min = self.min_session_timeout_ms.unwrap_or(self.tick_ms * 2);
+        let max = self.max_session_timeout_ms.unwrap_or(self.tick_ms * 20);
+        (min, max.max(min))
+    }
+
+    pub fn wal_dir(&self) -> PathBuf {
+        self.data_log_dir.clone().unwrap_or_else(|| self.data_dir.clone()).join("wal")
+    }
+
+    pub fn snapshot_dir(&self) -> PathBuf {
+        self.data_dir.join("snapshots")
+    }
+
+    pub fn four_letter_allowed(&self, word: &str) -> bool {
+        four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
+    }
+
+    /// Reads a zoo.cfg file. Returns the config and warnings for keys Stoa
+    /// does not use (they are reported, not silently ignored).
+    pub fn from_file(path: &Path) -> Result<(ServerConfig, Vec<String>), ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        let mut config = ServerConfig::default();
+        let mut warnings = Vec::new();
+        for (line_no, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                return Err(ConfigError(format!(
+                    "{}:{}: expected key=value, got {line:?}",
+                    path.display(),
+                    line_no + 1
+                )));
+            };
+            if let Some(w) = config.set(key.trim(), value.trim())? {
+                warnings.push(format!("{}:{}: {w}", path.display(), line_no + 1));
+            }
+        }
+        Ok((config, warnings))
+    }
+
+    /// Sets one key (zoo.cfg spelling). `Ok(Some(warning))` for a key that is
+    /// accepted but has no effect in Stoa.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<Option<String>, ConfigError> {
+        let bad = |what: &str| ConfigError(format!("invalid value {value:?} for {key}: {what}"));
+        match key {
+            "tickTime" => self.tick_ms = parse_positive(value).map_err(|e| bad(&e))?,
+            "dataDir" => self.data_dir = PathBuf::from(value),
+            "dataLogDir" => self.data_log_dir = Some(PathBuf::from(value)),
+            "clientPort" => self.client_port = value.parse().map_err(|_| bad("not a port"))?,
+            "clientPortAddress" => {
+                self.client_address = value.parse().map_err(|_| bad("not an IP address"))?
+            }
+            "maxClientCnxns" => self.max_client_cnxns = value.parse().map_err(|_| bad("not a count"))?,
+            "minSessionTimeout" => {
+                self.min_session_timeout_ms = Some(parse_positive(value).map_err(|e| bad(&e))?)
+            }
+            "maxSessionTimeout" => {
+                self.max_session_timeout_ms = Some(parse_positive(value).map_err(|e| bad(&e))?)
+            }
+            "jute.maxbuffer" => {
+                let n: u32 = parse_positive(value).map_err(|e| bad(&e))?;
+                self.max_frame_bytes = n as usize;
+            }
+            "4lw.commands.whitelist" => {
+                self.four_letter_whitelist =
+                    Some(value.split(',').map(|w| w.trim().to_string()).filter(|w| !w.is_empty()).collect())
+            }
+            "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => {
+                self.extended_types_enabled = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "znode.container.checkIntervalMs" => {
+                self.container_check_interval_ms = parse_positive::<u32>(value).map_err(|e| bad(&e))? as u64
+            }
+            "DigestAuthenticationProvider.superDigest"
+            | "zookeeper.DigestAuthenticationProvider.superDigest" => {
+                if !value.contains(':') {
+                    return Err(bad("expected user:base64digest"));
+                }
+                self.super_digest = Some(value.to_string())
+            }
+            "snapCount" | "zookeeper.snapCount" => {
+                self.snap_count = parse_positive::<u32>(value).map_err(|e| bad(&e))?.max(2) as u64
+            }
+            "metricsPort" | "stoa.metricsPort" => self.metrics_port = value.parse().map_err(|_| bad("not a port"))?,
+            "myid" => self.server_id = value.parse().map_err(|_| bad("not a server id"))?,
+            // Accepted because every zoo.cfg has them; standalone needs nothing from them.
+            "initLimit" | "syncLimit" | "admin.enableServer" | "admin.serverPort" | "autopurge.snapRetainCount"
+            | "autopurge.purgeInterval" | "standaloneEnabled" | "reconfigEnabled" | "preAllocSize"
+            | "globalOutstandingLimit" | "electionAlg" => {
+                return Ok(Some(format!("{key} is accepted for compatibility and has no effect in Stoa")))
+            }
+            _ if key.starts_with("server.") => {
+                let id: u64 = key["server.".len()..]
+                    .parse()
+                    .map_err(|_| ConfigError(format!("invalid server id in {key}")))?;
+                self.servers.insert(id, value.to_string());
+                return Ok(Some(format!("{key}: ensembles are not supported yet; running standalone")));
+            }
+            _ => return Ok(Some(format!("unknown key {key} ignored"))),
+        }
+        Ok(None)
+    }
+}
+
+/// `4lw.commands.whitelist` semantics; ZooKeeper 3.5+ enables only srvr by default.
+pub fn four_letter_allowed(whitelist: Option<&[String]>, word: &str) -> bool {
+    match whitelist {
+        None => word == "srvr",
+        Some(list) => list.iter().any(|w| w == "*" || w == word),
+    }
+}
+
+fn parse_positive<T: std::str::FromStr + PartialOrd + Default>(value: &str) -> Result<T, String> {
+    match value.parse::<T>() {
+        Ok(n) if n > T::default() => Ok(n),
+        _ => Err("expected a positive integer".into()),
+    }
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "1" => Ok(true),
+        "false" | "no" | "0" => Ok(false),
+        _ => Err("expected true or false".into()),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_typical_zoo_cfg_and_warns_on_unknown_keys() {
+        let dir = std::env::temp_dir().join(format!("stoa-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("zoo.cfg");
+        std::fs::write(
+            &path,
+            "# comment\ntickTime=200\ndataDir=/tmp/x\nclientPort=3000\ninitLimit=5\nfoo.bar=1\n\
+             minSessionTimeout=400\n4lw.commands.whitelist=ruok, srvr\n",
+        )
+        .unwrap();
+        let (cfg, warnings) = ServerConfig::from_file(&path).unwrap();
+        assert_eq!(cfg.tick_ms, 200);
+        assert_eq!(cfg.client_port, 3000);
+        assert_eq!(cfg.data_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(cfg.session_timeout_bounds_ms(), (400, 4000));
+        assert!(cfg.four_letter_allowed("ruok") && !cfg.four_letter_allowed("dump"));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[1].contains("foo.bar"));
+    }
+
+    #[test]
+    fn rejects_bad_values_with_the_key_in_the_message() {
+        let mut cfg = ServerConfig::default();
+        let err = cfg.set("tickTime", "-3").unwrap_err();
+        assert!(err.0.contains("tickTime"), "{err}");
+        assert!(cfg.set("clientPort", "99999").is_err());
+    }
+}

@@ -1,0 +1,440 @@
+//! The partition engine: one partition's whole pipeline as a pure state
+//! machine. The owning thread feeds it time and input (connection frames,
+//! WAL completions, ticks) and drains its output (bytes per connection,
+//! connections to close, records to make durable). No sockets, files or
+//! clocks in here, so a simulator can drive it deterministically.
+//!
+//! Write path: request → prep (validate against tree + pending changes) →
+//! raft proposal → WAL (fsync) → commit → apply → watches → replies. A
+//! session's replies leave in request order; a read waits for the session's
+//! earlier writes (ZooKeeper's FIFO client order).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+
+use raft::eraftpb::Entry;
+use raft::RawNode;
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::frame::{decode_connect_request, decode_request_frame, encode_connect_response, encode_notification, encode_reply, RequestFrameError};
+use stoa_proto::opcode::KeeperState;
+use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
+use stoa_proto::request::Request;
+use stoa_proto::response::Response;
+use stoa_tree::{DataTree, Preparer, Txn};
+
+use crate::raft_log::RaftLog;
+use crate::session::{password_for, Pending, Session, SessionId};
+use crate::stats::Stats;
+use crate::watch::{ChangeKind, ConnId, WatchTable};
+
+mod apply;
+mod commit;
+mod connect;
+mod request;
+
+/// Raft ticks per election timeout; one voter elects itself at once, peers
+/// (issue 5) will rely on it.
+const RAFT_ELECTION_TICKS: usize = 10;
+const RAFT_HEARTBEAT_TICKS: usize = 1;
+/// Bytes of entries raft may put into one append message.
+const RAFT_MAX_MSG_BYTES: u64 = 4 << 20;
+
+/// Settings the engine needs, derived from the server config.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub server_id: u64,
+    pub partition: u32,
+    pub min_session_timeout_ms: u32,
+    pub max_session_timeout_ms: u32,
+    pub ttl_enabled: bool,
+    pub container_check_interval_ms: u64,
+    /// `super:base64(sha1)`; a session authenticated with it bypasses ACLs.
+    pub super_digest: Option<String>,
+    pub snap_count: u64,
+    pub max_frame_bytes: usize,
+    /// `None`: ZooKeeper's default (srvr only); `*` allows all.
+    pub four_letter_whitelist: Option<Vec<String>>,
+    /// Pre-rendered `conf` answer (key=value lines).
+    pub conf_text: String,
+    pub host_name: String,
+    pub working_dir: String,
+}
+
+impl EngineConfig {
+    pub fn four_letter_allowed(&self, word: &str) -> bool {
+        crate::config::four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
+    }
+}
+
+/// The durable state a partition starts from.
+pub struct Recovered {
+    pub tree: DataTree,
+    /// Raft index and term the tree snapshot covers.
+    pub snapshot_index: u64,
+    pub snapshot_term: u64,
+    pub hard_state: raft::eraftpb::HardState,
+    pub entries: Vec<Entry>,
+}
+
+#[derive(Debug)]
+pub enum Input {
+    Accepted { conn: ConnId, peer: SocketAddr },
+    /// One whole frame body (length prefix removed).
+    Frame { conn: ConnId, body: Vec<u8> },
+    /// A four-letter word sent instead of a handshake.
+    FourLetter { conn: ConnId, word: String },
+    Closed { conn: ConnId },
+    /// The WAL made every batch up to this raft ready number durable.
+    Persisted { number: u64 },
+    /// The WAL failed to make data durable: the server must stop.
+    PersistFailed { reason: String },
+}
+
+/// A batch of log records for the WAL writer.
+pub struct PersistJob {
+    pub number: u64,
+    pub hard_state: Option<raft::eraftpb::HardState>,
+    pub entries: Vec<Entry>,
+}
+
+/// A point-in-time copy of the tree for the snapshot writer.
+pub struct SnapshotJob {
+    pub tree: DataTree,
+    pub index: u64,
+    pub term: u64,
+}
+
+#[derive(Default)]
+pub struct Output {
+    pub sends: Vec<(ConnId, Vec<u8>)>,
+    /// Closed after their pending bytes are written.
+    pub closes: Vec<ConnId>,
+    pub persists: Vec<PersistJob>,
+    pub snapshots: Vec<SnapshotJob>,
+    /// Fatal: the thread must stop serving (e.g. fsync failed).
+    pub fatal: Option<String>,
+}
+
+pub(crate) struct Conn {
+    pub peer: SocketAddr,
+    pub established_ms: i64,
+    pub session: Option<SessionId>,
+    /// Authenticated identities: ip always, digest after auth.
+    pub ids: Vec<Id>,
+    pub is_super: bool,
+    /// The client sent `readOnly` in its handshake; answer in its dialect.
+    pub sent_read_only: bool,
+    pub handshaken: bool,
+    pub packets_received: u64,
+    pub packets_sent: u64,
+}
+
+pub struct Engine {
+    config: EngineConfig,
+    now_ms: i64,
+    tree: DataTree,
+    preparer: Preparer,
+    raft: RawNode<RaftLog>,
+    /// Epoch (raft term) and counter of the last zxid handed out.
+    zxid_epoch: u64,
+    zxid_counter: u32,
+    conns: HashMap<ConnId, Conn>,
+    sessions: BTreeMap<SessionId, Session>,
+    /// New sessions whose createSession is in flight → the connection to answer.
+    connecting: HashMap<SessionId, ConnId>,
+    next_session_id: SessionId,
+    watches: WatchTable,
+    /// Raft index of the last applied entry, and its term.
+    applied_index: u64,
+    applied_term: u64,
+    snapshot_index: u64,
+    last_container_check_ms: i64,
+    out: Output,
+    out_buf: HashMap<ConnId, Vec<u8>>,
+    pub(crate) stats: Stats,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig, recovered: Recovered, now_ms: i64) -> Result<Engine, String> {
+        let mut log = RaftLog::new(vec![config.server_id]);
+        let snapshot = raft::eraftpb::SnapshotMetadata {
+            index: recovered.snapshot_index,
+            term: recovered.snapshot_term,
+            ..Default::default()
+        };
+        log.restore(snapshot, recovered.hard_state, recovered.entries);
+        let raft_config = raft::Config {
+            id: config.server_id,
+            election_tick: RAFT_ELECTION_TICKS,
+            heartbeat_tick: RAFT_HEARTBEAT_TICKS,
+            applied: recovered.snapshot_index,
+            max_size_per_msg: RAFT_MAX_MSG_BYTES,
+            max_inflight_msgs: 256,
+            pre_vote: true,
+            check_quorum: true,
+            ..Default::default()
+        };
+        raft_config.validate().map_err(|e| format!("raft config: {e}"))?;
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let mut raft = RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
+        // A one-voter group elects itself immediately; with peers the
+        // election timer does it.
+        raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
+        let mut sessions = BTreeMap::new();
+        for (id, timeout_ms) in recovered.tree.sessions() {
+            sessions.insert(id, Session::new(id, timeout_ms, now_ms));
+        }
+        let next_session_id = crate::session::initial_session_id(config.server_id, now_ms);
+        Ok(Engine {
+            now_ms,
+            tree: recovered.tree,
+            preparer: Preparer::new(),
+            raft,
+            zxid_epoch: 0,
+            zxid_counter: 0,
+            conns: HashMap::new(),
+            sessions,
+            connecting: HashMap::new(),
+            next_session_id,
+            watches: WatchTable::default(),
+            applied_index: recovered.snapshot_index,
+            applied_term: recovered.snapshot_term,
+            snapshot_index: recovered.snapshot_index,
+            last_container_check_ms: now_ms,
+            out: Output::default(),
+            out_buf: HashMap::new(),
+            stats: Stats { started_at_ms: now_ms, ..Stats::default() },
+            config,
+        })
+    }
+
+    pub fn set_time(&mut self, now_ms: i64) {
+        self.now_ms = self.now_ms.max(now_ms);
+    }
+
+    /// True once every entry in the recovered log has been applied, so the
+    /// tree is what clients acknowledged before the restart.
+    pub fn caught_up(&self) -> bool {
+        self.applied_index >= self.raft.store().last_index() && self.raft.raft.state == raft::StateRole::Leader
+    }
+
+    pub fn tree(&self) -> &DataTree {
+        &self.tree
+    }
+
+    pub fn handle(&mut self, input: Input) {
+        match input {
+            Input::Accepted { conn, peer } => self.on_accepted(conn, peer),
+            Input::Frame { conn, body } => self.on_frame(conn, body),
+            Input::FourLetter { conn, word } => {
+                let text = crate::fourlw::answer(self, &word, conn);
+                self.send_raw(conn, text.into_bytes());
+                self.out.closes.push(conn);
+            }
+            Input::Closed { conn } => self.on_closed(conn),
+            Input::Persisted { number } => self.raft.on_persist_ready(number),
+            Input::PersistFailed { reason } => self.out.fatal = Some(format!("WAL write failed: {reason}")),
+        }
+    }
+
+    /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
+    pub fn tick(&mut self) {
+        self.raft.tick();
+        self.expire_sessions();
+        self.check_containers();
+    }
+
+    /// Runs raft until it has nothing more to do now, and returns everything
+    /// the engine wants done outside.
+    pub fn take_output(&mut self) -> Output {
+        self.drive_raft();
+        for (conn, bytes) in self.out_buf.drain() {
+            self.out.sends.push((conn, bytes));
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    fn on_accepted(&mut self, conn: ConnId, peer: SocketAddr) {
+        let ids = vec![Id { scheme: "ip".into(), id: peer.ip().to_string() }];
+        let fresh = Conn {
+            peer,
+            established_ms: self.now_ms,
+            session: None,
+            ids,
+            is_super: false,
+            sent_read_only: false,
+            handshaken: false,
+            packets_received: 0,
+            packets_sent: 0,
+        };
+        let previous = self.conns.insert(conn, fresh);
+        assert!(previous.is_none(), "connection id {conn} reused");
+    }
+
+    fn on_closed(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.remove(&conn) else { return };
+        self.watches.remove_conn(conn);
+        self.out_buf.remove(&conn);
+        if let Some(sid) = c.session {
+            if let Some(s) = self.sessions.get_mut(&sid) {
+                if s.conn == Some(conn) {
+                    s.conn = None;
+                }
+            }
+        }
+    }
+
+    fn on_frame(&mut self, conn: ConnId, body: Vec<u8>) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.packets_received += 1;
+        self.stats.packets_received += 1;
+        if !c.handshaken {
+            match decode_connect_request(&body) {
+                Ok((req, sent_read_only)) => self.on_connect(conn, req, sent_read_only),
+                Err(e) => {
+                    log::warn!("closing connection {conn}: bad connect request: {e}");
+                    self.out.closes.push(conn);
+                }
+            }
+            return;
+        }
+        match decode_request_frame(&body) {
+            Ok((header, request)) => self.on_request(conn, header.xid, request),
+            Err(RequestFrameError::Body { header, error }) => {
+                if matches!(error, stoa_proto::request::RequestError::UnknownOpcode(_)) {
+                    log::warn!("connection {conn}: unknown request type {}", header.kind);
+                    self.queue_reply(conn, header.xid, ErrorCode::Unimplemented, Response::Empty);
+                } else {
+                    log::warn!("closing connection {conn}: malformed request xid {}: {error}", header.xid);
+                    self.out.closes.push(conn);
+                }
+            }
+            Err(e) => {
+                log::warn!("closing connection {conn}: {e}");
+                self.out.closes.push(conn);
+            }
+        }
+    }
+
+    // ----- output helpers -----
+
+    pub(crate) fn send_raw(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        self.out_buf.entry(conn).or_default().extend_from_slice(&bytes);
+    }
+
+    pub(crate) fn send_reply(&mut self, conn: ConnId, xid: i32, zxid: i64, err: ErrorCode, response: &Response) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.packets_sent += 1;
+        self.stats.packets_sent += 1;
+        let header = ReplyHeader { xid, zxid, err: err.as_i32() };
+        let buf = self.out_buf.entry(conn).or_default();
+        encode_reply(buf, &header, response);
+    }
+
+    pub(crate) fn send_connect_response(&mut self, conn: ConnId, session: SessionId, timeout_ms: i32) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        let sent_read_only = c.sent_read_only;
+        let response = if session == 0 {
+            // ZooKeeper's answer to an unknown or expired session.
+            ConnectResponse { protocol_version: 0, time_out: 0, session_id: 0, passwd: vec![0; 16], read_only: false }
+        } else {
+            ConnectResponse { protocol_version: 0, time_out: timeout_ms, session_id: session, passwd: password_for(session), read_only: false }
+        };
+        let buf = self.out_buf.entry(conn).or_default();
+        encode_connect_response(buf, &response, sent_read_only);
+    }
+
+    pub(crate) fn notify(&mut self, conn: ConnId, zxid: i64, change: ChangeKind, path: &str) {
+        let event = WatcherEvent {
+            kind: change.event_type() as i32,
+            state: KeeperState::SyncConnected as i32,
+            path: path.to_string(),
+        };
+        self.stats.notifications_sent += 1;
+        let buf = self.out_buf.entry(conn).or_default();
+        encode_notification(buf, zxid, &event);
+    }
+
+    /// Appends a decided reply to the session's queue (or sends it now when
+    /// nothing is ahead of it).
+    pub(crate) fn queue_reply(&mut self, conn: ConnId, xid: i32, err: ErrorCode, response: Response) {
+        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else { return };
+        if let Some(s) = self.sessions.get_mut(&sid) {
+            s.queue.push_back(Pending::Reply { xid, err, response });
+        }
+        self.pump(sid);
+    }
+
+    /// Sends every queued reply of `sid` that no longer waits for a write.
+    pub(crate) fn pump(&mut self, sid: SessionId) {
+        loop {
+            let Some(s) = self.sessions.get_mut(&sid) else { return };
+            let Some(conn) = s.conn else {
+                // Nobody to answer: drop what needs no commit; writes stay
+                // until applied so their order is kept.
+                while matches!(s.queue.front(), Some(Pending::Read { .. } | Pending::Reply { .. })) {
+                    s.queue.pop_front();
+                }
+                return;
+            };
+            match s.queue.front() {
+                None | Some(Pending::Write { .. }) => return,
+                Some(Pending::Read { .. }) | Some(Pending::Reply { .. }) => {}
+            }
+            let Some(item) = s.queue.pop_front() else { return };
+            match item {
+                Pending::Read { xid, request } => self.execute_read(conn, sid, xid, request),
+                Pending::Reply { xid, err, response } => {
+                    let zxid = self.tree.last_zxid();
+                    self.send_reply(conn, xid, zxid, err, &response);
+                }
+                Pending::Write { .. } => unreachable!("checked above"),
+            }
+        }
+    }
+
+    pub(crate) fn next_zxid(&mut self) -> i64 {
+        let term = self.raft.raft.term;
+        if term != self.zxid_epoch {
+            self.zxid_epoch = term;
+            self.zxid_counter = 0;
+        }
+        self.zxid_counter = self.zxid_counter.checked_add(1).expect("zxid counter overflow within one epoch");
+        let zxid = ((self.zxid_epoch as i64) << 32) | self.zxid_counter as i64;
+        assert!(zxid > self.tree.last_zxid(), "zxid {zxid:#x} not above applied {:#x}", self.tree.last_zxid());
+        zxid
+    }
+
+    /// Proposes a transaction through raft.
+    pub(crate) fn propose(&mut self, txn: &Txn) {
+        let mut data = Vec::new();
+        txn.encode(&mut data);
+        if let Err(e) = self.raft.propose(vec![], data) {
+            // Only a non-leader refuses; standalone is always leader once caught up.
+            panic!("raft refused a proposal: {e}");
+        }
+        self.stats.proposals += 1;
+    }
+}
+
+impl Engine {
+    pub(crate) fn conns(&self) -> &HashMap<ConnId, Conn> {
+        &self.conns
+    }
+    pub(crate) fn sessions(&self) -> &BTreeMap<SessionId, Session> {
+        &self.sessions
+    }
+    pub(crate) fn watches(&self) -> &WatchTable {
+        &self.watches
+    }
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+    /// Requests received and not yet answered, over all sessions.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.sessions.values().map(|s| s.queue.len()).sum()
+    }
+}

@@ -1,0 +1,92 @@
+//! Applying committed transactions: tree, watches, sessions, replies.
+
+use raft::eraftpb::{Entry, EntryType};
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::request::Request;
+use stoa_tree::{response_for, TreeEventKind, Txn, TxnBody};
+
+use super::Engine;
+use crate::session::Pending;
+use crate::watch::ChangeKind;
+
+impl Engine {
+    pub(super) fn apply_entries(&mut self, entries: Vec<Entry>) {
+        for entry in entries {
+            assert!(entry.index == self.applied_index + 1, "applying {} after {}", entry.index, self.applied_index);
+            self.applied_index = entry.index;
+            self.applied_term = entry.term;
+            if entry.get_entry_type() != EntryType::EntryNormal || entry.data.is_empty() {
+                continue; // leader no-op, or membership (issue 5)
+            }
+            match Txn::decode(&entry.data) {
+                Ok(txn) => self.apply_txn(txn),
+                Err(e) => {
+                    // A committed entry we cannot read means the log is not ours
+                    // or is corrupt beyond its checksums: stop rather than diverge.
+                    self.out.fatal = Some(format!("undecodable transaction at raft index {}: {e}", entry.index));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn apply_txn(&mut self, txn: Txn) {
+        let zxid = txn.header.zxid;
+        let sid = txn.header.session_id;
+        let applied = self.tree.apply(&txn);
+        self.preparer.applied(zxid);
+        self.stats.txns_applied += 1;
+        for event in &applied.events {
+            let change = match event.kind {
+                TreeEventKind::NodeCreated => ChangeKind::Created,
+                TreeEventKind::NodeDeleted => ChangeKind::Deleted,
+                TreeEventKind::NodeDataChanged => ChangeKind::DataChanged,
+                TreeEventKind::NodeChildrenChanged => ChangeKind::ChildrenChanged,
+            };
+            for conn in self.watches.trigger(change, &event.path) {
+                self.notify(conn, zxid, change, &event.path);
+            }
+        }
+        match &txn.body {
+            TxnBody::CreateSession { timeout_ms } => self.session_created(sid, *timeout_ms),
+            TxnBody::CloseSession { .. } => {
+                let xid = self.take_head_write(sid, zxid).map(|(xid, _)| xid);
+                self.session_closed(sid, xid);
+            }
+            _ => {
+                if let Some((xid, request)) = self.take_head_write(sid, zxid) {
+                    let response = response_for(&request, &applied.result);
+                    let err = match &applied.result {
+                        stoa_tree::TxnResult::Error(code) => *code,
+                        _ => ErrorCode::Ok,
+                    };
+                    if let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) {
+                        self.send_reply(conn, xid, zxid, err, &response);
+                    }
+                    self.pump(sid);
+                }
+            }
+        }
+    }
+
+    /// Pops the session's queued write for `zxid`, which FIFO order puts at
+    /// the head of its queue.
+    fn take_head_write(&mut self, sid: i64, zxid: i64) -> Option<(i32, Request)> {
+        let session = self.sessions.get_mut(&sid)?;
+        match session.queue.front() {
+            Some(Pending::Write { zxid: head, .. }) if *head == zxid => {}
+            // An internal transaction of this session (e.g. expiry) applied
+            // ahead of the client's next write.
+            Some(Pending::Write { zxid: head, .. }) if *head > zxid => return None,
+            Some(Pending::Write { zxid: head, .. }) => {
+                panic!("session {sid:#x}: applied zxid {zxid:#x} but its oldest write is {head:#x}")
+            }
+            // Internal transactions (expiry, container cleanup) have no reply.
+            _ => return None,
+        }
+        match session.queue.pop_front() {
+            Some(Pending::Write { xid, request, .. }) => Some((xid, request)),
+            _ => unreachable!("checked above"),
+        }
+    }
+}

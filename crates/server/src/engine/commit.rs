@@ -1,0 +1,68 @@
+//! Driving the partition's raft group: proposals go out as ready entries to
+//! the WAL; entries come back committed once durable, and are applied.
+
+use super::{Engine, PersistJob, SnapshotJob};
+
+impl Engine {
+    /// Handles every ready raft has now. Entries to persist become a
+    /// `PersistJob` (acknowledged later by `Input::Persisted`); committed
+    /// entries are applied at once.
+    pub(super) fn drive_raft(&mut self) {
+        while self.raft.has_ready() {
+            let mut ready = self.raft.ready();
+            assert!(ready.snapshot().metadata.is_none() || ready.snapshot().get_metadata().index == 0, "snapshot install arrives with the ensemble");
+            // One voter: no peers to message. The ensemble (issue 5) sends these.
+            drop(ready.take_messages());
+            let committed = ready.take_committed_entries();
+            self.apply_entries(committed);
+            let entries = ready.take_entries();
+            let hard_state = ready.hs().cloned();
+            if !entries.is_empty() || hard_state.is_some() {
+                let store = self.raft.mut_store();
+                store.append(&entries);
+                if let Some(hs) = &hard_state {
+                    store.set_hard_state(hs.clone());
+                }
+                self.out.persists.push(PersistJob { number: ready.number(), hard_state, entries });
+            }
+            drop(ready.take_persisted_messages());
+            self.raft.advance_append_async(ready);
+            self.raft.advance_apply_to(self.applied_index);
+        }
+        self.maybe_snapshot();
+    }
+
+    fn maybe_snapshot(&mut self) {
+        if self.applied_index < self.snapshot_index + self.config.snap_count {
+            return;
+        }
+        // The tree clones in O(1) (structural sharing), so the writer thread
+        // serializes a frozen copy while this thread keeps applying.
+        self.out.snapshots.push(SnapshotJob { tree: self.tree.clone(), index: self.applied_index, term: self.applied_term });
+        self.snapshot_index = self.applied_index;
+        self.raft.mut_store().compact(self.applied_index, self.applied_term);
+    }
+}
+
+impl Engine {
+    /// ZooKeeper's ContainerManager: deletes empty containers and expired TTL
+    /// nodes, as ordinary replicated transactions.
+    pub(super) fn check_containers(&mut self) {
+        let interval_ms = self.config.container_check_interval_ms as i64;
+        if !self.caught_up() || self.now_ms - self.last_container_check_ms < interval_ms {
+            return;
+        }
+        self.last_container_check_ms = self.now_ms;
+        for path in self.tree.expiry_candidates(self.now_ms, 0) {
+            let zxid = self.next_zxid();
+            match self.preparer.prepare_delete_container(&self.tree, &path, zxid, self.now_ms) {
+                Ok(txn) => {
+                    self.propose(&txn);
+                    self.stats.containers_deleted += 1;
+                }
+                // Raced with a client write (a child appeared): skip this round.
+                Err(_) => continue,
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Handshake, session creation, resumption, expiry and close.
+
+use stoa_proto::records::ConnectRequest;
+use stoa_tree::Txn;
+
+use super::Engine;
+use crate::session::{negotiate_timeout, password_for, Pending, Session, SessionId};
+use crate::watch::ConnId;
+
+impl Engine {
+    pub(super) fn on_connect(&mut self, conn: ConnId, req: ConnectRequest, sent_read_only: bool) {
+        let last_zxid = self.tree.last_zxid();
+        if req.last_zxid_seen > last_zxid {
+            // The client saw a newer tree than ours: serving it would go back in time.
+            log::warn!(
+                "refusing connection {conn}: client has seen zxid {:#x}, our last zxid is {:#x}",
+                req.last_zxid_seen,
+                last_zxid
+            );
+            self.out.closes.push(conn);
+            return;
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.handshaken = true;
+            c.sent_read_only = sent_read_only;
+        }
+        let (min, max) = (self.config.min_session_timeout_ms, self.config.max_session_timeout_ms);
+        let timeout_ms = negotiate_timeout(req.time_out, min, max);
+        if req.session_id == 0 {
+            self.create_session(conn, timeout_ms);
+        } else {
+            self.resume_session(conn, req.session_id, &req.passwd);
+        }
+    }
+
+    fn create_session(&mut self, conn: ConnId, timeout_ms: i32) {
+        let sid = self.allocate_session_id();
+        let zxid = self.next_zxid();
+        let txn = self.preparer.prepare_create_session(&self.tree, sid, zxid, self.now_ms, timeout_ms);
+        self.propose(&txn);
+        self.connecting.insert(sid, conn);
+    }
+
+    fn allocate_session_id(&mut self) -> SessionId {
+        loop {
+            let sid = self.next_session_id;
+            self.next_session_id += 1;
+            if !self.sessions.contains_key(&sid) && !self.connecting.contains_key(&sid) {
+                return sid;
+            }
+        }
+    }
+
+    fn resume_session(&mut self, conn: ConnId, sid: SessionId, passwd: &[u8]) {
+        let now = self.now_ms;
+        let valid = passwd == password_for(sid).as_slice();
+        let Some(s) = self.sessions.get_mut(&sid).filter(|s| valid && !s.closing) else {
+            log::info!("connection {conn}: session {sid:#x} expired or invalid");
+            self.send_connect_response(conn, 0, 0);
+            self.out.closes.push(conn);
+            return;
+        };
+        // A session lives on one connection: the newest wins, as in ZooKeeper.
+        let previous = s.conn.replace(conn);
+        s.touch(now);
+        let timeout_ms = s.timeout_ms;
+        if let Some(old) = previous.filter(|&old| old != conn) {
+            if let Some(c) = self.conns.get_mut(&old) {
+                c.session = None;
+            }
+            self.out.closes.push(old);
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(sid);
+        }
+        self.send_connect_response(conn, sid, timeout_ms);
+    }
+
+    /// Called when a createSession transaction is applied.
+    pub(super) fn session_created(&mut self, sid: SessionId, timeout_ms: i32) {
+        let mut session = Session::new(sid, timeout_ms, self.now_ms);
+        if let Some(conn) = self.connecting.remove(&sid) {
+            if self.conns.contains_key(&conn) {
+                session.conn = Some(conn);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.session = Some(sid);
+                }
+                self.sessions.insert(sid, session);
+                self.send_connect_response(conn, sid, timeout_ms);
+                return;
+            }
+        }
+        // Created for a connection that has gone, or replayed after a
+        // restart: it lives until it expires, as in ZooKeeper.
+        self.sessions.insert(sid, session);
+    }
+
+    /// Called when a closeSession transaction is applied.
+    pub(super) fn session_closed(&mut self, sid: SessionId, reply_xid: Option<i32>) {
+        let Some(s) = self.sessions.remove(&sid) else { return };
+        if let Some(conn) = s.conn {
+            if let Some(xid) = reply_xid {
+                let zxid = self.tree.last_zxid();
+                self.send_reply(conn, xid, zxid, stoa_proto::codes::ErrorCode::Ok, &stoa_proto::response::Response::Empty);
+            }
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.session = None;
+            }
+            self.out.closes.push(conn);
+        }
+    }
+
+    pub(super) fn expire_sessions(&mut self) {
+        if !self.caught_up() {
+            return;
+        }
+        let now = self.now_ms;
+        let expired: Vec<SessionId> = self
+            .sessions
+            .values()
+            .filter(|s| !s.closing && s.deadline_ms < now)
+            .map(|s| s.id)
+            .collect();
+        for sid in expired {
+            log::info!("session {sid:#x} expired");
+            self.stats.sessions_expired += 1;
+            self.close_session(sid, None);
+        }
+    }
+
+    /// Proposes closeSession; `reply_xid` when the client asked for it.
+    pub(super) fn close_session(&mut self, sid: SessionId, reply_xid: Option<i32>) {
+        let zxid = self.next_zxid();
+        let txn: Txn = self.preparer.prepare_close_session(&self.tree, sid, zxid, self.now_ms);
+        let Some(s) = self.sessions.get_mut(&sid) else { return };
+        s.closing = true;
+        if let Some(xid) = reply_xid {
+            s.queue.push_back(Pending::Write { xid, zxid, request: stoa_proto::request::Request::CloseSession });
+        }
+        self.propose(&txn);
+    }
+}

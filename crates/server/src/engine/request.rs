@@ -1,0 +1,274 @@
+//! Client requests after the handshake: reads run against the applied tree
+//! in session order, writes are prepared and proposed.
+
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::opcode::{AddWatchMode, WatcherType};
+use stoa_proto::records::{ClientInfo, Id, WhoAmIResponse};
+use stoa_proto::request::Request;
+use stoa_proto::response::{Response, SyncResponse};
+use stoa_tree::{digest_id, PrepContext, PrepError};
+
+use super::Engine;
+use crate::session::{Pending, SessionId};
+use crate::watch::{ChangeKind, ConnId, WatchKind};
+
+impl Engine {
+    pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, request: Request) {
+        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else {
+            // Handshake answered but the session is gone (expired meanwhile).
+            self.out.closes.push(conn);
+            return;
+        };
+        let now = self.now_ms;
+        let Some(session) = self.sessions.get_mut(&sid) else {
+            self.out.closes.push(conn);
+            return;
+        };
+        session.touch(now);
+        if session.closing {
+            self.queue_reply(conn, xid, ErrorCode::SessionExpired, Response::Empty);
+            return;
+        }
+        match request {
+            Request::Auth(packet) => self.on_auth(conn, xid, &packet.scheme, &packet.auth),
+            Request::CloseSession => self.close_session(sid, Some(xid)),
+            Request::Reconfig(_) => self.queue_reply(conn, xid, ErrorCode::ReconfigDisabled, Response::Empty),
+            Request::Sasl(_) => self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty),
+            request if is_write(&request) => self.on_write(conn, sid, xid, request),
+            request => {
+                if let Some(s) = self.sessions.get_mut(&sid) {
+                    s.queue.push_back(Pending::Read { xid, request });
+                }
+                self.pump(sid);
+            }
+        }
+    }
+
+    fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        let zxid = self.next_zxid();
+        let ctx = PrepContext {
+            session_id: sid,
+            cxid: xid,
+            zxid,
+            time_ms: self.now_ms,
+            ids: &c.ids,
+            is_super: c.is_super,
+            ttl_enabled: self.config.ttl_enabled,
+        };
+        match self.preparer.prepare(&self.tree, &ctx, &request) {
+            Ok(txn) => {
+                self.propose(&txn);
+                if let Some(s) = self.sessions.get_mut(&sid) {
+                    s.queue.push_back(Pending::Write { xid, zxid, request });
+                }
+            }
+            Err(PrepError::Code(code)) => {
+                self.stats.request_errors += 1;
+                self.queue_reply(conn, xid, code, Response::Empty);
+            }
+            Err(PrepError::Multi(codes)) => {
+                self.stats.request_errors += 1;
+                let results = codes.into_iter().map(stoa_proto::response::MultiResult::Error).collect();
+                self.queue_reply(conn, xid, ErrorCode::Ok, Response::Multi(results));
+            }
+        }
+    }
+
+    fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8]) {
+        let credentials = std::str::from_utf8(auth).ok().filter(|s| s.contains(':'));
+        match (scheme, credentials) {
+            ("digest", Some(user_password)) => {
+                let id = digest_id(user_password);
+                let is_super = self.config.super_digest.as_deref() == Some(id.id.as_str());
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if is_super {
+                        c.is_super = true;
+                        c.ids.push(Id { scheme: "super".into(), id: String::new() });
+                    }
+                    if !c.ids.contains(&id) {
+                        c.ids.push(id);
+                    }
+                }
+                self.queue_reply(conn, xid, ErrorCode::Ok, Response::Empty);
+            }
+            _ => {
+                log::warn!("connection {conn}: authentication failed for scheme {scheme:?}");
+                // ZooKeeper answers AuthFailed and closes the connection.
+                let zxid = self.tree.last_zxid();
+                self.send_reply(conn, xid, zxid, ErrorCode::AuthFailed, &Response::Empty);
+                self.out.closes.push(conn);
+            }
+        }
+    }
+
+    /// Runs a read (or an ordered no-op like ping/sync) once it reaches the
+    /// head of its session's queue.
+    pub(super) fn execute_read(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
+        let zxid = self.tree.last_zxid();
+        let (err, response) = match self.read_response(conn, sid, &request) {
+            Ok(response) => (ErrorCode::Ok, response),
+            Err(code) => (code, Response::Empty),
+        };
+        if err != ErrorCode::Ok {
+            self.stats.request_errors += 1;
+        }
+        self.send_reply(conn, xid, zxid, err, &response);
+    }
+
+    fn read_response(&mut self, conn: ConnId, sid: SessionId, request: &Request) -> Result<Response, ErrorCode> {
+        let (ids, is_super) = match self.conns.get(&conn) {
+            Some(c) => (c.ids.clone(), c.is_super),
+            None => return Err(ErrorCode::ConnectionLoss),
+        };
+        match request {
+            Request::Ping | Request::SetWatches(_) | Request::SetWatches2(_) => {
+                if let Request::SetWatches(w) = request {
+                    self.set_watches(conn, w.relative_zxid, &w.data_watches, &w.exist_watches, &w.child_watches, &[], &[]);
+                }
+                if let Request::SetWatches2(w) = request {
+                    self.set_watches(
+                        conn,
+                        w.relative_zxid,
+                        &w.data_watches,
+                        &w.exist_watches,
+                        &w.child_watches,
+                        &w.persistent_watches,
+                        &w.persistent_recursive_watches,
+                    );
+                }
+                Ok(Response::Empty)
+            }
+            Request::Sync(r) => {
+                // One voter: everything committed is applied already; the
+                // ensemble (issue 5) turns this into a ReadIndex.
+                stoa_tree::validate_path(&r.path)?;
+                Ok(Response::Sync(SyncResponse { path: r.path.clone() }))
+            }
+            Request::WhoAmI => {
+                let client_info = ids.iter().map(|id| ClientInfo { auth_scheme: id.scheme.clone(), user: id.id.clone() }).collect();
+                Ok(Response::WhoAmI(WhoAmIResponse { client_info }))
+            }
+            Request::AddWatch(r) => {
+                stoa_tree::validate_path(&r.path)?;
+                let kind = match AddWatchMode::from_i32(r.mode) {
+                    Some(AddWatchMode::Persistent) => WatchKind::Persistent,
+                    Some(AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
+                    None => return Err(ErrorCode::BadArguments),
+                };
+                self.watches.add(conn, kind, &r.path);
+                Ok(Response::Empty)
+            }
+            Request::RemoveWatches(r) | Request::CheckWatches(r) => {
+                let remove = matches!(request, Request::RemoveWatches(_));
+                self.remove_watches(conn, &r.path, r.kind, remove)
+            }
+            _ => {
+                let result = self.tree.execute_read(&ids, is_super, sid, request);
+                self.register_read_watch(conn, request, &result);
+                result
+            }
+        }
+    }
+
+    fn register_read_watch(&mut self, conn: ConnId, request: &Request, result: &Result<Response, ErrorCode>) {
+        let (path, kind) = match request {
+            Request::Exists(r) if r.watch => match result {
+                Ok(_) => (&r.path, WatchKind::Data),
+                Err(ErrorCode::NoNode) => (&r.path, WatchKind::Exist),
+                Err(_) => return,
+            },
+            Request::GetData(r) if r.watch && result.is_ok() => (&r.path, WatchKind::Data),
+            Request::GetChildren(r) if r.watch && result.is_ok() => (&r.path, WatchKind::Child),
+            Request::GetChildren2(r) if r.watch && result.is_ok() => (&r.path, WatchKind::Child),
+            _ => return,
+        };
+        self.watches.add(conn, kind, path);
+    }
+
+    fn remove_watches(&mut self, conn: ConnId, path: &str, watcher_type: i32, remove: bool) -> Result<Response, ErrorCode> {
+        let kinds: &[WatchKind] = match WatcherType::from_i32(watcher_type) {
+            Some(WatcherType::Children) => &[WatchKind::Child],
+            Some(WatcherType::Data) => &[WatchKind::Data, WatchKind::Exist],
+            Some(WatcherType::Any) => &[
+                WatchKind::Child,
+                WatchKind::Data,
+                WatchKind::Exist,
+                WatchKind::Persistent,
+                WatchKind::PersistentRecursive,
+            ],
+            None => return Err(ErrorCode::BadArguments),
+        };
+        let mut found = false;
+        for &kind in kinds {
+            if remove {
+                found |= self.watches.remove(conn, kind, path);
+            } else {
+                found |= self.watches.contains(conn, kind, path);
+            }
+        }
+        if found {
+            Ok(Response::Empty)
+        } else {
+            Err(ErrorCode::NoWatcher)
+        }
+    }
+
+    /// Re-registers a reconnecting client's watches, firing at once those
+    /// whose change it missed (anything newer than `relative_zxid`).
+    #[allow(clippy::too_many_arguments)]
+    fn set_watches(
+        &mut self,
+        conn: ConnId,
+        relative_zxid: i64,
+        data: &[String],
+        exist: &[String],
+        child: &[String],
+        persistent: &[String],
+        recursive: &[String],
+    ) {
+        let zxid = self.tree.last_zxid();
+        for path in data {
+            match self.tree.node(path).map(|n| n.stat().mzxid) {
+                None => self.notify(conn, zxid, ChangeKind::Deleted, path),
+                Some(mzxid) if mzxid > relative_zxid => self.notify(conn, zxid, ChangeKind::DataChanged, path),
+                Some(_) => self.watches.add(conn, WatchKind::Data, path),
+            }
+        }
+        for path in exist {
+            if self.tree.node(path).is_some() {
+                self.notify(conn, zxid, ChangeKind::Created, path);
+            } else {
+                self.watches.add(conn, WatchKind::Exist, path);
+            }
+        }
+        for path in child {
+            match self.tree.node(path).map(|n| n.stat().pzxid) {
+                None => self.notify(conn, zxid, ChangeKind::Deleted, path),
+                Some(pzxid) if pzxid > relative_zxid => self.notify(conn, zxid, ChangeKind::ChildrenChanged, path),
+                Some(_) => self.watches.add(conn, WatchKind::Child, path),
+            }
+        }
+        for path in persistent {
+            self.watches.add(conn, WatchKind::Persistent, path);
+        }
+        for path in recursive {
+            self.watches.add(conn, WatchKind::PersistentRecursive, path);
+        }
+    }
+}
+
+fn is_write(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::Create(_)
+            | Request::Create2(_)
+            | Request::CreateContainer(_)
+            | Request::CreateTtl(_)
+            | Request::Delete(_)
+            | Request::SetData(_)
+            | Request::SetAcl(_)
+            | Request::Check(_)
+            | Request::Multi(_)
+    )
+}

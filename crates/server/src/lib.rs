@@ -1,0 +1,18 @@
+//! The Stoa server: a ZooKeeper-protocol coordination service. A partition
+//! engine (pure state machine) driven by one thread per partition; the WAL
+//! and snapshot writers are the only other threads.
+
+pub mod config;
+pub mod engine;
+pub mod fourlw;
+pub mod logging;
+pub mod net;
+pub mod partition;
+pub mod raft_log;
+pub mod session;
+pub mod stats;
+pub mod storage;
+pub mod watch;
+
+pub use config::{ConfigError, ServerConfig};
+pub use partition::run;

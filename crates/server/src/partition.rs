@@ -1,0 +1,304 @@
+//! The partition thread: a current-thread runtime that hosts the client
+//! listener, the connection tasks and the engine loop. The engine, the tree,
+//! sessions and watches are owned here alone; the WAL writer and snapshot
+//! writer are the only other threads, reached by channels.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use stoa_wal::{Record, WalWriter};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::config::ServerConfig;
+use crate::engine::{Engine, EngineConfig, Input, Output, SnapshotJob};
+use crate::net::{accept_loop, NetEvent, Outgoing};
+use crate::storage;
+use crate::watch::ConnId;
+
+/// Engine timer period: raft ticks, session expiry checks.
+const TICK_MS: u64 = 50;
+/// Inputs handled before the engine's output is flushed, so one busy
+/// connection cannot delay everyone's replies.
+const BATCH_INPUTS_MAX: usize = 1024;
+/// Connection events queued toward the engine before readers wait.
+const NET_QUEUE_EVENTS_MAX: usize = 8192;
+const PARTITION: u32 = 0;
+
+pub fn wall_clock_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+struct ConnHandle {
+    writer: mpsc::UnboundedSender<Outgoing>,
+    reader: tokio::task::AbortHandle,
+    ip: IpAddr,
+}
+
+/// Maps WAL tokens back to raft ready numbers (snapshot markers share the
+/// token sequence but acknowledge no ready).
+#[derive(Default)]
+struct WalTokens {
+    next: u64,
+    in_flight: VecDeque<(u64, Option<u64>)>,
+}
+
+impl WalTokens {
+    fn issue(&mut self, ready_number: Option<u64>) -> u64 {
+        self.next += 1;
+        self.in_flight.push_back((self.next, ready_number));
+        self.next
+    }
+
+    /// Highest ready number made durable by `token`.
+    fn durable(&mut self, token: u64) -> Option<u64> {
+        let mut number = None;
+        while let Some(&(t, n)) = self.in_flight.front() {
+            if t > token {
+                break;
+            }
+            self.in_flight.pop_front();
+            number = n.or(number);
+        }
+        number
+    }
+}
+
+pub fn engine_config(config: &ServerConfig) -> EngineConfig {
+    let (min, max) = config.session_timeout_bounds_ms();
+    let conf_text = format!(
+        "clientPort={}\nsecureClientPort=-1\ndataDir={}\ndataDirSize=0\ndataLogDir={}\ndataLogSize=0\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
+        config.client_port,
+        config.data_dir.display(),
+        config.data_log_dir.as_ref().unwrap_or(&config.data_dir).display(),
+        config.tick_ms,
+        config.max_client_cnxns,
+        min,
+        max,
+        config.server_id
+    );
+    EngineConfig {
+        server_id: config.server_id,
+        partition: PARTITION,
+        min_session_timeout_ms: min,
+        max_session_timeout_ms: max,
+        ttl_enabled: config.extended_types_enabled,
+        container_check_interval_ms: config.container_check_interval_ms,
+        super_digest: config.super_digest.clone(),
+        snap_count: config.snap_count,
+        max_frame_bytes: config.max_frame_bytes,
+        four_letter_whitelist: config.four_letter_whitelist.clone(),
+        conf_text,
+        host_name: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+        working_dir: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+    }
+}
+
+/// Recovers, then serves until a fatal error or a shutdown signal.
+pub fn run(config: ServerConfig) -> Result<(), String> {
+    let (recovered, log) = storage::recover(&config.snapshot_dir(), &config.wal_dir(), PARTITION)?;
+    let mut engine = Engine::new(engine_config(&config), recovered, wall_clock_ms())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start runtime: {e}"))?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Result<u64, String>>();
+        let wal = WalWriter::spawn(log, move |token, result| {
+            let _ = durable_tx.send(result.map(|()| token).map_err(|e| e.to_string()));
+        })
+        .map_err(|e| format!("cannot start WAL writer: {e}"))?;
+        let (snap_tx, snap_done_rx) = spawn_snapshot_writer(config.snapshot_dir());
+        let mut shell = Shell { wal, tokens: WalTokens::default(), conns: HashMap::new(), snap_tx, max_client_cnxns: config.max_client_cnxns };
+
+        // Replay what the WAL holds before anyone can connect: the tree must be
+        // what clients were acknowledged.
+        let mut durable_rx = durable_rx;
+        shell.flush(&mut engine)?;
+        while !engine.caught_up() {
+            let token = durable_rx.recv().await.ok_or("WAL writer stopped")??;
+            if let Some(number) = shell.tokens.durable(token) {
+                engine.handle(Input::Persisted { number });
+            }
+            shell.flush(&mut engine)?;
+        }
+
+        let address = SocketAddr::new(config.client_address, config.client_port);
+        let listener = TcpListener::bind(address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
+        log::info!("serving ZooKeeper clients on {} (data in {})", listener.local_addr().map_err(|e| e.to_string())?, config.data_dir.display());
+        let (net_tx, net_rx) = mpsc::channel(NET_QUEUE_EVENTS_MAX);
+        tokio::task::spawn_local(accept_loop(listener, net_tx, config.max_frame_bytes));
+        let result = serve(&mut engine, &mut shell, net_rx, durable_rx, snap_done_rx).await;
+        shell.wal.shutdown();
+        result
+    })
+}
+
+struct Shell {
+    wal: WalWriter,
+    tokens: WalTokens,
+    conns: HashMap<ConnId, ConnHandle>,
+    snap_tx: std::sync::mpsc::Sender<SnapshotJob>,
+    max_client_cnxns: u32,
+}
+
+impl Shell {
+    fn on_net(&mut self, engine: &mut Engine, event: NetEvent) {
+        match event {
+            NetEvent::Accepted { conn, peer, writer, reader } => {
+                let from_ip = self.conns.values().filter(|c| c.ip == peer.ip()).count();
+                if self.max_client_cnxns > 0 && from_ip >= self.max_client_cnxns as usize {
+                    log::warn!("too many connections from {} - max is {}", peer.ip(), self.max_client_cnxns);
+                    reader.abort();
+                    let _ = writer.send(Outgoing::Close);
+                    return;
+                }
+                self.conns.insert(conn, ConnHandle { writer, reader, ip: peer.ip() });
+                engine.handle(Input::Accepted { conn, peer });
+            }
+            NetEvent::Frame { conn, body } => engine.handle(Input::Frame { conn, body }),
+            NetEvent::FourLetter { conn, word } => engine.handle(Input::FourLetter { conn, word }),
+            NetEvent::Closed { conn } => {
+                self.conns.remove(&conn);
+                engine.handle(Input::Closed { conn });
+            }
+        }
+    }
+
+    /// Carries out everything the engine asked for.
+    fn flush(&mut self, engine: &mut Engine) -> Result<(), String> {
+        let Output { sends, closes, persists, snapshots, fatal } = engine.take_output();
+        if let Some(reason) = fatal {
+            return Err(reason);
+        }
+        for job in &persists {
+            let records: Vec<Record> = storage::persist_job_records(PARTITION, job);
+            let token = self.tokens.issue(Some(job.number));
+            self.wal.submit(token, records).map_err(|e| format!("WAL: {e}"))?;
+        }
+        for (conn, bytes) in sends {
+            if let Some(handle) = self.conns.get(&conn) {
+                let _ = handle.writer.send(Outgoing::Bytes(bytes));
+            }
+        }
+        for conn in closes {
+            if let Some(handle) = self.conns.remove(&conn) {
+                handle.reader.abort();
+                let _ = handle.writer.send(Outgoing::Close);
+                engine.handle(Input::Closed { conn });
+            }
+        }
+        for job in snapshots {
+            let _ = self.snap_tx.send(job);
+        }
+        Ok(())
+    }
+}
+
+async fn serve(
+    engine: &mut Engine,
+    shell: &mut Shell,
+    mut net_rx: mpsc::Receiver<NetEvent>,
+    mut durable_rx: mpsc::UnboundedReceiver<Result<u64, String>>,
+    mut snap_done_rx: mpsc::UnboundedReceiver<Result<(u64, u64, Option<u64>), String>>,
+) -> Result<(), String> {
+    let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shutdown = Box::pin(shutdown_signal());
+    loop {
+        tokio::select! {
+            event = net_rx.recv() => {
+                let Some(event) = event else { return Err("listener stopped".into()) };
+                engine.set_time(wall_clock_ms());
+                shell.on_net(engine, event);
+                for _ in 1..BATCH_INPUTS_MAX {
+                    match net_rx.try_recv() {
+                        Ok(event) => shell.on_net(engine, event),
+                        Err(_) => break,
+                    }
+                }
+            }
+            durable = durable_rx.recv() => {
+                let token = durable.ok_or("WAL writer stopped")??;
+                engine.set_time(wall_clock_ms());
+                if let Some(number) = shell.tokens.durable(token) {
+                    engine.handle(Input::Persisted { number });
+                }
+            }
+            _ = ticker.tick() => {
+                engine.set_time(wall_clock_ms());
+                engine.tick();
+            }
+            done = snap_done_rx.recv() => {
+                match done {
+                    Some(Ok((index, term, compact_to))) => {
+                        log::info!("snapshot at raft index {index} (term {term}) written");
+                        if let Some(upto) = compact_to {
+                            let token = shell.tokens.issue(None);
+                            let marker = Record::snapshot(PARTITION, term, upto, Vec::new());
+                            shell.wal.submit(token, vec![marker]).map_err(|e| format!("WAL: {e}"))?;
+                        }
+                    }
+                    // A failed snapshot loses nothing (the WAL still holds every
+                    // entry); the next one retries.
+                    Some(Err(e)) => log::error!("snapshot failed: {e}"),
+                    None => return Err("snapshot writer stopped".into()),
+                }
+            }
+            _ = &mut shutdown => {
+                log::info!("shutting down");
+                return Ok(());
+            }
+        }
+        shell.flush(engine)?;
+    }
+}
+
+type SnapshotDone = Result<(u64, u64, Option<u64>), String>;
+
+fn spawn_snapshot_writer(dir: std::path::PathBuf) -> (std::sync::mpsc::Sender<SnapshotJob>, mpsc::UnboundedReceiver<SnapshotDone>) {
+    let (job_tx, job_rx) = std::sync::mpsc::channel::<SnapshotJob>();
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let spawned = std::thread::Builder::new().name("stoa-snapshot".into()).spawn(move || {
+        for job in job_rx {
+            let result = storage::write_snapshot(&dir, &job.tree, job.index, job.term).map(|compact| (job.index, job.term, compact));
+            if done_tx.send(result).is_err() {
+                return;
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        log::error!("cannot start snapshot writer: {e}");
+    }
+    (job_tx, done_rx)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wal_tokens_map_back_to_the_highest_ready_number() {
+        let mut t = WalTokens::default();
+        let a = t.issue(Some(1));
+        let _marker = t.issue(None);
+        let c = t.issue(Some(2));
+        assert_eq!(t.durable(a), Some(1));
+        assert_eq!(t.durable(c), Some(2));
+        assert_eq!(t.durable(c), None);
+    }
+}

@@ -1,0 +1,162 @@
+//! The in-memory view of one partition's raft log that raft-rs reads through
+//! its `Storage` trait. The durable copy is the WAL; the owning partition
+//! thread appends here before it hands the same entries to the WAL writer, and
+//! owns this value outright (no lock, unlike raft-rs's MemStorage).
+
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, StorageError};
+
+#[derive(Default)]
+pub struct RaftLog {
+    hard_state: HardState,
+    conf_state: ConfState,
+    /// Index and term of the last entry folded into a tree snapshot.
+    /// Invariant: `entries[0].index == snapshot.index + 1` when entries exist.
+    snapshot: SnapshotMetadata,
+    entries: Vec<Entry>,
+}
+
+impl RaftLog {
+    pub fn new(voters: Vec<u64>) -> RaftLog {
+        let mut log = RaftLog::default();
+        log.conf_state.voters = voters;
+        log
+    }
+
+    /// State after a restart: the snapshot the tree was loaded from and the
+    /// entries the WAL still holds after it.
+    pub fn restore(&mut self, snapshot: SnapshotMetadata, hard_state: HardState, entries: Vec<Entry>) {
+        assert!(entries.first().is_none_or(|e| e.index == snapshot.index + 1), "WAL gap after snapshot");
+        self.snapshot = snapshot;
+        self.hard_state = hard_state;
+        if self.hard_state.commit < self.snapshot.index {
+            self.hard_state.commit = self.snapshot.index;
+        }
+        if self.hard_state.term < self.snapshot.term {
+            self.hard_state.term = self.snapshot.term;
+        }
+        self.entries = entries;
+    }
+
+    pub fn set_hard_state(&mut self, hs: HardState) {
+        self.hard_state = hs;
+    }
+
+    pub fn hard_state(&self) -> &HardState {
+        &self.hard_state
+    }
+
+    pub fn first_index(&self) -> u64 {
+        self.snapshot.index + 1
+    }
+
+    pub fn last_index(&self) -> u64 {
+        self.entries.last().map_or(self.snapshot.index, |e| e.index)
+    }
+
+    /// Appends, truncating any conflicting suffix as raft requires.
+    pub fn append(&mut self, new: &[Entry]) {
+        let Some(first) = new.first() else { return };
+        assert!(first.index >= self.first_index(), "append below the snapshot");
+        assert!(first.index <= self.last_index() + 1, "gap in raft log");
+        let keep = (first.index - self.first_index()) as usize;
+        self.entries.truncate(keep);
+        self.entries.extend_from_slice(new);
+    }
+
+    /// Drops entries up to `index` once a snapshot covers them.
+    pub fn compact(&mut self, index: u64, term: u64) {
+        if index <= self.snapshot.index {
+            return;
+        }
+        assert!(index <= self.last_index(), "compacting past the log end");
+        let drop = (index - self.snapshot.index) as usize;
+        self.entries.drain(..drop);
+        self.snapshot.index = index;
+        self.snapshot.term = term;
+    }
+
+    fn term_of(&self, idx: u64) -> raft::Result<u64> {
+        if idx == self.snapshot.index {
+            return Ok(self.snapshot.term);
+        }
+        if idx < self.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if idx > self.last_index() {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        Ok(self.entries[(idx - self.first_index()) as usize].term)
+    }
+}
+
+impl raft::Storage for RaftLog {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState::new(self.hard_state.clone(), self.conf_state.clone()))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low < self.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        assert!(high <= self.last_index() + 1, "entries past the log end");
+        let lo = (low - self.first_index()) as usize;
+        let hi = (high - self.first_index()) as usize;
+        let mut out = self.entries[lo..hi].to_vec();
+        raft::util::limit_size(&mut out, max_size.into());
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        self.term_of(idx)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(RaftLog::first_index(self))
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(RaftLog::last_index(self))
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        // Snapshot shipping to peers arrives with the ensemble (issue 5); a
+        // single voter never asks for one.
+        Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::Storage;
+
+    fn entry(index: u64, term: u64) -> Entry {
+        Entry { index, term, ..Default::default() }
+    }
+
+    #[test]
+    fn append_truncates_a_conflicting_suffix() {
+        let mut log = RaftLog::new(vec![1]);
+        log.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
+        log.append(&[entry(2, 2)]);
+        assert_eq!(log.last_index(), 2);
+        assert_eq!(log.term(2).unwrap(), 2);
+    }
+
+    #[test]
+    fn compaction_keeps_the_term_of_the_compacted_index() {
+        let mut log = RaftLog::new(vec![1]);
+        log.append(&[entry(1, 1), entry(2, 1), entry(3, 2)]);
+        log.compact(2, 1);
+        assert_eq!(log.term(2).unwrap(), 1);
+        assert!(log.term(1).is_err());
+        assert_eq!(log.entries(3, 4, None, GetEntriesContext::empty(false)).unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,56 @@
+//! Counters the partition thread keeps for `srvr`, `mntr` and Prometheus.
+
+/// Reported as the ZooKeeper version clients parse (`envi`, `srvr`): the
+/// protocol level Stoa implements, then Stoa's own version.
+pub const ZOOKEEPER_COMPAT_VERSION: &str = "3.9.2";
+
+pub fn version_line() -> String {
+    format!("{ZOOKEEPER_COMPAT_VERSION}-stoa-{}, built on unknown", env!("CARGO_PKG_VERSION"))
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub packets_received: u64,
+    pub packets_sent: u64,
+    pub notifications_sent: u64,
+    pub proposals: u64,
+    pub txns_applied: u64,
+    pub request_errors: u64,
+    pub sessions_expired: u64,
+    pub containers_deleted: u64,
+    pub auth_failures: u64,
+    pub latency_min_ms: Option<u64>,
+    pub latency_max_ms: u64,
+    pub latency_total_ms: u64,
+    pub latency_count: u64,
+    pub started_at_ms: i64,
+}
+
+impl Stats {
+    pub fn record_latency(&mut self, ms: u64) {
+        self.latency_min_ms = Some(self.latency_min_ms.map_or(ms, |m| m.min(ms)));
+        self.latency_max_ms = self.latency_max_ms.max(ms);
+        self.latency_total_ms += ms;
+        self.latency_count += 1;
+    }
+
+    pub fn latency_avg_ms(&self) -> f64 {
+        if self.latency_count == 0 {
+            0.0
+        } else {
+            self.latency_total_ms as f64 / self.latency_count as f64
+        }
+    }
+
+    pub fn reset_latency_only(&mut self) {
+        self.latency_min_ms = None;
+        self.latency_max_ms = 0;
+        self.latency_total_ms = 0;
+        self.latency_count = 0;
+    }
+
+    pub fn reset(&mut self) {
+        let started_at_ms = self.started_at_ms;
+        *self = Stats { started_at_ms, ..Stats::default() };
+    }
+}

@@ -1,0 +1,203 @@
+//! Applying a [`Txn`] to the tree: deterministic, and the only way the
+//! committed state changes.
+
+use std::sync::Arc;
+
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::records::{Acl, Stat};
+
+use crate::node::{Node, PersistedStat};
+use crate::path;
+use crate::tree::DataTree;
+use crate::txn::{CreateTxn, Txn, TxnHeader, TxnOp};
+
+/// The outcome of one (sub-)transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnResult {
+    Created { path: String, stat: Stat },
+    Deleted,
+    SetData { stat: Stat },
+    SetAcl { stat: Stat },
+    Checked,
+    /// createSession or closeSession.
+    Session,
+    Multi(Vec<TxnResult>),
+    Error(ErrorCode),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TreeEventKind {
+    NodeCreated,
+    NodeDeleted,
+    NodeDataChanged,
+    NodeChildrenChanged,
+}
+
+/// A change a watch may fire on, in the order the tree made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeEvent {
+    pub kind: TreeEventKind,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub zxid: i64,
+    pub result: TxnResult,
+    pub events: Vec<TreeEvent>,
+}
+
+impl DataTree {
+    /// Applies `txn`. Its zxid must exceed every zxid applied before.
+    ///
+    /// A txn whose precondition does not hold (parent missing, node exists)
+    /// yields an error result and changes nothing, as ZooKeeper's
+    /// `processTxn` does; replicas stay identical either way.
+    pub fn apply(&mut self, txn: &Txn) -> Applied {
+        assert!(
+            txn.header.zxid > self.last_zxid,
+            "zxid {:#x} not after last applied {:#x}",
+            txn.header.zxid,
+            self.last_zxid
+        );
+        let mut events = Vec::new();
+        let result = match &txn.op {
+            TxnOp::Multi(ops) => self.apply_multi(&txn.header, ops, &mut events),
+            op => self.apply_op(&txn.header, op, &mut events),
+        };
+        self.last_zxid = txn.header.zxid;
+        debug_assert_eq!(self.check_invariants(), Ok(()));
+        Applied { zxid: txn.header.zxid, result, events }
+    }
+
+    fn apply_multi(&mut self, h: &TxnHeader, ops: &[TxnOp], ev: &mut Vec<TreeEvent>) -> TxnResult {
+        if ops.iter().any(|o| matches!(o, TxnOp::Error(_))) {
+            // ZooKeeper turns every op into an error: Ok before the first
+            // failure, RuntimeInconsistency after it.
+            let mut failed = false;
+            let results = ops
+                .iter()
+                .map(|o| match o {
+                    TxnOp::Error(code) => {
+                        failed = true;
+                        TxnResult::Error(*code)
+                    }
+                    _ if failed => TxnResult::Error(ErrorCode::RuntimeInconsistency),
+                    _ => TxnResult::Error(ErrorCode::Ok),
+                })
+                .collect();
+            return TxnResult::Multi(results);
+        }
+        TxnResult::Multi(ops.iter().map(|o| self.apply_op(h, o, ev)).collect())
+    }
+
+    fn apply_op(&mut self, h: &TxnHeader, op: &TxnOp, ev: &mut Vec<TreeEvent>) -> TxnResult {
+        match op {
+            TxnOp::CreateSession { timeout_ms } => {
+                self.sessions.insert_mut(h.session_id, *timeout_ms);
+                TxnResult::Session
+            }
+            TxnOp::CloseSession { paths } => {
+                self.close_session(h, paths, ev);
+                TxnResult::Session
+            }
+            TxnOp::Create(c) => self.create(h, c, ev),
+            TxnOp::Delete { path } | TxnOp::DeleteContainer { path } => {
+                match self.delete(h.zxid, path, ev) {
+                    Ok(()) => TxnResult::Deleted,
+                    Err(code) => TxnResult::Error(code),
+                }
+            }
+            TxnOp::SetData { path, data, version } => {
+                let Some(node) = self.nodes.get_mut(path.as_str()) else {
+                    return TxnResult::Error(ErrorCode::NoNode);
+                };
+                node.data = Arc::from(data.as_slice());
+                node.stat.mtime = h.time_ms;
+                node.stat.mzxid = h.zxid;
+                node.stat.version = *version;
+                let stat = node.stat();
+                ev.push(event(TreeEventKind::NodeDataChanged, path));
+                TxnResult::SetData { stat }
+            }
+            TxnOp::SetAcl { path, acl, aversion } => {
+                let Some(node) = self.nodes.get_mut(path.as_str()) else {
+                    return TxnResult::Error(ErrorCode::NoNode);
+                };
+                node.acl = Arc::from(acl.as_slice());
+                node.stat.aversion = *aversion;
+                TxnResult::SetAcl { stat: node.stat() }
+            }
+            TxnOp::Check { .. } => TxnResult::Checked,
+            TxnOp::Error(code) => TxnResult::Error(*code),
+            // Decoding and preparing never nest multis.
+            TxnOp::Multi(_) => panic!("nested multi reached apply"),
+        }
+    }
+
+    /// `DataTree.createNode`.
+    fn create(&mut self, h: &TxnHeader, c: &CreateTxn, ev: &mut Vec<TreeEvent>) -> TxnResult {
+        let Some(parent_path) = path::parent_of(&c.path).map(path::canonical) else {
+            return TxnResult::Error(ErrorCode::BadArguments);
+        };
+        let parent_path = parent_path.to_owned();
+        let Some(parent) = self.nodes.get_mut(parent_path.as_str()) else {
+            return TxnResult::Error(ErrorCode::NoNode);
+        };
+        if parent.children.contains(path::name_of(&c.path)) || c.path == path::ROOT {
+            return TxnResult::Error(ErrorCode::NodeExists);
+        }
+        if c.parent_cversion > parent.stat.cversion {
+            parent.stat.cversion = c.parent_cversion;
+            parent.stat.pzxid = h.zxid;
+        }
+        // Children usually carry their parent's ACL: share it.
+        let acl: Arc<[Acl]> =
+            if *parent.acl == *c.acl { parent.acl.clone() } else { Arc::from(c.acl.as_slice()) };
+        let stat = PersistedStat::created(h.zxid, h.time_ms, c.ephemeral_owner);
+        let node = Node::new(Arc::from(c.data.as_slice()), acl, stat);
+        let client_stat = node.stat();
+        self.attach(&c.path, node);
+        ev.push(event(TreeEventKind::NodeCreated, &c.path));
+        ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));
+        TxnResult::Created { path: c.path.clone(), stat: client_stat }
+    }
+
+    /// `DataTree.deleteNode`; refuses to orphan children.
+    fn delete(&mut self, zxid: i64, p: &str, ev: &mut Vec<TreeEvent>) -> Result<(), ErrorCode> {
+        let parent_path = path::parent_of(p).map(path::canonical).ok_or(ErrorCode::BadArguments)?;
+        let parent_path = parent_path.to_owned();
+        match self.nodes.get(p) {
+            None => return Err(ErrorCode::NoNode),
+            Some(n) if n.child_count() > 0 || p == path::ROOT => return Err(ErrorCode::NotEmpty),
+            Some(_) => {}
+        }
+        self.detach(p);
+        if let Some(parent) = self.nodes.get_mut(parent_path.as_str()) {
+            if zxid > parent.stat.pzxid {
+                parent.stat.pzxid = zxid;
+            }
+        }
+        ev.push(event(TreeEventKind::NodeDeleted, p));
+        ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));
+        Ok(())
+    }
+
+    /// `DataTree.killSession`: the listed paths first, then any ephemeral
+    /// of the session the list missed.
+    fn close_session(&mut self, h: &TxnHeader, paths: &[String], ev: &mut Vec<TreeEvent>) {
+        for p in paths {
+            // A listed path may be gone or reused; ZooKeeper ignores NoNode.
+            let _ = self.delete(h.zxid, p, ev);
+        }
+        let rest: Vec<String> = self.ephemerals(h.session_id).map(str::to_owned).collect();
+        for p in rest {
+            let _ = self.delete(h.zxid, &p, ev);
+        }
+        self.sessions.remove_mut(&h.session_id);
+    }
+}
+
+fn event(kind: TreeEventKind, path: &str) -> TreeEvent {
+    TreeEvent { kind, path: path.to_owned() }
+}

@@ -1,0 +1,30 @@
+//! The data tree of one partition: nodes, stats and ACLs exactly as
+//! ZooKeeper 3.9 keeps them; the leader's request preparation
+//! ([`Preparer`]); idempotent transactions ([`Txn`]) and their application;
+//! reads; and the snapshot format. Pure code: no I/O beyond `Read`/`Write`.
+
+mod acl;
+mod apply;
+mod codec;
+mod digest;
+mod ephemeral;
+mod node;
+mod path;
+mod prep;
+mod read;
+mod response;
+mod snapshot;
+mod tree;
+mod txn;
+
+pub use acl::{check as check_acl, digest_id, fixup as fixup_acl, Caller};
+pub use apply::{Applied, TreeEvent, TreeEventKind, TxnResult};
+pub use codec::DecodeError;
+pub use ephemeral::{client_owner, ttl_owner, EphemeralKind, CONTAINER_OWNER, TTL_MAX_MS};
+pub use node::{Node, PersistedStat};
+pub use path::{validate_path, CONFIG, QUOTA, ROOT, ZOOKEEPER};
+pub use prep::{PrepContext, PrepError, Preparer};
+pub use response::{reply_for, response_for};
+pub use snapshot::{read_snapshot, write_snapshot, SnapshotError};
+pub use tree::DataTree;
+pub use txn::{CreateTxn, Txn, TxnHeader, TxnOp};

@@ -1,0 +1,97 @@
+//! One znode: data, ACL, persisted stat and child names.
+
+use std::sync::Arc;
+
+use rpds::RedBlackTreeSetSync;
+use stoa_proto::records::{Acl, Stat};
+
+use crate::ephemeral::client_owner;
+
+/// The stat ZooKeeper persists (`StatPersisted`). `cversion` counts child
+/// creations and `ephemeral_owner` is raw (containers and TTL nodes carry
+/// their markers); [`Node::stat`] derives what clients see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PersistedStat {
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    pub cversion: i32,
+    pub aversion: i32,
+    pub ephemeral_owner: i64,
+    pub pzxid: i64,
+}
+
+impl PersistedStat {
+    /// `DataTree.createStat`: a new node's stat.
+    pub fn created(zxid: i64, time_ms: i64, ephemeral_owner: i64) -> Self {
+        PersistedStat {
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: time_ms,
+            mtime: time_ms,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner,
+            pzxid: zxid,
+        }
+    }
+}
+
+/// A znode. Cloning is cheap: data, ACL and children are shared.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub(crate) data: Arc<[u8]>,
+    pub(crate) acl: Arc<[Acl]>,
+    pub(crate) stat: PersistedStat,
+    /// Child names, sorted (ZooKeeper's order is unspecified).
+    pub(crate) children: RedBlackTreeSetSync<Arc<str>>,
+}
+
+impl Node {
+    pub(crate) fn new(data: Arc<[u8]>, acl: Arc<[Acl]>, stat: PersistedStat) -> Self {
+        Node { data, acl, stat, children: RedBlackTreeSetSync::new_sync() }
+    }
+
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    pub fn acl(&self) -> &[Acl] {
+        &self.acl
+    }
+
+    pub fn persisted(&self) -> &PersistedStat {
+        &self.stat
+    }
+
+    /// The stat as ZooKeeper reports it (`DataNode.copyStat`): cversion
+    /// counts creations and deletions, owner 0 for containers and TTL nodes.
+    pub fn stat(&self) -> Stat {
+        let num_children = self.child_count() as i32;
+        Stat {
+            czxid: self.stat.czxid,
+            mzxid: self.stat.mzxid,
+            ctime: self.stat.ctime,
+            mtime: self.stat.mtime,
+            version: self.stat.version,
+            cversion: self.stat.cversion.wrapping_mul(2).wrapping_sub(num_children),
+            aversion: self.stat.aversion,
+            ephemeral_owner: client_owner(self.stat.ephemeral_owner),
+            data_length: self.data.len() as i32,
+            num_children,
+            pzxid: self.stat.pzxid,
+        }
+    }
+
+    /// Child names in sorted order.
+    pub fn children(&self) -> impl Iterator<Item = &str> + '_ {
+        self.children.iter().map(|c| &**c)
+    }
+
+    pub fn child_count(&self) -> usize {
+        self.children.size()
+    }
+}

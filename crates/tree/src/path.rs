@@ -1,0 +1,131 @@
+//! ZooKeeper path rules (`PathUtils.validatePath`) and the special paths the
+//! server owns.
+
+use stoa_proto::codes::ErrorCode;
+
+/// The root node.
+pub const ROOT: &str = "/";
+/// ZooKeeper's own subtree.
+pub const ZOOKEEPER: &str = "/zookeeper";
+/// Where quota limits live.
+pub const QUOTA: &str = "/zookeeper/quota";
+/// The ensemble configuration node (read-only by default, ZOOKEEPER-2014).
+pub const CONFIG: &str = "/zookeeper/config";
+
+/// `PathUtils.validatePath`: `BadArguments` for anything ZooKeeper rejects.
+///
+/// ZooKeeper checks UTF-16 code units; a character outside the Basic
+/// Multilingual Plane is a surrogate pair there, which it rejects, so every
+/// such `char` is rejected here too.
+pub fn validate_path(path: &str) -> Result<(), ErrorCode> {
+    let chars: Vec<char> = path.chars().collect();
+    if chars.first() != Some(&'/') {
+        return Err(ErrorCode::BadArguments);
+    }
+    if chars.len() == 1 {
+        return Ok(());
+    }
+    if chars.last() == Some(&'/') {
+        return Err(ErrorCode::BadArguments);
+    }
+    let is_separator_or_end = |i: usize| i == chars.len() || chars[i] == '/';
+    for i in 1..chars.len() {
+        let c = chars[i];
+        let last = chars[i - 1];
+        let bad = match c {
+            '\0' => true,
+            '/' => last == '/',
+            // ".." and "." as whole path components are relative paths.
+            '.' if last == '.' => chars[i - 2] == '/' && is_separator_or_end(i + 1),
+            '.' => last == '/' && is_separator_or_end(i + 1),
+            _ => is_invalid_char(c),
+        };
+        if bad {
+            return Err(ErrorCode::BadArguments);
+        }
+    }
+    Ok(())
+}
+
+fn is_invalid_char(c: char) -> bool {
+    let u = c as u32;
+    (0x01..=0x1f).contains(&u)
+        || (0x7f..=0x9f).contains(&u)
+        || (0xd800..=0xf8ff).contains(&u)
+        || (0xfff0..=0xffff).contains(&u)
+        || u > 0xffff
+}
+
+/// The parent of `path` as ZooKeeper computes it (`path.substring(0,
+/// lastSlash)`): `""` for a child of the root, `None` without a slash.
+pub fn parent_of(path: &str) -> Option<&str> {
+    path.rfind('/').map(|i| &path[..i])
+}
+
+/// The last component of `path` (everything after the last slash).
+pub fn name_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+/// ZooKeeper stores the root under both `""` and `"/"`; we store it under
+/// `"/"` only and map the alias here.
+pub fn canonical(path: &str) -> &str {
+    if path.is_empty() {
+        ROOT
+    } else {
+        path
+    }
+}
+
+/// `DataTree.isSpecialPath`: nodes a client may never delete.
+pub fn is_special(path: &str) -> bool {
+    matches!(path, ROOT | ZOOKEEPER | QUOTA | CONFIG)
+}
+
+/// The path of `name` under `parent` (`parent` in canonical form).
+pub fn join(parent: &str, name: &str) -> String {
+    if parent == ROOT {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_path_accepts_what_zookeeper_accepts() {
+        // Proves ordinary names, dots inside names and the root are valid.
+        for p in ["/", "/a", "/a/b", "/a.b", "/..a", "/a..", "/.a./b", "/ü", "/a b"] {
+            assert_eq!(validate_path(p), Ok(()), "{p}");
+        }
+    }
+
+    #[test]
+    fn validate_path_rejects_what_zookeeper_rejects() {
+        // Proves every PathUtils rejection maps to BadArguments.
+        for p in [
+            "", "a", "a/b", "/a/", "//", "/a//b", "/.", "/..", "/a/./b", "/a/../b", "/a/.",
+            "/a\0b", "/a\u{1}", "/a\u{7f}", "/a\u{9f}", "/a\u{e000}", "/a\u{fff0}", "/a\u{1f600}",
+        ] {
+            assert_eq!(validate_path(p), Err(ErrorCode::BadArguments), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn parent_and_name_follow_last_slash() {
+        // Proves the root's children have parent "" like ZooKeeper's substring.
+        assert_eq!(parent_of("/a"), Some(""));
+        assert_eq!(parent_of("/a/b"), Some("/a"));
+        assert_eq!(parent_of("a"), None);
+        assert_eq!(name_of("/a/b"), "b");
+        assert_eq!(canonical(""), "/");
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/a", "b"), "/a/b");
+    }
+}

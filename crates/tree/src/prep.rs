@@ -1,0 +1,524 @@
+//! The leader's `PrepRequestProcessor`: turns a client write into a [`Txn`]
+//! against the committed tree plus the txns prepared but not yet applied
+//! (ZooKeeper's `outstandingChanges`), with ZooKeeper's checks in
+//! ZooKeeper's order.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::opcode::{perms, CreateMode};
+use stoa_proto::records::{Acl, Id};
+use stoa_proto::request::Request;
+
+use crate::acl::{self, Caller};
+use crate::ephemeral::{self, EphemeralKind, CONTAINER_OWNER};
+use crate::node::PersistedStat;
+use crate::path;
+use crate::tree::DataTree;
+use crate::txn::{CreateTxn, Txn, TxnHeader, TxnOp};
+
+/// Everything about the request that is not in its body.
+#[derive(Debug, Clone, Copy)]
+pub struct PrepContext<'a> {
+    pub session_id: i64,
+    pub cxid: i32,
+    /// Assigned by the caller; every op of a multi shares it.
+    pub zxid: i64,
+    pub time_ms: i64,
+    /// The session's authenticated ids, the connection's `ip` id included.
+    pub ids: &'a [Id],
+    pub is_super: bool,
+    /// `zookeeper.extendedTypesEnabled`: TTL nodes allowed.
+    pub ttl_enabled: bool,
+}
+
+impl PrepContext<'_> {
+    fn header(&self) -> TxnHeader {
+        TxnHeader {
+            session_id: self.session_id,
+            cxid: self.cxid,
+            zxid: self.zxid,
+            time_ms: self.time_ms,
+        }
+    }
+
+    fn caller(&self) -> Caller<'_> {
+        Caller { ids: self.ids, is_super: self.is_super }
+    }
+}
+
+/// Why a write was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrepError {
+    /// A single op failed with this code.
+    Code(ErrorCode),
+    /// A multi failed: `Ok` for the ops before the failing one, its code,
+    /// `RuntimeInconsistency` for the ops after.
+    Multi(Vec<ErrorCode>),
+}
+
+impl PrepError {
+    /// The failed op as ZooKeeper still commits it: an error txn that takes
+    /// a zxid and changes nothing. Commit it to keep zxids in step with
+    /// ZooKeeper; its apply result gives the reply.
+    pub fn into_txn_op(self) -> TxnOp {
+        match self {
+            PrepError::Code(code) => TxnOp::Error(code),
+            PrepError::Multi(codes) => TxnOp::Multi(codes.into_iter().map(TxnOp::Error).collect()),
+        }
+    }
+}
+
+/// ZooKeeper's `ChangeRecord`: the state of a path as pending txns leave it.
+#[derive(Debug, Clone)]
+struct Record {
+    /// `None`: deleted by a pending txn.
+    stat: Option<PersistedStat>,
+    child_count: usize,
+    acl: Arc<[Acl]>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    zxid: i64,
+    seq: u64,
+    path: String,
+    /// The owner of the record's node; `None` for a deletion.
+    owner: Option<i64>,
+}
+
+/// Pending changes of prepared, not yet applied, txns.
+///
+/// Records are keyed by the path exactly as ZooKeeper keys them, so the
+/// root's alias `""` (the parent of `/a`) and `"/"` are separate records.
+#[derive(Debug, Default)]
+pub struct Preparer {
+    /// In zxid order.
+    queue: VecDeque<Pending>,
+    /// Latest record per path; `seq` ties it to its queue entry.
+    by_path: HashMap<String, (u64, Record)>,
+    next_seq: u64,
+    /// While preparing a multi: previous `by_path` values, for rollback.
+    undo: Option<Vec<(String, Option<(u64, Record)>)>>,
+}
+
+impl Preparer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of pending change records.
+    pub fn pending(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The tree has applied every txn up to `zxid`: forget their records.
+    pub fn applied(&mut self, zxid: i64) {
+        while self.queue.front().is_some_and(|p| p.zxid <= zxid) {
+            let Some(p) = self.queue.pop_front() else { break };
+            if self.by_path.get(&p.path).is_some_and(|(seq, _)| *seq == p.seq) {
+                self.by_path.remove(&p.path);
+            }
+        }
+    }
+
+    /// Prepared txns were abandoned (leadership lost): forget everything.
+    pub fn clear(&mut self) {
+        self.queue.clear();
+        self.by_path.clear();
+        self.undo = None;
+    }
+
+    pub fn prepare_create_session(&mut self, ctx: &PrepContext<'_>, timeout_ms: i32) -> Txn {
+        Txn { header: ctx.header(), op: TxnOp::CreateSession { timeout_ms } }
+    }
+
+    /// Close `ctx.session_id`: delete its ephemerals, pending ones included.
+    pub fn prepare_close_session(&mut self, tree: &DataTree, ctx: &PrepContext<'_>) -> Txn {
+        let session = ctx.session_id;
+        let mut paths: BTreeSet<String> = tree.ephemerals(session).map(str::to_owned).collect();
+        for p in &self.queue {
+            match p.owner {
+                None => {
+                    paths.remove(&p.path);
+                }
+                Some(owner) if owner == session => {
+                    paths.insert(p.path.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        for p in &paths {
+            if let Some(parent) = path::parent_of(p) {
+                if let Ok(mut rec) = self.record(tree, parent) {
+                    rec.child_count = rec.child_count.saturating_sub(1);
+                    if let Some(s) = rec.stat.as_mut() {
+                        s.pzxid = ctx.zxid;
+                    }
+                    self.add(ctx.zxid, parent, rec);
+                }
+            }
+            self.add(ctx.zxid, p, deleted());
+        }
+        let op = TxnOp::CloseSession { paths: paths.into_iter().collect() };
+        Txn { header: ctx.header(), op }
+    }
+
+    /// Reap an empty container or expired TTL node (`deleteContainer`),
+    /// as the server's expiry timer asks; no ACL check, like ZooKeeper.
+    pub fn prepare_delete_container(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        path: &str,
+    ) -> Result<Txn, PrepError> {
+        let op = self.delete_container(tree, ctx, path).map_err(PrepError::Code)?;
+        Ok(Txn { header: ctx.header(), op })
+    }
+
+    /// Prepare a client write. On `Err` nothing is pending; see
+    /// [`PrepError::into_txn_op`] to commit the failure as ZooKeeper does.
+    pub fn prepare(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        req: &Request,
+    ) -> Result<Txn, PrepError> {
+        let op = match req {
+            Request::Multi(ops) => self.multi(tree, ctx, ops)?,
+            // ZooKeeper answers a top-level check with Unimplemented.
+            Request::Check(_) => return Err(PrepError::Code(ErrorCode::Unimplemented)),
+            Request::Reconfig(_) => return Err(PrepError::Code(ErrorCode::ReconfigDisabled)),
+            Request::CloseSession => self.prepare_close_session(tree, ctx).op,
+            other => self.op(tree, ctx, other).map_err(PrepError::Code)?,
+        };
+        Ok(Txn { header: ctx.header(), op })
+    }
+
+    /// `prepare`, with a failure turned into its error txn: what to commit.
+    pub fn prepare_txn(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, req: &Request) -> Txn {
+        match self.prepare(tree, ctx, req) {
+            Ok(txn) => txn,
+            Err(e) => Txn { header: ctx.header(), op: e.into_txn_op() },
+        }
+    }
+
+    fn multi(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        ops: &[Request],
+    ) -> Result<TxnOp, PrepError> {
+        let mark = self.queue.len();
+        self.undo = Some(Vec::new());
+        let mut txns = Vec::with_capacity(ops.len());
+        let mut codes = Vec::with_capacity(ops.len());
+        let mut failed = false;
+        for op in ops {
+            if failed {
+                codes.push(ErrorCode::RuntimeInconsistency);
+                continue;
+            }
+            let prepared = match op {
+                Request::Create(_)
+                | Request::Create2(_)
+                | Request::CreateContainer(_)
+                | Request::CreateTtl(_)
+                | Request::Delete(_)
+                | Request::SetData(_)
+                | Request::Check(_) => self.op(tree, ctx, op),
+                // ZooKeeper fails the whole request on any other op kind.
+                _ => {
+                    self.rollback(mark);
+                    return Err(PrepError::Code(ErrorCode::MarshallingError));
+                }
+            };
+            match prepared {
+                Ok(t) => {
+                    txns.push(t);
+                    codes.push(ErrorCode::Ok);
+                }
+                Err(code) => {
+                    failed = true;
+                    codes.push(code);
+                    self.rollback(mark);
+                }
+            }
+        }
+        self.undo = None;
+        if failed {
+            Err(PrepError::Multi(codes))
+        } else {
+            Ok(TxnOp::Multi(txns))
+        }
+    }
+
+    fn rollback(&mut self, mark: usize) {
+        self.queue.truncate(mark);
+        for (p, old) in self.undo.take().unwrap_or_default().into_iter().rev() {
+            match old {
+                Some(v) => self.by_path.insert(p, v),
+                None => self.by_path.remove(&p),
+            };
+        }
+    }
+
+    fn op(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, req: &Request) -> Result<TxnOp, ErrorCode> {
+        match req {
+            Request::Create(r) | Request::Create2(r) => {
+                self.create(tree, ctx, CreateKind::Plain, &r.path, &r.data, &r.acl, r.flags, -1)
+            }
+            Request::CreateContainer(r) => {
+                self.create(tree, ctx, CreateKind::Container, &r.path, &r.data, &r.acl, r.flags, -1)
+            }
+            Request::CreateTtl(r) => {
+                self.create(tree, ctx, CreateKind::Ttl, &r.path, &r.data, &r.acl, r.flags, r.ttl)
+            }
+            Request::Delete(r) => self.delete(tree, ctx, &r.path, r.version),
+            Request::DeleteContainer(r) => self.delete_container(tree, ctx, &r.path),
+            Request::SetData(r) => self.set_data(tree, ctx, &r.path, &r.data, r.version),
+            Request::SetAcl(r) => self.set_acl(tree, ctx, &r.path, &r.acl, r.version),
+            Request::Check(r) => self.check(tree, ctx, &r.path, r.version),
+            _ => Err(ErrorCode::Unimplemented),
+        }
+    }
+
+    /// `pRequest2TxnCreate`.
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        kind: CreateKind,
+        req_path: &str,
+        data: &[u8],
+        req_acl: &[Acl],
+        flags: i32,
+        ttl: i64,
+    ) -> Result<TxnOp, ErrorCode> {
+        let mode = CreateMode::from_flags(flags).ok_or(ErrorCode::BadArguments)?;
+        if mode.is_ttl() && !ctx.ttl_enabled {
+            return Err(ErrorCode::Unimplemented);
+        }
+        let ttl_owner = if mode.is_ttl() {
+            Some(ephemeral::ttl_owner(ttl).ok_or(ErrorCode::BadArguments)?)
+        } else if ttl >= 0 || kind == CreateKind::Ttl {
+            // ZooKeeper would accept createTtl with a negative ttl and a
+            // plain mode, then fail applying it; refuse it up front.
+            return Err(ErrorCode::BadArguments);
+        } else {
+            None
+        };
+        let parent_path = match path::parent_of(req_path) {
+            Some(p) if !req_path.contains('\0') => p,
+            _ => return Err(ErrorCode::BadArguments),
+        };
+        let acl = acl::fixup(req_acl, ctx.ids)?;
+        let mut parent = self.record(tree, parent_path)?;
+        acl::check(&parent.acl, perms::CREATE, ctx.caller())?;
+        let parent_stat = parent.stat.unwrap_or_default();
+        let final_path = if mode.is_sequential() {
+            format!("{req_path}{:010}", parent_stat.cversion)
+        } else {
+            req_path.to_owned()
+        };
+        path::validate_path(&final_path)?;
+        if self.record(tree, &final_path).is_ok() {
+            return Err(ErrorCode::NodeExists);
+        }
+        if EphemeralKind::of(parent_stat.ephemeral_owner) == EphemeralKind::Normal {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        let new_cversion = parent_stat.cversion.wrapping_add(1);
+        let owner = match kind {
+            CreateKind::Container => CONTAINER_OWNER,
+            CreateKind::Ttl => ttl_owner.unwrap_or_default(),
+            CreateKind::Plain if mode.is_ephemeral() => ctx.session_id,
+            CreateKind::Plain => 0,
+        };
+        parent.child_count += 1;
+        if let Some(s) = parent.stat.as_mut() {
+            s.cversion = new_cversion;
+            s.pzxid = ctx.zxid;
+        }
+        self.add(ctx.zxid, parent_path, parent);
+        let acl_shared: Arc<[Acl]> = Arc::from(acl.as_slice());
+        let node = Record {
+            stat: Some(PersistedStat::created(ctx.zxid, ctx.time_ms, owner)),
+            child_count: 0,
+            acl: acl_shared,
+        };
+        self.add(ctx.zxid, &final_path, node);
+        Ok(TxnOp::Create(CreateTxn {
+            path: final_path,
+            data: data.to_vec(),
+            acl,
+            ephemeral_owner: owner,
+            parent_cversion: new_cversion,
+        }))
+    }
+
+    fn delete(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        p: &str,
+        version: i32,
+    ) -> Result<TxnOp, ErrorCode> {
+        let parent_path = parent_for_delete(p)?;
+        let parent = self.record(tree, parent_path)?;
+        acl::check(&parent.acl, perms::DELETE, ctx.caller())?;
+        let node = self.record(tree, p)?;
+        check_version(node.stat.unwrap_or_default().version, version)?;
+        if node.child_count > 0 {
+            return Err(ErrorCode::NotEmpty);
+        }
+        self.record_delete(ctx.zxid, p, parent_path, parent);
+        Ok(TxnOp::Delete { path: p.to_owned() })
+    }
+
+    fn delete_container(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        p: &str,
+    ) -> Result<TxnOp, ErrorCode> {
+        let parent_path = parent_for_delete(p)?;
+        let node = self.record(tree, p)?;
+        if node.child_count > 0 {
+            return Err(ErrorCode::NotEmpty);
+        }
+        let owner = node.stat.unwrap_or_default().ephemeral_owner;
+        if EphemeralKind::of(owner) == EphemeralKind::Normal {
+            return Err(ErrorCode::BadVersion);
+        }
+        let parent = self.record(tree, parent_path)?;
+        self.record_delete(ctx.zxid, p, parent_path, parent);
+        Ok(TxnOp::DeleteContainer { path: p.to_owned() })
+    }
+
+    fn record_delete(&mut self, zxid: i64, p: &str, parent_path: &str, mut parent: Record) {
+        parent.child_count = parent.child_count.saturating_sub(1);
+        if let Some(s) = parent.stat.as_mut() {
+            s.pzxid = zxid;
+        }
+        self.add(zxid, parent_path, parent);
+        self.add(zxid, p, deleted());
+    }
+
+    fn set_data(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        p: &str,
+        data: &[u8],
+        version: i32,
+    ) -> Result<TxnOp, ErrorCode> {
+        path::validate_path(p)?;
+        let mut node = self.record(tree, p)?;
+        acl::check(&node.acl, perms::WRITE, ctx.caller())?;
+        let mut stat = node.stat.unwrap_or_default();
+        check_version(stat.version, version)?;
+        stat.version = stat.version.wrapping_add(1);
+        stat.mtime = ctx.time_ms;
+        stat.mzxid = ctx.zxid;
+        node.stat = Some(stat);
+        self.add(ctx.zxid, p, node);
+        Ok(TxnOp::SetData { path: p.to_owned(), data: data.to_vec(), version: stat.version })
+    }
+
+    fn set_acl(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        p: &str,
+        req_acl: &[Acl],
+        version: i32,
+    ) -> Result<TxnOp, ErrorCode> {
+        path::validate_path(p)?;
+        let acl = acl::fixup(req_acl, ctx.ids)?;
+        let mut node = self.record(tree, p)?;
+        acl::check(&node.acl, perms::ADMIN, ctx.caller())?;
+        let mut stat = node.stat.unwrap_or_default();
+        check_version(stat.aversion, version)?;
+        stat.aversion = stat.aversion.wrapping_add(1);
+        // ZooKeeper's pending record keeps the old ACL: later pending ops
+        // are checked against it until this txn is applied.
+        node.stat = Some(stat);
+        self.add(ctx.zxid, p, node);
+        Ok(TxnOp::SetAcl { path: p.to_owned(), acl, aversion: stat.aversion })
+    }
+
+    fn check(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        p: &str,
+        version: i32,
+    ) -> Result<TxnOp, ErrorCode> {
+        path::validate_path(p)?;
+        let node = self.record(tree, p)?;
+        acl::check(&node.acl, perms::READ, ctx.caller())?;
+        check_version(node.stat.unwrap_or_default().version, version)?;
+        Ok(TxnOp::Check { path: p.to_owned() })
+    }
+
+    /// `getRecordForPath`: the pending record, else the committed node.
+    fn record(&self, tree: &DataTree, p: &str) -> Result<Record, ErrorCode> {
+        let rec = match self.by_path.get(p) {
+            Some((_, rec)) => rec.clone(),
+            None => {
+                let node = tree.node(p).ok_or(ErrorCode::NoNode)?;
+                Record {
+                    stat: Some(*node.persisted()),
+                    child_count: node.child_count(),
+                    acl: node.acl.clone(),
+                }
+            }
+        };
+        if rec.stat.is_none() {
+            return Err(ErrorCode::NoNode);
+        }
+        Ok(rec)
+    }
+
+    fn add(&mut self, zxid: i64, p: &str, rec: Record) {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        let owner = rec.stat.map(|s| s.ephemeral_owner);
+        self.queue.push_back(Pending { zxid, seq, path: p.to_owned(), owner });
+        let old = self.by_path.insert(p.to_owned(), (seq, rec));
+        if let Some(undo) = self.undo.as_mut() {
+            undo.push((p.to_owned(), old));
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CreateKind {
+    /// create / create2: the mode decides ephemeral or persistent.
+    Plain,
+    Container,
+    Ttl,
+}
+
+fn deleted() -> Record {
+    Record { stat: None, child_count: 0, acl: Arc::from(Vec::new()) }
+}
+
+/// `getParentPathAndValidate`.
+fn parent_for_delete(p: &str) -> Result<&str, ErrorCode> {
+    match path::parent_of(p) {
+        Some(parent) if !p.contains('\0') && !path::is_special(p) => Ok(parent),
+        _ => Err(ErrorCode::BadArguments),
+    }
+}
+
+/// `checkAndIncVersion`: -1 matches any version.
+fn check_version(current: i32, expected: i32) -> Result<(), ErrorCode> {
+    if expected != -1 && expected != current {
+        return Err(ErrorCode::BadVersion);
+    }
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! The idempotent transaction a leader prepares and every replica applies.
+//! It carries the resulting state (new versions, the sequential name, the
+//! owner), so applying never depends on who asked.
+
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::records::Acl;
+
+use crate::codec::{self, DecodeError, Reader};
+
+/// Version byte leading every encoded txn.
+const TXN_FORMAT_VERSION: u8 = 1;
+
+/// Who and when: ZooKeeper's `TxnHeader` minus the type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TxnHeader {
+    pub session_id: i64,
+    pub cxid: i32,
+    pub zxid: i64,
+    pub time_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Txn {
+    pub header: TxnHeader,
+    pub op: TxnOp,
+}
+
+/// A node creation, fully decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTxn {
+    /// Final path (sequential suffix included).
+    pub path: String,
+    pub data: Vec<u8>,
+    /// Fixed-up ACL (`auth` expanded, duplicates removed).
+    pub acl: Vec<Acl>,
+    /// Raw owner: 0, a session id, the container marker or a TTL encoding.
+    pub ephemeral_owner: i64,
+    /// The parent's persisted cversion after this create.
+    pub parent_cversion: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnOp {
+    CreateSession { timeout_ms: i32 },
+    /// Deletes `paths` (the session's ephemerals when prepared, sorted),
+    /// then any other ephemeral of the session, then forgets the session.
+    CloseSession { paths: Vec<String> },
+    Create(CreateTxn),
+    Delete { path: String },
+    DeleteContainer { path: String },
+    /// `version` is the node's new version.
+    SetData { path: String, data: Vec<u8>, version: i32 },
+    /// `aversion` is the node's new ACL version.
+    SetAcl { path: String, acl: Vec<Acl>, aversion: i32 },
+    Check { path: String },
+    /// Ops of a multi; never nested. If any op is `Error` the whole multi
+    /// failed and applying it changes nothing.
+    Multi(Vec<TxnOp>),
+    /// A request that failed on the leader: it still takes a zxid, as in
+    /// ZooKeeper, but changes nothing.
+    Error(ErrorCode),
+}
+
+mod tag {
+    pub const CREATE_SESSION: u8 = 1;
+    pub const CLOSE_SESSION: u8 = 2;
+    pub const CREATE: u8 = 3;
+    pub const DELETE: u8 = 4;
+    pub const DELETE_CONTAINER: u8 = 5;
+    pub const SET_DATA: u8 = 6;
+    pub const SET_ACL: u8 = 7;
+    pub const CHECK: u8 = 8;
+    pub const MULTI: u8 = 9;
+    pub const ERROR: u8 = 10;
+}
+
+/// Smallest encoding of a path or other length-prefixed value.
+const LEN_PREFIX_BYTES: usize = 4;
+/// Smallest encoding of an op (its tag and a 4-byte field).
+const OP_MIN_BYTES: usize = 5;
+
+impl Txn {
+    /// Appends the encoding described in docs/format-snapshot.md (§ Txn).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        codec::put_u8(out, TXN_FORMAT_VERSION);
+        codec::put_i64(out, self.header.session_id);
+        codec::put_i32(out, self.header.cxid);
+        codec::put_i64(out, self.header.zxid);
+        codec::put_i64(out, self.header.time_ms);
+        self.op.encode(out);
+    }
+
+    /// Decodes exactly one txn; never panics, allocates at most in
+    /// proportion to `bytes.len()`.
+    pub fn decode(bytes: &[u8]) -> Result<Txn, DecodeError> {
+        let mut r = Reader::new(bytes);
+        if r.u8()? != TXN_FORMAT_VERSION {
+            return Err(DecodeError::BadValue("txn format version"));
+        }
+        let header = TxnHeader {
+            session_id: r.i64()?,
+            cxid: r.i32()?,
+            zxid: r.i64()?,
+            time_ms: r.i64()?,
+        };
+        let op = TxnOp::decode(&mut r, true)?;
+        r.finish()?;
+        Ok(Txn { header, op })
+    }
+}
+
+impl TxnOp {
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            TxnOp::CreateSession { timeout_ms } => {
+                codec::put_u8(out, tag::CREATE_SESSION);
+                codec::put_i32(out, *timeout_ms);
+            }
+            TxnOp::CloseSession { paths } => {
+                codec::put_u8(out, tag::CLOSE_SESSION);
+                codec::put_u32(out, paths.len() as u32);
+                for p in paths {
+                    codec::put_str(out, p);
+                }
+            }
+            TxnOp::Create(c) => {
+                codec::put_u8(out, tag::CREATE);
+                codec::put_str(out, &c.path);
+                codec::put_bytes(out, &c.data);
+                codec::put_acl(out, &c.acl);
+                codec::put_i64(out, c.ephemeral_owner);
+                codec::put_i32(out, c.parent_cversion);
+            }
+            TxnOp::Delete { path } => {
+                codec::put_u8(out, tag::DELETE);
+                codec::put_str(out, path);
+            }
+            TxnOp::DeleteContainer { path } => {
+                codec::put_u8(out, tag::DELETE_CONTAINER);
+                codec::put_str(out, path);
+            }
+            TxnOp::SetData { path, data, version } => {
+                codec::put_u8(out, tag::SET_DATA);
+                codec::put_str(out, path);
+                codec::put_bytes(out, data);
+                codec::put_i32(out, *version);
+            }
+            TxnOp::SetAcl { path, acl, aversion } => {
+                codec::put_u8(out, tag::SET_ACL);
+                codec::put_str(out, path);
+                codec::put_acl(out, acl);
+                codec::put_i32(out, *aversion);
+            }
+            TxnOp::Check { path } => {
+                codec::put_u8(out, tag::CHECK);
+                codec::put_str(out, path);
+            }
+            TxnOp::Multi(ops) => {
+                assert!(ops.iter().all(|o| !matches!(o, TxnOp::Multi(_))), "nested multi");
+                codec::put_u8(out, tag::MULTI);
+                codec::put_u32(out, ops.len() as u32);
+                for op in ops {
+                    op.encode(out);
+                }
+            }
+            TxnOp::Error(code) => {
+                codec::put_u8(out, tag::ERROR);
+                codec::put_i32(out, code.as_i32());
+            }
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>, top_level: bool) -> Result<TxnOp, DecodeError> {
+        Ok(match r.u8()? {
+            tag::CREATE_SESSION => TxnOp::CreateSession { timeout_ms: r.i32()? },
+            tag::CLOSE_SESSION => {
+                let n = r.count(LEN_PREFIX_BYTES)?;
+                let mut paths = Vec::with_capacity(n);
+                for _ in 0..n {
+                    paths.push(r.string()?);
+                }
+                TxnOp::CloseSession { paths }
+            }
+            tag::CREATE => TxnOp::Create(CreateTxn {
+                path: r.string()?,
+                data: r.bytes()?.to_vec(),
+                acl: r.acl()?,
+                ephemeral_owner: r.i64()?,
+                parent_cversion: r.i32()?,
+            }),
+            tag::DELETE => TxnOp::Delete { path: r.string()? },
+            tag::DELETE_CONTAINER => TxnOp::DeleteContainer { path: r.string()? },
+            tag::SET_DATA => TxnOp::SetData {
+                path: r.string()?,
+                data: r.bytes()?.to_vec(),
+                version: r.i32()?,
+            },
+            tag::SET_ACL => TxnOp::SetAcl { path: r.string()?, acl: r.acl()?, aversion: r.i32()? },
+            tag::CHECK => TxnOp::Check { path: r.string()? },
+            tag::MULTI if top_level => {
+                let n = r.count(OP_MIN_BYTES)?;
+                let mut ops = Vec::with_capacity(n);
+                for _ in 0..n {
+                    ops.push(TxnOp::decode(r, false)?);
+                }
+                TxnOp::Multi(ops)
+            }
+            tag::MULTI => return Err(DecodeError::BadValue("nested multi")),
+            tag::ERROR => {
+                let code = r.i32()?;
+                TxnOp::Error(ErrorCode::from_i32(code).ok_or(DecodeError::BadValue("error code"))?)
+            }
+            _ => return Err(DecodeError::BadValue("txn op tag")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use stoa_proto::records::Id;
+
+    fn sample() -> Vec<TxnOp> {
+        let acl = vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }];
+        vec![
+            TxnOp::CreateSession { timeout_ms: 30_000 },
+            TxnOp::CloseSession { paths: vec!["/a".into(), "/b".into()] },
+            TxnOp::Create(CreateTxn {
+                path: "/a".into(),
+                data: b"x".to_vec(),
+                acl: acl.clone(),
+                ephemeral_owner: i64::MIN,
+                parent_cversion: 3,
+            }),
+            TxnOp::Delete { path: "/a".into() },
+            TxnOp::DeleteContainer { path: "/c".into() },
+            TxnOp::SetData { path: "/a".into(), data: vec![0; 3], version: 2 },
+            TxnOp::SetAcl { path: "/a".into(), acl, aversion: 1 },
+            TxnOp::Check { path: "/a".into() },
+            TxnOp::Error(ErrorCode::NoNode),
+            TxnOp::Multi(vec![TxnOp::Delete { path: "/x".into() }, TxnOp::Error(ErrorCode::Ok)]),
+        ]
+    }
+
+    #[test]
+    fn every_op_round_trips() {
+        // Proves encode/decode are inverse for each op kind.
+        for (i, op) in sample().into_iter().enumerate() {
+            let txn = Txn {
+                header: TxnHeader { session_id: 7, cxid: i as i32, zxid: 0x1_0000_0005, time_ms: 99 },
+                op,
+            };
+            let mut buf = Vec::new();
+            txn.encode(&mut buf);
+            assert_eq!(Txn::decode(&buf), Ok(txn.clone()));
+            assert!(Txn::decode(&buf[..buf.len() - 1]).is_err(), "truncation detected");
+            buf.push(0);
+            assert_eq!(Txn::decode(&buf), Err(DecodeError::TrailingBytes));
+        }
+    }
+
+    #[test]
+    fn forged_counts_are_rejected_without_allocating() {
+        // Proves a huge count in a tiny input fails fast instead of reserving memory.
+        let mut buf = vec![TXN_FORMAT_VERSION];
+        buf.extend_from_slice(&[0; 28]);
+        buf.push(tag::MULTI);
+        buf.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(Txn::decode(&buf), Err(DecodeError::TooLong));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            // Proves the decoder is total on arbitrary input.
+            let _ = Txn::decode(&bytes);
+        }
+
+        #[test]
+        fn mutated_encodings_never_panic(i in 0usize..10, pos in any::<usize>(), byte in any::<u8>()) {
+            // Proves single-byte corruption of valid txns is handled.
+            let txn = Txn { header: TxnHeader::default(), op: sample()[i].clone() };
+            let mut buf = Vec::new();
+            txn.encode(&mut buf);
+            let at = pos % buf.len();
+            buf[at] = byte;
+            let _ = Txn::decode(&buf);
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! `WalWriter`: the dedicated I/O thread. Partition threads submit batches;
+//! the thread appends every batch queued so far and syncs once for the whole
+//! group (group commit), then reports the highest token made durable.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+
+use crate::error::WalError;
+use crate::record::Record;
+use crate::store::LogStore;
+
+/// Batches that may wait for the writer; `submit` blocks beyond this, which
+/// is the back-pressure on the partitions.
+pub const WRITER_QUEUE_BATCHES_MAX: usize = 1024;
+/// Batches made durable by one sync at most, so one group's latency stays
+/// bounded under a flood.
+const GROUP_BATCHES_MAX: usize = WRITER_QUEUE_BATCHES_MAX;
+
+struct Batch {
+    token: u64,
+    records: Vec<Record>,
+}
+
+struct Submitter {
+    /// None once shut down.
+    sender: Option<SyncSender<Batch>>,
+    /// The last token submitted; tokens must increase.
+    last_token: Option<u64>,
+}
+
+pub struct WalWriter {
+    /// Token check and send under one lock, so queue order is token order
+    /// even with several submitting threads.
+    submitter: Mutex<Submitter>,
+    stopped: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WalWriter {
+    /// Starts the thread. `on_durable(token, Ok(()))` means every batch
+    /// submitted with a token `<= token` is durable. `on_durable(token,
+    /// Err(e))` means a write or sync failed: nothing from the failing group
+    /// on is durable, and the writer accepts nothing more (fail-stop).
+    pub fn spawn<L, F>(log: L, on_durable: F) -> Result<WalWriter, WalError>
+    where
+        L: LogStore + 'static,
+        F: FnMut(u64, Result<(), WalError>) + Send + 'static,
+    {
+        let (sender, receiver) = mpsc::sync_channel(WRITER_QUEUE_BATCHES_MAX);
+        let stopped = Arc::new(AtomicBool::new(false));
+        let thread_stopped = Arc::clone(&stopped);
+        let thread = thread::Builder::new()
+            .name("stoa-wal".to_string())
+            .spawn(move || run(log, on_durable, receiver, &thread_stopped))
+            .map_err(|e| WalError::io("spawn wal writer thread", "", e))?;
+        Ok(WalWriter {
+            submitter: Mutex::new(Submitter {
+                sender: Some(sender),
+                last_token: None,
+            }),
+            stopped,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `records` under `token`, blocking while the queue is full.
+    /// Tokens must strictly increase across all submitters.
+    pub fn submit(&self, token: u64, records: Vec<Record>) -> Result<(), WalError> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(WalError::WriterStopped);
+        }
+        let mut submitter = self
+            .submitter
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(last) = submitter.last_token {
+            assert!(token > last, "wal token {token} not above {last}");
+        }
+        let Some(sender) = submitter.sender.as_ref() else {
+            return Err(WalError::WriterStopped);
+        };
+        sender
+            .send(Batch { token, records })
+            .map_err(|_| WalError::WriterStopped)?;
+        submitter.last_token = Some(token);
+        Ok(())
+    }
+
+    /// True once a write or sync failed; `submit` then returns
+    /// `WriterStopped`.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Makes everything submitted durable (or reports the failure), then
+    /// joins the thread. A panic of the writer thread is re-raised here.
+    pub fn shutdown(mut self) {
+        if let Err(panic) = self.stop_and_join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    fn stop_and_join(&mut self) -> thread::Result<()> {
+        let mut submitter = self
+            .submitter
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Dropping the sender ends the thread's loop once the queue drains.
+        submitter.sender = None;
+        drop(submitter);
+        match self.thread.take() {
+            Some(thread) => thread.join(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for WalWriter {
+    fn drop(&mut self) {
+        // A panic is not re-raised from drop; `shutdown` is the loud path.
+        let _ = self.stop_and_join();
+    }
+}
+
+fn run<L, F>(mut log: L, mut on_durable: F, receiver: Receiver<Batch>, stopped: &AtomicBool)
+where
+    L: LogStore,
+    F: FnMut(u64, Result<(), WalError>),
+{
+    let mut group = Vec::with_capacity(GROUP_BATCHES_MAX);
+    while let Ok(first) = receiver.recv() {
+        group.push(first);
+        while group.len() < GROUP_BATCHES_MAX {
+            match receiver.try_recv() {
+                Ok(batch) => group.push(batch),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        let highest_token = match group.last() {
+            Some(batch) => batch.token,
+            None => unreachable!("group holds at least the first batch"),
+        };
+        let result = group
+            .iter()
+            .try_for_each(|batch| log.append(&batch.records))
+            .and_then(|()| log.sync());
+        group.clear();
+        let failed = result.is_err();
+        if failed {
+            // Before the callback, so nothing submitted after it is accepted.
+            stopped.store(true, Ordering::Release);
+        }
+        on_durable(highest_token, result);
+        if failed {
+            return;
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The `stoa` binary: `stoa server` runs a server; more subcommands (shell,
+//! bench, admin) join as they are built.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use stoa_server::ServerConfig;
+
+const USAGE: &str = "usage:
+  stoa server [--config zoo.cfg] [--port N] [--bind ADDR] [--data-dir DIR] [--set key=value]...
+      Runs a standalone server. Without --config: port 2181, data in ./data.
+      --config reads an Apache ZooKeeper zoo.cfg; flags override the file.
+  stoa help";
+
+fn main() -> ExitCode {
+    stoa_server::logging::init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("server") => match server(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                log::error!("{e}");
+                eprintln!("stoa server: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Some("help") | Some("--help") | Some("-h") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn server(args: &[String]) -> Result<(), String> {
+    let mut config = ServerConfig::default();
+    let mut overrides: Vec<(String, String)> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let flag = args[i].as_str();
+        let value = args.get(i + 1).cloned().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        match flag {
+            "--config" => {
+                let (file_config, warnings) = ServerConfig::from_file(&PathBuf::from(&value)).map_err(|e| e.to_string())?;
+                config = file_config;
+                for w in warnings {
+                    log::warn!("{w}");
+                }
+            }
+            "--port" => overrides.push(("clientPort".into(), value)),
+            "--bind" => overrides.push(("clientPortAddress".into(), value)),
+            "--data-dir" => overrides.push(("dataDir".into(), value)),
+            "--set" => {
+                let (k, v) = value.split_once('=').ok_or_else(|| format!("--set expects key=value, got {value:?}"))?;
+                overrides.push((k.into(), v.into()));
+            }
+            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
+        }
+        i += 2;
+    }
+    // Flags override the file, whatever their order on the command line.
+    for (k, v) in overrides {
+        if let Some(w) = config.set(&k, &v).map_err(|e| e.to_string())? {
+            log::warn!("{w}");
+        }
+    }
+    stoa_server::run(config)
+}

@@ -1,0 +1,152 @@
+"""Fixtures for the end-to-end tests.
+
+STOA_TARGET=stoa (default) or zookeeper picks the server under test.
+"""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import harness  # noqa: E402
+from kazoo.client import KazooClient  # noqa: E402
+
+_SERVERS = []
+
+
+def _new_server(request, **kw):
+    srv = harness.Server(**kw)
+    _SERVERS.append(srv)
+    try:
+        srv.start()
+    except Exception:
+        srv.cleanup()
+        raise
+    return srv
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and call.when in ("setup", "call"):
+        tails = []
+        for srv in list(_SERVERS):
+            tails.append("---- %r log tail (%s) ----\n%s" % (srv, srv.log_path, srv.log_tail(40)))
+        if tails:
+            rep.sections.append(("server logs", "\n".join(tails)))
+
+
+def _finish(srv):
+    try:
+        srv.cleanup()
+    finally:
+        if srv in _SERVERS:
+            _SERVERS.remove(srv)
+
+
+@pytest.fixture(scope="module")
+def module_server(request):
+    """One server for a test module; tests wipe the tree via the zk fixture."""
+    srv = _new_server(request)
+    yield srv
+    _finish(srv)
+
+
+@pytest.fixture
+def fresh_server(request):
+    """A fresh server for a single test (where state matters)."""
+    srv = _new_server(request)
+    yield srv
+    _finish(srv)
+
+
+@pytest.fixture
+def server_factory(request):
+    """Start servers with custom zoo.cfg options; all stopped at teardown."""
+    started = []
+
+    def make(**kw):
+        srv = _new_server(request, **kw)
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        _finish(srv)
+
+
+def _wipe(client):
+    for child in client.get_children("/"):
+        if child == "zookeeper":
+            continue
+        client.delete("/" + child, recursive=True)
+
+
+@pytest.fixture
+def server(module_server):
+    return module_server
+
+
+@pytest.fixture
+def make_client(server):
+    """Factory of connected KazooClients on `server` (or hosts=...)."""
+    clients = []
+
+    def make(hosts=None, timeout=10.0, start=True, **kw):
+        c = KazooClient(hosts=hosts or server.hosts, timeout=timeout,
+                        connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.5},
+                        **kw)
+        clients.append(c)
+        if start:
+            c.start(timeout=15)
+        return c
+
+    yield make
+    for c in clients:
+        try:
+            c.stop()
+        except Exception:
+            pass
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def zk(server, make_client):
+    """A connected KazooClient on a server whose tree holds only /zookeeper."""
+    c = make_client()
+    _wipe(c)
+    return c
+
+
+@pytest.fixture
+def make_raw(server):
+    """Factory of RawClients on `server`, closed at teardown."""
+    clients = []
+
+    def make(hosts=None, **kw):
+        c = harness.RawClient(hosts or server.hosts, **kw)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        try:
+            c.close(timeout=2)
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def raw(zk, make_raw):
+    """A RawClient on a wiped server (depends on zk for the wipe)."""
+    return make_raw()
+
+
+def is_zookeeper():
+    return harness.target() == "zookeeper"
