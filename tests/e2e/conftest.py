@@ -78,11 +78,28 @@ def server_factory(request):
         _finish(srv)
 
 
-def _wipe(client):
-    for child in client.get_children("/"):
-        if child == "zookeeper":
-            continue
-        client.delete("/" + child, recursive=True)
+def _wipe(server):
+    """Delete everything but /zookeeper, as the super user (ACLs may protect nodes)."""
+    c = harness.RawClient(server.hosts)
+    try:
+        c.add_auth("digest", ("super:" + harness.SUPER_PASSWORD).encode())
+
+        def rm(path):
+            children, _ = c.get_children(path)
+            for ch in children:
+                rm(path.rstrip("/") + "/" + ch)
+            if path != "/":
+                try:
+                    c.delete(path)
+                except harness.ZkError as e:
+                    if e.code != harness.ERR.NO_NODE:
+                        raise
+
+        for ch in c.get_children("/")[0]:
+            if ch != "zookeeper":
+                rm("/" + ch)
+    finally:
+        c.close()
 
 
 @pytest.fixture
@@ -119,9 +136,8 @@ def make_client(server):
 @pytest.fixture
 def zk(server, make_client):
     """A connected KazooClient on a server whose tree holds only /zookeeper."""
-    c = make_client()
-    _wipe(c)
-    return c
+    _wipe(server)
+    return make_client()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ use stoa_proto::codes::ErrorCode;
 use stoa_proto::frame::{decode_connect_request, decode_request_frame, encode_connect_response, encode_notification, encode_reply, RequestFrameError};
 use stoa_proto::opcode::KeeperState;
 use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
-use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{DataTree, Preparer, Txn};
 

@@ -91,7 +91,6 @@ fn monitor(engine: &Engine) -> String {
         ("zk_znode_count", engine.tree().node_count().to_string()),
         ("zk_watch_count", engine.watches().watch_count().to_string()),
         ("zk_ephemerals_count", ephemerals.to_string()),
-        ("zk_approximate_data_size", engine.tree().approximate_data_size().to_string()),
         ("zk_global_sessions", engine.sessions().len().to_string()),
         ("zk_local_sessions", "0".into()),
         ("zk_uptime", uptime_ms.max(0).to_string()),

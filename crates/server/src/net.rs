@@ -60,8 +60,10 @@ async fn spawn_connection(
     tokio::task::spawn_local(write_loop(write_half, writer_rx));
     let reader_events = events.clone();
     let reader = tokio::task::spawn_local(async move {
-        if let Err(reason) = read_loop(conn, read_half, &reader_events, max_frame_bytes).await {
-            log::info!("connection {conn} from {peer}: {reason}");
+        match read_loop(conn, read_half, &reader_events, max_frame_bytes).await {
+            // The engine answers the word and closes the connection itself.
+            Ok(ReadEnd::FourLetterWord) => return,
+            Err(reason) => log::info!("connection {conn} from {peer}: {reason}"),
         }
         let _ = reader_events.send(NetEvent::Closed { conn }).await;
     });
@@ -71,12 +73,16 @@ async fn spawn_connection(
     }
 }
 
+enum ReadEnd {
+    FourLetterWord,
+}
+
 async fn read_loop(
     conn: ConnId,
     mut socket: OwnedReadHalf,
     events: &mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
-) -> Result<(), String> {
+) -> Result<ReadEnd, String> {
     let mut first = true;
     loop {
         let mut len_bytes = [0u8; FRAME_LENGTH_BYTES];
@@ -87,7 +93,7 @@ async fn read_loop(
             first = false;
             if let Some(word) = fourlw::recognise(len_bytes) {
                 let _ = events.send(NetEvent::FourLetter { conn, word: word.to_string() }).await;
-                return Ok(());
+                return Ok(ReadEnd::FourLetterWord);
             }
         }
         let len = i32::from_be_bytes(len_bytes);

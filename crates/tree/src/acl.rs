@@ -70,7 +70,10 @@ pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
             // Only digest is an "authenticated" provider; ip ids are not.
             let before = out.len();
             for cid in ids.iter().filter(|cid| cid.scheme == SCHEME_DIGEST) {
-                out.push(Acl { perms: entry.perms, id: cid.clone() });
+                out.push(Acl {
+                    perms: entry.perms,
+                    id: cid.clone(),
+                });
             }
             if out.len() == before {
                 return Err(ErrorCode::InvalidAcl);
@@ -94,15 +97,24 @@ pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
 /// from `addauth digest user:password`, `user:base64(sha1(user:password))`.
 pub fn digest_id(user_colon_password: &str) -> Id {
     let user = user_colon_password.split(':').next().unwrap_or_default();
-    let hash = sha1_smol::Sha1::from(user_colon_password.as_bytes()).digest().bytes();
-    Id { scheme: SCHEME_DIGEST.to_owned(), id: format!("{user}:{}", base64(&hash)) }
+    let hash = sha1_smol::Sha1::from(user_colon_password.as_bytes())
+        .digest()
+        .bytes();
+    Id {
+        scheme: SCHEME_DIGEST.to_owned(),
+        id: format!("{user}:{}", base64(&hash)),
+    }
 }
 
 fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let v = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for k in 0..4 {
             if k <= chunk.len() {
@@ -116,7 +128,7 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// Java's `String.split(sep)` without a limit: trailing empty parts dropped.
-fn java_split<'a>(s: &'a str, sep: char) -> Vec<&'a str> {
+fn java_split(s: &str, sep: char) -> Vec<&str> {
     let mut parts: Vec<&str> = s.split(sep).collect();
     while parts.len() > 1 && parts.last() == Some(&"") {
         parts.pop();
@@ -175,7 +187,9 @@ fn split_mask(expr: &str) -> (&str, Option<&str>) {
 
 fn parse_mask_bits(bits: &str, addr_len: usize) -> Option<usize> {
     let bits = java_parse_int(bits, 10)?;
-    (0..=(addr_len as i64 * 8)).contains(&bits).then_some(bits as usize)
+    (0..=(addr_len as i64 * 8))
+        .contains(&bits)
+        .then_some(bits as usize)
 }
 
 fn mask(bytes: &mut [u8], bits: usize) {
@@ -203,7 +217,11 @@ fn v4_bytes(addr: &str) -> Option<Vec<u8>> {
     }
     parts
         .iter()
-        .map(|p| java_parse_int(p, 10).filter(|v| (0..=255).contains(v)).map(|v| v as u8))
+        .map(|p| {
+            java_parse_int(p, 10)
+                .filter(|v| (0..=255).contains(v))
+                .map(|v| v as u8)
+        })
         .collect()
 }
 
@@ -285,22 +303,37 @@ mod tests {
     use stoa_proto::opcode::perms;
 
     fn id(scheme: &str, id: &str) -> Id {
-        Id { scheme: scheme.into(), id: id.into() }
+        Id {
+            scheme: scheme.into(),
+            id: id.into(),
+        }
     }
 
     fn acl(p: i32, scheme: &str, i: &str) -> Acl {
-        Acl { perms: p, id: id(scheme, i) }
+        Acl {
+            perms: p,
+            id: id(scheme, i),
+        }
     }
 
     fn caller(ids: &[Id]) -> Caller<'_> {
-        Caller { ids, is_super: false }
+        Caller {
+            ids,
+            is_super: false,
+        }
     }
 
     #[test]
     fn digest_id_matches_zookeeper_generate_digest() {
         // Proves digest ids equal DigestAuthenticationProvider.generateDigest output.
-        assert_eq!(digest_id("super:test").id, "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
-        assert_eq!(digest_id("user:password").id, "user:tpUq/4Pn5A64fVZyQ0gOJ8ZWqkY=");
+        assert_eq!(
+            digest_id("super:test").id,
+            "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+        );
+        assert_eq!(
+            digest_id("user:password").id,
+            "user:tpUq/4Pn5A64fVZyQ0gOJ8ZWqkY="
+        );
         assert_eq!(digest_id("user:password").scheme, "digest");
     }
 
@@ -317,25 +350,71 @@ mod tests {
         // Proves each scheme grants only the bits it lists, and super skips checks.
         let ids = [id("ip", "10.0.0.7"), digest_id("bob:pw")];
         let bob = digest_id("bob:pw").id;
-        assert_eq!(check(&[acl(perms::READ, "world", "anyone")], perms::READ, caller(&[])), Ok(()));
         assert_eq!(
-            check(&[acl(perms::READ, "world", "anyone")], perms::WRITE, caller(&[])),
+            check(
+                &[acl(perms::READ, "world", "anyone")],
+                perms::READ,
+                caller(&[])
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                &[acl(perms::READ, "world", "anyone")],
+                perms::WRITE,
+                caller(&[])
+            ),
             Err(ErrorCode::NoAuth)
         );
-        assert_eq!(check(&[acl(perms::ALL, "digest", &bob)], perms::ADMIN, caller(&ids)), Ok(()));
         assert_eq!(
-            check(&[acl(perms::ALL, "digest", &bob)], perms::ADMIN, caller(&ids[..1])),
+            check(
+                &[acl(perms::ALL, "digest", &bob)],
+                perms::ADMIN,
+                caller(&ids)
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                &[acl(perms::ALL, "digest", &bob)],
+                perms::ADMIN,
+                caller(&ids[..1])
+            ),
             Err(ErrorCode::NoAuth)
         );
-        assert_eq!(check(&[acl(perms::READ, "ip", "10.0.0.0/8")], perms::READ, caller(&ids)), Ok(()));
         assert_eq!(
-            check(&[acl(perms::READ, "ip", "10.0.1.0/24")], perms::READ, caller(&ids)),
+            check(
+                &[acl(perms::READ, "ip", "10.0.0.0/8")],
+                perms::READ,
+                caller(&ids)
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                &[acl(perms::READ, "ip", "10.0.1.0/24")],
+                perms::READ,
+                caller(&ids)
+            ),
             Err(ErrorCode::NoAuth)
         );
         assert_eq!(check(&[], perms::ADMIN, caller(&[])), Ok(()));
         let locked = [acl(perms::READ, "digest", "x:y")];
-        assert_eq!(check(&locked, perms::WRITE, Caller { ids: &[], is_super: true }), Ok(()));
-        assert_eq!(check(&locked, perms::WRITE, caller(&[id("super", "")])), Ok(()));
+        assert_eq!(
+            check(
+                &locked,
+                perms::WRITE,
+                Caller {
+                    ids: &[],
+                    is_super: true
+                }
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(&locked, perms::WRITE, caller(&[id("super", "")])),
+            Ok(())
+        );
     }
 
     #[test]
@@ -359,20 +438,50 @@ mod tests {
         let bob = digest_id("bob:pw");
         let ids = [id("ip", "127.0.0.1"), bob.clone()];
         assert_eq!(fixup(&[], &ids), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[acl(1, "world", "someone")], &ids), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[acl(1, "foo", "bar")], &ids), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[acl(1, "super", "")], &ids), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[acl(1, "digest", "nocolon")], &ids), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[acl(1, "digest", "a:b:c")], &ids), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            fixup(&[acl(1, "world", "someone")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[acl(1, "foo", "bar")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[acl(1, "super", "")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[acl(1, "digest", "nocolon")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[acl(1, "digest", "a:b:c")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
         assert!(fixup(&[acl(1, "digest", "a:b:")], &ids).is_ok());
-        assert_eq!(fixup(&[acl(1, "ip", "300.0.0.1")], &ids), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[acl(1, "ip", "10.0.0.1/40")], &ids), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(&[acl(1, "ip", "localhost")], &ids), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            fixup(&[acl(1, "ip", "300.0.0.1")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[acl(1, "ip", "10.0.0.1/40")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[acl(1, "ip", "localhost")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
         assert!(fixup(&[acl(1, "ip", "10.0.0.0/8")], &ids).is_ok());
-        assert_eq!(fixup(&[acl(1, "auth", "")], &ids[..1]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            fixup(&[acl(1, "auth", "")], &ids[..1]),
+            Err(ErrorCode::InvalidAcl)
+        );
         assert_eq!(
             fixup(&[acl(7, "auth", "ignored")], &ids),
-            Ok(vec![Acl { perms: 7, id: bob.clone() }])
+            Ok(vec![Acl {
+                perms: 7,
+                id: bob.clone()
+            }])
         );
         let open = acl(perms::ALL, "world", "anyone");
         assert_eq!(fixup(&[open.clone(), open.clone()], &[]), Ok(vec![open]));

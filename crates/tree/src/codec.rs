@@ -145,7 +145,9 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn string(&mut self) -> Result<String, DecodeError> {
         let b = self.bytes()?;
-        std::str::from_utf8(b).map(str::to_owned).map_err(|_| DecodeError::BadUtf8)
+        std::str::from_utf8(b)
+            .map(str::to_owned)
+            .map_err(|_| DecodeError::BadUtf8)
     }
 
     /// A count of items each at least `min_bytes` long, checked against
@@ -165,7 +167,10 @@ impl<'a> Reader<'a> {
             let perms = self.i32()?;
             let scheme = self.string()?;
             let id = self.string()?;
-            out.push(Acl { perms, id: Id { scheme, id } });
+            out.push(Acl {
+                perms,
+                id: Id { scheme, id },
+            });
         }
         Ok(out)
     }

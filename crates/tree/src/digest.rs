@@ -44,7 +44,14 @@ pub(crate) fn node_digest(path: &str, node: &Node) -> u64 {
         h.bytes(a.id.id.as_bytes());
     }
     let s = node.persisted();
-    for v in [s.czxid, s.mzxid, s.ctime, s.mtime, s.ephemeral_owner, s.pzxid] {
+    for v in [
+        s.czxid,
+        s.mzxid,
+        s.ctime,
+        s.mtime,
+        s.ephemeral_owner,
+        s.pzxid,
+    ] {
         h.u64(v as u64);
     }
     for v in [s.version, s.cversion, s.aversion] {

@@ -28,3 +28,10 @@ pub use response::{reply_for, response_for};
 pub use snapshot::{read_snapshot, write_snapshot, SnapshotError};
 pub use tree::DataTree;
 pub use txn::{CreateTxn, Txn, TxnHeader, TxnOp};
+
+#[cfg(test)]
+mod model_tests;
+#[cfg(test)]
+mod prep_tests;
+#[cfg(test)]
+mod testutil;

@@ -52,7 +52,12 @@ pub struct Node {
 
 impl Node {
     pub(crate) fn new(data: Arc<[u8]>, acl: Arc<[Acl]>, stat: PersistedStat) -> Self {
-        Node { data, acl, stat, children: RedBlackTreeSetSync::new_sync() }
+        Node {
+            data,
+            acl,
+            stat,
+            children: RedBlackTreeSetSync::new_sync(),
+        }
     }
 
     pub fn data(&self) -> &[u8] {
@@ -77,7 +82,11 @@ impl Node {
             ctime: self.stat.ctime,
             mtime: self.stat.mtime,
             version: self.stat.version,
-            cversion: self.stat.cversion.wrapping_mul(2).wrapping_sub(num_children),
+            cversion: self
+                .stat
+                .cversion
+                .wrapping_mul(2)
+                .wrapping_sub(num_children),
             aversion: self.stat.aversion,
             ephemeral_owner: client_owner(self.stat.ephemeral_owner),
             data_length: self.data.len() as i32,

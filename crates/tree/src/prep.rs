@@ -44,7 +44,10 @@ impl PrepContext<'_> {
     }
 
     fn caller(&self) -> Caller<'_> {
-        Caller { ids: self.ids, is_super: self.is_super }
+        Caller {
+            ids: self.ids,
+            is_super: self.is_super,
+        }
     }
 }
 
@@ -88,6 +91,9 @@ struct Pending {
     owner: Option<i64>,
 }
 
+/// A path and the `by_path` entry it had before a multi touched it.
+type Undo = (String, Option<(u64, Record)>);
+
 /// Pending changes of prepared, not yet applied, txns.
 ///
 /// Records are keyed by the path exactly as ZooKeeper keys them, so the
@@ -100,7 +106,7 @@ pub struct Preparer {
     by_path: HashMap<String, (u64, Record)>,
     next_seq: u64,
     /// While preparing a multi: previous `by_path` values, for rollback.
-    undo: Option<Vec<(String, Option<(u64, Record)>)>>,
+    undo: Option<Vec<Undo>>,
 }
 
 impl Preparer {
@@ -116,8 +122,14 @@ impl Preparer {
     /// The tree has applied every txn up to `zxid`: forget their records.
     pub fn applied(&mut self, zxid: i64) {
         while self.queue.front().is_some_and(|p| p.zxid <= zxid) {
-            let Some(p) = self.queue.pop_front() else { break };
-            if self.by_path.get(&p.path).is_some_and(|(seq, _)| *seq == p.seq) {
+            let Some(p) = self.queue.pop_front() else {
+                break;
+            };
+            if self
+                .by_path
+                .get(&p.path)
+                .is_some_and(|(seq, _)| *seq == p.seq)
+            {
                 self.by_path.remove(&p.path);
             }
         }
@@ -131,7 +143,10 @@ impl Preparer {
     }
 
     pub fn prepare_create_session(&mut self, ctx: &PrepContext<'_>, timeout_ms: i32) -> Txn {
-        Txn { header: ctx.header(), op: TxnOp::CreateSession { timeout_ms } }
+        Txn {
+            header: ctx.header(),
+            op: TxnOp::CreateSession { timeout_ms },
+        }
     }
 
     /// Close `ctx.session_id`: delete its ephemerals, pending ones included.
@@ -161,8 +176,13 @@ impl Preparer {
             }
             self.add(ctx.zxid, p, deleted());
         }
-        let op = TxnOp::CloseSession { paths: paths.into_iter().collect() };
-        Txn { header: ctx.header(), op }
+        let op = TxnOp::CloseSession {
+            paths: paths.into_iter().collect(),
+        };
+        Txn {
+            header: ctx.header(),
+            op,
+        }
     }
 
     /// Reap an empty container or expired TTL node (`deleteContainer`),
@@ -173,8 +193,13 @@ impl Preparer {
         ctx: &PrepContext<'_>,
         path: &str,
     ) -> Result<Txn, PrepError> {
-        let op = self.delete_container(tree, ctx, path).map_err(PrepError::Code)?;
-        Ok(Txn { header: ctx.header(), op })
+        let op = self
+            .delete_container(tree, ctx, path)
+            .map_err(PrepError::Code)?;
+        Ok(Txn {
+            header: ctx.header(),
+            op,
+        })
     }
 
     /// Prepare a client write. On `Err` nothing is pending; see
@@ -193,14 +218,20 @@ impl Preparer {
             Request::CloseSession => self.prepare_close_session(tree, ctx).op,
             other => self.op(tree, ctx, other).map_err(PrepError::Code)?,
         };
-        Ok(Txn { header: ctx.header(), op })
+        Ok(Txn {
+            header: ctx.header(),
+            op,
+        })
     }
 
     /// `prepare`, with a failure turned into its error txn: what to commit.
     pub fn prepare_txn(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, req: &Request) -> Txn {
         match self.prepare(tree, ctx, req) {
             Ok(txn) => txn,
-            Err(e) => Txn { header: ctx.header(), op: e.into_txn_op() },
+            Err(e) => Txn {
+                header: ctx.header(),
+                op: e.into_txn_op(),
+            },
         }
     }
 
@@ -264,17 +295,43 @@ impl Preparer {
         }
     }
 
-    fn op(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, req: &Request) -> Result<TxnOp, ErrorCode> {
+    fn op(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        req: &Request,
+    ) -> Result<TxnOp, ErrorCode> {
         match req {
-            Request::Create(r) | Request::Create2(r) => {
-                self.create(tree, ctx, CreateKind::Plain, &r.path, &r.data, &r.acl, r.flags, -1)
-            }
-            Request::CreateContainer(r) => {
-                self.create(tree, ctx, CreateKind::Container, &r.path, &r.data, &r.acl, r.flags, -1)
-            }
-            Request::CreateTtl(r) => {
-                self.create(tree, ctx, CreateKind::Ttl, &r.path, &r.data, &r.acl, r.flags, r.ttl)
-            }
+            Request::Create(r) | Request::Create2(r) => self.create(
+                tree,
+                ctx,
+                CreateKind::Plain,
+                &r.path,
+                &r.data,
+                &r.acl,
+                r.flags,
+                -1,
+            ),
+            Request::CreateContainer(r) => self.create(
+                tree,
+                ctx,
+                CreateKind::Container,
+                &r.path,
+                &r.data,
+                &r.acl,
+                r.flags,
+                -1,
+            ),
+            Request::CreateTtl(r) => self.create(
+                tree,
+                ctx,
+                CreateKind::Ttl,
+                &r.path,
+                &r.data,
+                &r.acl,
+                r.flags,
+                r.ttl,
+            ),
             Request::Delete(r) => self.delete(tree, ctx, &r.path, r.version),
             Request::DeleteContainer(r) => self.delete_container(tree, ctx, &r.path),
             Request::SetData(r) => self.set_data(tree, ctx, &r.path, &r.data, r.version),
@@ -425,7 +482,11 @@ impl Preparer {
         stat.mzxid = ctx.zxid;
         node.stat = Some(stat);
         self.add(ctx.zxid, p, node);
-        Ok(TxnOp::SetData { path: p.to_owned(), data: data.to_vec(), version: stat.version })
+        Ok(TxnOp::SetData {
+            path: p.to_owned(),
+            data: data.to_vec(),
+            version: stat.version,
+        })
     }
 
     fn set_acl(
@@ -447,7 +508,11 @@ impl Preparer {
         // are checked against it until this txn is applied.
         node.stat = Some(stat);
         self.add(ctx.zxid, p, node);
-        Ok(TxnOp::SetAcl { path: p.to_owned(), acl, aversion: stat.aversion })
+        Ok(TxnOp::SetAcl {
+            path: p.to_owned(),
+            acl,
+            aversion: stat.aversion,
+        })
     }
 
     fn check(
@@ -487,7 +552,12 @@ impl Preparer {
         self.next_seq += 1;
         let seq = self.next_seq;
         let owner = rec.stat.map(|s| s.ephemeral_owner);
-        self.queue.push_back(Pending { zxid, seq, path: p.to_owned(), owner });
+        self.queue.push_back(Pending {
+            zxid,
+            seq,
+            path: p.to_owned(),
+            owner,
+        });
         let old = self.by_path.insert(p.to_owned(), (seq, rec));
         if let Some(undo) = self.undo.as_mut() {
             undo.push((p.to_owned(), old));
@@ -504,7 +574,11 @@ enum CreateKind {
 }
 
 fn deleted() -> Record {
-    Record { stat: None, child_count: 0, acl: Arc::from(Vec::new()) }
+    Record {
+        stat: None,
+        child_count: 0,
+        acl: Arc::from(Vec::new()),
+    }
 }
 
 /// `getParentPathAndValidate`.

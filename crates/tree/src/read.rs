@@ -36,22 +36,32 @@ impl DataTree {
             }
             Request::GetData(r) => {
                 let n = self.readable(&r.path, caller)?;
-                Ok(Response::GetData(GetDataResponse { data: n.data().to_vec(), stat: n.stat() }))
+                Ok(Response::GetData(GetDataResponse {
+                    data: n.data().to_vec(),
+                    stat: n.stat(),
+                }))
             }
             Request::GetChildren(r) => {
                 let n = self.readable(&r.path, caller)?;
-                Ok(Response::GetChildren(GetChildrenResponse { children: child_names(n) }))
+                Ok(Response::GetChildren(GetChildrenResponse {
+                    children: child_names(n),
+                }))
             }
             Request::GetChildren2(r) => {
                 let n = self.readable(&r.path, caller)?;
                 let children = child_names(n);
-                Ok(Response::GetChildren2(GetChildren2Response { children, stat: n.stat() }))
+                Ok(Response::GetChildren2(GetChildren2Response {
+                    children,
+                    stat: n.stat(),
+                }))
             }
             Request::GetAcl(r) => self.get_acl(&r.path, caller),
             Request::GetAllChildrenNumber(r) => {
                 self.readable(&r.path, caller)?;
                 let total_number = self.all_children_number(&r.path) as i32;
-                Ok(Response::GetAllChildrenNumber(GetAllChildrenNumberResponse { total_number }))
+                Ok(Response::GetAllChildrenNumber(
+                    GetAllChildrenNumberResponse { total_number },
+                ))
             }
             Request::GetEphemerals(r) => {
                 let prefix = r.prefix_path.as_str();
@@ -61,7 +71,9 @@ impl DataTree {
                     .filter(|p| all || p.starts_with(prefix))
                     .map(str::to_owned)
                     .collect();
-                Ok(Response::GetEphemerals(GetEphemeralsResponse { ephemerals }))
+                Ok(Response::GetEphemerals(GetEphemeralsResponse {
+                    ephemerals,
+                }))
             }
             Request::MultiRead(ops) => {
                 let mut results = Vec::with_capacity(ops.len());

@@ -19,13 +19,19 @@ pub fn reply_for(req: &Request, result: &TxnResult) -> Result<Response, ErrorCod
         (
             Request::Create2(_) | Request::CreateContainer(_) | Request::CreateTtl(_),
             TxnResult::Created { path, stat },
-        ) => Ok(Response::Create2(Create2Response { path: path.clone(), stat: stat.clone() })),
+        ) => Ok(Response::Create2(Create2Response {
+            path: path.clone(),
+            stat: stat.clone(),
+        })),
         (_, TxnResult::SetData { stat } | TxnResult::SetAcl { stat }) => {
             Ok(Response::Stat(stat.clone()))
         }
-        (Request::Multi(ops), TxnResult::Multi(results)) => {
-            Ok(Response::Multi(ops.iter().zip(results).map(|(o, r)| multi_result(o, r)).collect()))
-        }
+        (Request::Multi(ops), TxnResult::Multi(results)) => Ok(Response::Multi(
+            ops.iter()
+                .zip(results)
+                .map(|(o, r)| multi_result(o, r))
+                .collect(),
+        )),
         _ => Ok(Response::Empty),
     }
 }

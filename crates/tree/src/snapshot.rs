@@ -15,7 +15,8 @@ use crate::tree::DataTree;
 
 pub(crate) const MAGIC: &[u8; 8] = b"STOASNAP";
 pub(crate) const FORMAT_VERSION: u32 = 1;
-const HEADER_BYTES: usize = 32;
+/// magic (8) + version (4) + flags (4) + last zxid (8) + crc (4).
+const HEADER_BYTES: usize = 28;
 /// A chunk is closed once its payload reaches this size.
 const CHUNK_TARGET_BYTES: usize = 64 * 1024;
 /// Largest payload a reader accepts; one node record must fit.
@@ -46,7 +47,9 @@ pub enum SnapshotError {
     BadMagic,
     UnsupportedVersion(u32),
     /// A header or chunk checksum does not match: the bytes are damaged.
-    Checksum { offset: u64 },
+    Checksum {
+        offset: u64,
+    },
     /// Checksums hold but the content is inconsistent.
     Corrupt(String),
 }
@@ -57,7 +60,9 @@ impl std::fmt::Display for SnapshotError {
             SnapshotError::Io(e) => write!(f, "snapshot I/O: {e}"),
             SnapshotError::BadMagic => f.write_str("not a stoa snapshot (bad magic)"),
             SnapshotError::UnsupportedVersion(v) => write!(f, "unsupported snapshot version {v}"),
-            SnapshotError::Checksum { offset } => write!(f, "snapshot checksum mismatch at byte {offset}"),
+            SnapshotError::Checksum { offset } => {
+                write!(f, "snapshot checksum mismatch at byte {offset}")
+            }
             SnapshotError::Corrupt(why) => write!(f, "corrupt snapshot: {why}"),
         }
     }
@@ -87,7 +92,12 @@ pub fn write_snapshot(tree: &DataTree, out: &mut impl Write) -> io::Result<()> {
     debug_assert_eq!(header.len(), HEADER_BYTES);
     out.write_all(&header)?;
 
-    let mut chunks = ChunkWriter { out, kind: kind::SESSIONS, count: 0, payload: Vec::new() };
+    let mut chunks = ChunkWriter {
+        out,
+        kind: kind::SESSIONS,
+        count: 0,
+        payload: Vec::new(),
+    };
     for (id, timeout) in tree.sessions() {
         codec::put_i64(&mut chunks.payload, id);
         codec::put_i32(&mut chunks.payload, timeout);
@@ -101,7 +111,9 @@ pub fn write_snapshot(tree: &DataTree, out: &mut impl Write) -> io::Result<()> {
     let mut node_acl = Vec::with_capacity(paths.len());
     chunks.kind = kind::ACLS;
     for p in &paths {
-        let Some(n) = tree.nodes.get(&**p) else { continue };
+        let Some(n) = tree.nodes.get(&**p) else {
+            continue;
+        };
         let mut enc = Vec::new();
         codec::put_acl(&mut enc, n.acl());
         let next = acl_index.len() as u32;
@@ -116,7 +128,9 @@ pub fn write_snapshot(tree: &DataTree, out: &mut impl Write) -> io::Result<()> {
 
     chunks.kind = kind::NODES;
     for (p, acl) in paths.iter().zip(node_acl) {
-        let Some(n) = tree.nodes.get(&**p) else { continue };
+        let Some(n) = tree.nodes.get(&**p) else {
+            continue;
+        };
         let b = &mut chunks.payload;
         codec::put_str(b, p);
         codec::put_bytes(b, n.data());
@@ -154,7 +168,10 @@ impl<W: Write> ChunkWriter<'_, W> {
     fn record_done(&mut self) -> io::Result<()> {
         self.count += 1;
         if self.payload.len() > CHUNK_PAYLOAD_MAX_BYTES {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "snapshot record too large"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "snapshot record too large",
+            ));
         }
         if self.payload.len() >= CHUNK_TARGET_BYTES {
             self.emit()?;
@@ -204,7 +221,11 @@ pub fn read_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
         return Err(SnapshotError::Checksum { offset: 0 });
     }
 
-    let mut state = Loader { tree: DataTree::empty(), acls: Vec::new(), stage: 0 };
+    let mut state = Loader {
+        tree: DataTree::empty(),
+        acls: Vec::new(),
+        stage: 0,
+    };
     state.tree.last_zxid = last_zxid;
     let mut offset = HEADER_BYTES as u64;
     loop {
@@ -238,12 +259,17 @@ fn read_chunk(input: &mut impl Read, offset: u64) -> Result<(u8, u32, Vec<u8>), 
     let mut r = Reader::new(&head);
     let (k, count, len) = (r.u8()?, r.u32()?, r.u32()? as usize);
     if len > CHUNK_PAYLOAD_MAX_BYTES {
-        return Err(corrupt(format!("chunk at byte {offset} claims {len} bytes")));
+        return Err(corrupt(format!(
+            "chunk at byte {offset} claims {len} bytes"
+        )));
     }
     // Grows with the bytes actually read, so a forged length cannot make
     // us allocate more than the input holds.
     let mut payload = Vec::new();
-    let got = input.take(len as u64).read_to_end(&mut payload).map_err(SnapshotError::Io)?;
+    let got = input
+        .take(len as u64)
+        .read_to_end(&mut payload)
+        .map_err(SnapshotError::Io)?;
     if got != len {
         return Err(corrupt("truncated chunk"));
     }
@@ -301,7 +327,11 @@ impl Loader {
         let p = r.string()?;
         let data: Arc<[u8]> = Arc::from(r.bytes()?);
         let acl_idx = r.u32()? as usize;
-        let acl = self.acls.get(acl_idx).cloned().ok_or_else(|| corrupt("bad ACL index"))?;
+        let acl = self
+            .acls
+            .get(acl_idx)
+            .cloned()
+            .ok_or_else(|| corrupt("bad ACL index"))?;
         let (czxid, mzxid, ctime, mtime) = (r.i64()?, r.i64()?, r.i64()?, r.i64()?);
         let (version, cversion, aversion) = (r.i32()?, r.i32()?, r.i32()?);
         let (ephemeral_owner, pzxid) = (r.i64()?, r.i64()?);
@@ -327,11 +357,18 @@ impl Loader {
             self.tree.nodes.insert_mut(Arc::from(path::ROOT), node);
             return Ok(());
         }
-        let parent = path::parent_of(&p).map(path::canonical).ok_or_else(|| corrupt("bad path"))?;
-        let parent_node = self.tree.nodes.get(parent).ok_or_else(|| corrupt(format!("{p} before its parent")))?;
-        if path::name_of(&p).is_empty() || parent_node.stat.ephemeral_owner != 0
-            && crate::ephemeral::session_of(parent_node.stat.ephemeral_owner).is_some()
-        {
+        let parent = path::parent_of(&p)
+            .map(path::canonical)
+            .ok_or_else(|| corrupt("bad path"))?;
+        let parent_node = self
+            .tree
+            .nodes
+            .get(parent)
+            .ok_or_else(|| corrupt(format!("{p} before its parent")))?;
+        // Ephemerals never have children: such a snapshot was not ours.
+        let ephemeral_parent =
+            crate::ephemeral::session_of(parent_node.stat.ephemeral_owner).is_some();
+        if path::name_of(&p).is_empty() || ephemeral_parent {
             return Err(corrupt(format!("bad node {p}")));
         }
         self.tree.attach(&p, node);
@@ -354,5 +391,152 @@ impl Loader {
             return Err(corrupt("digest mismatch"));
         }
         self.tree.check_invariants().map_err(corrupt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::{CreateTxn, Txn, TxnHeader, TxnOp};
+    use proptest::prelude::*;
+
+    /// `/`, the system nodes, one session and `/a` holding "hi".
+    fn tiny_tree() -> DataTree {
+        let mut t = DataTree::new();
+        let h = |zxid| TxnHeader {
+            session_id: 0x42,
+            cxid: 1,
+            zxid,
+            time_ms: 1_700_000_000_000,
+        };
+        t.apply(&Txn {
+            header: h(1),
+            op: TxnOp::CreateSession { timeout_ms: 30_000 },
+        });
+        let create = CreateTxn {
+            path: "/a".into(),
+            data: b"hi".to_vec(),
+            acl: vec![Acl::open_unsafe()],
+            ephemeral_owner: 0,
+            parent_cversion: 1,
+        };
+        t.apply(&Txn {
+            header: h(2),
+            op: TxnOp::Create(create),
+        });
+        t
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The golden encoding of [`tiny_tree`]; a change here is a format change.
+    const GOLDEN_HEX: &str = include_str!("../tests/golden/tiny-snapshot.hex");
+
+    #[test]
+    fn golden_bytes_of_a_tiny_tree() {
+        // Proves the byte layout is stable (docs/format-snapshot.md) and reads back.
+        let mut buf = Vec::new();
+        write_snapshot(&tiny_tree(), &mut buf).unwrap();
+        assert_eq!(hex(&buf), GOLDEN_HEX.trim());
+        let back = read_snapshot(&mut buf.as_slice()).unwrap();
+        assert_eq!(back.digest(), tiny_tree().digest());
+        assert_eq!(back.last_zxid(), 2);
+        assert_eq!(back.session_timeout_ms(0x42), Some(30_000));
+        assert_eq!(back.node("/a").unwrap().data(), b"hi");
+        assert_eq!(back.node("/zookeeper/config").unwrap().stat().aversion, -1);
+    }
+
+    #[test]
+    fn every_flipped_bit_and_truncation_is_rejected() {
+        // Proves checksums cover every byte and truncation is detected.
+        let mut buf = Vec::new();
+        write_snapshot(&tiny_tree(), &mut buf).unwrap();
+        for i in 0..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x10;
+            assert!(
+                read_snapshot(&mut bad.as_slice()).is_err(),
+                "flip at {i} accepted"
+            );
+            assert!(
+                read_snapshot(&mut &buf[..i]).is_err(),
+                "truncation at {i} accepted"
+            );
+        }
+        let mut longer = buf.clone();
+        longer.push(0);
+        assert!(matches!(
+            read_snapshot(&mut longer.as_slice()),
+            Err(SnapshotError::Corrupt(_))
+        ));
+        assert!(matches!(
+            read_snapshot(&mut &b"NOTASNAPxxxxxxxxxxxxxxxxxxxxxxxx"[..]),
+            Err(SnapshotError::BadMagic)
+        ));
+    }
+
+    #[test]
+    fn large_trees_span_many_chunks() {
+        // Proves records split across chunks and ACL dedup keep the tree intact.
+        let mut t = DataTree::new();
+        for i in 0..300 {
+            let create = CreateTxn {
+                path: format!("/n{i:04}"),
+                data: vec![i as u8; 1000],
+                acl: if i % 2 == 0 {
+                    vec![Acl::open_unsafe()]
+                } else {
+                    vec![]
+                },
+                ephemeral_owner: 0,
+                parent_cversion: i + 1,
+            };
+            let header = TxnHeader {
+                session_id: 1,
+                cxid: i,
+                zxid: i64::from(i) + 1,
+                time_ms: 5,
+            };
+            t.apply(&Txn {
+                header,
+                op: TxnOp::Create(create),
+            });
+        }
+        let mut buf = Vec::new();
+        write_snapshot(&t, &mut buf).unwrap();
+        let back = read_snapshot(&mut buf.as_slice()).unwrap();
+        assert_eq!(back.digest(), t.digest());
+        assert_eq!(back.node_count(), 304);
+    }
+
+    #[test]
+    fn forged_chunk_length_does_not_allocate() {
+        // Proves a chunk claiming the maximum length on a tiny input fails as truncated.
+        let mut buf = Vec::new();
+        write_snapshot(&DataTree::new(), &mut buf).unwrap();
+        let mut bad = buf[..HEADER_BYTES].to_vec();
+        bad.push(kind::NODES);
+        bad.extend_from_slice(&1u32.to_be_bytes());
+        bad.extend_from_slice(&(CHUNK_PAYLOAD_MAX_BYTES as u32).to_be_bytes());
+        assert!(matches!(
+            read_snapshot(&mut bad.as_slice()),
+            Err(SnapshotError::Corrupt(_))
+        ));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            // Proves the reader is total on arbitrary input, with or without a valid header.
+            let _ = read_snapshot(&mut bytes.as_slice());
+            let mut framed = Vec::new();
+            write_snapshot(&DataTree::new(), &mut framed).unwrap();
+            framed.truncate(HEADER_BYTES);
+            framed.extend_from_slice(&bytes);
+            let _ = read_snapshot(&mut framed.as_slice());
+        }
     }
 }

@@ -51,16 +51,25 @@ impl DataTree {
         let open: Arc<[Acl]> = Arc::from(vec![Acl::open_unsafe()]);
         let read_only: Arc<[Acl]> = Arc::from(vec![Acl {
             perms: perms::READ,
-            id: Id { scheme: "world".to_owned(), id: "anyone".to_owned() },
+            id: Id {
+                scheme: "world".to_owned(),
+                id: "anyone".to_owned(),
+            },
         }]);
         let empty: Arc<[u8]> = Arc::from(Vec::new());
         let mut tree = DataTree::empty();
         let zeroed = PersistedStat::default();
-        tree.nodes.insert_mut(Arc::from(ROOT), Node::new(empty.clone(), open.clone(), zeroed));
+        tree.nodes.insert_mut(
+            Arc::from(ROOT),
+            Node::new(empty.clone(), open.clone(), zeroed),
+        );
         for p in [ZOOKEEPER, QUOTA] {
             tree.attach(p, Node::new(empty.clone(), open.clone(), zeroed));
         }
-        let config_stat = PersistedStat { aversion: -1, ..zeroed };
+        let config_stat = PersistedStat {
+            aversion: -1,
+            ..zeroed
+        };
         tree.attach(CONFIG, Node::new(empty, read_only, config_stat));
         tree
     }
@@ -101,7 +110,10 @@ impl DataTree {
 
     /// Paths of the ephemeral nodes of `session_id`, sorted.
     pub fn ephemerals(&self, session_id: i64) -> impl Iterator<Item = &str> + '_ {
-        self.ephemerals.get(&session_id).into_iter().flat_map(|s| s.iter().map(|p| &**p))
+        self.ephemerals
+            .get(&session_id)
+            .into_iter()
+            .flat_map(|s| s.iter().map(|p| &**p))
     }
 
     /// Paths of container nodes, sorted.
@@ -117,7 +129,9 @@ impl DataTree {
     /// An order-independent hash of every node's path, data, ACL and
     /// persisted stat, for comparing replicas.
     pub fn digest(&self) -> u64 {
-        self.nodes.iter().fold(0u64, |acc, (p, n)| acc.wrapping_add(node_digest(p, n)))
+        self.nodes
+            .iter()
+            .fold(0u64, |acc, (p, n)| acc.wrapping_add(node_digest(p, n)))
     }
 
     /// What ZooKeeper's `ContainerManager.getCandidates` would reap at
@@ -127,7 +141,9 @@ impl DataTree {
     pub fn expiry_candidates(&self, now_ms: i64, max_never_used_ms: i64) -> Vec<String> {
         let mut out = Vec::new();
         for p in self.containers.iter() {
-            let Some(n) = self.nodes.get(&**p) else { continue };
+            let Some(n) = self.nodes.get(&**p) else {
+                continue;
+            };
             let elapsed = now_ms.saturating_sub(n.stat.mtime);
             let used = n.stat.cversion > 0;
             let stale = max_never_used_ms != 0 && elapsed > max_never_used_ms;
@@ -136,7 +152,9 @@ impl DataTree {
             }
         }
         for p in self.ttls.iter() {
-            let Some(n) = self.nodes.get(&**p) else { continue };
+            let Some(n) = self.nodes.get(&**p) else {
+                continue;
+            };
             if let EphemeralKind::Ttl(ttl) = EphemeralKind::of(n.stat.ephemeral_owner) {
                 if n.child_count() == 0 && ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
                     out.push(p.to_string());
@@ -154,7 +172,9 @@ impl DataTree {
         let mut out = Vec::with_capacity(self.nodes.size());
         let mut stack: Vec<Arc<str>> = vec![Arc::from(ROOT)];
         while let Some(p) = stack.pop() {
-            let Some(n) = self.nodes.get(&*p) else { continue };
+            let Some(n) = self.nodes.get(&*p) else {
+                continue;
+            };
             for name in n.children.iter().rev() {
                 stack.push(Arc::from(path::join(&p, name)));
             }
@@ -294,14 +314,24 @@ mod tests {
         assert_eq!(t.node_count(), 4);
         assert_eq!(t.check_invariants(), Ok(()));
         let root = t.node("/").unwrap();
-        assert_eq!(root.stat(), Stat { num_children: 1, cversion: -1, ..Stat::default() });
+        assert_eq!(
+            root.stat(),
+            Stat {
+                num_children: 1,
+                cversion: -1,
+                ..Stat::default()
+            }
+        );
         let zk = t.node("/zookeeper").unwrap();
         assert_eq!(zk.children().collect::<Vec<_>>(), ["config", "quota"]);
         assert_eq!(zk.stat().num_children, 2);
         let config = t.node("/zookeeper/config").unwrap();
         assert_eq!(config.stat().aversion, -1);
         assert_eq!(config.acl()[0].perms, perms::READ);
-        assert_eq!(t.node("/zookeeper/quota").unwrap().acl(), [Acl::open_unsafe()]);
+        assert_eq!(
+            t.node("/zookeeper/quota").unwrap().acl(),
+            [Acl::open_unsafe()]
+        );
         assert!(t.node("").is_some(), "\"\" aliases the root");
     }
 

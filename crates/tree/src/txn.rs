@@ -41,18 +41,36 @@ pub struct CreateTxn {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxnOp {
-    CreateSession { timeout_ms: i32 },
+    CreateSession {
+        timeout_ms: i32,
+    },
     /// Deletes `paths` (the session's ephemerals when prepared, sorted),
     /// then any other ephemeral of the session, then forgets the session.
-    CloseSession { paths: Vec<String> },
+    CloseSession {
+        paths: Vec<String>,
+    },
     Create(CreateTxn),
-    Delete { path: String },
-    DeleteContainer { path: String },
+    Delete {
+        path: String,
+    },
+    DeleteContainer {
+        path: String,
+    },
     /// `version` is the node's new version.
-    SetData { path: String, data: Vec<u8>, version: i32 },
+    SetData {
+        path: String,
+        data: Vec<u8>,
+        version: i32,
+    },
     /// `aversion` is the node's new ACL version.
-    SetAcl { path: String, acl: Vec<Acl>, aversion: i32 },
-    Check { path: String },
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
+        aversion: i32,
+    },
+    Check {
+        path: String,
+    },
     /// Ops of a multi; never nested. If any op is `Error` the whole multi
     /// failed and applying it changes nothing.
     Multi(Vec<TxnOp>),
@@ -139,13 +157,21 @@ impl TxnOp {
                 codec::put_u8(out, tag::DELETE_CONTAINER);
                 codec::put_str(out, path);
             }
-            TxnOp::SetData { path, data, version } => {
+            TxnOp::SetData {
+                path,
+                data,
+                version,
+            } => {
                 codec::put_u8(out, tag::SET_DATA);
                 codec::put_str(out, path);
                 codec::put_bytes(out, data);
                 codec::put_i32(out, *version);
             }
-            TxnOp::SetAcl { path, acl, aversion } => {
+            TxnOp::SetAcl {
+                path,
+                acl,
+                aversion,
+            } => {
                 codec::put_u8(out, tag::SET_ACL);
                 codec::put_str(out, path);
                 codec::put_acl(out, acl);
@@ -156,7 +182,10 @@ impl TxnOp {
                 codec::put_str(out, path);
             }
             TxnOp::Multi(ops) => {
-                assert!(ops.iter().all(|o| !matches!(o, TxnOp::Multi(_))), "nested multi");
+                assert!(
+                    ops.iter().all(|o| !matches!(o, TxnOp::Multi(_))),
+                    "nested multi"
+                );
                 codec::put_u8(out, tag::MULTI);
                 codec::put_u32(out, ops.len() as u32);
                 for op in ops {
@@ -172,7 +201,9 @@ impl TxnOp {
 
     fn decode(r: &mut Reader<'_>, top_level: bool) -> Result<TxnOp, DecodeError> {
         Ok(match r.u8()? {
-            tag::CREATE_SESSION => TxnOp::CreateSession { timeout_ms: r.i32()? },
+            tag::CREATE_SESSION => TxnOp::CreateSession {
+                timeout_ms: r.i32()?,
+            },
             tag::CLOSE_SESSION => {
                 let n = r.count(LEN_PREFIX_BYTES)?;
                 let mut paths = Vec::with_capacity(n);
@@ -195,7 +226,11 @@ impl TxnOp {
                 data: r.bytes()?.to_vec(),
                 version: r.i32()?,
             },
-            tag::SET_ACL => TxnOp::SetAcl { path: r.string()?, acl: r.acl()?, aversion: r.i32()? },
+            tag::SET_ACL => TxnOp::SetAcl {
+                path: r.string()?,
+                acl: r.acl()?,
+                aversion: r.i32()?,
+            },
             tag::CHECK => TxnOp::Check { path: r.string()? },
             tag::MULTI if top_level => {
                 let n = r.count(OP_MIN_BYTES)?;
@@ -222,10 +257,18 @@ mod tests {
     use stoa_proto::records::Id;
 
     fn sample() -> Vec<TxnOp> {
-        let acl = vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }];
+        let acl = vec![Acl {
+            perms: 31,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }];
         vec![
             TxnOp::CreateSession { timeout_ms: 30_000 },
-            TxnOp::CloseSession { paths: vec!["/a".into(), "/b".into()] },
+            TxnOp::CloseSession {
+                paths: vec!["/a".into(), "/b".into()],
+            },
             TxnOp::Create(CreateTxn {
                 path: "/a".into(),
                 data: b"x".to_vec(),
@@ -235,11 +278,22 @@ mod tests {
             }),
             TxnOp::Delete { path: "/a".into() },
             TxnOp::DeleteContainer { path: "/c".into() },
-            TxnOp::SetData { path: "/a".into(), data: vec![0; 3], version: 2 },
-            TxnOp::SetAcl { path: "/a".into(), acl, aversion: 1 },
+            TxnOp::SetData {
+                path: "/a".into(),
+                data: vec![0; 3],
+                version: 2,
+            },
+            TxnOp::SetAcl {
+                path: "/a".into(),
+                acl,
+                aversion: 1,
+            },
             TxnOp::Check { path: "/a".into() },
             TxnOp::Error(ErrorCode::NoNode),
-            TxnOp::Multi(vec![TxnOp::Delete { path: "/x".into() }, TxnOp::Error(ErrorCode::Ok)]),
+            TxnOp::Multi(vec![
+                TxnOp::Delete { path: "/x".into() },
+                TxnOp::Error(ErrorCode::Ok),
+            ]),
         ]
     }
 
@@ -248,13 +302,21 @@ mod tests {
         // Proves encode/decode are inverse for each op kind.
         for (i, op) in sample().into_iter().enumerate() {
             let txn = Txn {
-                header: TxnHeader { session_id: 7, cxid: i as i32, zxid: 0x1_0000_0005, time_ms: 99 },
+                header: TxnHeader {
+                    session_id: 7,
+                    cxid: i as i32,
+                    zxid: 0x1_0000_0005,
+                    time_ms: 99,
+                },
                 op,
             };
             let mut buf = Vec::new();
             txn.encode(&mut buf);
             assert_eq!(Txn::decode(&buf), Ok(txn.clone()));
-            assert!(Txn::decode(&buf[..buf.len() - 1]).is_err(), "truncation detected");
+            assert!(
+                Txn::decode(&buf[..buf.len() - 1]).is_err(),
+                "truncation detected"
+            );
             buf.push(0);
             assert_eq!(Txn::decode(&buf), Err(DecodeError::TrailingBytes));
         }

@@ -89,10 +89,13 @@ pub struct FileLog {
 impl FileLog {
     /// Opens (or creates) the log in `dir`, repairs a torn tail, deletes
     /// fully compactable segments and returns what survived.
-    pub fn open(dir: impl AsRef<Path>, options: FileLogOptions) -> Result<(FileLog, Replay), WalError> {
+    pub fn open(
+        dir: impl AsRef<Path>,
+        options: FileLogOptions,
+    ) -> Result<(FileLog, Replay), WalError> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(|e| WalError::io("create log directory", &dir, e))?;
+        create_dir_durably(&dir)?;
         let lock = lock_dir(&dir)?;
         let mut seqs = list_segments(&dir)?;
         let unfinished_seq = drop_unfinished_last_segment(&dir, &mut seqs)?;
@@ -114,7 +117,8 @@ impl FileLog {
                     seq,
                     prev_end_bytes: 0,
                 };
-                let file = create_segment(&dir, header, options.segment_bytes, options.preallocate)?;
+                let file =
+                    create_segment(&dir, header, options.segment_bytes, options.preallocate)?;
                 opened.segments.push_back(UnitSummary::new(seq));
                 (file, SEGMENT_HEADER_BYTES)
             }
@@ -209,8 +213,11 @@ impl FileLog {
         if record.kind != RecordKind::Entry {
             let seq = self.active_seq();
             let header_only = Record {
+                kind: record.kind,
+                partition: record.partition,
+                term: record.term,
+                index: record.index,
                 payload: Vec::new(),
-                ..record.clone()
             };
             self.pending_state.push((seq, header_only));
         }
@@ -298,10 +305,13 @@ impl OpenState {
     ) -> Result<(), WalError> {
         let path = segment_path(dir, seq);
         let buf = read_segment(&path)?;
-        let header =
-            SegmentHeader::decode(&buf).map_err(|why| WalError::corrupt(&path, 0, why.to_string()))?;
+        let header = SegmentHeader::decode(&buf)
+            .map_err(|why| WalError::corrupt(&path, 0, why.to_string()))?;
         if header.seq != seq {
-            let reason = format!("header names segment {} but the file name {seq}", header.seq);
+            let reason = format!(
+                "header names segment {} but the file name {seq}",
+                header.seq
+            );
             return Err(WalError::corrupt(&path, 16, reason));
         }
         if let Some(prev_end) = self.last_end_bytes {
@@ -335,6 +345,19 @@ impl OpenState {
         self.last_end_bytes = Some(scan.valid_end_bytes);
         self.segments.push_back(summary);
         Ok(())
+    }
+}
+
+/// Creates `dir` if missing and fsyncs its parent, so the log's directory
+/// itself survives a crash right after the first acknowledged write.
+fn create_dir_durably(dir: &Path) -> Result<(), WalError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).map_err(|e| WalError::io("create log directory", dir, e))?;
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+        _ => Ok(()),
     }
 }
 
@@ -406,7 +429,9 @@ fn open_rw(path: &Path) -> Result<File, WalError> {
 /// left behind.
 fn nonzero_tail_bytes(buf: &[u8], from: usize) -> u64 {
     let tail = buf.get(from..).unwrap_or(&[]);
-    tail.iter().rposition(|&b| b != 0).map_or(0, |last| last as u64 + 1)
+    tail.iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |last| last as u64 + 1)
 }
 
 /// Replaces everything after `valid_end_bytes` with reserved zeros and
@@ -421,7 +446,13 @@ fn zero_tail(
     file.set_len(valid_end_bytes)
         .map_err(|e| WalError::io("truncate torn tail", path, e))?;
     let reserved_bytes = file_bytes.max(options.segment_bytes);
-    reserve(&file, path, valid_end_bytes, reserved_bytes, options.preallocate)?;
+    reserve(
+        &file,
+        path,
+        valid_end_bytes,
+        reserved_bytes,
+        options.preallocate,
+    )?;
     file.sync_all()
         .map_err(|e| WalError::io("fsync repaired segment", path, e))
 }

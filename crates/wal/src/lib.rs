@@ -19,10 +19,12 @@ mod store;
 mod writer;
 
 pub use error::WalError;
-pub use file_log::{FileLog, FileLogOptions, SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
+pub use file_log::{
+    FileLog, FileLogOptions, SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
+};
 pub use record::{
-    decode_record, encode_record, Decoded, InvalidRecord, Record, RecordKind, RECORD_BODY_BYTES_MAX,
-    RECORD_BODY_FIXED_BYTES, RECORD_FRAME_BYTES, RECORD_PAYLOAD_BYTES_MAX,
+    decode_record, encode_record, Decoded, InvalidRecord, Record, RecordKind,
+    RECORD_BODY_BYTES_MAX, RECORD_BODY_FIXED_BYTES, RECORD_FRAME_BYTES, RECORD_PAYLOAD_BYTES_MAX,
 };
 pub use replay::{PartitionReplay, Replay};
 pub use segment::{Preallocate, SEGMENT_HEADER_BYTES};

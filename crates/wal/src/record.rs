@@ -264,6 +264,7 @@ mod tests {
                 b'a', b'b',
             ]
         );
+        assert_eq!(read_u32(&buf, 4), 0x3bc2_07c5);
         assert_eq!(read_u32(&buf, 4), crc32c::crc32c(&buf[8..]));
     }
 }

@@ -181,8 +181,7 @@ pub(crate) fn reserve(
 #[cfg(target_os = "linux")]
 fn fallocate(file: &File, path: &Path, offset: u64, len: u64) -> Result<bool, WalError> {
     use std::os::unix::io::AsRawFd;
-    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len))
-    else {
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(WalError::InvalidOptions("segment size exceeds off_t"));
     };
     // SAFETY: plain syscall on a file descriptor we own; no memory passed.
@@ -252,7 +251,10 @@ mod tests {
     #[test]
     fn file_names_round_trip_and_reject_strangers() {
         assert_eq!(segment_file_name(0x1f), "wal-000000000000001f.log");
-        assert_eq!(parse_segment_file_name("wal-000000000000001f.log"), Some(0x1f));
+        assert_eq!(
+            parse_segment_file_name("wal-000000000000001f.log"),
+            Some(0x1f)
+        );
         assert_eq!(parse_segment_file_name("wal-1f.log"), None);
         assert_eq!(parse_segment_file_name("LOCK"), None);
         assert_eq!(parse_segment_file_name("wal-+00000000000001f.log"), None);

@@ -75,14 +75,14 @@ impl SimLog {
         for record in &self.pending {
             encode_record(record, &mut bytes);
         }
-        let tear = !bytes.is_empty() && rng.next() % 2 == 0;
+        let tear = !bytes.is_empty() && rng.next().is_multiple_of(2);
         let persisted_bytes = if tear {
             1 + (rng.next() % bytes.len() as u64) as usize
         } else {
             0
         };
         bytes.truncate(persisted_bytes);
-        if !bytes.is_empty() && rng.next() % 4 == 0 {
+        if !bytes.is_empty() && rng.next().is_multiple_of(4) {
             let at = (rng.next() % bytes.len() as u64) as usize;
             bytes[at] ^= 1 << (rng.next() % 8);
         }
@@ -154,7 +154,8 @@ impl LogStore for SimLog {
         for record in std::mem::take(&mut self.pending) {
             self.push_durable(record);
             if let Some(durable) = self.durable.back() {
-                self.compaction.note_durable(durable.unit.seq, &durable.record);
+                self.compaction
+                    .note_durable(durable.unit.seq, &durable.record);
             }
         }
         Ok(())

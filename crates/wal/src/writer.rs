@@ -9,7 +9,7 @@ use std::thread::{self, JoinHandle};
 
 use crate::error::WalError;
 use crate::record::Record;
-use crate::store::LogStore;
+use crate::store::{check_payload_bounds, LogStore};
 
 /// Batches that may wait for the writer; `submit` blocks beyond this, which
 /// is the back-pressure on the partitions.
@@ -66,11 +66,13 @@ impl WalWriter {
     }
 
     /// Queues `records` under `token`, blocking while the queue is full.
-    /// Tokens must strictly increase across all submitters.
+    /// Tokens must strictly increase across all submitters. An oversized
+    /// record is refused here, before it could stop the writer.
     pub fn submit(&self, token: u64, records: Vec<Record>) -> Result<(), WalError> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(WalError::WriterStopped);
         }
+        check_payload_bounds(&records)?;
         let mut submitter = self
             .submitter
             .lock()

@@ -67,7 +67,10 @@ fn round_trip_returns_exactly_what_was_synced() {
     drop(log);
     let replay = reopen(dir.path(), FileLogOptions::default());
     assert_eq!(entries_of(&replay, 0), records);
-    let hard_state = replay.partitions[&0].hard_state.clone().expect("hard state");
+    let hard_state = replay.partitions[&0]
+        .hard_state
+        .clone()
+        .expect("hard state");
     assert_eq!(hard_state.payload, b"hs");
     assert_eq!(replay.torn_tail_bytes, 0);
 }
@@ -135,7 +138,9 @@ fn oversized_record_gets_its_own_growing_segment() {
     let records = vec![entry(0, 1, 1), big.clone(), entry(0, 3, 2)];
     drop(write_synced(dir.path(), small_segments(), &records));
     let replay = reopen(dir.path(), small_segments());
-    assert_eq!(entries_of(&replay, 0), vec![big, entry(0, 3, 2)]);
+    let survived = entries_of(&replay, 0);
+    assert!(survived == records, "oversized record did not round trip");
+    assert_eq!(big.payload.len(), survived[1].payload.len());
 }
 
 #[test]
@@ -162,7 +167,10 @@ fn compaction_deletes_only_segments_without_needed_records() {
     assert_eq!(segment_files(dir.path()).len(), 1);
     drop(log);
     let replay = reopen(dir.path(), small_segments());
-    let hard_state = replay.partitions[&0].hard_state.clone().expect("hard state");
+    let hard_state = replay.partitions[&0]
+        .hard_state
+        .clone()
+        .expect("hard state");
     assert_eq!(hard_state.index, 200, "latest hard state kept");
 }
 
@@ -182,7 +190,10 @@ fn compaction_keeps_segment_holding_only_hard_state() {
     drop(log);
     let replay = reopen(dir.path(), small_segments());
     assert_eq!(
-        replay.partitions[&5].hard_state.as_ref().map(|h| h.payload.clone()),
+        replay.partitions[&5]
+            .hard_state
+            .as_ref()
+            .map(|h| h.payload.clone()),
         Some(b"only".to_vec())
     );
 }
@@ -199,13 +210,24 @@ fn snapshot_marker_compacts_on_reopen_and_hides_covered_entries() {
     assert!(log.segment_seqs().len() < segments_before);
     let indexes: Vec<u64> = entries_of(&replay, 0).iter().map(|e| e.index).collect();
     assert_eq!(indexes, (91..=100).collect::<Vec<_>>());
-    assert_eq!(replay.partitions[&0].snapshot.as_ref().map(|s| s.index), Some(90));
+    assert_eq!(
+        replay.partitions[&0].snapshot.as_ref().map(|s| s.index),
+        Some(90)
+    );
+}
+
+/// Small segments keep the per-offset copies and reopens cheap.
+fn crash_options() -> FileLogOptions {
+    FileLogOptions {
+        segment_bytes: 4096,
+        preallocate: Preallocate::Fallocate,
+    }
 }
 
 /// Writes `prefix` then `last`, all synced, into one segment; returns the
 /// byte offset and size of `last`.
 fn write_template(dir: &Path, prefix: &[Record], last: &Record) -> (u64, u64) {
-    let mut log = write_synced(dir, FileLogOptions::default(), prefix);
+    let mut log = write_synced(dir, crash_options(), prefix);
     log.append(std::slice::from_ref(last)).expect("append");
     log.sync().expect("sync");
     assert_eq!(log.segment_seqs().len(), 1);
@@ -216,8 +238,8 @@ fn write_template(dir: &Path, prefix: &[Record], last: &Record) -> (u64, u64) {
 /// Reopens a damaged copy: exactly `prefix` survives, and the log takes and
 /// keeps a new append after it.
 fn assert_recovers_to(dir: &Path, prefix: &[Record], case: &str) {
-    let (mut log, replay) = FileLog::open(dir, FileLogOptions::default())
-        .unwrap_or_else(|e| panic!("{case}: open failed: {e}"));
+    let (mut log, replay) =
+        FileLog::open(dir, crash_options()).unwrap_or_else(|e| panic!("{case}: open failed: {e}"));
     assert_eq!(entries_of(&replay, 0), prefix, "{case}");
     let next = entry(0, prefix.len() as u64 + 1, 9);
     log.append(std::slice::from_ref(&next)).expect("append");
@@ -226,7 +248,7 @@ fn assert_recovers_to(dir: &Path, prefix: &[Record], case: &str) {
     let mut expected = prefix.to_vec();
     expected.push(next);
     assert_eq!(
-        entries_of(&reopen(dir, FileLogOptions::default()), 0),
+        entries_of(&reopen(dir, crash_options()), 0),
         expected,
         "{case}: after new append"
     );
@@ -257,7 +279,9 @@ fn torn_last_record_at_every_byte_is_cut_back_and_log_continues() {
         assert_recovers_to(zeroed.path(), &prefix, &format!("zero from {cut}"));
         // The first sector of a write lost but later ones kept: the stale
         // bytes after the cut must never resurface as data.
-        let holed = damage(template.path(), &segment, |b| b[start as usize..=cut].fill(0));
+        let holed = damage(template.path(), &segment, |b| {
+            b[start as usize..=cut].fill(0)
+        });
         assert_recovers_to(holed.path(), &prefix, &format!("hole up to {cut}"));
     }
 }
@@ -312,6 +336,26 @@ fn bad_record_before_a_later_segment_is_corruption_not_a_torn_tail() {
 }
 
 #[test]
+fn torn_tail_in_last_of_several_segments_is_cut_back() {
+    let (template, names) = three_segment_template();
+    let last = names.last().expect("names");
+    let bytes = fs::read(template.path().join(last)).expect("read");
+    let end = bytes.iter().rposition(|&b| b != 0).expect("data");
+    let torn = damage(template.path(), last, |b| b[end] ^= 0x10);
+    let (mut log, replay) = FileLog::open(torn.path(), small_segments()).expect("open");
+    let expected: Vec<Record> = (1..=59).map(|i| entry(0, i, 1)).collect();
+    assert_eq!(entries_of(&replay, 0), expected);
+    assert!(replay.torn_tail_bytes > 0);
+    log.append(&[entry(0, 60, 2)]).expect("append");
+    log.sync().expect("sync");
+    drop(log);
+    assert_eq!(
+        entries_of(&reopen(torn.path(), small_segments()), 0).len(),
+        60
+    );
+}
+
+#[test]
 fn unfinished_last_segment_without_header_is_discarded() {
     let (template, names) = three_segment_template();
     let copy = tempfile::tempdir().expect("tempdir");
@@ -325,7 +369,10 @@ fn unfinished_last_segment_without_header_is_discarded() {
     log.append(&[entry(0, 61, 1)]).expect("append");
     log.sync().expect("sync");
     drop(log);
-    assert_eq!(entries_of(&reopen(copy.path(), small_segments()), 0).len(), 61);
+    assert_eq!(
+        entries_of(&reopen(copy.path(), small_segments()), 0).len(),
+        61
+    );
 }
 
 #[test]
@@ -349,7 +396,9 @@ fn oversized_payload_rejects_whole_batch() {
     ));
     log.sync().expect("log still usable");
     drop(log);
-    assert!(reopen(dir.path(), FileLogOptions::default()).partitions.is_empty());
+    assert!(reopen(dir.path(), FileLogOptions::default())
+        .partitions
+        .is_empty());
 }
 
 #[test]

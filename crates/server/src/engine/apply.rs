@@ -3,7 +3,7 @@
 use raft::eraftpb::{Entry, EntryType};
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::request::Request;
-use stoa_tree::{response_for, TreeEventKind, Txn, TxnBody};
+use stoa_tree::{reply_for, TreeEventKind, Txn, TxnOp};
 
 use super::Engine;
 use crate::session::Pending;
@@ -47,18 +47,17 @@ impl Engine {
                 self.notify(conn, zxid, change, &event.path);
             }
         }
-        match &txn.body {
-            TxnBody::CreateSession { timeout_ms } => self.session_created(sid, *timeout_ms),
-            TxnBody::CloseSession { .. } => {
+        match &txn.op {
+            TxnOp::CreateSession { timeout_ms } => self.session_created(sid, *timeout_ms),
+            TxnOp::CloseSession { .. } => {
                 let xid = self.take_head_write(sid, zxid).map(|(xid, _)| xid);
                 self.session_closed(sid, xid);
             }
             _ => {
                 if let Some((xid, request)) = self.take_head_write(sid, zxid) {
-                    let response = response_for(&request, &applied.result);
-                    let err = match &applied.result {
-                        stoa_tree::TxnResult::Error(code) => *code,
-                        _ => ErrorCode::Ok,
+                    let (err, response) = match reply_for(&request, &applied.result) {
+                        Ok(response) => (ErrorCode::Ok, response),
+                        Err(code) => (code, stoa_proto::response::Response::Empty),
                     };
                     if let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) {
                         self.send_reply(conn, xid, zxid, err, &response);

@@ -55,7 +55,8 @@ impl Engine {
         self.last_container_check_ms = self.now_ms;
         for path in self.tree.expiry_candidates(self.now_ms, 0) {
             let zxid = self.next_zxid();
-            match self.preparer.prepare_delete_container(&self.tree, &path, zxid, self.now_ms) {
+            let ctx = self.internal_ctx(0, zxid);
+            match self.preparer.prepare_delete_container(&self.tree, &ctx, &path) {
                 Ok(txn) => {
                     self.propose(&txn);
                     self.stats.containers_deleted += 1;

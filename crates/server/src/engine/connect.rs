@@ -36,7 +36,8 @@ impl Engine {
     fn create_session(&mut self, conn: ConnId, timeout_ms: i32) {
         let sid = self.allocate_session_id();
         let zxid = self.next_zxid();
-        let txn = self.preparer.prepare_create_session(&self.tree, sid, zxid, self.now_ms, timeout_ms);
+        let ctx = self.internal_ctx(sid, zxid);
+        let txn = self.preparer.prepare_create_session(&ctx, timeout_ms);
         self.propose(&txn);
         self.connecting.insert(sid, conn);
     }
@@ -128,10 +129,24 @@ impl Engine {
         }
     }
 
+    /// Context for transactions the server itself decides (no client ids).
+    pub(super) fn internal_ctx(&self, sid: SessionId, zxid: i64) -> stoa_tree::PrepContext<'static> {
+        stoa_tree::PrepContext {
+            session_id: sid,
+            cxid: 0,
+            zxid,
+            time_ms: self.now_ms,
+            ids: &[],
+            is_super: true,
+            ttl_enabled: self.config.ttl_enabled,
+        }
+    }
+
     /// Proposes closeSession; `reply_xid` when the client asked for it.
     pub(super) fn close_session(&mut self, sid: SessionId, reply_xid: Option<i32>) {
         let zxid = self.next_zxid();
-        let txn: Txn = self.preparer.prepare_close_session(&self.tree, sid, zxid, self.now_ms);
+        let ctx = self.internal_ctx(sid, zxid);
+        let txn: Txn = self.preparer.prepare_close_session(&self.tree, &ctx);
         let Some(s) = self.sessions.get_mut(&sid) else { return };
         s.closing = true;
         if let Some(xid) = reply_xid {

@@ -3,9 +3,9 @@
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::opcode::{AddWatchMode, WatcherType};
-use stoa_proto::records::{ClientInfo, Id, WhoAmIResponse};
+use stoa_proto::records::{ClientInfo, Id, SyncResponse, WhoAmIResponse};
 use stoa_proto::request::Request;
-use stoa_proto::response::{Response, SyncResponse};
+use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, PrepError};
 
 use super::Engine;
@@ -45,8 +45,8 @@ impl Engine {
     }
 
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
-        let Some(c) = self.conns.get(&conn) else { return };
         let zxid = self.next_zxid();
+        let Some(c) = self.conns.get(&conn) else { return };
         let ctx = PrepContext {
             session_id: sid,
             cxid: xid,
@@ -159,10 +159,8 @@ impl Engine {
                 self.watches.add(conn, kind, &r.path);
                 Ok(Response::Empty)
             }
-            Request::RemoveWatches(r) | Request::CheckWatches(r) => {
-                let remove = matches!(request, Request::RemoveWatches(_));
-                self.remove_watches(conn, &r.path, r.kind, remove)
-            }
+            Request::RemoveWatches(r) => self.remove_watches(conn, &r.path, r.kind, true),
+            Request::CheckWatches(r) => self.remove_watches(conn, &r.path, r.kind, false),
             _ => {
                 let result = self.tree.execute_read(&ids, is_super, sid, request);
                 self.register_read_watch(conn, request, &result);
@@ -190,6 +188,8 @@ impl Engine {
         let kinds: &[WatchKind] = match WatcherType::from_i32(watcher_type) {
             Some(WatcherType::Children) => &[WatchKind::Child],
             Some(WatcherType::Data) => &[WatchKind::Data, WatchKind::Exist],
+            Some(WatcherType::Persistent) => &[WatchKind::Persistent],
+            Some(WatcherType::PersistentRecursive) => &[WatchKind::PersistentRecursive],
             Some(WatcherType::Any) => &[
                 WatchKind::Child,
                 WatchKind::Data,

@@ -1,0 +1,172 @@
+//! WalWriter: group commit, durable callbacks in token order, fail-stop.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier, Mutex};
+
+use stoa_wal::{LogStore, Record, SimLog, WalError, WalWriter};
+
+/// Counts syncs and can hold the first sync until released, so submits pile
+/// up behind it deterministically.
+struct CountingLog {
+    inner: SimLog,
+    syncs: Arc<AtomicU64>,
+    first_sync_gate: Option<Arc<Barrier>>,
+    fail_sync_number: Option<u64>,
+}
+
+impl CountingLog {
+    fn new(syncs: Arc<AtomicU64>) -> CountingLog {
+        CountingLog {
+            inner: SimLog::new(),
+            syncs,
+            first_sync_gate: None,
+            fail_sync_number: None,
+        }
+    }
+}
+
+impl LogStore for CountingLog {
+    fn append(&mut self, records: &[Record]) -> Result<(), WalError> {
+        self.inner.append(records)
+    }
+
+    fn sync(&mut self) -> Result<(), WalError> {
+        if let Some(gate) = self.first_sync_gate.take() {
+            gate.wait(); // the test has started
+            gate.wait(); // the test has queued everything
+        }
+        let number = self.syncs.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.fail_sync_number == Some(number) {
+            self.inner.fail_next_sync();
+        }
+        self.inner.sync()
+    }
+
+    fn mark_compactable(&mut self, partition: u32, index: u64) -> Result<(), WalError> {
+        self.inner.mark_compactable(partition, index)
+    }
+}
+
+type Reports = Arc<Mutex<Vec<(u64, bool)>>>;
+
+fn recorder() -> (
+    Reports,
+    impl FnMut(u64, Result<(), WalError>) + Send + 'static,
+) {
+    let reports: Reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&reports);
+    let callback = move |token, result: Result<(), WalError>| {
+        sink.lock().expect("lock").push((token, result.is_ok()));
+    };
+    (reports, callback)
+}
+
+#[test]
+fn many_submits_behind_a_slow_sync_share_one_sync() {
+    let syncs = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(Barrier::new(2));
+    let mut log = CountingLog::new(Arc::clone(&syncs));
+    log.first_sync_gate = Some(Arc::clone(&gate));
+    let (reports, on_durable) = recorder();
+    let writer = WalWriter::spawn(log, on_durable).expect("spawn");
+    writer
+        .submit(1, vec![Record::entry(0, 1, 1, vec![])])
+        .expect("submit");
+    gate.wait(); // writer is inside the first sync
+    for token in 2..=100 {
+        writer
+            .submit(token, vec![Record::entry(0, 1, token, vec![])])
+            .expect("submit");
+    }
+    gate.wait(); // release the first sync
+    writer.shutdown();
+    assert_eq!(
+        syncs.load(Ordering::SeqCst),
+        2,
+        "tokens 2..=100 in one group"
+    );
+    assert_eq!(*reports.lock().expect("lock"), vec![(1, true), (100, true)]);
+}
+
+#[test]
+fn durable_reports_increase_and_cover_every_token() {
+    let syncs = Arc::new(AtomicU64::new(0));
+    let (reports, on_durable) = recorder();
+    let writer = WalWriter::spawn(CountingLog::new(Arc::clone(&syncs)), on_durable).expect("spawn");
+    let writer = Arc::new(writer);
+    let next_token = Arc::new(Mutex::new(0u64));
+    let handles: Vec<_> = (0..4)
+        .map(|partition| {
+            let writer = Arc::clone(&writer);
+            let next_token = Arc::clone(&next_token);
+            std::thread::spawn(move || {
+                for i in 0..250 {
+                    // Allocate and submit under one lock: tokens must reach
+                    // the writer in increasing order.
+                    let mut token = next_token.lock().expect("lock");
+                    *token += 1;
+                    writer
+                        .submit(*token, vec![Record::entry(partition, 1, i, vec![])])
+                        .expect("submit");
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().expect("join");
+    }
+    let writer = Arc::into_inner(writer).expect("sole owner");
+    writer.shutdown();
+    let reports = reports.lock().expect("lock");
+    assert!(reports.iter().all(|&(_, ok)| ok));
+    assert!(reports.windows(2).all(|w| w[0].0 < w[1].0), "token order");
+    assert_eq!(reports.last().map(|r| r.0), Some(1000));
+    assert_eq!(syncs.load(Ordering::SeqCst), reports.len() as u64);
+}
+
+#[test]
+fn failed_sync_is_reported_once_and_stops_the_writer() {
+    let syncs = Arc::new(AtomicU64::new(0));
+    let mut log = CountingLog::new(Arc::clone(&syncs));
+    log.fail_sync_number = Some(2);
+    let (done_tx, done_rx) = mpsc::channel();
+    let writer = WalWriter::spawn(log, move |token, result: Result<(), WalError>| {
+        done_tx.send((token, result.is_ok())).expect("send");
+    })
+    .expect("spawn");
+    writer.submit(1, vec![]).expect("submit");
+    assert_eq!(done_rx.recv().expect("report"), (1, true));
+    writer.submit(2, vec![]).expect("submit");
+    assert_eq!(done_rx.recv().expect("report"), (2, false));
+    assert!(writer.is_stopped());
+    assert!(matches!(
+        writer.submit(3, vec![]),
+        Err(WalError::WriterStopped)
+    ));
+    writer.shutdown();
+    assert!(done_rx.try_recv().is_err(), "no report after the failure");
+}
+
+#[test]
+#[should_panic(expected = "not above")]
+fn decreasing_token_is_a_caller_bug() {
+    let (_reports, on_durable) = recorder();
+    let writer = WalWriter::spawn(SimLog::new(), on_durable).expect("spawn");
+    writer.submit(5, vec![]).expect("submit");
+    let _ = writer.submit(5, vec![]);
+}
+
+#[test]
+fn oversized_record_is_refused_at_submit_without_stopping_the_writer() {
+    let (reports, on_durable) = recorder();
+    let writer = WalWriter::spawn(SimLog::new(), on_durable).expect("spawn");
+    let too_big = Record::entry(0, 1, 1, vec![0; stoa_wal::RECORD_PAYLOAD_BYTES_MAX + 1]);
+    assert!(matches!(
+        writer.submit(1, vec![too_big]),
+        Err(WalError::RecordTooLarge { .. })
+    ));
+    writer.submit(2, vec![]).expect("still accepting");
+    writer.shutdown();
+    assert_eq!(*reports.lock().expect("lock"), vec![(2, true)]);
+}
