@@ -301,11 +301,13 @@ impl Engine {
             Ok((header, request)) => self.on_request(conn, header.xid, request),
             Err(RequestFrameError::Body { header, error }) => {
                 if matches!(error, stoa_proto::request::RequestError::UnknownOpcode(_)) {
-                    log::warn!("connection {conn}: unknown request type {}", header.kind);
+                    // ZooKeeper answers Unimplemented and drops the connection.
+                    log::warn!("connection {conn}: unknown request type {}; closing", header.kind);
                     self.queue_reply(conn, header.xid, ErrorCode::Unimplemented, Response::Empty);
-                } else {
-                    log::warn!("closing connection {conn}: malformed request xid {}: {error}", header.xid);
                     self.out.closes.push(conn);
+                } else {
+                    log::warn!("connection {conn}: malformed request xid {}: {error}", header.xid);
+                    self.queue_reply(conn, header.xid, ErrorCode::MarshallingError, Response::Empty);
                 }
             }
             Err(e) => {

@@ -70,8 +70,20 @@ fn server_summary(engine: &Engine, with_clients: bool, asking: ConnId) -> String
     let _ = writeln!(out, "Outstanding: {}", engine.outstanding());
     let _ = writeln!(out, "Zxid: {:#x}", engine.tree().last_zxid());
     let _ = writeln!(out, "Mode: standalone");
-    let _ = writeln!(out, "Node count: {}", engine.tree().node_count());
+    let _ = writeln!(out, "Node count: {}", zookeeper_node_count(engine));
     out
+}
+
+/// ZooKeeper's DataTree holds the root under both "" and "/", and every
+/// count it reports includes both; monitoring compares against that.
+fn zookeeper_node_count(engine: &Engine) -> usize {
+    engine.tree().node_count() + 1
+}
+
+/// ZooKeeper's estimate: path and data bytes of every node.
+fn approximate_data_size(engine: &Engine) -> usize {
+    let tree = engine.tree();
+    tree.paths_depth_first().iter().map(|p| p.len() + tree.node(p).map_or(0, |n| n.data().len())).sum()
 }
 
 fn monitor(engine: &Engine) -> String {
@@ -88,7 +100,8 @@ fn monitor(engine: &Engine) -> String {
         ("zk_packets_sent", s.packets_sent.to_string()),
         ("zk_num_alive_connections", engine.conns().len().to_string()),
         ("zk_outstanding_requests", engine.outstanding().to_string()),
-        ("zk_znode_count", engine.tree().node_count().to_string()),
+        ("zk_znode_count", zookeeper_node_count(engine).to_string()),
+        ("zk_approximate_data_size", approximate_data_size(engine).to_string()),
         ("zk_watch_count", engine.watches().watch_count().to_string()),
         ("zk_ephemerals_count", ephemerals.to_string()),
         ("zk_global_sessions", engine.sessions().len().to_string()),

@@ -6,7 +6,7 @@ use stoa_proto::opcode::{AddWatchMode, WatcherType};
 use stoa_proto::records::{ClientInfo, Id, SyncResponse, WhoAmIResponse};
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
-use stoa_tree::{digest_id, PrepContext, PrepError};
+use stoa_tree::{digest_id, PrepContext, Txn, TxnHeader};
 
 use super::Engine;
 use crate::session::{Pending, SessionId};
@@ -56,22 +56,20 @@ impl Engine {
             is_super: c.is_super,
             ttl_enabled: self.config.ttl_enabled,
         };
-        match self.preparer.prepare(&self.tree, &ctx, &request) {
-            Ok(txn) => {
-                self.propose(&txn);
-                if let Some(s) = self.sessions.get_mut(&sid) {
-                    s.queue.push_back(Pending::Write { xid, zxid, request });
-                }
-            }
-            Err(PrepError::Code(code)) => {
+        // A refused write still goes through the log as an error
+        // transaction, as in ZooKeeper: its reply must not overtake the
+        // pending write that caused the refusal (a create that fails with
+        // NodeExists must be followed by reads that see the node).
+        let txn = match self.preparer.prepare(&self.tree, &ctx, &request) {
+            Ok(txn) => txn,
+            Err(e) => {
                 self.stats.request_errors += 1;
-                self.queue_reply(conn, xid, code, Response::Empty);
+                Txn { header: TxnHeader { session_id: sid, cxid: xid, zxid, time_ms: self.now_ms }, op: e.into_txn_op() }
             }
-            Err(PrepError::Multi(codes)) => {
-                self.stats.request_errors += 1;
-                let results = codes.into_iter().map(stoa_proto::response::MultiResult::Error).collect();
-                self.queue_reply(conn, xid, ErrorCode::Ok, Response::Multi(results));
-            }
+        };
+        self.propose(&txn);
+        if let Some(s) = self.sessions.get_mut(&sid) {
+            s.queue.push_back(Pending::Write { xid, zxid, request });
         }
     }
 
@@ -146,7 +144,12 @@ impl Engine {
                 Ok(Response::Sync(SyncResponse { path: r.path.clone() }))
             }
             Request::WhoAmI => {
-                let client_info = ids.iter().map(|id| ClientInfo { auth_scheme: id.scheme.clone(), user: id.id.clone() }).collect();
+                // ZooKeeper shows a digest identity by its user name only.
+                let user = |id: &Id| match id.scheme.as_str() {
+                    "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
+                    _ => id.id.clone(),
+                };
+                let client_info = ids.iter().map(|id| ClientInfo { auth_scheme: id.scheme.clone(), user: user(id) }).collect();
                 Ok(Response::WhoAmI(WhoAmIResponse { client_info }))
             }
             Request::AddWatch(r) => {
@@ -157,7 +160,8 @@ impl Engine {
                     None => return Err(ErrorCode::BadArguments),
                 };
                 self.watches.add(conn, kind, &r.path);
-                Ok(Response::Empty)
+                // ZooKeeper answers addWatch with an ErrorResponse body of 0.
+                Ok(Response::AddWatch(stoa_proto::records::ErrorResponse { err: 0 }))
             }
             Request::RemoveWatches(r) => self.remove_watches(conn, &r.path, r.kind, true),
             Request::CheckWatches(r) => self.remove_watches(conn, &r.path, r.kind, false),
