@@ -9,14 +9,19 @@ import harness as h
 from harness import ERR, ZkError
 
 
-def test_digest_acl_enforced(zk, make_client):
-    """A digest-protected node refuses read/write/create/setACL to others but not exists."""
+def test_digest_acl_enforced(server, zk, make_client):
+    """A digest-protected node refuses read/write/create/setACL to others (and exists from 3.9 on)."""
     owner = make_client()
     owner.add_auth("digest", "alice:secret")
     acl = [make_digest_acl("alice", "secret", all=True)]
     owner.create("/d", b"x", acl=acl)
     assert owner.get("/d")[0] == b"x"
-    assert zk.exists("/d") is not None            # exists is not ACL-checked
+    if server.version() >= (3, 9, 0):
+        with pytest.raises(NoAuthError):          # 3.9 checks READ on exists
+            zk.exists("/d")
+    else:
+        assert zk.exists("/d") is not None        # 3.8 does not
+
     with pytest.raises(NoAuthError):
         zk.get("/d")
     with pytest.raises(NoAuthError):

@@ -185,6 +185,19 @@ def strip(x, session_id, zxids):
     return x
 
 
+NO_AUTH = -102
+
+
+def known_version_difference(op, x, y, reference_version):
+    """True where Stoa follows ZooKeeper 3.9 and the reference is older.
+
+    3.9 checks READ on exists (FinalRequestProcessor); 3.8 (Debian's package)
+    does not, so a protected node is NoAuth on one side and a Stat on the other.
+    """
+    return (op[0] == "exists" and reference_version is not None and reference_version < (3, 9, 0)
+            and x == ("err", NO_AUTH) and y[0] == "ok")
+
+
 def compare(x, y, sid_x, sid_y, matcher):
     """None if x and y (raw results of the two sides) agree, else a reason."""
     zx, zy = [], []
@@ -263,7 +276,10 @@ def test_differential(pair, seed):
         admin.close()
     (sa, ca, ra), (sb, cb, rb) = sides
     matcher = ZxidMatcher()
+    reference_version = sb.version()
     for i, (x, y) in enumerate(zip(ra, rb)):
+        if sa.kind != sb.kind and known_version_difference(ops[i], x, y, reference_version):
+            continue
         why = compare(x, y, ca.session_id, cb.session_id, matcher)
         assert why is None, "seed %d op #%d %r: %s\n  %s: %r\n  zookeeper: %r" % (
             seed, i, ops[i], why, sa.kind, x, y)
