@@ -41,10 +41,14 @@ fn server(args: &[String]) -> Result<(), String> {
     let mut i = 0;
     while i < args.len() {
         let flag = args[i].as_str();
-        let value = args.get(i + 1).cloned().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let value = args
+            .get(i + 1)
+            .cloned()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
         match flag {
             "--config" => {
-                let (file_config, warnings) = ServerConfig::from_file(&PathBuf::from(&value)).map_err(|e| e.to_string())?;
+                let (file_config, warnings) =
+                    ServerConfig::from_file(&PathBuf::from(&value)).map_err(|e| e.to_string())?;
                 config = file_config;
                 for w in warnings {
                     log::warn!("{w}");
@@ -54,7 +58,9 @@ fn server(args: &[String]) -> Result<(), String> {
             "--bind" => overrides.push(("clientPortAddress".into(), value)),
             "--data-dir" => overrides.push(("dataDir".into(), value)),
             "--set" => {
-                let (k, v) = value.split_once('=').ok_or_else(|| format!("--set expects key=value, got {value:?}"))?;
+                let (k, v) = value
+                    .split_once('=')
+                    .ok_or_else(|| format!("--set expects key=value, got {value:?}"))?;
                 overrides.push((k.into(), v.into()));
             }
             _ => return Err(format!("unknown option {flag}\n{USAGE}")),

@@ -80,7 +80,10 @@ impl ServerConfig {
     }
 
     pub fn wal_dir(&self) -> PathBuf {
-        self.data_log_dir.clone().unwrap_or_else(|| self.data_dir.clone()).join("wal")
+        self.data_log_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.clone())
+            .join("wal")
     }
 
     pub fn snapshot_dir(&self) -> PathBuf {
@@ -129,7 +132,9 @@ impl ServerConfig {
             "clientPortAddress" => {
                 self.client_address = value.parse().map_err(|_| bad("not an IP address"))?
             }
-            "maxClientCnxns" => self.max_client_cnxns = value.parse().map_err(|_| bad("not a count"))?,
+            "maxClientCnxns" => {
+                self.max_client_cnxns = value.parse().map_err(|_| bad("not a count"))?
+            }
             "minSessionTimeout" => {
                 self.min_session_timeout_ms = Some(parse_positive(value).map_err(|e| bad(&e))?)
             }
@@ -141,14 +146,20 @@ impl ServerConfig {
                 self.max_frame_bytes = n as usize;
             }
             "4lw.commands.whitelist" => {
-                self.four_letter_whitelist =
-                    Some(value.split(',').map(|w| w.trim().to_string()).filter(|w| !w.is_empty()).collect())
+                self.four_letter_whitelist = Some(
+                    value
+                        .split(',')
+                        .map(|w| w.trim().to_string())
+                        .filter(|w| !w.is_empty())
+                        .collect(),
+                )
             }
             "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => {
                 self.extended_types_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }
             "znode.container.checkIntervalMs" => {
-                self.container_check_interval_ms = parse_positive::<u32>(value).map_err(|e| bad(&e))? as u64
+                self.container_check_interval_ms =
+                    parse_positive::<u32>(value).map_err(|e| bad(&e))? as u64
             }
             "DigestAuthenticationProvider.superDigest"
             | "zookeeper.DigestAuthenticationProvider.superDigest" => {
@@ -160,20 +171,34 @@ impl ServerConfig {
             "snapCount" | "zookeeper.snapCount" => {
                 self.snap_count = parse_positive::<u32>(value).map_err(|e| bad(&e))?.max(2) as u64
             }
-            "metricsPort" | "stoa.metricsPort" => self.metrics_port = value.parse().map_err(|_| bad("not a port"))?,
+            "metricsPort" | "stoa.metricsPort" => {
+                self.metrics_port = value.parse().map_err(|_| bad("not a port"))?
+            }
             "myid" => self.server_id = value.parse().map_err(|_| bad("not a server id"))?,
             // Accepted because every zoo.cfg has them; standalone needs nothing from them.
-            "initLimit" | "syncLimit" | "admin.enableServer" | "admin.serverPort" | "autopurge.snapRetainCount"
-            | "autopurge.purgeInterval" | "standaloneEnabled" | "reconfigEnabled" | "preAllocSize"
-            | "globalOutstandingLimit" | "electionAlg" => {
-                return Ok(Some(format!("{key} is accepted for compatibility and has no effect in Stoa")))
+            "initLimit"
+            | "syncLimit"
+            | "admin.enableServer"
+            | "admin.serverPort"
+            | "autopurge.snapRetainCount"
+            | "autopurge.purgeInterval"
+            | "standaloneEnabled"
+            | "reconfigEnabled"
+            | "preAllocSize"
+            | "globalOutstandingLimit"
+            | "electionAlg" => {
+                return Ok(Some(format!(
+                    "{key} is accepted for compatibility and has no effect in Stoa"
+                )))
             }
             _ if key.starts_with("server.") => {
                 let id: u64 = key["server.".len()..]
                     .parse()
                     .map_err(|_| ConfigError(format!("invalid server id in {key}")))?;
                 self.servers.insert(id, value.to_string());
-                return Ok(Some(format!("{key}: ensembles are not supported yet; running standalone")));
+                return Ok(Some(format!(
+                    "{key}: ensembles are not supported yet; running standalone"
+                )));
             }
             _ => return Ok(Some(format!("unknown key {key} ignored"))),
         }

@@ -15,7 +15,10 @@ use std::net::SocketAddr;
 use raft::eraftpb::Entry;
 use raft::RawNode;
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::frame::{decode_connect_request, decode_request_frame, encode_connect_response, encode_notification, encode_reply, RequestFrameError};
+use stoa_proto::frame::{
+    decode_connect_request, decode_request_frame, encode_connect_response, encode_notification,
+    encode_reply, RequestFrameError,
+};
 use stoa_proto::opcode::KeeperState;
 use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
 use stoa_proto::response::Response;
@@ -77,16 +80,31 @@ pub struct Recovered {
 
 #[derive(Debug)]
 pub enum Input {
-    Accepted { conn: ConnId, peer: SocketAddr },
+    Accepted {
+        conn: ConnId,
+        peer: SocketAddr,
+    },
     /// One whole frame body (length prefix removed).
-    Frame { conn: ConnId, body: Vec<u8> },
+    Frame {
+        conn: ConnId,
+        body: Vec<u8>,
+    },
     /// A four-letter word sent instead of a handshake.
-    FourLetter { conn: ConnId, word: String },
-    Closed { conn: ConnId },
+    FourLetter {
+        conn: ConnId,
+        word: String,
+    },
+    Closed {
+        conn: ConnId,
+    },
     /// The WAL made every batch up to this raft ready number durable.
-    Persisted { number: u64 },
+    Persisted {
+        number: u64,
+    },
     /// The WAL failed to make data durable: the server must stop.
-    PersistFailed { reason: String },
+    PersistFailed {
+        reason: String,
+    },
 }
 
 /// A batch of log records for the WAL writer.
@@ -173,9 +191,12 @@ impl Engine {
             check_quorum: true,
             ..Default::default()
         };
-        raft_config.validate().map_err(|e| format!("raft config: {e}"))?;
+        raft_config
+            .validate()
+            .map_err(|e| format!("raft config: {e}"))?;
         let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let mut raft = RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
+        let mut raft =
+            RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
         // A one-voter group elects itself immediately; with peers the
         // election timer does it.
         raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
@@ -202,7 +223,10 @@ impl Engine {
             last_container_check_ms: now_ms,
             out: Output::default(),
             out_buf: HashMap::new(),
-            stats: Stats { started_at_ms: now_ms, ..Stats::default() },
+            stats: Stats {
+                started_at_ms: now_ms,
+                ..Stats::default()
+            },
             config,
         })
     }
@@ -214,7 +238,8 @@ impl Engine {
     /// True once every entry in the recovered log has been applied, so the
     /// tree is what clients acknowledged before the restart.
     pub fn caught_up(&self) -> bool {
-        self.applied_index >= self.raft.store().last_index() && self.raft.raft.state == raft::StateRole::Leader
+        self.applied_index >= self.raft.store().last_index()
+            && self.raft.raft.state == raft::StateRole::Leader
     }
 
     pub fn tree(&self) -> &DataTree {
@@ -232,7 +257,9 @@ impl Engine {
             }
             Input::Closed { conn } => self.on_closed(conn),
             Input::Persisted { number } => self.raft.on_persist_ready(number),
-            Input::PersistFailed { reason } => self.out.fatal = Some(format!("WAL write failed: {reason}")),
+            Input::PersistFailed { reason } => {
+                self.out.fatal = Some(format!("WAL write failed: {reason}"))
+            }
         }
     }
 
@@ -254,7 +281,10 @@ impl Engine {
     }
 
     fn on_accepted(&mut self, conn: ConnId, peer: SocketAddr) {
-        let ids = vec![Id { scheme: "ip".into(), id: peer.ip().to_string() }];
+        let ids = vec![Id {
+            scheme: "ip".into(),
+            id: peer.ip().to_string(),
+        }];
         let fresh = Conn {
             peer,
             established_ms: self.now_ms,
@@ -271,7 +301,9 @@ impl Engine {
     }
 
     fn on_closed(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.remove(&conn) else { return };
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
         self.watches.remove_conn(conn);
         self.out_buf.remove(&conn);
         if let Some(sid) = c.session {
@@ -284,7 +316,9 @@ impl Engine {
     }
 
     fn on_frame(&mut self, conn: ConnId, body: Vec<u8>) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         c.packets_received += 1;
         self.stats.packets_received += 1;
         if !c.handshaken {
@@ -302,12 +336,23 @@ impl Engine {
             Err(RequestFrameError::Body { header, error }) => {
                 if matches!(error, stoa_proto::request::RequestError::UnknownOpcode(_)) {
                     // ZooKeeper answers Unimplemented and drops the connection.
-                    log::warn!("connection {conn}: unknown request type {}; closing", header.kind);
+                    log::warn!(
+                        "connection {conn}: unknown request type {}; closing",
+                        header.kind
+                    );
                     self.queue_reply(conn, header.xid, ErrorCode::Unimplemented, Response::Empty);
                     self.out.closes.push(conn);
                 } else {
-                    log::warn!("connection {conn}: malformed request xid {}: {error}", header.xid);
-                    self.queue_reply(conn, header.xid, ErrorCode::MarshallingError, Response::Empty);
+                    log::warn!(
+                        "connection {conn}: malformed request xid {}: {error}",
+                        header.xid
+                    );
+                    self.queue_reply(
+                        conn,
+                        header.xid,
+                        ErrorCode::MarshallingError,
+                        Response::Empty,
+                    );
                 }
             }
             Err(e) => {
@@ -320,26 +365,61 @@ impl Engine {
     // ----- output helpers -----
 
     pub(crate) fn send_raw(&mut self, conn: ConnId, bytes: Vec<u8>) {
-        self.out_buf.entry(conn).or_default().extend_from_slice(&bytes);
+        self.out_buf
+            .entry(conn)
+            .or_default()
+            .extend_from_slice(&bytes);
     }
 
-    pub(crate) fn send_reply(&mut self, conn: ConnId, xid: i32, zxid: i64, err: ErrorCode, response: &Response) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+    pub(crate) fn send_reply(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        zxid: i64,
+        err: ErrorCode,
+        response: &Response,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         c.packets_sent += 1;
         self.stats.packets_sent += 1;
-        let header = ReplyHeader { xid, zxid, err: err.as_i32() };
+        let header = ReplyHeader {
+            xid,
+            zxid,
+            err: err.as_i32(),
+        };
         let buf = self.out_buf.entry(conn).or_default();
         encode_reply(buf, &header, response);
     }
 
-    pub(crate) fn send_connect_response(&mut self, conn: ConnId, session: SessionId, timeout_ms: i32) {
-        let Some(c) = self.conns.get(&conn) else { return };
+    pub(crate) fn send_connect_response(
+        &mut self,
+        conn: ConnId,
+        session: SessionId,
+        timeout_ms: i32,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
         let sent_read_only = c.sent_read_only;
         let response = if session == 0 {
             // ZooKeeper's answer to an unknown or expired session.
-            ConnectResponse { protocol_version: 0, time_out: 0, session_id: 0, passwd: vec![0; 16], read_only: false }
+            ConnectResponse {
+                protocol_version: 0,
+                time_out: 0,
+                session_id: 0,
+                passwd: vec![0; 16],
+                read_only: false,
+            }
         } else {
-            ConnectResponse { protocol_version: 0, time_out: timeout_ms, session_id: session, passwd: password_for(session), read_only: false }
+            ConnectResponse {
+                protocol_version: 0,
+                time_out: timeout_ms,
+                session_id: session,
+                passwd: password_for(session),
+                read_only: false,
+            }
         };
         let buf = self.out_buf.entry(conn).or_default();
         encode_connect_response(buf, &response, sent_read_only);
@@ -358,8 +438,16 @@ impl Engine {
 
     /// Appends a decided reply to the session's queue (or sends it now when
     /// nothing is ahead of it).
-    pub(crate) fn queue_reply(&mut self, conn: ConnId, xid: i32, err: ErrorCode, response: Response) {
-        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else { return };
+    pub(crate) fn queue_reply(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        err: ErrorCode,
+        response: Response,
+    ) {
+        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else {
+            return;
+        };
         if let Some(s) = self.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Reply { xid, err, response });
         }
@@ -369,11 +457,16 @@ impl Engine {
     /// Sends every queued reply of `sid` that no longer waits for a write.
     pub(crate) fn pump(&mut self, sid: SessionId) {
         loop {
-            let Some(s) = self.sessions.get_mut(&sid) else { return };
+            let Some(s) = self.sessions.get_mut(&sid) else {
+                return;
+            };
             let Some(conn) = s.conn else {
                 // Nobody to answer: drop what needs no commit; writes stay
                 // until applied so their order is kept.
-                while matches!(s.queue.front(), Some(Pending::Read { .. } | Pending::Reply { .. })) {
+                while matches!(
+                    s.queue.front(),
+                    Some(Pending::Read { .. } | Pending::Reply { .. })
+                ) {
                     s.queue.pop_front();
                 }
                 return;
@@ -382,7 +475,9 @@ impl Engine {
                 None | Some(Pending::Write { .. }) => return,
                 Some(Pending::Read { .. }) | Some(Pending::Reply { .. }) => {}
             }
-            let Some(item) = s.queue.pop_front() else { return };
+            let Some(item) = s.queue.pop_front() else {
+                return;
+            };
             match item {
                 Pending::Read { xid, request } => self.execute_read(conn, sid, xid, request),
                 Pending::Reply { xid, err, response } => {
@@ -400,9 +495,16 @@ impl Engine {
             self.zxid_epoch = term;
             self.zxid_counter = 0;
         }
-        self.zxid_counter = self.zxid_counter.checked_add(1).expect("zxid counter overflow within one epoch");
+        self.zxid_counter = self
+            .zxid_counter
+            .checked_add(1)
+            .expect("zxid counter overflow within one epoch");
         let zxid = ((self.zxid_epoch as i64) << 32) | self.zxid_counter as i64;
-        assert!(zxid > self.tree.last_zxid(), "zxid {zxid:#x} not above applied {:#x}", self.tree.last_zxid());
+        assert!(
+            zxid > self.tree.last_zxid(),
+            "zxid {zxid:#x} not above applied {:#x}",
+            self.tree.last_zxid()
+        );
         zxid
     }
 
@@ -439,3 +541,6 @@ impl Engine {
         self.sessions.values().map(|s| s.queue.len()).sum()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,8 +10,8 @@ use crate::watch::ConnId;
 
 /// Every word ZooKeeper recognises in place of a handshake length.
 pub const WORDS: &[&str] = &[
-    "conf", "cons", "crst", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr", "stat", "wchc", "wchp", "wchs",
-    "mntr", "isro", "hash", "dirs",
+    "conf", "cons", "crst", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr", "stat", "wchc",
+    "wchp", "wchs", "mntr", "isro", "hash", "dirs",
 ];
 
 /// The word if these four bytes spell one.
@@ -45,7 +45,7 @@ pub fn answer(engine: &mut Engine, word: &str, asking: ConnId) -> String {
         "wchp" => watches_by_path(engine),
         "dump" => dump(engine),
         "hash" => format!("{:x}\n", engine.tree().digest()),
-        "dirs" => format!("datadir_size: 0\nlogdir_size: 0\n"),
+        "dirs" => "datadir_size: 0\nlogdir_size: 0\n".to_string(),
         "gtmk" | "stmk" => "0\n".to_string(),
         _ => format!("{word} is not a known command\n"),
     }
@@ -59,11 +59,21 @@ fn server_summary(engine: &Engine, with_clients: bool, asking: ConnId) -> String
         out.push_str("Clients:\n");
         for (&id, c) in engine.conns() {
             let received = c.packets_received + u64::from(id == asking);
-            let _ = writeln!(out, " /{}[1](queued=0,recved={},sent={})", c.peer, received, c.packets_sent);
+            let _ = writeln!(
+                out,
+                " /{}[1](queued=0,recved={},sent={})",
+                c.peer, received, c.packets_sent
+            );
         }
         out.push('\n');
     }
-    let _ = writeln!(out, "Latency min/avg/max: {}/{:.4}/{}", s.latency_min_ms.unwrap_or(0), s.latency_avg_ms(), s.latency_max_ms);
+    let _ = writeln!(
+        out,
+        "Latency min/avg/max: {}/{:.4}/{}",
+        s.latency_min_ms.unwrap_or(0),
+        s.latency_avg_ms(),
+        s.latency_max_ms
+    );
     let _ = writeln!(out, "Received: {}", s.packets_received);
     let _ = writeln!(out, "Sent: {}", s.packets_sent);
     let _ = writeln!(out, "Connections: {}", engine.conns().len());
@@ -83,12 +93,19 @@ fn zookeeper_node_count(engine: &Engine) -> usize {
 /// ZooKeeper's estimate: path and data bytes of every node.
 fn approximate_data_size(engine: &Engine) -> usize {
     let tree = engine.tree();
-    tree.paths_depth_first().iter().map(|p| p.len() + tree.node(p).map_or(0, |n| n.data().len())).sum()
+    tree.paths_depth_first()
+        .iter()
+        .map(|p| p.len() + tree.node(p).map_or(0, |n| n.data().len()))
+        .sum()
 }
 
 fn monitor(engine: &Engine) -> String {
     let s = &engine.stats;
-    let ephemerals: usize = engine.sessions().keys().map(|&sid| engine.tree().ephemerals(sid).count()).sum();
+    let ephemerals: usize = engine
+        .sessions()
+        .keys()
+        .map(|&sid| engine.tree().ephemerals(sid).count())
+        .sum();
     let uptime_ms = engine.now_ms() - s.started_at_ms;
     let rows: Vec<(&str, String)> = vec![
         ("zk_version", version_line()),
@@ -101,7 +118,10 @@ fn monitor(engine: &Engine) -> String {
         ("zk_num_alive_connections", engine.conns().len().to_string()),
         ("zk_outstanding_requests", engine.outstanding().to_string()),
         ("zk_znode_count", zookeeper_node_count(engine).to_string()),
-        ("zk_approximate_data_size", approximate_data_size(engine).to_string()),
+        (
+            "zk_approximate_data_size",
+            approximate_data_size(engine).to_string(),
+        ),
         ("zk_watch_count", engine.watches().watch_count().to_string()),
         ("zk_ephemerals_count", ephemerals.to_string()),
         ("zk_global_sessions", engine.sessions().len().to_string()),
@@ -152,7 +172,11 @@ fn connections(engine: &Engine, asking: ConnId) -> String {
                 );
             }
             None => {
-                let _ = writeln!(out, " /{}[0](queued=0,recved={},sent={})", c.peer, received, c.packets_sent);
+                let _ = writeln!(
+                    out,
+                    " /{}[0](queued=0,recved={},sent={})",
+                    c.peer, received, c.packets_sent
+                );
             }
         }
     }
@@ -161,12 +185,21 @@ fn connections(engine: &Engine, asking: ConnId) -> String {
 }
 
 fn session_of(engine: &Engine, conn: ConnId) -> i64 {
-    engine.conns().get(&conn).and_then(|c| c.session).unwrap_or(0)
+    engine
+        .conns()
+        .get(&conn)
+        .and_then(|c| c.session)
+        .unwrap_or(0)
 }
 
 fn watch_summary(engine: &Engine) -> String {
     let w = engine.watches();
-    format!("{} connections watching {} paths\nTotal watches:{}\n", w.conns().count(), w.path_count(), w.watch_count())
+    format!(
+        "{} connections watching {} paths\nTotal watches:{}\n",
+        w.conns().count(),
+        w.path_count(),
+        w.watch_count()
+    )
 }
 
 fn watches_by_session(engine: &Engine) -> String {
@@ -194,13 +227,26 @@ fn watches_by_path(engine: &Engine) -> String {
 fn dump(engine: &Engine) -> String {
     let mut out = String::from("SessionTracker dump:\n");
     let sessions = engine.sessions();
-    let _ = writeln!(out, "Session Sets ({})/({}):", sessions.len(), sessions.len());
+    let _ = writeln!(
+        out,
+        "Session Sets ({})/({}):",
+        sessions.len(),
+        sessions.len()
+    );
     for (sid, s) in sessions {
-        let _ = writeln!(out, "{:#x}\texpires in {} ms", sid, (s.deadline_ms - engine.now_ms()).max(0));
+        let _ = writeln!(
+            out,
+            "{:#x}\texpires in {} ms",
+            sid,
+            (s.deadline_ms - engine.now_ms()).max(0)
+        );
     }
     out.push_str("ephemeral nodes dump:\n");
-    let with_ephemerals: Vec<i64> =
-        sessions.keys().copied().filter(|&sid| engine.tree().ephemerals(sid).next().is_some()).collect();
+    let with_ephemerals: Vec<i64> = sessions
+        .keys()
+        .copied()
+        .filter(|&sid| engine.tree().ephemerals(sid).next().is_some())
+        .collect();
     let _ = writeln!(out, "Sessions with Ephemerals ({}):", with_ephemerals.len());
     for sid in with_ephemerals {
         let _ = writeln!(out, "{sid:#x}:");

@@ -17,7 +17,11 @@ impl log::Log for LogfmtLogger {
             return;
         }
         let ts_ms = crate::partition::wall_clock_ms();
-        let msg = record.args().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+        let msg = record
+            .args()
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
         let line = format!(
             "ts={}.{:03} level={} target={} msg=\"{}\"\n",
             ts_ms / 1000,
@@ -36,7 +40,10 @@ impl log::Log for LogfmtLogger {
 /// Installs the logger; the level comes from `STOA_LOG` (error, warn, info,
 /// debug, trace), default info.
 pub fn init() {
-    let max_level = std::env::var("STOA_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(log::LevelFilter::Info);
+    let max_level = std::env::var("STOA_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(log::LevelFilter::Info);
     if log::set_boxed_logger(Box::new(LogfmtLogger { max_level })).is_ok() {
         log::set_max_level(max_level);
     }

@@ -15,10 +15,23 @@ use crate::watch::ConnId;
 
 /// Events from connection tasks to the engine loop.
 pub enum NetEvent {
-    Accepted { conn: ConnId, peer: SocketAddr, writer: mpsc::UnboundedSender<Outgoing>, reader: tokio::task::AbortHandle },
-    Frame { conn: ConnId, body: Vec<u8> },
-    FourLetter { conn: ConnId, word: String },
-    Closed { conn: ConnId },
+    Accepted {
+        conn: ConnId,
+        peer: SocketAddr,
+        writer: mpsc::UnboundedSender<Outgoing>,
+        reader: tokio::task::AbortHandle,
+    },
+    Frame {
+        conn: ConnId,
+        body: Vec<u8>,
+    },
+    FourLetter {
+        conn: ConnId,
+        word: String,
+    },
+    Closed {
+        conn: ConnId,
+    },
 }
 
 pub enum Outgoing {
@@ -30,7 +43,11 @@ pub enum Outgoing {
 /// Coalesce queued replies into one write up to this size.
 const WRITE_COALESCE_BYTES_MAX: usize = 256 * 1024;
 
-pub async fn accept_loop(listener: TcpListener, events: mpsc::Sender<NetEvent>, max_frame_bytes: usize) {
+pub async fn accept_loop(
+    listener: TcpListener,
+    events: mpsc::Sender<NetEvent>,
+    max_frame_bytes: usize,
+) {
     let mut next_conn: ConnId = 1;
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -67,7 +84,12 @@ async fn spawn_connection(
         }
         let _ = reader_events.send(NetEvent::Closed { conn }).await;
     });
-    let accepted = NetEvent::Accepted { conn, peer, writer: writer_tx, reader: reader.abort_handle() };
+    let accepted = NetEvent::Accepted {
+        conn,
+        peer,
+        writer: writer_tx,
+        reader: reader.abort_handle(),
+    };
     if events.send(accepted).await.is_err() {
         reader.abort();
     }
@@ -87,12 +109,21 @@ async fn read_loop(
     loop {
         let mut len_bytes = [0u8; FRAME_LENGTH_BYTES];
         if let Err(e) = socket.read_exact(&mut len_bytes).await {
-            return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof { "closed by peer".into() } else { e.to_string() });
+            return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "closed by peer".into()
+            } else {
+                e.to_string()
+            });
         }
         if first {
             first = false;
             if let Some(word) = fourlw::recognise(len_bytes) {
-                let _ = events.send(NetEvent::FourLetter { conn, word: word.to_string() }).await;
+                let _ = events
+                    .send(NetEvent::FourLetter {
+                        conn,
+                        word: word.to_string(),
+                    })
+                    .await;
                 return Ok(ReadEnd::FourLetterWord);
             }
         }
@@ -103,7 +134,10 @@ async fn read_loop(
             ));
         }
         let mut body = vec![0u8; len as usize];
-        socket.read_exact(&mut body).await.map_err(|e| format!("reading a frame: {e}"))?;
+        socket
+            .read_exact(&mut body)
+            .await
+            .map_err(|e| format!("reading a frame: {e}"))?;
         if events.send(NetEvent::Frame { conn, body }).await.is_err() {
             return Err("server shutting down".into());
         }

@@ -27,7 +27,10 @@ const NET_QUEUE_EVENTS_MAX: usize = 8192;
 const PARTITION: u32 = 0;
 
 pub fn wall_clock_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 struct ConnHandle {
@@ -91,7 +94,9 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         four_letter_whitelist: config.four_letter_whitelist.clone(),
         conf_text,
         host_name: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
-        working_dir: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+        working_dir: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
     }
 }
 
@@ -111,7 +116,13 @@ pub fn run(config: ServerConfig) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start WAL writer: {e}"))?;
         let (snap_tx, snap_done_rx) = spawn_snapshot_writer(config.snapshot_dir());
-        let mut shell = Shell { wal, tokens: WalTokens::default(), conns: HashMap::new(), snap_tx, max_client_cnxns: config.max_client_cnxns };
+        let mut shell = Shell {
+            wal,
+            tokens: WalTokens::default(),
+            conns: HashMap::new(),
+            snap_tx,
+            max_client_cnxns: config.max_client_cnxns,
+        };
 
         // Replay what the WAL holds before anyone can connect: the tree must be
         // what clients were acknowledged.
@@ -126,8 +137,14 @@ pub fn run(config: ServerConfig) -> Result<(), String> {
         }
 
         let address = SocketAddr::new(config.client_address, config.client_port);
-        let listener = TcpListener::bind(address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
-        log::info!("serving ZooKeeper clients on {} (data in {})", listener.local_addr().map_err(|e| e.to_string())?, config.data_dir.display());
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+        log::info!(
+            "serving ZooKeeper clients on {} (data in {})",
+            listener.local_addr().map_err(|e| e.to_string())?,
+            config.data_dir.display()
+        );
         let (net_tx, net_rx) = mpsc::channel(NET_QUEUE_EVENTS_MAX);
         tokio::task::spawn_local(accept_loop(listener, net_tx, config.max_frame_bytes));
         let result = serve(&mut engine, &mut shell, net_rx, durable_rx, snap_done_rx).await;
@@ -147,15 +164,31 @@ struct Shell {
 impl Shell {
     fn on_net(&mut self, engine: &mut Engine, event: NetEvent) {
         match event {
-            NetEvent::Accepted { conn, peer, writer, reader } => {
+            NetEvent::Accepted {
+                conn,
+                peer,
+                writer,
+                reader,
+            } => {
                 let from_ip = self.conns.values().filter(|c| c.ip == peer.ip()).count();
                 if self.max_client_cnxns > 0 && from_ip >= self.max_client_cnxns as usize {
-                    log::warn!("too many connections from {} - max is {}", peer.ip(), self.max_client_cnxns);
+                    log::warn!(
+                        "too many connections from {} - max is {}",
+                        peer.ip(),
+                        self.max_client_cnxns
+                    );
                     reader.abort();
                     let _ = writer.send(Outgoing::Close);
                     return;
                 }
-                self.conns.insert(conn, ConnHandle { writer, reader, ip: peer.ip() });
+                self.conns.insert(
+                    conn,
+                    ConnHandle {
+                        writer,
+                        reader,
+                        ip: peer.ip(),
+                    },
+                );
                 engine.handle(Input::Accepted { conn, peer });
             }
             NetEvent::Frame { conn, body } => engine.handle(Input::Frame { conn, body }),
@@ -169,14 +202,22 @@ impl Shell {
 
     /// Carries out everything the engine asked for.
     fn flush(&mut self, engine: &mut Engine) -> Result<(), String> {
-        let Output { sends, closes, persists, snapshots, fatal } = engine.take_output();
+        let Output {
+            sends,
+            closes,
+            persists,
+            snapshots,
+            fatal,
+        } = engine.take_output();
         if let Some(reason) = fatal {
             return Err(reason);
         }
         for job in &persists {
             let records: Vec<Record> = storage::persist_job_records(PARTITION, job);
             let token = self.tokens.issue(Some(job.number));
-            self.wal.submit(token, records).map_err(|e| format!("WAL: {e}"))?;
+            self.wal
+                .submit(token, records)
+                .map_err(|e| format!("WAL: {e}"))?;
         }
         for (conn, bytes) in sends {
             if let Some(handle) = self.conns.get(&conn) {
@@ -202,7 +243,7 @@ async fn serve(
     shell: &mut Shell,
     mut net_rx: mpsc::Receiver<NetEvent>,
     mut durable_rx: mpsc::UnboundedReceiver<Result<u64, String>>,
-    mut snap_done_rx: mpsc::UnboundedReceiver<Result<(u64, u64, Option<u64>), String>>,
+    mut snap_done_rx: mpsc::UnboundedReceiver<SnapshotDone>,
 ) -> Result<(), String> {
     let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -258,17 +299,25 @@ async fn serve(
 
 type SnapshotDone = Result<(u64, u64, Option<u64>), String>;
 
-fn spawn_snapshot_writer(dir: std::path::PathBuf) -> (std::sync::mpsc::Sender<SnapshotJob>, mpsc::UnboundedReceiver<SnapshotDone>) {
+fn spawn_snapshot_writer(
+    dir: std::path::PathBuf,
+) -> (
+    std::sync::mpsc::Sender<SnapshotJob>,
+    mpsc::UnboundedReceiver<SnapshotDone>,
+) {
     let (job_tx, job_rx) = std::sync::mpsc::channel::<SnapshotJob>();
     let (done_tx, done_rx) = mpsc::unbounded_channel();
-    let spawned = std::thread::Builder::new().name("stoa-snapshot".into()).spawn(move || {
-        for job in job_rx {
-            let result = storage::write_snapshot(&dir, &job.tree, job.index, job.term).map(|compact| (job.index, job.term, compact));
-            if done_tx.send(result).is_err() {
-                return;
+    let spawned = std::thread::Builder::new()
+        .name("stoa-snapshot".into())
+        .spawn(move || {
+            for job in job_rx {
+                let result = storage::write_snapshot(&dir, &job.tree, job.index, job.term)
+                    .map(|compact| (job.index, job.term, compact));
+                if done_tx.send(result).is_err() {
+                    return;
+                }
             }
-        }
-    });
+        });
     if let Err(e) = spawned {
         log::error!("cannot start snapshot writer: {e}");
     }
@@ -277,7 +326,10 @@ fn spawn_snapshot_writer(dir: std::path::PathBuf) -> (std::sync::mpsc::Sender<Sn
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         std::future::pending::<()>().await;
         return;
     };

@@ -25,8 +25,18 @@ impl RaftLog {
 
     /// State after a restart: the snapshot the tree was loaded from and the
     /// entries the WAL still holds after it.
-    pub fn restore(&mut self, snapshot: SnapshotMetadata, hard_state: HardState, entries: Vec<Entry>) {
-        assert!(entries.first().is_none_or(|e| e.index == snapshot.index + 1), "WAL gap after snapshot");
+    pub fn restore(
+        &mut self,
+        snapshot: SnapshotMetadata,
+        hard_state: HardState,
+        entries: Vec<Entry>,
+    ) {
+        assert!(
+            entries
+                .first()
+                .is_none_or(|e| e.index == snapshot.index + 1),
+            "WAL gap after snapshot"
+        );
         self.snapshot = snapshot;
         self.hard_state = hard_state;
         if self.hard_state.commit < self.snapshot.index {
@@ -57,7 +67,10 @@ impl RaftLog {
     /// Appends, truncating any conflicting suffix as raft requires.
     pub fn append(&mut self, new: &[Entry]) {
         let Some(first) = new.first() else { return };
-        assert!(first.index >= self.first_index(), "append below the snapshot");
+        assert!(
+            first.index >= self.first_index(),
+            "append below the snapshot"
+        );
         assert!(first.index <= self.last_index() + 1, "gap in raft log");
         let keep = (first.index - self.first_index()) as usize;
         self.entries.truncate(keep);
@@ -92,7 +105,10 @@ impl RaftLog {
 
 impl raft::Storage for RaftLog {
     fn initial_state(&self) -> raft::Result<RaftState> {
-        Ok(RaftState::new(self.hard_state.clone(), self.conf_state.clone()))
+        Ok(RaftState::new(
+            self.hard_state.clone(),
+            self.conf_state.clone(),
+        ))
     }
 
     fn entries(
@@ -128,7 +144,9 @@ impl raft::Storage for RaftLog {
     fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
         // Snapshot shipping to peers arrives with the ensemble (issue 5); a
         // single voter never asks for one.
-        Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+        Err(raft::Error::Store(
+            StorageError::SnapshotTemporarilyUnavailable,
+        ))
     }
 }
 
@@ -138,7 +156,11 @@ mod tests {
     use raft::Storage;
 
     fn entry(index: u64, term: u64) -> Entry {
-        Entry { index, term, ..Default::default() }
+        Entry {
+            index,
+            term,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -157,6 +179,11 @@ mod tests {
         log.compact(2, 1);
         assert_eq!(log.term(2).unwrap(), 1);
         assert!(log.term(1).is_err());
-        assert_eq!(log.entries(3, 4, None, GetEntriesContext::empty(false)).unwrap().len(), 1);
+        assert_eq!(
+            log.entries(3, 4, None, GetEntriesContext::empty(false))
+                .unwrap()
+                .len(),
+            1
+        );
     }
 }

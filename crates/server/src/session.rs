@@ -23,11 +23,19 @@ const PASSWORD_SECRET: u64 = 0x5354_4f41_b341_5c00;
 #[derive(Debug)]
 pub enum Pending {
     /// Proposed; replied once its transaction is applied.
-    Write { xid: i32, zxid: i64, request: Request },
+    Write {
+        xid: i32,
+        zxid: i64,
+        request: Request,
+    },
     /// Runs against the tree once every earlier write has been applied.
     Read { xid: i32, request: Request },
     /// Already decided (e.g. a write that failed validation); sent in turn.
-    Reply { xid: i32, err: ErrorCode, response: Response },
+    Reply {
+        xid: i32,
+        err: ErrorCode,
+        response: Response,
+    },
 }
 
 #[derive(Debug)]
@@ -44,7 +52,14 @@ pub struct Session {
 
 impl Session {
     pub fn new(id: SessionId, timeout_ms: i32, now_ms: i64) -> Session {
-        Session { id, timeout_ms, conn: None, deadline_ms: now_ms + timeout_ms as i64, closing: false, queue: VecDeque::new() }
+        Session {
+            id,
+            timeout_ms,
+            conn: None,
+            deadline_ms: now_ms + timeout_ms as i64,
+            closing: false,
+            queue: VecDeque::new(),
+        }
     }
 
     pub fn touch(&mut self, now_ms: i64) {
@@ -52,7 +67,9 @@ impl Session {
     }
 
     pub fn has_pending_write(&self) -> bool {
-        self.queue.iter().any(|p| matches!(p, Pending::Write { .. }))
+        self.queue
+            .iter()
+            .any(|p| matches!(p, Pending::Write { .. }))
     }
 }
 

@@ -5,7 +5,10 @@
 pub const ZOOKEEPER_COMPAT_VERSION: &str = "3.9.2";
 
 pub fn version_line() -> String {
-    format!("{ZOOKEEPER_COMPAT_VERSION}-stoa-{}, built on unknown", env!("CARGO_PKG_VERSION"))
+    format!(
+        "{ZOOKEEPER_COMPAT_VERSION}-stoa-{}, built on unknown",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 #[derive(Debug, Default, Clone)]
@@ -51,6 +54,9 @@ impl Stats {
 
     pub fn reset(&mut self) {
         let started_at_ms = self.started_at_ms;
-        *self = Stats { started_at_ms, ..Stats::default() };
+        *self = Stats {
+            started_at_ms,
+            ..Stats::default()
+        };
     }
 }

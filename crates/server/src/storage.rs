@@ -26,14 +26,27 @@ pub fn entry_to_record(partition: u32, entry: &Entry) -> Record {
 }
 
 fn record_to_entry(record: &Record) -> Result<Entry, String> {
-    let (&kind, data) = record.payload.split_first().ok_or_else(|| format!("empty WAL entry at index {}", record.index))?;
+    let (&kind, data) = record
+        .payload
+        .split_first()
+        .ok_or_else(|| format!("empty WAL entry at index {}", record.index))?;
     let entry_type = match kind {
         0 => EntryType::EntryNormal,
         1 => EntryType::EntryConfChange,
         2 => EntryType::EntryConfChangeV2,
-        other => return Err(format!("unknown entry type {other} at index {}", record.index)),
+        other => {
+            return Err(format!(
+                "unknown entry type {other} at index {}",
+                record.index
+            ))
+        }
     };
-    let mut entry = Entry { term: record.term, index: record.index, data: data.to_vec().into(), ..Default::default() };
+    let mut entry = Entry {
+        term: record.term,
+        index: record.index,
+        data: data.to_vec().into(),
+        ..Default::default()
+    };
     entry.set_entry_type(entry_type);
     Ok(entry)
 }
@@ -52,11 +65,20 @@ fn record_to_hard_state(record: &Record) -> Result<HardState, String> {
         return Err(format!("hard state record of {} bytes", p.len()));
     }
     let word = |i: usize| u64::from_be_bytes(p[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-    Ok(HardState { term: word(0), vote: word(1), commit: word(2), ..Default::default() })
+    Ok(HardState {
+        term: word(0),
+        vote: word(1),
+        commit: word(2),
+        ..Default::default()
+    })
 }
 
 pub fn persist_job_records(partition: u32, job: &PersistJob) -> Vec<Record> {
-    let mut records: Vec<Record> = job.entries.iter().map(|e| entry_to_record(partition, e)).collect();
+    let mut records: Vec<Record> = job
+        .entries
+        .iter()
+        .map(|e| entry_to_record(partition, e))
+        .collect();
     if let Some(hs) = &job.hard_state {
         records.push(hard_state_record(partition, hs));
     }
@@ -65,12 +87,21 @@ pub fn persist_job_records(partition: u32, job: &PersistJob) -> Vec<Record> {
 
 /// Opens the WAL and loads the newest readable snapshot: the state the
 /// partition starts from.
-pub fn recover(snapshot_dir: &Path, wal_dir: &Path, partition: u32) -> Result<(Recovered, FileLog), String> {
-    fs::create_dir_all(snapshot_dir).map_err(|e| format!("cannot create {}: {e}", snapshot_dir.display()))?;
+pub fn recover(
+    snapshot_dir: &Path,
+    wal_dir: &Path,
+    partition: u32,
+) -> Result<(Recovered, FileLog), String> {
+    fs::create_dir_all(snapshot_dir)
+        .map_err(|e| format!("cannot create {}: {e}", snapshot_dir.display()))?;
     fs::create_dir_all(wal_dir).map_err(|e| format!("cannot create {}: {e}", wal_dir.display()))?;
-    let (log, replay) = FileLog::open(wal_dir, FileLogOptions::default()).map_err(|e| format!("WAL {}: {e}", wal_dir.display()))?;
+    let (log, replay) = FileLog::open(wal_dir, FileLogOptions::default())
+        .map_err(|e| format!("WAL {}: {e}", wal_dir.display()))?;
     if replay.torn_tail_bytes > 0 {
-        log::warn!("WAL: discarded a torn tail of {} bytes (a write cut short by a crash)", replay.torn_tail_bytes);
+        log::warn!(
+            "WAL: discarded a torn tail of {} bytes (a write cut short by a crash)",
+            replay.torn_tail_bytes
+        );
     }
     let (tree, snapshot_index, snapshot_term) = load_newest_snapshot(snapshot_dir)?;
     let (hard_state, entries) = entries_after(&replay, partition, snapshot_index)?;
@@ -80,12 +111,32 @@ pub fn recover(snapshot_dir: &Path, wal_dir: &Path, partition: u32) -> Result<(R
         tree.last_zxid(),
         entries.len()
     );
-    Ok((Recovered { tree, snapshot_index, snapshot_term, hard_state, entries }, log))
+    Ok((
+        Recovered {
+            tree,
+            snapshot_index,
+            snapshot_term,
+            hard_state,
+            entries,
+        },
+        log,
+    ))
 }
 
-fn entries_after(replay: &Replay, partition: u32, snapshot_index: u64) -> Result<(HardState, Vec<Entry>), String> {
-    let Some(p) = replay.partition(partition) else { return Ok((HardState::default(), Vec::new())) };
-    let hard_state = p.hard_state.as_ref().map(record_to_hard_state).transpose()?.unwrap_or_default();
+fn entries_after(
+    replay: &Replay,
+    partition: u32,
+    snapshot_index: u64,
+) -> Result<(HardState, Vec<Entry>), String> {
+    let Some(p) = replay.partition(partition) else {
+        return Ok((HardState::default(), Vec::new()));
+    };
+    let hard_state = p
+        .hard_state
+        .as_ref()
+        .map(record_to_hard_state)
+        .transpose()?
+        .unwrap_or_default();
     let mut entries = Vec::new();
     for record in p.entries.iter().filter(|r| r.index > snapshot_index) {
         entries.push(record_to_entry(record)?);
@@ -106,8 +157,12 @@ fn snapshot_files(dir: &Path) -> Result<Vec<(u64, u64, PathBuf)>, String> {
     let listing = fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     for item in listing.flatten() {
         let name = item.file_name().to_string_lossy().to_string();
-        let Some(rest) = name.strip_prefix(SNAPSHOT_PREFIX) else { continue };
-        let Some((index, term)) = rest.split_once('-') else { continue };
+        let Some(rest) = name.strip_prefix(SNAPSHOT_PREFIX) else {
+            continue;
+        };
+        let Some((index, term)) = rest.split_once('-') else {
+            continue;
+        };
         if let (Ok(index), Ok(term)) = (index.parse::<u64>(), term.parse::<u64>()) {
             found.push((index, term, item.path()));
         }
@@ -121,7 +176,10 @@ fn load_newest_snapshot(dir: &Path) -> Result<(DataTree, u64, u64), String> {
         let file = File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         match stoa_tree::read_snapshot(&mut BufReader::new(file)) {
             Ok(tree) => return Ok((tree, index, term)),
-            Err(e) => log::error!("snapshot {} is unreadable ({e}); trying an older one", path.display()),
+            Err(e) => log::error!(
+                "snapshot {} is unreadable ({e}); trying an older one",
+                path.display()
+            ),
         }
     }
     Ok((DataTree::new(), 0, 0))
@@ -129,7 +187,12 @@ fn load_newest_snapshot(dir: &Path) -> Result<(DataTree, u64, u64), String> {
 
 /// Writes a snapshot durably (temp file, fsync, rename, fsync dir) and
 /// prunes old ones. Returns the index up to which the WAL may be compacted.
-pub fn write_snapshot(dir: &Path, tree: &DataTree, index: u64, term: u64) -> Result<Option<u64>, String> {
+pub fn write_snapshot(
+    dir: &Path,
+    tree: &DataTree,
+    index: u64,
+    term: u64,
+) -> Result<Option<u64>, String> {
     let name = format!("{SNAPSHOT_PREFIX}{index:020}-{term:020}");
     let tmp = dir.join(format!("{name}.tmp"));
     let fail = |what: &str, e: std::io::Error| format!("snapshot {}: {what}: {e}", tmp.display());
@@ -137,10 +200,14 @@ pub fn write_snapshot(dir: &Path, tree: &DataTree, index: u64, term: u64) -> Res
     let mut writer = BufWriter::new(file);
     stoa_tree::write_snapshot(tree, &mut writer).map_err(|e| fail("write", e))?;
     writer.flush().map_err(|e| fail("flush", e))?;
-    let file = writer.into_inner().map_err(|e| fail("flush", e.into_error()))?;
+    let file = writer
+        .into_inner()
+        .map_err(|e| fail("flush", e.into_error()))?;
     file.sync_all().map_err(|e| fail("fsync", e))?;
     fs::rename(&tmp, dir.join(&name)).map_err(|e| fail("rename", e))?;
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| fail("fsync dir", e))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| fail("fsync dir", e))?;
     let files = snapshot_files(dir)?;
     let excess = files.len().saturating_sub(SNAPSHOTS_RETAINED);
     for (_, _, old) in &files[..excess] {
@@ -158,11 +225,24 @@ mod tests {
 
     #[test]
     fn entries_round_trip_through_wal_records() {
-        let mut e = Entry { term: 3, index: 9, data: b"txn".to_vec().into(), ..Default::default() };
+        let mut e = Entry {
+            term: 3,
+            index: 9,
+            data: b"txn".to_vec().into(),
+            ..Default::default()
+        };
         e.set_entry_type(EntryType::EntryConfChange);
         let back = record_to_entry(&entry_to_record(0, &e)).unwrap();
         assert_eq!(back, e);
-        let hs = HardState { term: 4, vote: 1, commit: 77, ..Default::default() };
-        assert_eq!(record_to_hard_state(&hard_state_record(0, &hs)).unwrap(), hs);
+        let hs = HardState {
+            term: 4,
+            vote: 1,
+            commit: 77,
+            ..Default::default()
+        };
+        assert_eq!(
+            record_to_hard_state(&hard_state_record(0, &hs)).unwrap(),
+            hs
+        );
     }
 }

@@ -49,18 +49,33 @@ pub struct WatchTable {
 
 impl WatchTable {
     pub fn add(&mut self, conn: ConnId, kind: WatchKind, path: &str) {
-        self.by_kind.entry(kind).or_default().entry(path.to_string()).or_default().insert(conn);
-        self.by_conn.entry(conn).or_default().insert((kind, path.to_string()));
+        self.by_kind
+            .entry(kind)
+            .or_default()
+            .entry(path.to_string())
+            .or_default()
+            .insert(conn);
+        self.by_conn
+            .entry(conn)
+            .or_default()
+            .insert((kind, path.to_string()));
     }
 
     pub fn contains(&self, conn: ConnId, kind: WatchKind, path: &str) -> bool {
-        self.by_kind.get(&kind).and_then(|m| m.get(path)).is_some_and(|s| s.contains(&conn))
+        self.by_kind
+            .get(&kind)
+            .and_then(|m| m.get(path))
+            .is_some_and(|s| s.contains(&conn))
     }
 
     /// Removes one registration; true if it existed.
     pub fn remove(&mut self, conn: ConnId, kind: WatchKind, path: &str) -> bool {
-        let Some(paths) = self.by_kind.get_mut(&kind) else { return false };
-        let Some(conns) = paths.get_mut(path) else { return false };
+        let Some(paths) = self.by_kind.get_mut(&kind) else {
+            return false;
+        };
+        let Some(conns) = paths.get_mut(path) else {
+            return false;
+        };
         let removed = conns.remove(&conn);
         if conns.is_empty() {
             paths.remove(path);
@@ -99,7 +114,11 @@ impl WatchTable {
         };
         let mut targets = BTreeSet::new();
         for &kind in one_shot {
-            let conns = self.by_kind.get_mut(&kind).and_then(|m| m.remove(path)).unwrap_or_default();
+            let conns = self
+                .by_kind
+                .get_mut(&kind)
+                .and_then(|m| m.remove(path))
+                .unwrap_or_default();
             for conn in conns {
                 if let Some(set) = self.by_conn.get_mut(&conn) {
                     set.remove(&(kind, path.to_string()));
@@ -110,7 +129,11 @@ impl WatchTable {
                 targets.insert(conn);
             }
         }
-        if let Some(conns) = self.by_kind.get(&WatchKind::Persistent).and_then(|m| m.get(path)) {
+        if let Some(conns) = self
+            .by_kind
+            .get(&WatchKind::Persistent)
+            .and_then(|m| m.get(path))
+        {
             targets.extend(conns.iter().copied());
         }
         // Recursive watches see every change in their subtree except child-list
@@ -141,7 +164,9 @@ impl WatchTable {
         let mut out: std::collections::BTreeMap<&str, BTreeSet<ConnId>> = Default::default();
         for paths in self.by_kind.values() {
             for (path, conns) in paths {
-                out.entry(path.as_str()).or_default().extend(conns.iter().copied());
+                out.entry(path.as_str())
+                    .or_default()
+                    .extend(conns.iter().copied());
             }
         }
         out
@@ -193,7 +218,10 @@ mod tests {
         let mut t = WatchTable::default();
         t.add(1, WatchKind::Child, "/a");
         t.add(2, WatchKind::PersistentRecursive, "/");
-        assert_eq!(t.trigger(ChangeKind::ChildrenChanged, "/"), Vec::<ConnId>::new());
+        assert_eq!(
+            t.trigger(ChangeKind::ChildrenChanged, "/"),
+            Vec::<ConnId>::new()
+        );
         assert_eq!(t.trigger(ChangeKind::Deleted, "/a"), vec![1, 2]);
         assert_eq!(t.trigger(ChangeKind::Created, "/a/b/c"), vec![2]);
     }

@@ -12,7 +12,12 @@ use crate::watch::ChangeKind;
 impl Engine {
     pub(super) fn apply_entries(&mut self, entries: Vec<Entry>) {
         for entry in entries {
-            assert!(entry.index == self.applied_index + 1, "applying {} after {}", entry.index, self.applied_index);
+            assert!(
+                entry.index == self.applied_index + 1,
+                "applying {} after {}",
+                entry.index,
+                self.applied_index
+            );
             self.applied_index = entry.index;
             self.applied_term = entry.term;
             if entry.get_entry_type() != EntryType::EntryNormal || entry.data.is_empty() {
@@ -23,7 +28,10 @@ impl Engine {
                 Err(e) => {
                     // A committed entry we cannot read means the log is not ours
                     // or is corrupt beyond its checksums: stop rather than diverge.
-                    self.out.fatal = Some(format!("undecodable transaction at raft index {}: {e}", entry.index));
+                    self.out.fatal = Some(format!(
+                        "undecodable transaction at raft index {}: {e}",
+                        entry.index
+                    ));
                     return;
                 }
             }

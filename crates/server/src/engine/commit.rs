@@ -10,7 +10,10 @@ impl Engine {
     pub(super) fn drive_raft(&mut self) {
         while self.raft.has_ready() {
             let mut ready = self.raft.ready();
-            assert!(ready.snapshot().metadata.is_none() || ready.snapshot().get_metadata().index == 0, "snapshot install arrives with the ensemble");
+            assert!(
+                ready.snapshot().metadata.is_none() || ready.snapshot().get_metadata().index == 0,
+                "snapshot install arrives with the ensemble"
+            );
             // One voter: no peers to message. The ensemble (issue 5) sends these.
             drop(ready.take_messages());
             let committed = ready.take_committed_entries();
@@ -23,7 +26,11 @@ impl Engine {
                 if let Some(hs) = &hard_state {
                     store.set_hard_state(hs.clone());
                 }
-                self.out.persists.push(PersistJob { number: ready.number(), hard_state, entries });
+                self.out.persists.push(PersistJob {
+                    number: ready.number(),
+                    hard_state,
+                    entries,
+                });
             }
             drop(ready.take_persisted_messages());
             self.raft.advance_append_async(ready);
@@ -38,9 +45,15 @@ impl Engine {
         }
         // The tree clones in O(1) (structural sharing), so the writer thread
         // serializes a frozen copy while this thread keeps applying.
-        self.out.snapshots.push(SnapshotJob { tree: self.tree.clone(), index: self.applied_index, term: self.applied_term });
+        self.out.snapshots.push(SnapshotJob {
+            tree: self.tree.clone(),
+            index: self.applied_index,
+            term: self.applied_term,
+        });
         self.snapshot_index = self.applied_index;
-        self.raft.mut_store().compact(self.applied_index, self.applied_term);
+        self.raft
+            .mut_store()
+            .compact(self.applied_index, self.applied_term);
     }
 }
 
@@ -56,7 +69,10 @@ impl Engine {
         for path in self.tree.expiry_candidates(self.now_ms, 0) {
             let zxid = self.next_zxid();
             let ctx = self.internal_ctx(0, zxid);
-            match self.preparer.prepare_delete_container(&self.tree, &ctx, &path) {
+            match self
+                .preparer
+                .prepare_delete_container(&self.tree, &ctx, &path)
+            {
                 Ok(txn) => {
                     self.propose(&txn);
                     self.stats.containers_deleted += 1;

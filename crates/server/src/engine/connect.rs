@@ -24,7 +24,10 @@ impl Engine {
             c.handshaken = true;
             c.sent_read_only = sent_read_only;
         }
-        let (min, max) = (self.config.min_session_timeout_ms, self.config.max_session_timeout_ms);
+        let (min, max) = (
+            self.config.min_session_timeout_ms,
+            self.config.max_session_timeout_ms,
+        );
         let timeout_ms = negotiate_timeout(req.time_out, min, max);
         if req.session_id == 0 {
             self.create_session(conn, timeout_ms);
@@ -98,11 +101,19 @@ impl Engine {
 
     /// Called when a closeSession transaction is applied.
     pub(super) fn session_closed(&mut self, sid: SessionId, reply_xid: Option<i32>) {
-        let Some(s) = self.sessions.remove(&sid) else { return };
+        let Some(s) = self.sessions.remove(&sid) else {
+            return;
+        };
         if let Some(conn) = s.conn {
             if let Some(xid) = reply_xid {
                 let zxid = self.tree.last_zxid();
-                self.send_reply(conn, xid, zxid, stoa_proto::codes::ErrorCode::Ok, &stoa_proto::response::Response::Empty);
+                self.send_reply(
+                    conn,
+                    xid,
+                    zxid,
+                    stoa_proto::codes::ErrorCode::Ok,
+                    &stoa_proto::response::Response::Empty,
+                );
             }
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.session = None;
@@ -130,7 +141,11 @@ impl Engine {
     }
 
     /// Context for transactions the server itself decides (no client ids).
-    pub(super) fn internal_ctx(&self, sid: SessionId, zxid: i64) -> stoa_tree::PrepContext<'static> {
+    pub(super) fn internal_ctx(
+        &self,
+        sid: SessionId,
+        zxid: i64,
+    ) -> stoa_tree::PrepContext<'static> {
         stoa_tree::PrepContext {
             session_id: sid,
             cxid: 0,
@@ -147,10 +162,16 @@ impl Engine {
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
         let txn: Txn = self.preparer.prepare_close_session(&self.tree, &ctx);
-        let Some(s) = self.sessions.get_mut(&sid) else { return };
+        let Some(s) = self.sessions.get_mut(&sid) else {
+            return;
+        };
         s.closing = true;
         if let Some(xid) = reply_xid {
-            s.queue.push_back(Pending::Write { xid, zxid, request: stoa_proto::request::Request::CloseSession });
+            s.queue.push_back(Pending::Write {
+                xid,
+                zxid,
+                request: stoa_proto::request::Request::CloseSession,
+            });
         }
         self.propose(&txn);
     }

@@ -32,8 +32,12 @@ impl Engine {
         match request {
             Request::Auth(packet) => self.on_auth(conn, xid, &packet.scheme, &packet.auth),
             Request::CloseSession => self.close_session(sid, Some(xid)),
-            Request::Reconfig(_) => self.queue_reply(conn, xid, ErrorCode::ReconfigDisabled, Response::Empty),
-            Request::Sasl(_) => self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty),
+            Request::Reconfig(_) => {
+                self.queue_reply(conn, xid, ErrorCode::ReconfigDisabled, Response::Empty)
+            }
+            Request::Sasl(_) => {
+                self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty)
+            }
             request if is_write(&request) => self.on_write(conn, sid, xid, request),
             request => {
                 if let Some(s) = self.sessions.get_mut(&sid) {
@@ -46,7 +50,9 @@ impl Engine {
 
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
         let zxid = self.next_zxid();
-        let Some(c) = self.conns.get(&conn) else { return };
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
         let ctx = PrepContext {
             session_id: sid,
             cxid: xid,
@@ -64,7 +70,15 @@ impl Engine {
             Ok(txn) => txn,
             Err(e) => {
                 self.stats.request_errors += 1;
-                Txn { header: TxnHeader { session_id: sid, cxid: xid, zxid, time_ms: self.now_ms }, op: e.into_txn_op() }
+                Txn {
+                    header: TxnHeader {
+                        session_id: sid,
+                        cxid: xid,
+                        zxid,
+                        time_ms: self.now_ms,
+                    },
+                    op: e.into_txn_op(),
+                }
             }
         };
         self.propose(&txn);
@@ -82,7 +96,10 @@ impl Engine {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     if is_super {
                         c.is_super = true;
-                        c.ids.push(Id { scheme: "super".into(), id: String::new() });
+                        c.ids.push(Id {
+                            scheme: "super".into(),
+                            id: String::new(),
+                        });
                     }
                     if !c.ids.contains(&id) {
                         c.ids.push(id);
@@ -102,7 +119,13 @@ impl Engine {
 
     /// Runs a read (or an ordered no-op like ping/sync) once it reaches the
     /// head of its session's queue.
-    pub(super) fn execute_read(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
+    pub(super) fn execute_read(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        xid: i32,
+        request: Request,
+    ) {
         let zxid = self.tree.last_zxid();
         let (err, response) = match self.read_response(conn, sid, &request) {
             Ok(response) => (ErrorCode::Ok, response),
@@ -114,7 +137,12 @@ impl Engine {
         self.send_reply(conn, xid, zxid, err, &response);
     }
 
-    fn read_response(&mut self, conn: ConnId, sid: SessionId, request: &Request) -> Result<Response, ErrorCode> {
+    fn read_response(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        request: &Request,
+    ) -> Result<Response, ErrorCode> {
         let (ids, is_super) = match self.conns.get(&conn) {
             Some(c) => (c.ids.clone(), c.is_super),
             None => return Err(ErrorCode::ConnectionLoss),
@@ -122,7 +150,15 @@ impl Engine {
         match request {
             Request::Ping | Request::SetWatches(_) | Request::SetWatches2(_) => {
                 if let Request::SetWatches(w) = request {
-                    self.set_watches(conn, w.relative_zxid, &w.data_watches, &w.exist_watches, &w.child_watches, &[], &[]);
+                    self.set_watches(
+                        conn,
+                        w.relative_zxid,
+                        &w.data_watches,
+                        &w.exist_watches,
+                        &w.child_watches,
+                        &[],
+                        &[],
+                    );
                 }
                 if let Request::SetWatches2(w) = request {
                     self.set_watches(
@@ -141,7 +177,9 @@ impl Engine {
                 // One voter: everything committed is applied already; the
                 // ensemble (issue 5) turns this into a ReadIndex.
                 stoa_tree::validate_path(&r.path)?;
-                Ok(Response::Sync(SyncResponse { path: r.path.clone() }))
+                Ok(Response::Sync(SyncResponse {
+                    path: r.path.clone(),
+                }))
             }
             Request::WhoAmI => {
                 // ZooKeeper shows a digest identity by its user name only.
@@ -149,7 +187,13 @@ impl Engine {
                     "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
                     _ => id.id.clone(),
                 };
-                let client_info = ids.iter().map(|id| ClientInfo { auth_scheme: id.scheme.clone(), user: user(id) }).collect();
+                let client_info = ids
+                    .iter()
+                    .map(|id| ClientInfo {
+                        auth_scheme: id.scheme.clone(),
+                        user: user(id),
+                    })
+                    .collect();
                 Ok(Response::WhoAmI(WhoAmIResponse { client_info }))
             }
             Request::AddWatch(r) => {
@@ -161,7 +205,9 @@ impl Engine {
                 };
                 self.watches.add(conn, kind, &r.path);
                 // ZooKeeper answers addWatch with an ErrorResponse body of 0.
-                Ok(Response::AddWatch(stoa_proto::records::ErrorResponse { err: 0 }))
+                Ok(Response::AddWatch(stoa_proto::records::ErrorResponse {
+                    err: 0,
+                }))
             }
             Request::RemoveWatches(r) => self.remove_watches(conn, &r.path, r.kind, true),
             Request::CheckWatches(r) => self.remove_watches(conn, &r.path, r.kind, false),
@@ -173,7 +219,12 @@ impl Engine {
         }
     }
 
-    fn register_read_watch(&mut self, conn: ConnId, request: &Request, result: &Result<Response, ErrorCode>) {
+    fn register_read_watch(
+        &mut self,
+        conn: ConnId,
+        request: &Request,
+        result: &Result<Response, ErrorCode>,
+    ) {
         let (path, kind) = match request {
             Request::Exists(r) if r.watch => match result {
                 Ok(_) => (&r.path, WatchKind::Data),
@@ -188,7 +239,13 @@ impl Engine {
         self.watches.add(conn, kind, path);
     }
 
-    fn remove_watches(&mut self, conn: ConnId, path: &str, watcher_type: i32, remove: bool) -> Result<Response, ErrorCode> {
+    fn remove_watches(
+        &mut self,
+        conn: ConnId,
+        path: &str,
+        watcher_type: i32,
+        remove: bool,
+    ) -> Result<Response, ErrorCode> {
         let kinds: &[WatchKind] = match WatcherType::from_i32(watcher_type) {
             Some(WatcherType::Children) => &[WatchKind::Child],
             Some(WatcherType::Data) => &[WatchKind::Data, WatchKind::Exist],
@@ -235,7 +292,9 @@ impl Engine {
         for path in data {
             match self.tree.node(path).map(|n| n.stat().mzxid) {
                 None => self.notify(conn, zxid, ChangeKind::Deleted, path),
-                Some(mzxid) if mzxid > relative_zxid => self.notify(conn, zxid, ChangeKind::DataChanged, path),
+                Some(mzxid) if mzxid > relative_zxid => {
+                    self.notify(conn, zxid, ChangeKind::DataChanged, path)
+                }
                 Some(_) => self.watches.add(conn, WatchKind::Data, path),
             }
         }
@@ -249,7 +308,9 @@ impl Engine {
         for path in child {
             match self.tree.node(path).map(|n| n.stat().pzxid) {
                 None => self.notify(conn, zxid, ChangeKind::Deleted, path),
-                Some(pzxid) if pzxid > relative_zxid => self.notify(conn, zxid, ChangeKind::ChildrenChanged, path),
+                Some(pzxid) if pzxid > relative_zxid => {
+                    self.notify(conn, zxid, ChangeKind::ChildrenChanged, path)
+                }
                 Some(_) => self.watches.add(conn, WatchKind::Child, path),
             }
         }

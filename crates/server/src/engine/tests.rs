@@ -1,0 +1,396 @@
+//! The engine driven as a pure state machine: frames in, frames out, with
+//! the WAL simulated by acknowledging persist jobs when the test says so.
+
+use std::net::SocketAddr;
+
+use raft::eraftpb::Entry;
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
+use stoa_proto::jute::{Reader, Record};
+use stoa_proto::opcode::{EventType, OpCode};
+use stoa_proto::records::{
+    Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, ReplyHeader,
+    RequestHeader, SetDataRequest, WatcherEvent,
+};
+use stoa_proto::request::Request;
+use stoa_tree::DataTree;
+
+use super::{Engine, EngineConfig, Input, Recovered};
+
+const T0_MS: i64 = 1_700_000_000_000;
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        server_id: 1,
+        partition: 0,
+        min_session_timeout_ms: 4000,
+        max_session_timeout_ms: 40000,
+        ttl_enabled: true,
+        container_check_interval_ms: 60_000,
+        super_digest: None,
+        snap_count: 100_000,
+        max_frame_bytes: 0xfffff,
+        four_letter_whitelist: None,
+        conf_text: String::new(),
+        host_name: "test".into(),
+        working_dir: "/".into(),
+    }
+}
+
+fn empty() -> Recovered {
+    Recovered {
+        tree: DataTree::new(),
+        snapshot_index: 0,
+        snapshot_term: 0,
+        hard_state: Default::default(),
+        entries: vec![],
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Frame {
+    Connected(ConnectResponse),
+    Reply(ReplyHeader, Vec<u8>),
+    Event(WatcherEvent),
+}
+
+/// An engine plus a simulated WAL: persist jobs wait in `unsynced` until
+/// `sync()` acknowledges them, as the WAL thread would after its fsync.
+struct Rig {
+    engine: Engine,
+    unsynced: Vec<u64>,
+    /// Every entry the engine asked to persist, for restart tests.
+    log: Vec<Entry>,
+    inbox: std::collections::HashMap<u64, Vec<u8>>,
+    closed: Vec<u64>,
+    handshaken: std::collections::HashSet<u64>,
+}
+
+impl Rig {
+    fn new(recovered: Recovered) -> Rig {
+        let engine = Engine::new(config(), recovered, T0_MS).unwrap();
+        let mut rig = Rig {
+            engine,
+            unsynced: vec![],
+            log: vec![],
+            inbox: Default::default(),
+            closed: vec![],
+            handshaken: Default::default(),
+        };
+        rig.settle();
+        rig
+    }
+
+    fn collect(&mut self) {
+        let out = self.engine.take_output();
+        assert!(out.fatal.is_none(), "{:?}", out.fatal);
+        for job in out.persists {
+            for e in &job.entries {
+                self.log.retain(|old| old.index < e.index);
+                self.log.push(e.clone());
+            }
+            self.unsynced.push(job.number);
+        }
+        for (conn, bytes) in out.sends {
+            self.inbox.entry(conn).or_default().extend(bytes);
+        }
+        self.closed.extend(out.closes);
+    }
+
+    fn sync(&mut self) {
+        if let Some(&last) = self.unsynced.last() {
+            self.unsynced.clear();
+            self.engine.handle(Input::Persisted { number: last });
+        }
+        self.collect();
+    }
+
+    /// Syncs until nothing is left to persist.
+    fn settle(&mut self) {
+        self.collect();
+        while !self.unsynced.is_empty() {
+            self.sync();
+        }
+    }
+
+    fn open(&mut self, conn: u64, session_id: i64, passwd: Vec<u8>) {
+        let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        self.engine.handle(Input::Accepted { conn, peer });
+        let mut bytes = Vec::new();
+        let req = ConnectRequest {
+            time_out: 10_000,
+            session_id,
+            passwd,
+            read_only: false,
+            ..Default::default()
+        };
+        encode_connect_request(&mut bytes, &req);
+        self.engine.handle(Input::Frame {
+            conn,
+            body: bytes[4..].to_vec(),
+        });
+    }
+
+    fn connect(&mut self, conn: u64) -> ConnectResponse {
+        self.open(conn, 0, vec![0; 16]);
+        self.settle();
+        match self.frames(conn).remove(0) {
+            Frame::Connected(r) => r,
+            other => panic!("expected a connect response, got {other:?}"),
+        }
+    }
+
+    fn send(&mut self, conn: u64, xid: i32, request: Request) {
+        let mut bytes = Vec::new();
+        encode_request(
+            &mut bytes,
+            &RequestHeader {
+                xid,
+                kind: request.opcode() as i32,
+            },
+            &request,
+        );
+        self.engine.handle(Input::Frame {
+            conn,
+            body: bytes[4..].to_vec(),
+        });
+        self.collect();
+    }
+
+    fn frames(&mut self, conn: u64) -> Vec<Frame> {
+        let bytes = self.inbox.remove(&conn).unwrap_or_default();
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut at = 0;
+        let mut out = Vec::new();
+        while let Some((used, body)) = decoder.decode(&bytes[at..]).unwrap() {
+            at += used;
+            if self.handshaken.insert(conn) {
+                out.push(Frame::Connected(
+                    ConnectResponse::decode(&mut Reader::new(body)).unwrap(),
+                ));
+                continue;
+            }
+            let (header, rest) = decode_reply_frame(body).unwrap();
+            if header.xid == -1 {
+                out.push(Frame::Event(
+                    WatcherEvent::decode(&mut Reader::new(rest)).unwrap(),
+                ));
+            } else {
+                out.push(Frame::Reply(header, rest.to_vec()));
+            }
+        }
+        assert_eq!(at, bytes.len(), "trailing partial frame");
+        out
+    }
+
+    fn reply_codes(&mut self, conn: u64) -> Vec<(i32, i32)> {
+        self.frames(conn)
+            .into_iter()
+            .filter_map(|f| match f {
+                Frame::Reply(h, _) => Some((h.xid, h.err)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn create(path: &str) -> Request {
+    Request::Create(CreateRequest {
+        path: path.into(),
+        data: b"d".to_vec(),
+        acl: vec![Acl::open_unsafe()],
+        flags: 0,
+    })
+}
+
+fn get(path: &str, watch: bool) -> Request {
+    Request::GetData(GetDataRequest {
+        path: path.into(),
+        watch,
+    })
+}
+
+const OK: i32 = 0;
+
+#[test]
+fn a_write_is_answered_only_after_the_wal_acknowledges_it() {
+    let mut rig = Rig::new(empty());
+    rig.connect(1);
+    rig.send(1, 1, create("/a"));
+    assert!(rig.reply_codes(1).is_empty(), "replied before fsync");
+    rig.sync();
+    assert_eq!(rig.reply_codes(1), vec![(1, OK)]);
+}
+
+#[test]
+fn a_read_after_a_pending_write_of_the_same_session_waits_and_sees_it() {
+    let mut rig = Rig::new(empty());
+    rig.connect(1);
+    rig.send(1, 1, create("/a"));
+    rig.send(1, 2, get("/a", false));
+    assert!(rig.reply_codes(1).is_empty());
+    rig.settle();
+    assert_eq!(rig.reply_codes(1), vec![(1, OK), (2, OK)]);
+}
+
+#[test]
+fn a_refused_write_is_answered_after_the_pending_write_that_caused_it() {
+    let mut rig = Rig::new(empty());
+    rig.connect(1);
+    rig.connect(2);
+    rig.send(1, 1, create("/a"));
+    rig.send(2, 1, create("/a"));
+    rig.send(2, 2, get("/a", false));
+    // Session 2's NodeExists must not overtake session 1's create.
+    assert!(rig.reply_codes(2).is_empty());
+    rig.settle();
+    assert_eq!(
+        rig.reply_codes(2),
+        vec![(1, ErrorCode::NodeExists.as_i32()), (2, OK)]
+    );
+}
+
+#[test]
+fn a_data_watch_fires_before_the_reply_to_a_read_that_sees_the_change() {
+    let mut rig = Rig::new(empty());
+    rig.connect(1);
+    rig.connect(2);
+    rig.send(1, 1, create("/w"));
+    rig.settle();
+    rig.frames(1);
+    rig.send(2, 1, get("/w", true));
+    rig.frames(2);
+    // A read issued while the set is still pending does not see it (and
+    // comes before the event); one issued after the commit does.
+    rig.send(
+        1,
+        2,
+        Request::SetData(SetDataRequest {
+            path: "/w".into(),
+            data: b"x".to_vec(),
+            version: -1,
+        }),
+    );
+    rig.send(2, 2, get("/w", false));
+    assert!(matches!(&rig.frames(2)[..], [Frame::Reply(h, _)] if h.xid == 2));
+    rig.settle();
+    rig.send(2, 3, get("/w", false));
+    let frames = rig.frames(2);
+    assert!(
+        matches!(&frames[0], Frame::Event(e) if e.kind == EventType::NodeDataChanged as i32 && e.path == "/w"),
+        "{frames:?}"
+    );
+    assert!(matches!(&frames[1], Frame::Reply(h, _) if h.xid == 3 && h.err == OK));
+    assert_eq!(frames.len(), 2, "one-shot watch fired more than once");
+}
+
+#[test]
+fn an_unknown_opcode_gets_unimplemented_and_the_connection_closes() {
+    let mut rig = Rig::new(empty());
+    rig.connect(1);
+    let mut bytes = Vec::new();
+    stoa_proto::frame::encode_frame(&mut bytes, |out| {
+        RequestHeader { xid: 7, kind: 999 }.encode(out)
+    });
+    rig.engine.handle(Input::Frame {
+        conn: 1,
+        body: bytes[4..].to_vec(),
+    });
+    rig.collect();
+    assert_eq!(
+        rig.reply_codes(1),
+        vec![(7, ErrorCode::Unimplemented.as_i32())]
+    );
+    assert!(rig.closed.contains(&1));
+}
+
+#[test]
+fn an_expired_session_loses_its_ephemerals_and_cannot_resume() {
+    let mut rig = Rig::new(empty());
+    let session = rig.connect(1);
+    let mut eph = CreateRequest {
+        path: "/e".into(),
+        data: vec![],
+        acl: vec![Acl::open_unsafe()],
+        flags: 1,
+    };
+    rig.send(1, 1, Request::Create(eph.clone()));
+    rig.settle();
+    rig.engine.handle(Input::Closed { conn: 1 });
+    rig.engine.set_time(T0_MS + session.time_out as i64 + 1);
+    rig.engine.tick();
+    rig.settle();
+    assert!(
+        rig.engine.tree().node("/e").is_none(),
+        "ephemeral survived expiry"
+    );
+    rig.open(2, session.session_id, session.passwd.clone());
+    rig.collect();
+    match rig.frames(2).remove(0) {
+        Frame::Connected(r) => assert_eq!(
+            (r.session_id, r.time_out),
+            (0, 0),
+            "expired session resumed"
+        ),
+        other => panic!("{other:?}"),
+    }
+    eph.path = "/unused".into();
+}
+
+#[test]
+fn a_restart_from_the_log_rebuilds_the_tree_and_sessions() {
+    let mut rig = Rig::new(empty());
+    let session = rig.connect(1);
+    for i in 0..5 {
+        rig.send(1, i + 1, create(&format!("/n{i}")));
+    }
+    rig.settle();
+    let digest = rig.engine.tree().digest();
+    let entries = rig.log.clone();
+    let hard_state = raft::eraftpb::HardState {
+        term: 1,
+        vote: 1,
+        commit: 0,
+        ..Default::default()
+    };
+    let recovered = Recovered {
+        entries,
+        hard_state,
+        ..empty()
+    };
+    let mut restarted = Rig::new(recovered);
+    assert!(restarted.engine.caught_up());
+    assert_eq!(restarted.engine.tree().digest(), digest);
+    // The session is durable: it resumes with its password.
+    restarted.open(9, session.session_id, session.passwd);
+    restarted.collect();
+    match restarted.frames(9).remove(0) {
+        Frame::Connected(r) => assert_eq!(r.session_id, session.session_id),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn zxids_increase_across_a_restart() {
+    let mut rig = Rig::new(empty());
+    rig.connect(1);
+    rig.send(1, 1, create("/a"));
+    rig.settle();
+    let before = rig.engine.tree().last_zxid();
+    let recovered = Recovered {
+        entries: rig.log.clone(),
+        hard_state: raft::eraftpb::HardState {
+            term: 1,
+            vote: 1,
+            commit: 0,
+            ..Default::default()
+        },
+        ..empty()
+    };
+    let mut restarted = Rig::new(recovered);
+    restarted.connect(1);
+    restarted.send(1, 1, create("/b"));
+    restarted.settle();
+    assert!(restarted.engine.tree().last_zxid() > before);
+    assert_eq!(OpCode::Create as i32, 1);
+}
