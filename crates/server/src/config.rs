@@ -41,8 +41,10 @@ pub struct ServerConfig {
     pub super_digest: Option<String>,
     pub snap_count: u64,
     pub server_id: u64,
-    /// Port of the Prometheus endpoint; 0 disables it.
+    /// Port of the Prometheus endpoint (`metricsProvider.httpPort`); 0 disables it.
     pub metrics_port: u16,
+    /// Defaults to the client address.
+    pub metrics_address: Option<IpAddr>,
     /// `server.N=...` lines, kept for the ensemble (issue 5); standalone ignores them.
     pub servers: BTreeMap<u64, String>,
 }
@@ -66,6 +68,7 @@ impl Default for ServerConfig {
             snap_count: SNAP_COUNT_DEFAULT,
             server_id: 1,
             metrics_port: 0,
+            metrics_address: None,
             servers: BTreeMap::new(),
         }
     }
@@ -171,9 +174,14 @@ impl ServerConfig {
             "snapCount" | "zookeeper.snapCount" => {
                 self.snap_count = parse_positive::<u32>(value).map_err(|e| bad(&e))?.max(2) as u64
             }
-            "metricsPort" | "stoa.metricsPort" => {
+            "metricsProvider.httpPort" => {
                 self.metrics_port = value.parse().map_err(|_| bad("not a port"))?
             }
+            "metricsProvider.httpHost" => {
+                self.metrics_address = Some(value.parse().map_err(|_| bad("not an IP address"))?)
+            }
+            // Stoa always speaks Prometheus; the class name only says so.
+            "metricsProvider.className" => {}
             "myid" => self.server_id = value.parse().map_err(|_| bad("not a server id"))?,
             // Accepted because every zoo.cfg has them; standalone needs nothing from them.
             "initLimit"

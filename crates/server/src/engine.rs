@@ -479,7 +479,15 @@ impl Engine {
                 return;
             };
             match item {
-                Pending::Read { xid, request } => self.execute_read(conn, sid, xid, request),
+                Pending::Read {
+                    xid,
+                    request,
+                    received_ms,
+                } => {
+                    self.execute_read(conn, sid, xid, request);
+                    self.stats
+                        .record_latency((self.now_ms - received_ms).max(0) as u64);
+                }
                 Pending::Reply { xid, err, response } => {
                     let zxid = self.tree.last_zxid();
                     self.send_reply(conn, xid, zxid, err, &response);

@@ -99,7 +99,7 @@ fn approximate_data_size(engine: &Engine) -> usize {
         .sum()
 }
 
-fn monitor(engine: &Engine) -> String {
+pub fn monitor(engine: &Engine) -> String {
     let s = &engine.stats;
     let ephemerals: usize = engine
         .sessions()

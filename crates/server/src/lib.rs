@@ -6,6 +6,7 @@ pub mod config;
 pub mod engine;
 pub mod fourlw;
 pub mod logging;
+pub mod metrics;
 pub mod net;
 pub mod partition;
 pub mod raft_log;

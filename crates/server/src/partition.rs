@@ -147,7 +147,21 @@ pub fn run(config: ServerConfig) -> Result<(), String> {
         );
         let (net_tx, net_rx) = mpsc::channel(NET_QUEUE_EVENTS_MAX);
         tokio::task::spawn_local(accept_loop(listener, net_tx, config.max_frame_bytes));
-        let result = serve(&mut engine, &mut shell, net_rx, durable_rx, snap_done_rx).await;
+        let (scrape_tx, scrape_rx) = mpsc::channel(16);
+        if config.metrics_port != 0 {
+            let ip = config.metrics_address.unwrap_or(config.client_address);
+            tokio::task::spawn_local(crate::metrics::serve(
+                SocketAddr::new(ip, config.metrics_port),
+                scrape_tx,
+            ));
+        }
+        let receivers = Receivers {
+            net: net_rx,
+            durable: durable_rx,
+            snapshots: snap_done_rx,
+            scrapes: scrape_rx,
+        };
+        let result = serve(&mut engine, &mut shell, receivers).await;
         shell.wal.shutdown();
         result
     })
@@ -238,13 +252,21 @@ impl Shell {
     }
 }
 
-async fn serve(
-    engine: &mut Engine,
-    shell: &mut Shell,
-    mut net_rx: mpsc::Receiver<NetEvent>,
-    mut durable_rx: mpsc::UnboundedReceiver<Result<u64, String>>,
-    mut snap_done_rx: mpsc::UnboundedReceiver<SnapshotDone>,
-) -> Result<(), String> {
+/// Everything the engine loop waits on besides its timer.
+struct Receivers {
+    net: mpsc::Receiver<NetEvent>,
+    durable: mpsc::UnboundedReceiver<Result<u64, String>>,
+    snapshots: mpsc::UnboundedReceiver<SnapshotDone>,
+    scrapes: mpsc::Receiver<crate::metrics::ScrapeRequest>,
+}
+
+async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> Result<(), String> {
+    let Receivers {
+        net: mut net_rx,
+        durable: mut durable_rx,
+        snapshots: mut snap_done_rx,
+        mut scrapes,
+    } = receivers;
     let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = Box::pin(shutdown_signal());
@@ -287,6 +309,10 @@ async fn serve(
                     Some(Err(e)) => log::error!("snapshot failed: {e}"),
                     None => return Err("snapshot writer stopped".into()),
                 }
+            }
+            Some(reply) = scrapes.recv() => {
+                engine.set_time(wall_clock_ms());
+                let _ = reply.send(crate::metrics::render(&crate::fourlw::monitor(engine)));
             }
             _ = &mut shutdown => {
                 log::info!("shutting down");

@@ -27,9 +27,14 @@ pub enum Pending {
         xid: i32,
         zxid: i64,
         request: Request,
+        received_ms: i64,
     },
     /// Runs against the tree once every earlier write has been applied.
-    Read { xid: i32, request: Request },
+    Read {
+        xid: i32,
+        request: Request,
+        received_ms: i64,
+    },
     /// Already decided (e.g. a write that failed validation); sent in turn.
     Reply {
         xid: i32,
@@ -64,12 +69,6 @@ impl Session {
 
     pub fn touch(&mut self, now_ms: i64) {
         self.deadline_ms = now_ms + self.timeout_ms as i64;
-    }
-
-    pub fn has_pending_write(&self) -> bool {
-        self.queue
-            .iter()
-            .any(|p| matches!(p, Pending::Write { .. }))
     }
 }
 

@@ -79,6 +79,7 @@ impl Engine {
     /// Pops the session's queued write for `zxid`, which FIFO order puts at
     /// the head of its queue.
     fn take_head_write(&mut self, sid: i64, zxid: i64) -> Option<(i32, Request)> {
+        let now_ms = self.now_ms;
         let session = self.sessions.get_mut(&sid)?;
         match session.queue.front() {
             Some(Pending::Write { zxid: head, .. }) if *head == zxid => {}
@@ -92,7 +93,16 @@ impl Engine {
             _ => return None,
         }
         match session.queue.pop_front() {
-            Some(Pending::Write { xid, request, .. }) => Some((xid, request)),
+            Some(Pending::Write {
+                xid,
+                request,
+                received_ms,
+                ..
+            }) => {
+                self.stats
+                    .record_latency((now_ms - received_ms).max(0) as u64);
+                Some((xid, request))
+            }
             _ => unreachable!("checked above"),
         }
     }

@@ -171,6 +171,7 @@ impl Engine {
                 xid,
                 zxid,
                 request: stoa_proto::request::Request::CloseSession,
+                received_ms: self.now_ms,
             });
         }
         self.propose(&txn);

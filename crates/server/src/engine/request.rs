@@ -41,7 +41,11 @@ impl Engine {
             request if is_write(&request) => self.on_write(conn, sid, xid, request),
             request => {
                 if let Some(s) = self.sessions.get_mut(&sid) {
-                    s.queue.push_back(Pending::Read { xid, request });
+                    s.queue.push_back(Pending::Read {
+                        xid,
+                        request,
+                        received_ms: now,
+                    });
                 }
                 self.pump(sid);
             }
@@ -83,7 +87,12 @@ impl Engine {
         };
         self.propose(&txn);
         if let Some(s) = self.sessions.get_mut(&sid) {
-            s.queue.push_back(Pending::Write { xid, zxid, request });
+            s.queue.push_back(Pending::Write {
+                xid,
+                zxid,
+                request,
+                received_ms: self.now_ms,
+            });
         }
     }
 
