@@ -3,7 +3,7 @@
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::opcode::{AddWatchMode, WatcherType};
-use stoa_proto::records::{ClientInfo, Id, SyncResponse, WhoAmIResponse};
+use stoa_proto::records::{ClientInfo, Id, Stat, SyncResponse, WhoAmIResponse};
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, Txn, TxnHeader};
@@ -38,7 +38,7 @@ impl Engine {
             Request::Sasl(_) => {
                 self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty)
             }
-            request if is_write(&request) => self.on_write(conn, sid, xid, request),
+            request if request.is_write() => self.on_write(conn, sid, xid, request),
             request => {
                 if let Some(s) = self.sessions.get_mut(&sid) {
                     s.queue.push_back(Pending::Read {
@@ -157,29 +157,29 @@ impl Engine {
             None => return Err(ErrorCode::ConnectionLoss),
         };
         match request {
-            Request::Ping | Request::SetWatches(_) | Request::SetWatches2(_) => {
-                if let Request::SetWatches(w) = request {
-                    self.set_watches(
-                        conn,
-                        w.relative_zxid,
-                        &w.data_watches,
-                        &w.exist_watches,
-                        &w.child_watches,
-                        &[],
-                        &[],
-                    );
-                }
-                if let Request::SetWatches2(w) = request {
-                    self.set_watches(
-                        conn,
-                        w.relative_zxid,
-                        &w.data_watches,
-                        &w.exist_watches,
-                        &w.child_watches,
-                        &w.persistent_watches,
-                        &w.persistent_recursive_watches,
-                    );
-                }
+            Request::Ping => Ok(Response::Empty),
+            Request::SetWatches(w) => {
+                let restore = WatchesToRestore {
+                    relative_zxid: w.relative_zxid,
+                    data: &w.data_watches,
+                    exist: &w.exist_watches,
+                    child: &w.child_watches,
+                    persistent: &[],
+                    recursive: &[],
+                };
+                self.set_watches(conn, restore);
+                Ok(Response::Empty)
+            }
+            Request::SetWatches2(w) => {
+                let restore = WatchesToRestore {
+                    relative_zxid: w.relative_zxid,
+                    data: &w.data_watches,
+                    exist: &w.exist_watches,
+                    child: &w.child_watches,
+                    persistent: &w.persistent_watches,
+                    recursive: &w.persistent_recursive_watches,
+                };
+                self.set_watches(conn, restore);
                 Ok(Response::Empty)
             }
             Request::Sync(r) => {
@@ -286,63 +286,59 @@ impl Engine {
 
     /// Re-registers a reconnecting client's watches, firing at once those
     /// whose change it missed (anything newer than `relative_zxid`).
-    #[allow(clippy::too_many_arguments)]
-    fn set_watches(
-        &mut self,
-        conn: ConnId,
-        relative_zxid: i64,
-        data: &[String],
-        exist: &[String],
-        child: &[String],
-        persistent: &[String],
-        recursive: &[String],
-    ) {
+    fn set_watches(&mut self, conn: ConnId, w: WatchesToRestore<'_>) {
         let zxid = self.tree.last_zxid();
-        for path in data {
-            match self.tree.node(path).map(|n| n.stat().mzxid) {
-                None => self.notify(conn, zxid, ChangeKind::Deleted, path),
-                Some(mzxid) if mzxid > relative_zxid => {
-                    self.notify(conn, zxid, ChangeKind::DataChanged, path)
+        let versioned: [VersionedWatches<'_>; 2] = [
+            (
+                w.data,
+                WatchKind::Data,
+                |s| s.mzxid,
+                ChangeKind::DataChanged,
+            ),
+            (
+                w.child,
+                WatchKind::Child,
+                |s| s.pzxid,
+                ChangeKind::ChildrenChanged,
+            ),
+        ];
+        for (paths, kind, changed_at, change) in versioned {
+            for path in paths {
+                match self.tree.node(path).map(|n| changed_at(&n.stat())) {
+                    None => self.notify(conn, zxid, ChangeKind::Deleted, path),
+                    Some(at) if at > w.relative_zxid => self.notify(conn, zxid, change, path),
+                    Some(_) => self.watches.add(conn, kind, path),
                 }
-                Some(_) => self.watches.add(conn, WatchKind::Data, path),
             }
         }
-        for path in exist {
+        for path in w.exist {
             if self.tree.node(path).is_some() {
                 self.notify(conn, zxid, ChangeKind::Created, path);
             } else {
                 self.watches.add(conn, WatchKind::Exist, path);
             }
         }
-        for path in child {
-            match self.tree.node(path).map(|n| n.stat().pzxid) {
-                None => self.notify(conn, zxid, ChangeKind::Deleted, path),
-                Some(pzxid) if pzxid > relative_zxid => {
-                    self.notify(conn, zxid, ChangeKind::ChildrenChanged, path)
-                }
-                Some(_) => self.watches.add(conn, WatchKind::Child, path),
+        for (paths, kind) in [
+            (w.persistent, WatchKind::Persistent),
+            (w.recursive, WatchKind::PersistentRecursive),
+        ] {
+            for path in paths {
+                self.watches.add(conn, kind, path);
             }
-        }
-        for path in persistent {
-            self.watches.add(conn, WatchKind::Persistent, path);
-        }
-        for path in recursive {
-            self.watches.add(conn, WatchKind::PersistentRecursive, path);
         }
     }
 }
 
-fn is_write(request: &Request) -> bool {
-    matches!(
-        request,
-        Request::Create(_)
-            | Request::Create2(_)
-            | Request::CreateContainer(_)
-            | Request::CreateTtl(_)
-            | Request::Delete(_)
-            | Request::SetData(_)
-            | Request::SetAcl(_)
-            | Request::Check(_)
-            | Request::Multi(_)
-    )
+/// Watches restored against a zxid: paths, their kind, the stat field that
+/// says when they last changed, and the event a newer change fires.
+type VersionedWatches<'a> = (&'a [String], WatchKind, fn(&Stat) -> i64, ChangeKind);
+
+/// The watches a reconnecting client asks to restore (setWatches/setWatches2).
+struct WatchesToRestore<'a> {
+    relative_zxid: i64,
+    data: &'a [String],
+    exist: &'a [String],
+    child: &'a [String],
+    persistent: &'a [String],
+    recursive: &'a [String],
 }
