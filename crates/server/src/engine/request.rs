@@ -152,9 +152,8 @@ impl Engine {
         sid: SessionId,
         request: &Request,
     ) -> Result<Response, ErrorCode> {
-        let (ids, is_super) = match self.conns.get(&conn) {
-            Some(c) => (c.ids.clone(), c.is_super),
-            None => return Err(ErrorCode::ConnectionLoss),
+        let Some(c) = self.conns.get(&conn) else {
+            return Err(ErrorCode::ConnectionLoss);
         };
         match request {
             Request::Ping => Ok(Response::Empty),
@@ -196,7 +195,8 @@ impl Engine {
                     "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
                     _ => id.id.clone(),
                 };
-                let client_info = ids
+                let client_info = c
+                    .ids
                     .iter()
                     .map(|id| ClientInfo {
                         auth_scheme: id.scheme.clone(),
@@ -221,7 +221,7 @@ impl Engine {
             Request::RemoveWatches(r) => self.remove_watches(conn, &r.path, r.kind, true),
             Request::CheckWatches(r) => self.remove_watches(conn, &r.path, r.kind, false),
             _ => {
-                let result = self.tree.execute_read(&ids, is_super, sid, request);
+                let result = self.tree.execute_read(&c.ids, c.is_super, sid, request);
                 self.register_read_watch(conn, request, &result);
                 result
             }
