@@ -10,6 +10,8 @@ const USAGE: &str = "usage:
   stoa server [--config zoo.cfg] [--port N] [--bind ADDR] [--data-dir DIR] [--set key=value]...
       Runs a standalone server. Without --config: port 2181, data in ./data.
       --config reads an Apache ZooKeeper zoo.cfg; flags override the file.
+  stoa shell [-server host:port[,host:port]] [-timeout ms] [command args...]
+      A zkCli-compatible shell: runs one command, or reads commands from stdin.
   stoa help";
 
 fn main() -> ExitCode {
@@ -24,6 +26,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some("shell") => stoa_client::shell::main(&args[1..]),
         Some("help") | Some("--help") | Some("-h") => {
             println!("{USAGE}");
             ExitCode::SUCCESS
