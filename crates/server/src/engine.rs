@@ -9,7 +9,7 @@
 //! session's replies leave in request order; a read waits for the session's
 //! earlier writes (ZooKeeper's FIFO client order).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use raft::eraftpb::Entry;
@@ -32,6 +32,7 @@ use crate::watch::{ChangeKind, ConnId, WatchTable};
 mod apply;
 mod commit;
 mod connect;
+mod extensions;
 mod request;
 
 /// Raft ticks per election timeout; one voter elects itself at once, peers
@@ -161,6 +162,15 @@ pub struct Engine {
     connecting: HashMap<SessionId, ConnId>,
     next_session_id: SessionId,
     watches: WatchTable,
+    /// Proposed and not yet applied, in zxid order.
+    in_flight: VecDeque<Txn>,
+    /// `tree` + `in_flight`, maintained only while extensions read it.
+    speculative: Option<DataTree>,
+    extensions: stoa_ext::ExtensionManager,
+    /// Registered node extensions; 0 skips routing entirely.
+    node_extensions: usize,
+    /// Sessions whose next reply waits for a zxid to be applied.
+    zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
     /// Raft index of the last applied entry, and its term.
     applied_index: u64,
     applied_term: u64,
@@ -205,7 +215,7 @@ impl Engine {
             sessions.insert(id, Session::new(id, timeout_ms, now_ms));
         }
         let next_session_id = crate::session::initial_session_id(config.server_id, now_ms);
-        Ok(Engine {
+        let mut engine = Engine {
             now_ms,
             tree: recovered.tree,
             preparer: Preparer::new(),
@@ -217,6 +227,11 @@ impl Engine {
             connecting: HashMap::new(),
             next_session_id,
             watches: WatchTable::default(),
+            in_flight: VecDeque::new(),
+            speculative: None,
+            extensions: stoa_ext::ExtensionManager::new(stoa_ext::Limits::default()),
+            node_extensions: 0,
+            zxid_waiters: BTreeMap::new(),
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,
             snapshot_index: recovered.snapshot_index,
@@ -228,7 +243,9 @@ impl Engine {
                 ..Stats::default()
             },
             config,
-        })
+        };
+        engine.load_extensions();
+        Ok(engine)
     }
 
     pub fn set_time(&mut self, now_ms: i64) {
@@ -465,7 +482,7 @@ impl Engine {
                 // until applied so their order is kept.
                 while matches!(
                     s.queue.front(),
-                    Some(Pending::Read { .. } | Pending::Reply { .. })
+                    Some(Pending::Read { .. } | Pending::Reply { .. } | Pending::Decided { .. })
                 ) {
                     s.queue.pop_front();
                 }
@@ -473,7 +490,16 @@ impl Engine {
             };
             match s.queue.front() {
                 None | Some(Pending::Write { .. }) => return,
-                Some(Pending::Read { .. }) | Some(Pending::Reply { .. }) => {}
+                Some(Pending::Decided { after_zxid, .. })
+                    if *after_zxid > self.tree.last_zxid() =>
+                {
+                    let waiting = self.zxid_waiters.entry(*after_zxid).or_default();
+                    if !waiting.contains(&sid) {
+                        waiting.push(sid);
+                    }
+                    return;
+                }
+                Some(Pending::Read { .. } | Pending::Reply { .. } | Pending::Decided { .. }) => {}
             }
             let Some(item) = s.queue.pop_front() else {
                 return;
@@ -488,7 +514,10 @@ impl Engine {
                     self.stats
                         .record_latency((self.now_ms - received_ms).max(0) as u64);
                 }
-                Pending::Reply { xid, err, response } => {
+                Pending::Reply { xid, err, response }
+                | Pending::Decided {
+                    xid, err, response, ..
+                } => {
                     let zxid = self.tree.last_zxid();
                     self.send_reply(conn, xid, zxid, err, &response);
                 }
@@ -517,7 +546,7 @@ impl Engine {
     }
 
     /// Proposes a transaction through raft.
-    pub(crate) fn propose(&mut self, txn: &Txn) {
+    pub(crate) fn propose(&mut self, txn: Txn) {
         let mut data = Vec::new();
         txn.encode(&mut data);
         if let Err(e) = self.raft.propose(vec![], data) {
@@ -525,6 +554,29 @@ impl Engine {
             panic!("raft refused a proposal: {e}");
         }
         self.stats.proposals += 1;
+        if let Some(speculative) = &mut self.speculative {
+            speculative.apply(&txn);
+        }
+        self.in_flight.push_back(txn);
+    }
+
+    /// The leader's current state: the applied tree plus every proposed
+    /// transaction. Built on first use (O(1) clone, then the in-flight
+    /// transactions) and kept up to date while `keep_speculative` holds.
+    pub(crate) fn speculative_tree(&mut self) -> &DataTree {
+        if self.speculative.is_none() {
+            let mut tree = self.tree.clone();
+            for txn in &self.in_flight {
+                tree.apply(txn);
+            }
+            self.speculative = Some(tree);
+        }
+        self.speculative.as_ref().expect("just built")
+    }
+
+    /// Stops maintaining the speculative tree (nothing reads it).
+    pub(crate) fn drop_speculative(&mut self) {
+        self.speculative = None;
     }
 }
 

@@ -35,6 +35,14 @@ pub enum Pending {
         request: Request,
         received_ms: i64,
     },
+    /// Decided now (an extension call), sent in turn once `after_zxid` is
+    /// applied, so the client sees nothing that could still be lost.
+    Decided {
+        xid: i32,
+        after_zxid: i64,
+        err: ErrorCode,
+        response: Response,
+    },
     /// Already decided (e.g. a write that failed validation); sent in turn.
     Reply {
         xid: i32,

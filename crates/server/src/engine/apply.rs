@@ -43,6 +43,14 @@ impl Engine {
         let sid = txn.header.session_id;
         let applied = self.tree.apply(&txn);
         self.preparer.applied(zxid);
+        // Entries replayed at start-up were proposed by an earlier run.
+        if self
+            .in_flight
+            .front()
+            .is_some_and(|t| t.header.zxid == zxid)
+        {
+            self.in_flight.pop_front();
+        }
         self.stats.txns_applied += 1;
         for event in &applied.events {
             let change = match event.kind {
@@ -54,12 +62,22 @@ impl Engine {
             for conn in self.watches.trigger(change, &event.path) {
                 self.notify(conn, zxid, change, &event.path);
             }
+            if event.path.starts_with(super::extensions::EXTENSIONS_ROOT)
+                && change != ChangeKind::ChildrenChanged
+            {
+                self.on_registration_change(&event.path, change == ChangeKind::Deleted);
+            }
         }
+        self.release_zxid_waiters(zxid);
         match &txn.op {
-            TxnOp::CreateSession { timeout_ms } => self.session_created(sid, *timeout_ms),
+            TxnOp::CreateSession { timeout_ms } => {
+                self.session_created(sid, *timeout_ms);
+                self.run_session_extensions(sid, true);
+            }
             TxnOp::CloseSession { .. } => {
                 let xid = self.take_head_write(sid, zxid).map(|(xid, _)| xid);
                 self.session_closed(sid, xid);
+                self.run_session_extensions(sid, false);
             }
             _ => {
                 if let Some((xid, request)) = self.take_head_write(sid, zxid) {
@@ -72,6 +90,18 @@ impl Engine {
                     }
                     self.pump(sid);
                 }
+            }
+        }
+    }
+
+    /// Sends the replies that waited for `zxid` to be applied.
+    fn release_zxid_waiters(&mut self, zxid: i64) {
+        while let Some(entry) = self.zxid_waiters.first_entry() {
+            if *entry.key() > zxid {
+                break;
+            }
+            for sid in entry.remove() {
+                self.pump(sid);
             }
         }
     }

@@ -74,7 +74,7 @@ impl Engine {
                 .prepare_delete_container(&self.tree, &ctx, &path)
             {
                 Ok(txn) => {
-                    self.propose(&txn);
+                    self.propose(txn);
                     self.stats.containers_deleted += 1;
                 }
                 // Raced with a client write (a child appeared): skip this round.

@@ -41,7 +41,7 @@ impl Engine {
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
         let txn = self.preparer.prepare_create_session(&ctx, timeout_ms);
-        self.propose(&txn);
+        self.propose(txn);
         self.connecting.insert(sid, conn);
     }
 
@@ -174,6 +174,6 @@ impl Engine {
                 received_ms: self.now_ms,
             });
         }
-        self.propose(&txn);
+        self.propose(txn);
     }
 }

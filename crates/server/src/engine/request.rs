@@ -29,6 +29,9 @@ impl Engine {
             self.queue_reply(conn, xid, ErrorCode::SessionExpired, Response::Empty);
             return;
         }
+        if let Some(name) = self.extension_for(&request) {
+            return self.on_extension_request(conn, sid, xid, &name, request);
+        }
         match request {
             Request::Auth(packet) => self.on_auth(conn, xid, &packet.scheme, &packet.auth),
             Request::CloseSession => self.close_session(sid, Some(xid)),
@@ -70,7 +73,11 @@ impl Engine {
         // transaction, as in ZooKeeper: its reply must not overtake the
         // pending write that caused the refusal (a create that fails with
         // NodeExists must be followed by reads that see the node).
-        let txn = match self.preparer.prepare(&self.tree, &ctx, &request) {
+        let prepared = match self.check_registration(conn, &request) {
+            Ok(()) => self.preparer.prepare(&self.tree, &ctx, &request),
+            Err(code) => Err(stoa_tree::PrepError::Code(code)),
+        };
+        let txn = match prepared {
             Ok(txn) => txn,
             Err(e) => {
                 self.stats.request_errors += 1;
@@ -85,7 +92,7 @@ impl Engine {
                 }
             }
         };
-        self.propose(&txn);
+        self.propose(txn);
         if let Some(s) = self.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Write {
                 xid,

@@ -394,3 +394,26 @@ fn zxids_increase_across_a_restart() {
     assert!(restarted.engine.tree().last_zxid() > before);
     assert_eq!(OpCode::Create as i32, 1);
 }
+
+#[test]
+fn the_speculative_tree_shows_proposed_writes_before_they_commit() {
+    let mut rig = Rig::new(empty());
+    rig.connect(1);
+    rig.send(1, 1, create("/s"));
+    assert!(rig.engine.tree().node("/s").is_none());
+    assert!(
+        rig.engine.speculative_tree().node("/s").is_some(),
+        "built from the in-flight txns"
+    );
+    rig.send(1, 2, create("/t"));
+    assert!(
+        rig.engine.speculative_tree().node("/t").is_some(),
+        "kept up to date by later proposals"
+    );
+    rig.settle();
+    assert_eq!(
+        rig.engine.speculative_tree().digest(),
+        rig.engine.tree().digest()
+    );
+    rig.engine.drop_speculative();
+}

@@ -1,0 +1,410 @@
+//! Server-side extensions (DESIGN §4, issue 4) on the leader's write path.
+//!
+//! Registration is a replicated write: a child of `/extensions` whose data is
+//! the JSON declaration. The leader checks it (ADMIN on `/extensions`, the
+//! declaration parses, the Lua compiles) before proposing; every replica
+//! (re)loads it when the write applies, and unloads it when the node goes.
+//!
+//! A request on a node extension's subtree runs the extension at once
+//! against the speculative tree (applied state + every proposed write), so
+//! no other write can interleave with it; its writes become one multi
+//! transaction. Its reply is held until the state it saw is committed, so a
+//! client never observes a write that could still be lost.
+
+use stoa_ext::{ExtOp, ExtReply, ExtRequest, ExtensionKind, TreeView, WriteOp};
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::opcode::perms;
+use stoa_proto::records::{
+    Acl, Create2Response, CreateRequest, CreateResponse, DeleteRequest, GetChildren2Response,
+    GetChildrenResponse, GetDataResponse, SetDataRequest, Stat,
+};
+use stoa_proto::request::Request;
+use stoa_proto::response::Response;
+use stoa_tree::{Caller, DataTree};
+
+use super::Engine;
+use crate::session::{Pending, SessionId};
+use crate::watch::ConnId;
+
+pub const EXTENSIONS_ROOT: &str = "/extensions";
+
+/// `/extensions/<name>` → `<name>`; deeper or other paths → None.
+pub fn registration_name(path: &str) -> Option<&str> {
+    let name = path.strip_prefix(EXTENSIONS_ROOT)?.strip_prefix('/')?;
+    (!name.is_empty() && !name.contains('/')).then_some(name)
+}
+
+/// The extension view of a tree.
+struct View<'a>(&'a DataTree);
+
+impl TreeView for View<'_> {
+    fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat), ErrorCode> {
+        let node = self.0.node(path).ok_or(ErrorCode::NoNode)?;
+        Ok((node.data().to_vec(), node.stat()))
+    }
+
+    fn exists(&self, path: &str) -> Option<Stat> {
+        self.0.node(path).map(|n| n.stat())
+    }
+
+    fn get_children(&self, path: &str) -> Result<Vec<String>, ErrorCode> {
+        let node = self.0.node(path).ok_or(ErrorCode::NoNode)?;
+        Ok(node.children().map(str::to_string).collect())
+    }
+
+    fn next_sequence(&self, parent: &str) -> Result<i32, ErrorCode> {
+        // The persisted cversion counts child creations: ZooKeeper's counter.
+        Ok(self
+            .0
+            .node(parent)
+            .ok_or(ErrorCode::NoNode)?
+            .persisted()
+            .cversion)
+    }
+}
+
+impl Engine {
+    /// Loads every registration in the tree (at start-up, after recovery).
+    pub(super) fn load_extensions(&mut self) {
+        let names: Vec<String> = match self.tree.node(EXTENSIONS_ROOT) {
+            Some(root) => root.children().map(str::to_string).collect(),
+            None => return,
+        };
+        for name in names {
+            self.load_extension(&name);
+        }
+    }
+
+    fn load_extension(&mut self, name: &str) {
+        let path = format!("{EXTENSIONS_ROOT}/{name}");
+        let Some(node) = self.tree.node(&path) else {
+            return;
+        };
+        let data = node.data().to_vec();
+        let loaded = self
+            .extensions
+            .parse(name, &data)
+            .and_then(|spec| self.extensions.register(spec));
+        match loaded {
+            Ok(()) => log::info!("extension {name} registered"),
+            // The leader checked it before proposing; a replica that cannot load
+            // it keeps serving and says why.
+            Err(e) => log::error!("extension {name} cannot be loaded: {e}"),
+        }
+        self.extensions_changed();
+    }
+
+    fn extensions_changed(&mut self) {
+        self.node_extensions = self
+            .extensions
+            .names()
+            .iter()
+            .filter(|n| {
+                self.extensions
+                    .spec(n)
+                    .is_some_and(|s| matches!(s.kind, ExtensionKind::Node))
+            })
+            .count();
+        if self.node_extensions == 0 {
+            self.drop_speculative();
+        }
+    }
+
+    /// Called for every applied change under `/extensions`.
+    pub(super) fn on_registration_change(&mut self, path: &str, deleted: bool) {
+        let Some(name) = registration_name(path) else {
+            return;
+        };
+        if deleted {
+            if self.extensions.unregister(name) {
+                log::info!("extension {name} unregistered");
+            }
+            self.extensions_changed();
+        } else {
+            self.load_extension(name);
+        }
+    }
+
+    /// The leader's checks on a write that registers an extension. `Err`
+    /// makes the write an error transaction.
+    pub(super) fn check_registration(
+        &self,
+        conn: ConnId,
+        request: &Request,
+    ) -> Result<(), ErrorCode> {
+        let (path, data) = match request {
+            Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => {
+                (&r.path, &r.data)
+            }
+            Request::CreateTtl(r) => (&r.path, &r.data),
+            Request::SetData(r) => (&r.path, &r.data),
+            _ => return Ok(()),
+        };
+        let Some(name) = registration_name(path) else {
+            return Ok(());
+        };
+        let Some(c) = self.conns.get(&conn) else {
+            return Err(ErrorCode::ConnectionLoss);
+        };
+        let root = self.tree.node(EXTENSIONS_ROOT).ok_or(ErrorCode::NoNode)?;
+        stoa_tree::check_acl(
+            root.acl(),
+            perms::ADMIN,
+            Caller {
+                ids: &c.ids,
+                is_super: c.is_super,
+            },
+        )?;
+        let checked = self
+            .extensions
+            .parse(name, data)
+            .and_then(|spec| self.extensions.check(&spec));
+        checked.map_err(|e| {
+            log::warn!("connection {conn}: extension {name} refused: {e}");
+            e.error_code()
+        })
+    }
+
+    /// The node extension that owns this request's path, if any.
+    pub(super) fn extension_for(&self, request: &Request) -> Option<String> {
+        if self.node_extensions == 0 {
+            return None;
+        }
+        extension_request(request, 0).and_then(|r| self.extensions.node_extension_for(&r.path))
+    }
+
+    /// Runs a node extension for a client request and queues its reply.
+    pub(super) fn on_extension_request(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        xid: i32,
+        name: &str,
+        request: Request,
+    ) {
+        let Some(ext_request) = extension_request(&request, sid) else {
+            return;
+        };
+        self.speculative_tree();
+        let view = View(self.speculative.as_ref().expect("built above"));
+        let outcome = self.extensions.call(name, &ext_request, &view);
+        let (err, response, writes) = match outcome {
+            Err(e) => {
+                log::warn!(
+                    "extension {name} failed on {} {}: {e}",
+                    ext_request.op.name(),
+                    ext_request.path
+                );
+                (e.error_code(), Response::Empty, Vec::new())
+            }
+            Ok(outcome) => match outcome.reply {
+                Err(code) => (code, Response::Empty, Vec::new()),
+                Ok(reply) => match response_for_extension(&request, reply) {
+                    Ok(response) => (ErrorCode::Ok, response, outcome.writes),
+                    Err(code) => (code, Response::Empty, Vec::new()),
+                },
+            },
+        };
+        // The reply waits until what the extension saw (or wrote) is committed.
+        let mut after_zxid = self.in_flight.back().map_or(0, |t| t.header.zxid);
+        if !writes.is_empty() {
+            match self.propose_extension_writes(conn, sid, xid, writes) {
+                Ok(zxid) => after_zxid = zxid,
+                Err(code) => {
+                    return self.queue_decided(
+                        sid,
+                        xid,
+                        self.tree.last_zxid(),
+                        code,
+                        Response::Empty,
+                    )
+                }
+            }
+        }
+        self.queue_decided(sid, xid, after_zxid, err, response);
+    }
+
+    fn queue_decided(
+        &mut self,
+        sid: SessionId,
+        xid: i32,
+        after_zxid: i64,
+        err: ErrorCode,
+        response: Response,
+    ) {
+        if let Some(s) = self.sessions.get_mut(&sid) {
+            s.queue.push_back(Pending::Decided {
+                xid,
+                after_zxid,
+                err,
+                response,
+            });
+        }
+        self.pump(sid);
+    }
+
+    fn propose_extension_writes(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        xid: i32,
+        writes: Vec<WriteOp>,
+    ) -> Result<i64, ErrorCode> {
+        let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
+        let zxid = self.next_zxid();
+        let Some(c) = self.conns.get(&conn) else {
+            return Err(ErrorCode::ConnectionLoss);
+        };
+        let ctx = stoa_tree::PrepContext {
+            session_id: sid,
+            cxid: xid,
+            zxid,
+            time_ms: self.now_ms,
+            ids: &c.ids,
+            // The extension acts with the server's authority; registering it
+            // needed ADMIN.
+            is_super: true,
+            ttl_enabled: self.config.ttl_enabled,
+        };
+        match self
+            .preparer
+            .prepare(&self.tree, &ctx, &Request::Multi(ops))
+        {
+            Ok(txn) => {
+                self.propose(txn);
+                Ok(zxid)
+            }
+            // The speculative view and prep agree, so this means a bug in one
+            // of them; refuse the call rather than commit something else.
+            Err(e) => {
+                log::error!("extension writes refused by prep: {e:?}");
+                Err(ErrorCode::SystemError)
+            }
+        }
+    }
+
+    /// Session extensions at session start and end; their writes commit as
+    /// multis of their own.
+    pub(super) fn run_session_extensions(&mut self, sid: SessionId, started: bool) {
+        if self.extensions.names().is_empty() {
+            return;
+        }
+        self.speculative_tree();
+        let view = View(self.speculative.as_ref().expect("built above"));
+        let results = self.extensions.session_event(started, sid, &view);
+        if self.node_extensions == 0 {
+            self.drop_speculative();
+        }
+        for (name, result) in results {
+            match result {
+                Ok(writes) if !writes.is_empty() => {
+                    let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
+                    let zxid = self.next_zxid();
+                    let ctx = self.internal_ctx(if started { sid } else { 0 }, zxid);
+                    match self
+                        .preparer
+                        .prepare(&self.tree, &ctx, &Request::Multi(ops))
+                    {
+                        Ok(txn) => self.propose(txn),
+                        Err(e) => log::warn!("session extension {name}: writes refused: {e:?}"),
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => log::warn!("session extension {name} failed: {e}"),
+            }
+        }
+    }
+}
+
+fn extension_request(request: &Request, session_id: i64) -> Option<ExtRequest> {
+    let (op, path, data, version) = match request {
+        Request::Create(r) | Request::Create2(r) => (
+            ExtOp::Create { flags: r.flags },
+            &r.path,
+            r.data.clone(),
+            -1,
+        ),
+        Request::Delete(r) => (ExtOp::Delete, &r.path, Vec::new(), r.version),
+        Request::GetData(r) => (ExtOp::GetData, &r.path, Vec::new(), -1),
+        Request::SetData(r) => (ExtOp::SetData, &r.path, r.data.clone(), r.version),
+        Request::Exists(r) => (ExtOp::Exists, &r.path, Vec::new(), -1),
+        Request::GetChildren(r) => (ExtOp::GetChildren, &r.path, Vec::new(), -1),
+        Request::GetChildren2(r) => (ExtOp::GetChildren, &r.path, Vec::new(), -1),
+        _ => return None,
+    };
+    Some(ExtRequest {
+        op,
+        path: path.clone(),
+        data,
+        version,
+        session_id,
+    })
+}
+
+fn write_request(write: WriteOp) -> Request {
+    match write {
+        WriteOp::Create {
+            path,
+            data,
+            ephemeral,
+        } => Request::Create(CreateRequest {
+            path,
+            data,
+            acl: vec![Acl::open_unsafe()],
+            flags: i32::from(ephemeral),
+        }),
+        WriteOp::Delete { path, version } => Request::Delete(DeleteRequest { path, version }),
+        WriteOp::SetData {
+            path,
+            data,
+            version,
+        } => Request::SetData(SetDataRequest {
+            path,
+            data,
+            version,
+        }),
+    }
+}
+
+/// The reply the client's request kind expects, from what the extension returned.
+fn response_for_extension(request: &Request, reply: ExtReply) -> Result<Response, ErrorCode> {
+    let stat = reply.stat.clone().unwrap_or_default();
+    Ok(match request {
+        Request::Create(r) => Response::Create(CreateResponse {
+            path: reply.path.unwrap_or_else(|| r.path.clone()),
+        }),
+        Request::Create2(r) => Response::Create2(Create2Response {
+            path: reply.path.unwrap_or_else(|| r.path.clone()),
+            stat,
+        }),
+        Request::Delete(_) => Response::Empty,
+        Request::GetData(_) => Response::GetData(GetDataResponse {
+            data: reply.data.unwrap_or_default(),
+            stat,
+        }),
+        Request::SetData(_) => Response::Stat(stat),
+        Request::Exists(_) => Response::Stat(reply.stat.ok_or(ErrorCode::NoNode)?),
+        Request::GetChildren(_) => Response::GetChildren(GetChildrenResponse {
+            children: reply.children.unwrap_or_default(),
+        }),
+        Request::GetChildren2(_) => Response::GetChildren2(GetChildren2Response {
+            children: reply.children.unwrap_or_default(),
+            stat,
+        }),
+        _ => return Err(ErrorCode::Unimplemented),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_direct_children_of_extensions_are_registrations() {
+        assert_eq!(registration_name("/extensions/q"), Some("q"));
+        assert_eq!(registration_name("/extensions"), None);
+        assert_eq!(registration_name("/extensions/"), None);
+        assert_eq!(registration_name("/extensions/q/x"), None);
+        assert_eq!(registration_name("/extensionsx/q"), None);
+    }
+}

@@ -1,0 +1,37 @@
+-- Barrier, owning the virtual node /barrier.
+--
+-- create /barrier/<b> with data N (a positive integer): a barrier for N members.
+-- create /barrier/<b>/<member>: joins. The join that brings the membership
+--   to N also creates /barrier/<b>/ready in the same transaction, so waiters
+--   watch for /barrier/<b>/ready. Late joiners of an open barrier are still
+--   added. The member name "ready" is reserved (BadArguments), and so is a
+--   missing or non-positive N.
+-- delete /barrier/<b>/<member>: leaves (the barrier stays open once opened).
+
+local ROOT = "/barrier"
+local READY = "ready"
+
+return {
+  create = function(req, zk)
+    if not zk.exists(ROOT) then zk.create(ROOT, "") end
+    local b = req.path:match("^" .. ROOT .. "/([^/]+)$")
+    if b then
+      local n = math.tointeger(tonumber(req.data))
+      if n == nil or n < 1 then zk.fail("BadArguments") end
+      return zk.default(req)
+    end
+    local barrier, member = req.path:match("^(" .. ROOT .. "/[^/]+)/([^/]+)$")
+    if not barrier or member == READY then zk.fail("BadArguments") end
+    local reply = zk.default(req)
+    local size = math.tointeger(tonumber((zk.get(barrier))))
+    local ready = barrier .. "/" .. READY
+    if size and not zk.exists(ready) then
+      local joined = 0
+      for _, name in ipairs(zk.children(barrier)) do
+        if name ~= READY then joined = joined + 1 end
+      end
+      if joined >= size then zk.create(ready, "") end
+    end
+    return reply
+  end,
+}

@@ -1,0 +1,163 @@
+"""Server-side extensions through a stock kazoo client: registration through
+the tree, the shipped examples, atomicity under concurrency, the sandbox, and
+durability of registrations. Stoa-only (ZooKeeper has no extensions)."""
+
+import json
+import os
+import threading
+
+import pytest
+from kazoo.exceptions import (BadArgumentsError, NoAuthError, NoNodeError,
+                              QuotaExceededError, SystemErrorException)
+from kazoo.security import make_digest_acl
+
+import harness as h
+
+pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: server-side extensions")
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions")
+
+
+def example(name):
+    with open(os.path.join(EXAMPLES, name)) as f:
+        return f.read()
+
+
+def register(client, name, path, source, kind="node", ephemeral=False, **extra):
+    doc = dict(kind=kind, path=path, source=source, **extra)
+    client.create("/extensions/" + name, json.dumps(doc).encode(), ephemeral=ephemeral)
+
+
+@pytest.fixture
+def ext_server(server_factory):
+    return server_factory()
+
+
+@pytest.fixture
+def zk(ext_server, make_client):
+    c = make_client(hosts=ext_server.hosts)
+    c.create("/extensions")
+    return c
+
+
+def drain(client):
+    out = []
+    while True:
+        try:
+            out.append(client.get("/queue/next")[0].decode())
+        except NoNodeError:
+            return out
+
+
+def test_priority_queue_serves_smallest_priority_first_in_insertion_order(zk):
+    """The paper's priority queue: getData /queue/next removes the head in one call; NoNode when empty."""
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+    for prio, item in [(5, "e"), (1, "a"), (3, "c"), (1, "b"), (-2, "first")]:
+        zk.create("/queue/node-%d-" % prio, item.encode(), sequence=True)
+    assert drain(zk) == ["first", "a", "b", "c", "e"]
+    with pytest.raises(NoNodeError):
+        zk.get("/queue/next")
+
+
+def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client, ext_server):
+    """Four consumers racing on /queue/next get 300 elements with no loss and no duplicate."""
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+    for i in range(300):
+        zk.create("/queue/node-%d-" % (i % 5), str(i).encode(), sequence=True)
+    got, lock = [], threading.Lock()
+
+    def consume(c):
+        for item in drain(c):
+            with lock:
+                got.append(item)
+
+    consumers = [make_client(hosts=ext_server.hosts) for _ in range(4)]
+    threads = [threading.Thread(target=consume, args=(c,)) for c in consumers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(got, key=int) == [str(i) for i in range(300)]
+
+
+def test_quota_allocates_atomically_and_refuses_only_when_short(zk, make_client, ext_server):
+    """Quota of 1500 in requests of 100 from 6 clients: exactly 15 succeed, the rest get QuotaExceeded."""
+    zk.create("/memory", b"1500")
+    register(zk, "quota", "/memory-quota", example("quota.lua"))
+    results, lock = [], threading.Lock()
+
+    def allocate(c):
+        for _ in range(5):
+            try:
+                c.set("/memory-quota", b"100")
+                outcome = "ok"
+            except QuotaExceededError:
+                outcome = "short"
+            with lock:
+                results.append(outcome)
+
+    clients = [make_client(hosts=ext_server.hosts) for _ in range(6)]
+    threads = [threading.Thread(target=allocate, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results.count("ok") == 15 and results.count("short") == 15
+    assert zk.get("/memory")[0] == b"0"
+    zk.set("/memory-quota", b"-100")
+    assert zk.get("/memory")[0] == b"100"
+
+
+def test_a_broken_extension_is_refused_and_never_registered(zk):
+    """Lua that does not compile is refused with BadArguments; its node is not created."""
+    with pytest.raises(BadArgumentsError):
+        register(zk, "bad", "/queue", "this is not lua")
+    assert zk.exists("/extensions/bad") is None
+    with pytest.raises(BadArgumentsError):
+        zk.create("/extensions/nojson", b"{not json")
+
+
+def test_registration_needs_admin_on_extensions(zk, make_client, ext_server):
+    """With /extensions restricted to an admin digest, others cannot register."""
+    zk.add_auth("digest", "admin:pw")
+    zk.set_acls("/extensions", [make_digest_acl("admin", "pw", all=True)])
+    other = make_client(hosts=ext_server.hosts)
+    with pytest.raises(NoAuthError):
+        register(other, "pq", "/queue", example("priority_queue.lua"))
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+
+
+def test_runaway_extension_returns_an_error_and_the_server_keeps_serving(zk):
+    """An infinite loop hits the instruction cap: the caller gets an error, nothing changes, others are served."""
+    loop = "return { getData = function(req, zk) while true do end end }"
+    register(zk, "spin", "/spin", loop, limits={"instructions": 100000})
+    with pytest.raises(SystemErrorException):
+        zk.get("/spin")
+    zk.create("/still-alive", b"yes")
+    assert zk.get("/still-alive")[0] == b"yes"
+
+
+def test_an_ephemeral_registration_dies_with_its_session(zk, make_client, ext_server):
+    """Registered ephemerally, the extension is gone when its session closes."""
+    owner = make_client(hosts=ext_server.hosts)
+    register(owner, "pq", "/queue", example("priority_queue.lua"), ephemeral=True)
+    zk.create("/queue/node-1-", b"x", sequence=True)
+    assert zk.get("/queue/next")[0] == b"x"
+    owner.stop()
+    h.wait_until(lambda: zk.exists("/extensions/pq") is None, timeout=10, what="registration removed")
+    with pytest.raises(NoNodeError):
+        zk.get("/queue/next")   # a regular (missing) node again
+
+
+def test_registrations_survive_a_kill9_restart(ext_server, make_client):
+    """Registration is a replicated write: after kill -9 and restart the extension is loaded again."""
+    c = make_client(hosts=ext_server.hosts)
+    c.create("/extensions")
+    register(c, "pq", "/queue", example("priority_queue.lua"))
+    c.create("/queue/node-2-", b"later", sequence=True)
+    c.create("/queue/node-1-", b"sooner", sequence=True)
+    c.stop()
+    ext_server.kill9()
+    ext_server.start()
+    c2 = make_client(hosts=ext_server.hosts)
+    assert drain(c2) == ["sooner", "later"]
