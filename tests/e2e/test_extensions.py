@@ -161,3 +161,16 @@ def test_registrations_survive_a_kill9_restart(ext_server, make_client):
     ext_server.start()
     c2 = make_client(hosts=ext_server.hosts)
     assert drain(c2) == ["sooner", "later"]
+
+
+def test_extension_metrics_appear_in_mntr(zk, ext_server):
+    """mntr reports calls, errors and limits hit per extension."""
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+    zk.create("/queue/node-1-", b"x", sequence=True)
+    zk.get("/queue/next")
+    with pytest.raises(NoNodeError):
+        zk.get("/queue/next")
+    rows = dict(l.split("\t", 1) for l in ext_server.four_letter("mntr").splitlines() if "\t" in l)
+    assert int(rows["stoa_extension_pq_calls"]) == 3
+    assert int(rows["stoa_extension_pq_error_replies"]) == 1
+    assert int(rows["stoa_extension_pq_limits_hit"]) == 0

@@ -596,6 +596,9 @@ impl Engine {
     pub(crate) fn now_ms(&self) -> i64 {
         self.now_ms
     }
+    pub(crate) fn extension_metrics(&self) -> Vec<(String, stoa_ext::ExtMetrics)> {
+        self.extensions.metrics()
+    }
     /// Requests received and not yet answered, over all sessions.
     pub(crate) fn outstanding(&self) -> usize {
         self.sessions.values().map(|s| s.queue.len()).sum()

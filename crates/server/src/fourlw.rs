@@ -137,6 +137,21 @@ pub fn monitor(engine: &Engine) -> String {
     for (k, v) in rows {
         let _ = writeln!(out, "{k}\t{v}");
     }
+    for (name, m) in engine.extension_metrics() {
+        let name: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let _ = writeln!(out, "stoa_extension_{name}_calls\t{}", m.calls);
+        let _ = writeln!(out, "stoa_extension_{name}_errors\t{}", m.errors);
+        let _ = writeln!(
+            out,
+            "stoa_extension_{name}_error_replies\t{}",
+            m.error_replies
+        );
+        let _ = writeln!(out, "stoa_extension_{name}_time_us\t{}", m.total_time_us);
+        let _ = writeln!(out, "stoa_extension_{name}_limits_hit\t{}", m.limits_hit);
+    }
     out
 }
 
