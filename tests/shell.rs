@@ -358,3 +358,33 @@ fn an_unreachable_server_fails_with_a_message() {
     let bad: Vec<String> = vec!["shell".into(), "-timeout".into()];
     fails(run_shell(&bad, None), "-timeout needs a value");
 }
+
+#[test]
+fn extension_commands_register_list_show_and_remove() {
+    // Registering the shipped priority queue through the shell makes it serve
+    // /queue/next; a broken source is refused with a message.
+    let server = Server::start();
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/extensions");
+    let queue = format!("{examples}/priority_queue.lua");
+    let out = ok(server.shell(&format!("registerExtension -i 200000 pq /queue {queue}")));
+    assert!(out.contains("Registered extension pq on /queue"), "{out}");
+    ok(server.shell("create -s /queue/node-2- b"));
+    ok(server.shell("create -s /queue/node-1- a"));
+    assert_eq!(ok(server.shell("get /queue/next")), "a\n");
+    assert_eq!(ok(server.shell("listExtensions")), "pq\tnode\t/queue\n");
+    let shown = ok(server.shell("showExtension pq"));
+    assert!(
+        shown.contains("kind = node") && shown.contains("\"instructions\":200000"),
+        "{shown}"
+    );
+    assert!(shown.contains("local QUEUE"), "source is shown");
+    let broken = std::env::temp_dir().join(format!("stoa-broken-{}.lua", std::process::id()));
+    std::fs::write(&broken, "this is not lua").unwrap();
+    fails(
+        server.shell(&format!("registerExtension bad /bad {}", broken.display())),
+        "was refused",
+    );
+    std::fs::remove_file(&broken).unwrap();
+    ok(server.shell("removeExtension pq"));
+    assert_eq!(ok(server.shell("listExtensions")), "");
+}

@@ -2,6 +2,8 @@
 //! that one and exits; without, it reads commands from stdin, one a line.
 //! Output and error messages follow zkCli 3.9 (see docs/shell.md).
 
+mod extensions;
+
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -43,7 +45,11 @@ const USAGE: &str = "ZooKeeper -server host:port[,host:port] -timeout ms cmd arg
 \tsetAcl [-s] [-v version] [-R] path acl
 \tstat [-w] path
 \tsync path
-\twhoami ";
+\twhoami 
+\tregisterExtension [-e] [-k node|watch|session] [-i instructions] [-m memoryBytes] name path file.lua
+\tlistExtensions 
+\tshowExtension name
+\tremoveExtension name";
 
 /// Runs `stoa shell` with the arguments after `shell`.
 pub fn main(args: &[String]) -> ExitCode {
@@ -556,6 +562,16 @@ async fn run_command(client: &Client, name: &str, words: &[String]) -> Result<St
                 WatcherType::Any
             };
             client.remove_watches(path, kind).await.map_err(failed)?;
+        }
+        name if extensions::is_command(name) => {
+            let args = parse_args(words, "e", "kim")?;
+            let options = extensions::Options {
+                ephemeral: args.has('e'),
+                kind: args.values.get(&'k').cloned(),
+                instructions: args.values.get(&'i').cloned(),
+                memory_bytes: args.values.get(&'m').cloned(),
+            };
+            out.push_str(&extensions::run(client, name, &args.positional, options).await?);
         }
         other => return Err(format!("Unknown command: {other}\n{USAGE}")),
     }
