@@ -24,7 +24,9 @@ def example(name):
 
 
 def register(client, name, path, source, kind="node", ephemeral=False, **extra):
-    doc = dict(kind=kind, path=path, source=source, **extra)
+    doc = dict(kind=kind, source=source, **extra)
+    if path is not None:
+        doc["path"] = path
     client.create("/extensions/" + name, json.dumps(doc).encode(), ephemeral=ephemeral)
 
 
@@ -174,3 +176,38 @@ def test_extension_metrics_appear_in_mntr(zk, ext_server):
     assert int(rows["stoa_extension_pq_calls"]) == 3
     assert int(rows["stoa_extension_pq_error_replies"]) == 1
     assert int(rows["stoa_extension_pq_limits_hit"]) == 0
+
+
+def test_session_extension_runs_when_sessions_start_and_end(zk, make_client, ext_server):
+    """A session extension records each new session in the tree and notes its end."""
+    zk.create("/sessions")
+    track = """
+      return {
+        start = function(ev, zk) zk.create("/sessions/" .. ev.session, "started") end,
+        ["end"] = function(ev, zk) zk.set("/sessions/" .. ev.session, "ended", -1) end,
+      }"""
+    register(zk, "track", None, track, kind="session")
+    c = make_client(hosts=ext_server.hosts)
+    node = "/sessions/%d" % c.client_id[0]
+    h.wait_until(lambda: zk.exists(node) is not None, timeout=10, what="session start recorded")
+    c.stop()
+    h.wait_until(lambda: zk.get(node)[0] == b"ended", timeout=10, what="session end recorded")
+
+
+def test_watch_extension_can_suppress_events(zk):
+    """A watch extension that returns false for /app/quiet keeps that data watch from firing."""
+    quiet = """
+      return function(ev, zk)
+        return not (ev.type == "NodeDataChanged" and ev.path == "/app/quiet")
+      end"""
+    register(zk, "hush", "/app", quiet, kind="watch")
+    zk.create("/app/quiet", b"0", makepath=True)
+    zk.create("/app/loud", b"0")
+    fired = []
+    zk.get("/app/quiet", watch=lambda e: fired.append(e.path))
+    zk.get("/app/loud", watch=lambda e: fired.append(e.path))
+    zk.set("/app/quiet", b"1")
+    zk.set("/app/loud", b"1")
+    h.wait_until(lambda: "/app/loud" in fired, timeout=10, what="loud event")
+    zk.sync("/")
+    assert fired == ["/app/loud"]

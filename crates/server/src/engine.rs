@@ -169,6 +169,9 @@ pub struct Engine {
     extensions: stoa_ext::ExtensionManager,
     /// Registered node extensions; 0 skips routing entirely.
     node_extensions: usize,
+    /// Registered watch extensions; 0 skips them on every change.
+    watch_extensions: usize,
+    session_extensions: usize,
     /// Sessions whose next reply waits for a zxid to be applied.
     zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
     /// Raft index of the last applied entry, and its term.
@@ -231,6 +234,8 @@ impl Engine {
             speculative: None,
             extensions: stoa_ext::ExtensionManager::new(stoa_ext::Limits::default()),
             node_extensions: 0,
+            watch_extensions: 0,
+            session_extensions: 0,
             zxid_waiters: BTreeMap::new(),
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,

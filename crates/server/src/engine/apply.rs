@@ -59,8 +59,12 @@ impl Engine {
                 TreeEventKind::NodeDataChanged => ChangeKind::DataChanged,
                 TreeEventKind::NodeChildrenChanged => ChangeKind::ChildrenChanged,
             };
-            for conn in self.watches.trigger(change, &event.path) {
-                self.notify(conn, zxid, change, &event.path);
+            let deliver =
+                self.watch_extensions == 0 || self.run_watch_extensions(&event.path, change);
+            if deliver {
+                for conn in self.watches.trigger(change, &event.path) {
+                    self.notify(conn, zxid, change, &event.path);
+                }
             }
             if event.path.starts_with(super::extensions::EXTENSIONS_ROOT)
                 && change != ChangeKind::ChildrenChanged

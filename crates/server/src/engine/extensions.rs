@@ -24,7 +24,7 @@ use stoa_tree::{Caller, DataTree};
 
 use super::Engine;
 use crate::session::{Pending, SessionId};
-use crate::watch::ConnId;
+use crate::watch::{ChangeKind, ConnId};
 
 pub const EXTENSIONS_ROOT: &str = "/extensions";
 
@@ -95,16 +95,16 @@ impl Engine {
     }
 
     fn extensions_changed(&mut self) {
-        self.node_extensions = self
-            .extensions
-            .names()
-            .iter()
-            .filter(|n| {
-                self.extensions
-                    .spec(n)
-                    .is_some_and(|s| matches!(s.kind, ExtensionKind::Node))
-            })
-            .count();
+        let count = |kind: ExtensionKind| {
+            let names = self.extensions.names();
+            names
+                .iter()
+                .filter(|n| self.extensions.spec(n).is_some_and(|s| s.kind == kind))
+                .count()
+        };
+        self.node_extensions = count(ExtensionKind::Node);
+        self.watch_extensions = count(ExtensionKind::Watch);
+        self.session_extensions = count(ExtensionKind::Session);
         if self.node_extensions == 0 {
             self.drop_speculative();
         }
@@ -283,10 +283,46 @@ impl Engine {
         }
     }
 
+    /// Watch extensions for one applied change: whether to deliver it, and
+    /// their writes proposed as multis. A failing extension delivers as if it
+    /// were not there.
+    pub(super) fn run_watch_extensions(&mut self, path: &str, change: ChangeKind) -> bool {
+        let view = View(&self.tree);
+        let results = self
+            .extensions
+            .watch_event(path, change.event_type(), &view);
+        let mut deliver = true;
+        for (name, result) in results {
+            match result {
+                Ok(outcome) => {
+                    deliver &= outcome.deliver;
+                    if !outcome.writes.is_empty() {
+                        self.propose_internal_writes(&name, 0, outcome.writes);
+                    }
+                }
+                Err(e) => log::warn!("watch extension {name} failed on {path}: {e}"),
+            }
+        }
+        deliver
+    }
+
+    fn propose_internal_writes(&mut self, name: &str, sid: SessionId, writes: Vec<WriteOp>) {
+        let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
+        let zxid = self.next_zxid();
+        let ctx = self.internal_ctx(sid, zxid);
+        match self
+            .preparer
+            .prepare(&self.tree, &ctx, &Request::Multi(ops))
+        {
+            Ok(txn) => self.propose(txn),
+            Err(e) => log::warn!("extension {name}: writes refused: {e:?}"),
+        }
+    }
+
     /// Session extensions at session start and end; their writes commit as
     /// multis of their own.
     pub(super) fn run_session_extensions(&mut self, sid: SessionId, started: bool) {
-        if self.extensions.names().is_empty() {
+        if self.session_extensions == 0 {
             return;
         }
         self.speculative_tree();
@@ -298,16 +334,8 @@ impl Engine {
         for (name, result) in results {
             match result {
                 Ok(writes) if !writes.is_empty() => {
-                    let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-                    let zxid = self.next_zxid();
-                    let ctx = self.internal_ctx(if started { sid } else { 0 }, zxid);
-                    match self
-                        .preparer
-                        .prepare(&self.tree, &ctx, &Request::Multi(ops))
-                    {
-                        Ok(txn) => self.propose(txn),
-                        Err(e) => log::warn!("session extension {name}: writes refused: {e:?}"),
-                    }
+                    let owner = if started { sid } else { 0 };
+                    self.propose_internal_writes(&name, owner, writes);
                 }
                 Ok(_) => {}
                 Err(e) => log::warn!("session extension {name} failed: {e}"),
