@@ -111,6 +111,9 @@ pub enum Input {
 /// A batch of log records for the WAL writer.
 pub struct PersistJob {
     pub number: u64,
+    /// False when only the commit index changed: raft allows that to be
+    /// written lazily, so the job needs no fsync of its own.
+    pub must_sync: bool,
     pub hard_state: Option<raft::eraftpb::HardState>,
     pub entries: Vec<Entry>,
 }

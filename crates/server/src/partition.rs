@@ -54,6 +54,18 @@ impl WalTokens {
         self.next
     }
 
+    /// A ready that needs no fsync of its own: it is done when the batch
+    /// in flight is (readies complete in order), or now if none is.
+    fn piggyback(&mut self, ready_number: u64) -> Option<u64> {
+        match self.in_flight.back_mut() {
+            Some((_, number)) => {
+                *number = Some(ready_number);
+                None
+            }
+            None => Some(ready_number),
+        }
+    }
+
     /// Highest ready number made durable by `token`.
     fn durable(&mut self, token: u64) -> Option<u64> {
         let mut number = None;
@@ -216,6 +228,18 @@ impl Shell {
 
     /// Carries out everything the engine asked for.
     fn flush(&mut self, engine: &mut Engine) -> Result<(), String> {
+        // Acknowledging a ready that needed no fsync can make more output
+        // (its committed entries); keep going until the engine is quiet.
+        while let Some(number) = self.flush_once(engine)? {
+            engine.handle(Input::Persisted { number });
+        }
+        Ok(())
+    }
+
+    /// Carries out one batch of output; returns a ready number that is
+    /// already done (needed no fsync and nothing was in flight).
+    fn flush_once(&mut self, engine: &mut Engine) -> Result<Option<u64>, String> {
+        let mut done_now = None;
         let Output {
             sends,
             closes,
@@ -227,6 +251,12 @@ impl Shell {
             return Err(reason);
         }
         for job in &persists {
+            if !job.must_sync {
+                if let Some(number) = self.tokens.piggyback(job.number) {
+                    done_now = Some(number);
+                }
+                continue;
+            }
             let records: Vec<Record> = storage::persist_job_records(PARTITION, job);
             let token = self.tokens.issue(Some(job.number));
             self.wal
@@ -248,7 +278,7 @@ impl Shell {
         for job in snapshots {
             let _ = self.snap_tx.send(job);
         }
-        Ok(())
+        Ok(done_now)
     }
 }
 
@@ -378,5 +408,9 @@ mod tests {
         assert_eq!(t.durable(a), Some(1));
         assert_eq!(t.durable(c), Some(2));
         assert_eq!(t.durable(c), None);
+        assert_eq!(t.piggyback(3), Some(3), "nothing in flight: done now");
+        let d = t.issue(Some(4));
+        assert_eq!(t.piggyback(5), None, "waits for the batch in flight");
+        assert_eq!(t.durable(d), Some(5));
     }
 }

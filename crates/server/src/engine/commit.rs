@@ -19,15 +19,18 @@ impl Engine {
             let committed = ready.take_committed_entries();
             self.apply_entries(committed);
             let entries = ready.take_entries();
-            let hard_state = ready.hs().cloned();
-            if !entries.is_empty() || hard_state.is_some() {
-                let store = self.raft.mut_store();
-                store.append(&entries);
-                if let Some(hs) = &hard_state {
-                    store.set_hard_state(hs.clone());
-                }
+            let must_sync = ready.must_sync();
+            if let Some(hs) = ready.hs() {
+                self.raft.mut_store().set_hard_state(hs.clone());
+            }
+            if !entries.is_empty() || ready.hs().is_some() {
+                self.raft.mut_store().append(&entries);
+                // Every synced batch carries the latest hard state, so a
+                // commit index written lazily still reaches the disk.
+                let hard_state = must_sync.then(|| self.raft.store().hard_state().clone());
                 self.out.persists.push(PersistJob {
                     number: ready.number(),
+                    must_sync,
                     hard_state,
                     entries,
                 });
