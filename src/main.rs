@@ -12,6 +12,9 @@ const USAGE: &str = "usage:
       --config reads an Apache ZooKeeper zoo.cfg; flags override the file.
   stoa shell [-server host:port[,host:port]] [-timeout ms] [command args...]
       A zkCli-compatible shell: runs one command, or reads commands from stdin.
+  stoa bench [--servers host:port[,..]] [--sessions N] [--outstanding K] [--mix op=w,..]
+             [--duration SECS | --ops N] [--scenario NAME] [--json FILE] ...
+      Load generator over the ZooKeeper protocol (stoa bench --help for all options).
   stoa help";
 
 fn main() -> ExitCode {
@@ -27,6 +30,7 @@ fn main() -> ExitCode {
             }
         },
         Some("shell") => stoa_client::shell::main(&args[1..]),
+        Some("bench") => stoa_bench::main(&args[1..]),
         Some("help") | Some("--help") | Some("-h") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

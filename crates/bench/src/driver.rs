@@ -1,0 +1,361 @@
+//! Runs one cell: opens the sessions, creates the keyspace (not measured),
+//! then keeps `sessions x outstanding` calls in flight through the Rust
+//! client and records each call's latency.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use stoa_client::tokio;
+use stoa_client::{open_acl_unsafe, Acl, Client, ClientOptions, CreateMode, Error, Op};
+
+use crate::clock;
+use crate::cpu;
+use crate::mix::{OpKind, Rng};
+use crate::options::Cell;
+use crate::report::{CellResult, CpuUse};
+
+/// Where the benchmark keeps its nodes.
+pub const ROOT: &str = "/stoa-bench";
+const KEYS_DIR: &str = "/stoa-bench/keys";
+const WRITES_DIR: &str = "/stoa-bench/w";
+/// Calls in flight while creating the keyspace.
+const SETUP_WINDOW: usize = 256;
+/// Largest latency the histograms hold (longer ones are clamped).
+pub const LATENCY_US_MAX: u64 = 120_000_000;
+const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("static histogram bounds are valid")
+}
+
+/// What one worker (one in-flight slot of one session) saw.
+struct WorkerStats {
+    by_op: Vec<Histogram<u64>>,
+    ok: u64,
+    errors: BTreeMap<String, u64>,
+    last_done: Option<Instant>,
+}
+
+/// Shared by the workers of one run.
+struct Plan {
+    payload: Vec<u8>,
+    acl: Vec<Acl>,
+    keys: Vec<String>,
+    mix: crate::mix::Mix,
+    create_mode: CreateMode,
+    warmup_end: Instant,
+    /// Time mode: calls starting at or after this are not made.
+    measure_end: Option<Instant>,
+    /// Ops mode: measured calls left to hand out.
+    tickets: AtomicU64,
+    /// Per-worker interval between scheduled starts (open loop).
+    interval: Option<Duration>,
+    nonce: u64,
+}
+
+pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
+    let clients = connect_all(servers, cell.sessions).await?;
+    let payload = vec![b'x'; cell.payload_bytes];
+    setup(&clients[0], cell.keys, &payload).await?;
+
+    let workers = cell.sessions * cell.outstanding;
+    let start = clock::now();
+    let warmup_end = start + cell.warmup;
+    let plan = Arc::new(Plan {
+        payload,
+        acl: open_acl_unsafe(),
+        keys: (0..cell.keys).map(key_path).collect(),
+        mix: cell.mix.clone(),
+        create_mode: if cell.ephemeral {
+            CreateMode::Ephemeral
+        } else {
+            CreateMode::Persistent
+        },
+        warmup_end,
+        measure_end: match cell.ops {
+            Some(_) => None,
+            None => Some(warmup_end + cell.duration),
+        },
+        tickets: AtomicU64::new(cell.ops.unwrap_or(0)),
+        interval: cell
+            .rate_ops_s
+            .map(|rate| Duration::from_secs_f64(workers as f64 / rate)),
+        nonce: nonce(),
+    });
+
+    // CPU time over the measured window: sampled at its start and end.
+    let server_pid = cell.server_pid;
+    let cpu_at_start = tokio::spawn(async move {
+        tokio::time::sleep_until(warmup_end.into()).await;
+        (server_pid.and_then(cpu::process_cpu_s), cpu::own_cpu_s())
+    });
+    let mut handles = Vec::with_capacity(workers);
+    for (s, client) in clients.iter().enumerate() {
+        for k in 0..cell.outstanding {
+            let id = (s * cell.outstanding + k) as u64;
+            let client = client.clone();
+            let plan = Arc::clone(&plan);
+            handles.push(tokio::spawn(worker(client, plan, id, start)));
+        }
+    }
+    let mut stats = Vec::with_capacity(workers);
+    for handle in handles {
+        stats.push(handle.await.map_err(|e| format!("worker failed: {e}"))?);
+    }
+    let (server_start, client_start) = cpu_at_start
+        .await
+        .map_err(|e| format!("cpu sampler failed: {e}"))?;
+    let cpu = CpuUse {
+        server_s: server_start
+            .zip(server_pid.and_then(cpu::process_cpu_s))
+            .map(|(a, b)| b - a),
+        client_s: client_start.zip(cpu::own_cpu_s()).map(|(a, b)| b - a),
+    };
+    for client in &clients {
+        // Not measured; ephemerals go with the session.
+        let _ = client.close().await;
+    }
+    Ok(merge(cell, servers, warmup_end, stats, cpu))
+}
+
+fn key_path(i: usize) -> String {
+    format!("{KEYS_DIR}/k{i:07}")
+}
+
+fn nonce() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    Rng::new(t ^ u64::from(std::process::id())).next_u64() & 0xffff_ffff
+}
+
+async fn connect_all(servers: &str, sessions: usize) -> Result<Vec<Client>, String> {
+    let options = ClientOptions {
+        session_timeout: SESSION_TIMEOUT,
+        ..ClientOptions::default()
+    };
+    let mut pending = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        let servers = servers.to_owned();
+        let options = options.clone();
+        pending.push(tokio::spawn(async move {
+            Client::connect(&servers, options).await
+        }));
+    }
+    let mut clients = Vec::with_capacity(sessions);
+    for p in pending {
+        let client = p
+            .await
+            .map_err(|e| format!("connect task failed: {e}"))?
+            .map_err(|e| format!("cannot connect to {servers}: {e}"))?;
+        clients.push(client);
+    }
+    Ok(clients)
+}
+
+/// Creates the directories and the keyspace, each key holding `payload`
+/// (rewritten when a previous run left another size).
+async fn setup(client: &Client, keys: usize, payload: &[u8]) -> Result<(), String> {
+    let acl = open_acl_unsafe();
+    for dir in [ROOT, KEYS_DIR, WRITES_DIR] {
+        match client.create(dir, b"", &acl, CreateMode::Persistent).await {
+            Ok(_) | Err(Error::NodeExists { .. }) => {}
+            Err(e) => return Err(format!("setup: create {dir}: {e}")),
+        }
+    }
+    let mut in_flight = tokio::task::JoinSet::new();
+    for i in 0..keys {
+        if in_flight.len() >= SETUP_WINDOW {
+            join_one(&mut in_flight).await?;
+        }
+        let client = client.clone();
+        let acl = acl.clone();
+        let payload = payload.to_vec();
+        in_flight.spawn(async move {
+            let path = key_path(i);
+            match client
+                .create(&path, &payload, &acl, CreateMode::Persistent)
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(Error::NodeExists { .. }) => match client.get_data(&path, false).await {
+                    Ok((data, _)) if data.len() == payload.len() => Ok(()),
+                    Ok(_) => client.set_data(&path, &payload, -1).await.map(|_| ()),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            }
+            .map_err(|e| format!("setup: key {path}: {e}"))
+        });
+    }
+    while !in_flight.is_empty() {
+        join_one(&mut in_flight).await?;
+    }
+    Ok(())
+}
+
+async fn join_one(set: &mut tokio::task::JoinSet<Result<(), String>>) -> Result<(), String> {
+    match set.join_next().await {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => Err(format!("setup task failed: {e}")),
+        None => Ok(()),
+    }
+}
+
+async fn worker(client: Client, plan: Arc<Plan>, id: u64, start: Instant) -> WorkerStats {
+    let mut rng = Rng::new(plan.nonce ^ (id + 1).wrapping_mul(0x1000_0001));
+    let mut stats = WorkerStats {
+        by_op: OpKind::ALL.iter().map(|_| new_histogram()).collect(),
+        ok: 0,
+        errors: BTreeMap::new(),
+        last_done: None,
+    };
+    let mut created: VecDeque<String> = VecDeque::new();
+    let mut seq: u64 = 0;
+    // Open loop: spread the workers' first starts over one interval.
+    let mut scheduled = plan
+        .interval
+        .map(|iv| start + iv.mul_f64(rng.below(1000) as f64 / 1000.0));
+    loop {
+        if let Some(at) = scheduled {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        let now = clock::now();
+        let began = scheduled.unwrap_or(now);
+        if let Some(end) = plan.measure_end {
+            if began >= end {
+                break;
+            }
+        } else if began >= plan.warmup_end
+            && plan
+                .tickets
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| t.checked_sub(1))
+                .is_err()
+        {
+            break;
+        }
+        let mut kind = plan.mix.pick(rng.next_u64());
+        if kind == OpKind::Delete && created.is_empty() {
+            kind = OpKind::Create;
+        }
+        let result = call(&client, &plan, kind, &mut rng, &mut created, id, &mut seq).await;
+        let done = clock::now();
+        if let Some(iv) = plan.interval {
+            scheduled = Some(began + iv);
+        }
+        if began < plan.warmup_end {
+            if is_terminal(&result) {
+                break;
+            }
+            continue;
+        }
+        let latency_us = done.saturating_duration_since(began).as_micros() as u64;
+        stats.by_op[kind.index()].saturating_record(latency_us.clamp(1, LATENCY_US_MAX));
+        stats.last_done = Some(done);
+        match &result {
+            Ok(()) => stats.ok += 1,
+            Err(e) => *stats.errors.entry(error_name(e)).or_insert(0) += 1,
+        }
+        if is_terminal(&result) {
+            break;
+        }
+    }
+    stats
+}
+
+/// Errors after which the session cannot make more calls.
+fn is_terminal(result: &Result<(), Error>) -> bool {
+    matches!(
+        result,
+        Err(Error::Closed | Error::SessionExpired { .. } | Error::AuthFailed { .. })
+    )
+}
+
+pub fn error_name(e: &Error) -> String {
+    match e.code() {
+        Some(code) => format!("{code:?}"),
+        None => match e {
+            Error::InvalidPath { .. } => "InvalidPath".into(),
+            Error::InvalidArgument(_) => "InvalidArgument".into(),
+            Error::Io(_) => "Io".into(),
+            Error::Protocol(_) => "Protocol".into(),
+            _ => "Closed".into(),
+        },
+    }
+}
+
+async fn call(
+    client: &Client,
+    plan: &Plan,
+    kind: OpKind,
+    rng: &mut Rng,
+    created: &mut VecDeque<String>,
+    id: u64,
+    seq: &mut u64,
+) -> Result<(), Error> {
+    let key = &plan.keys[rng.below(plan.keys.len() as u64) as usize];
+    match kind {
+        OpKind::Get => client.get_data(key, false).await.map(|_| ()),
+        OpKind::Exists => client.exists(key, false).await.map(|_| ()),
+        OpKind::Set => client.set_data(key, &plan.payload, -1).await.map(|_| ()),
+        OpKind::Children => client.get_children(KEYS_DIR, false).await.map(|_| ()),
+        OpKind::Create => {
+            *seq += 1;
+            let path = format!("{WRITES_DIR}/{:08x}-{id}-{seq}", plan.nonce);
+            client
+                .create(&path, &plan.payload, &plan.acl, plan.create_mode)
+                .await?;
+            created.push_back(path);
+            Ok(())
+        }
+        OpKind::Delete => {
+            let path = created
+                .pop_front()
+                .expect("delete is only picked after a create");
+            client.delete(&path, -1).await
+        }
+        OpKind::Multi => {
+            let other = &plan.keys[rng.below(plan.keys.len() as u64) as usize];
+            let ops = vec![
+                Op::set_data(key, &plan.payload, -1),
+                Op::set_data(other, &plan.payload, -1),
+            ];
+            let results = client.multi(ops).await?;
+            match stoa_client::multi_error(&[key, other], &results) {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+fn merge(
+    cell: &Cell,
+    servers: &str,
+    warmup_end: Instant,
+    stats: Vec<WorkerStats>,
+    cpu: CpuUse,
+) -> CellResult {
+    let mut by_op: Vec<Histogram<u64>> = OpKind::ALL.iter().map(|_| new_histogram()).collect();
+    let mut ok = 0;
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut last_done = warmup_end;
+    for s in stats {
+        for (into, from) in by_op.iter_mut().zip(&s.by_op) {
+            into.add(from).expect("histograms share bounds");
+        }
+        ok += s.ok;
+        for (name, n) in s.errors {
+            *errors.entry(name).or_insert(0) += n;
+        }
+        if let Some(done) = s.last_done {
+            last_done = last_done.max(done);
+        }
+    }
+    let elapsed = last_done.saturating_duration_since(warmup_end);
+    CellResult::new(cell, servers, elapsed, ok, errors, by_op, cpu)
+}

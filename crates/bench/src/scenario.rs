@@ -1,0 +1,131 @@
+//! Named experiments from the papers, each a list of cells built from the
+//! command line's flags (a flag the user gave wins over the scenario's
+//! default, except for what defines the scenario).
+//!
+//! From Bagai et al., "Characterizing and Improving ZooKeeper Performance":
+//! synchronous vs asynchronous creates, 10k ephemerals of 300 B,
+//! producer-consumer create/delete pairs, a read-ratio sweep. From AGORA:
+//! throughput against payload size, reads and writes separately.
+
+use std::time::Duration;
+
+use crate::mix::{Mix, OpKind};
+use crate::options::{Args, Cell};
+
+pub const NAMES: [&str; 6] = [
+    "create-sync",
+    "create-async",
+    "ephemeral-300b",
+    "producer-consumer",
+    "read-ratio-sweep",
+    "payload-sweep",
+];
+
+const READ_RATIOS: [u32; 6] = [0, 25, 50, 75, 90, 100];
+const PAYLOADS_BYTES: [usize; 5] = [8, 64, 256, 512, 1024];
+const EPHEMERALS: u64 = 10_000;
+
+pub fn cells(name: &str, args: &Args) -> Result<Vec<Cell>, String> {
+    let base = args.cell();
+    let prefix = match &args.label {
+        Some(l) => format!("{l}/{name}"),
+        None => name.to_owned(),
+    };
+    let cell = |suffix: &str, f: &dyn Fn(&mut Cell)| {
+        let mut c = base.clone();
+        c.label = if suffix.is_empty() {
+            prefix.clone()
+        } else {
+            format!("{prefix}/{suffix}")
+        };
+        f(&mut c);
+        c
+    };
+    let cells = match name {
+        "create-sync" => vec![cell("", &|c| {
+            c.mix = Mix::only(OpKind::Create);
+            c.sessions = 1;
+            c.outstanding = 1;
+        })],
+        "create-async" => vec![cell("", &|c| {
+            c.mix = Mix::only(OpKind::Create);
+            c.sessions = args.sessions.unwrap_or(1);
+            c.outstanding = args.outstanding.unwrap_or(100);
+        })],
+        "ephemeral-300b" => vec![cell("", &|c| {
+            c.mix = Mix::only(OpKind::Create);
+            c.ephemeral = true;
+            c.payload_bytes = 300;
+            c.sessions = args.sessions.unwrap_or(4);
+            c.outstanding = args.outstanding.unwrap_or(16);
+            if args.duration.is_none() {
+                c.ops = Some(args.ops.unwrap_or(EPHEMERALS));
+                c.warmup = args.warmup.unwrap_or(Duration::ZERO);
+            }
+        })],
+        "producer-consumer" => vec![cell("", &|c| {
+            c.mix = Mix::parse("create=1,delete=1").expect("static mix");
+            c.sessions = args.sessions.unwrap_or(4);
+        })],
+        "read-ratio-sweep" => READ_RATIOS
+            .iter()
+            .map(|&r| {
+                cell(&format!("r{r}"), &|c| {
+                    c.mix = Mix::read_ratio(r).expect("static ratio");
+                    c.sessions = args.sessions.unwrap_or(8);
+                    c.outstanding = args.outstanding.unwrap_or(8);
+                })
+            })
+            .collect(),
+        "payload-sweep" => {
+            let mut v = Vec::new();
+            for (what, kind) in [("read", OpKind::Get), ("write", OpKind::Set)] {
+                for &p in &PAYLOADS_BYTES {
+                    v.push(cell(&format!("{what}-{p}b"), &|c| {
+                        c.mix = Mix::only(kind);
+                        c.payload_bytes = p;
+                        c.sessions = args.sessions.unwrap_or(8);
+                        c.outstanding = args.outstanding.unwrap_or(8);
+                    }));
+                }
+            }
+            v
+        }
+        _ => {
+            return Err(format!(
+                "unknown scenario {name:?}; known: {}",
+                NAMES.join(", ")
+            ))
+        }
+    };
+    Ok(cells)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_scenario_builds() {
+        let args = Args::default();
+        for name in NAMES {
+            assert!(!cells(name, &args).unwrap().is_empty(), "{name}");
+        }
+        assert!(cells("nope", &args).is_err());
+    }
+
+    #[test]
+    fn sweeps_cover_their_points_and_flags_win() {
+        let args = Args {
+            sessions: Some(2),
+            ..Args::default()
+        };
+        let sweep = cells("read-ratio-sweep", &args).unwrap();
+        assert_eq!(sweep.len(), READ_RATIOS.len());
+        assert!(sweep.iter().all(|c| c.sessions == 2));
+        assert_eq!(sweep[4].mix.to_string(), "set=10,get=90");
+        let eph = cells("ephemeral-300b", &args).unwrap();
+        assert_eq!((eph[0].ops, eph[0].payload_bytes), (Some(EPHEMERALS), 300));
+        assert!(eph[0].ephemeral);
+    }
+}

@@ -1,0 +1,49 @@
+"""`stoa bench` smoke test: it drives a real Stoa server and reports figures."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import harness as h
+
+pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="drives the stoa binary's bench")
+
+
+def run_bench(srv, tmp_path, *extra):
+    out = tmp_path / "bench.json"
+    argv = [h.stoa_bin(), "bench", "--servers", srv.hosts, "--quiet", "--json", str(out),
+            "--keys", "100"] + list(extra)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    with open(out) as f:
+        return json.load(f)["results"]
+
+
+def test_bench_mixed_load_reports_throughput_and_no_errors(server_factory, tmp_path):
+    """A 2 s mixed run with every op kind has throughput > 0, no errors, CPU per op."""
+    srv = server_factory()
+    results = run_bench(srv, tmp_path, "--sessions", "2", "--outstanding", "4", "--duration", "2",
+                        "--warmup", "0.2", "--server-pid", str(srv.pid),
+                        "--mix", "create=10,set=20,get=40,exists=10,children=5,delete=5,multi=10")
+    assert len(results) == 1
+    r = results[0]
+    assert r["throughput_ops_s"] > 0 and r["ops"] > 0
+    assert r["error_count"] == 0 and r["errors"] == {}
+    assert 0 < r["latency_us"]["p50"] <= r["latency_us"]["p99"] <= r["latency_us"]["max"]
+    assert r["server_cpu_us_per_op"] > 0 and r["client_cpu_us_per_op"] > 0
+    assert set(r["by_op"]) == {"create", "set", "get", "exists", "children", "delete", "multi"}
+
+
+def test_bench_scenario_counts_ops_and_appends_csv(server_factory, tmp_path):
+    """A scenario bounded by op count measures exactly that many ops; --csv appends."""
+    srv = server_factory()
+    csv = tmp_path / "bench.csv"
+    for _ in range(2):
+        results = run_bench(srv, tmp_path, "--scenario", "ephemeral-300b", "--ops", "500",
+                            "--csv", str(csv))
+        assert results[0]["ops"] == 500 and results[0]["error_count"] == 0
+        assert results[0]["payload_bytes"] == 300 and results[0]["ephemeral"]
+    lines = csv.read_text().splitlines()
+    assert lines[0].startswith("label,") and len(lines) == 3
