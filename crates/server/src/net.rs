@@ -40,6 +40,9 @@ pub enum Outgoing {
     Close,
 }
 
+/// Bytes read from a socket at once: pipelined requests then cost one
+/// `recv` for many frames instead of two per frame.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Coalesce queued replies into one write up to this size.
 const WRITE_COALESCE_BYTES_MAX: usize = 256 * 1024;
 
@@ -101,10 +104,11 @@ enum ReadEnd {
 
 async fn read_loop(
     conn: ConnId,
-    mut socket: OwnedReadHalf,
+    socket: OwnedReadHalf,
     events: &mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
 ) -> Result<ReadEnd, String> {
+    let mut socket = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, socket);
     let mut first = true;
     loop {
         let mut len_bytes = [0u8; FRAME_LENGTH_BYTES];
