@@ -93,9 +93,9 @@ fn zookeeper_node_count(engine: &Engine) -> usize {
 /// ZooKeeper's estimate: path and data bytes of every node.
 fn approximate_data_size(engine: &Engine) -> usize {
     let tree = engine.tree();
-    tree.paths_depth_first()
+    tree.nodes_depth_first()
         .iter()
-        .map(|p| p.len() + tree.node(p).map_or(0, |n| n.data().len()))
+        .map(|(path, node)| path.len() + node.data().len())
         .sum()
 }
 

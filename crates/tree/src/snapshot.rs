@@ -106,31 +106,42 @@ pub fn write_snapshot(tree: &DataTree, out: &mut impl Write) -> io::Result<()> {
     chunks.flush()?;
 
     // ACL lists, deduplicated by their encoding; nodes refer to them by index.
-    let paths = tree.paths_depth_first();
+    let nodes = tree.nodes_depth_first();
     let mut acl_index: HashMap<Vec<u8>, u32> = HashMap::new();
-    let mut node_acl = Vec::with_capacity(paths.len());
+    // Nodes share ACL lists; the pointer finds a list already indexed
+    // without encoding it again. The tree outlives this function, so the
+    // pointers stay valid and distinct.
+    let mut acl_by_ptr: HashMap<*const Acl, u32> = HashMap::new();
+    let mut node_acl = Vec::with_capacity(nodes.len());
+    let mut enc = Vec::new();
     chunks.kind = kind::ACLS;
-    for p in &paths {
-        let Some(n) = tree.nodes.get(&**p) else {
-            continue;
+    for (_, n) in &nodes {
+        let ptr = n.acl.as_ptr();
+        let idx = match acl_by_ptr.get(&ptr) {
+            Some(&idx) => idx,
+            None => {
+                enc.clear();
+                codec::put_acl(&mut enc, n.acl());
+                let idx = match acl_index.get(&enc) {
+                    Some(&idx) => idx,
+                    None => {
+                        let idx = acl_index.len() as u32;
+                        acl_index.insert(enc.clone(), idx);
+                        chunks.payload.extend_from_slice(&enc);
+                        chunks.record_done()?;
+                        idx
+                    }
+                };
+                acl_by_ptr.insert(ptr, idx);
+                idx
+            }
         };
-        let mut enc = Vec::new();
-        codec::put_acl(&mut enc, n.acl());
-        let next = acl_index.len() as u32;
-        let idx = *acl_index.entry(enc.clone()).or_insert(next);
-        if idx == next {
-            chunks.payload.extend_from_slice(&enc);
-            chunks.record_done()?;
-        }
         node_acl.push(idx);
     }
     chunks.flush()?;
 
     chunks.kind = kind::NODES;
-    for (p, acl) in paths.iter().zip(node_acl) {
-        let Some(n) = tree.nodes.get(&**p) else {
-            continue;
-        };
+    for ((p, n), acl) in nodes.iter().zip(node_acl) {
         let b = &mut chunks.payload;
         codec::put_str(b, p);
         codec::put_bytes(b, n.data());

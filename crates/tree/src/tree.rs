@@ -169,6 +169,15 @@ impl DataTree {
     /// Paths in depth-first order, each parent before its children,
     /// siblings sorted: the order of a snapshot.
     pub fn paths_depth_first(&self) -> Vec<Arc<str>> {
+        self.nodes_depth_first()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// Every node with its path, parents before children (one lookup per
+    /// node: what snapshot writing and size estimates walk).
+    pub fn nodes_depth_first(&self) -> Vec<(Arc<str>, &Node)> {
         let mut out = Vec::with_capacity(self.nodes.size());
         let mut stack: Vec<Arc<str>> = vec![Arc::from(ROOT)];
         while let Some(p) = stack.pop() {
@@ -178,7 +187,7 @@ impl DataTree {
             for name in n.children.iter().rev() {
                 stack.push(Arc::from(path::join(&p, name)));
             }
-            out.push(p);
+            out.push((p, n));
         }
         out
     }
