@@ -614,4 +614,6 @@ impl Engine {
 }
 
 #[cfg(test)]
+mod sim;
+#[cfg(test)]
 mod tests;

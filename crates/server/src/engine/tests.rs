@@ -19,7 +19,7 @@ use super::{Engine, EngineConfig, Input, Recovered};
 
 const T0_MS: i64 = 1_700_000_000_000;
 
-fn config() -> EngineConfig {
+pub(super) fn config() -> EngineConfig {
     EngineConfig {
         server_id: 1,
         partition: 0,
@@ -37,7 +37,7 @@ fn config() -> EngineConfig {
     }
 }
 
-fn empty() -> Recovered {
+pub(super) fn empty() -> Recovered {
     Recovered {
         tree: DataTree::new(),
         snapshot_index: 0,
