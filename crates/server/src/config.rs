@@ -7,6 +7,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
+use crate::ensemble::{parse_member, Member};
+
 /// ZooKeeper's default tick; session bounds derive from it.
 pub const TICK_MS_DEFAULT: u32 = 2000;
 pub const CLIENT_PORT_DEFAULT: u16 = 2181;
@@ -45,8 +47,10 @@ pub struct ServerConfig {
     pub metrics_port: u16,
     /// Defaults to the client address.
     pub metrics_address: Option<IpAddr>,
-    /// `server.N=...` lines, kept for the ensemble (issue 5); standalone ignores them.
-    pub servers: BTreeMap<u64, String>,
+    /// The `server.N` lines: the ensemble this server belongs to.
+    pub servers: BTreeMap<u64, Member>,
+    /// `peerType=observer`.
+    pub observer: bool,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +74,7 @@ impl Default for ServerConfig {
             metrics_port: 0,
             metrics_address: None,
             servers: BTreeMap::new(),
+            observer: false,
         }
     }
 }
@@ -80,6 +85,28 @@ impl ServerConfig {
         let min = self.min_session_timeout_ms.unwrap_or(self.tick_ms * 2);
         let max = self.max_session_timeout_ms.unwrap_or(self.tick_ms * 20);
         (min, max.max(min))
+    }
+
+    /// Standalone unless zoo.cfg lists other servers. Replication across
+    /// servers is being built (issue 5); until then a multi-server file is
+    /// refused rather than run as independent servers, which would split
+    /// the data.
+    pub fn check_standalone(&self) -> Result<(), ConfigError> {
+        let others: Vec<u64> = self
+            .servers
+            .keys()
+            .copied()
+            .filter(|&id| id != self.server_id)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError(format!(
+            "zoo.cfg lists an ensemble of {} servers (server.{}); this Stoa build runs standalone only. \
+             Remove the server.N lines (or keep only this server's) to run it standalone.",
+            self.servers.len(),
+            others.iter().map(u64::to_string).collect::<Vec<_>>().join(", server.")
+        )))
     }
 
     pub fn wal_dir(&self) -> PathBuf {
@@ -203,10 +230,15 @@ impl ServerConfig {
                 let id: u64 = key["server.".len()..]
                     .parse()
                     .map_err(|_| ConfigError(format!("invalid server id in {key}")))?;
-                self.servers.insert(id, value.to_string());
-                return Ok(Some(format!(
-                    "{key}: ensembles are not supported yet; running standalone"
-                )));
+                let member = parse_member(id, value).map_err(|e| ConfigError(e.0))?;
+                self.servers.insert(id, member);
+            }
+            "peerType" => {
+                self.observer = match value {
+                    "observer" => true,
+                    "participant" => false,
+                    _ => return Err(bad("expected participant or observer")),
+                }
             }
             _ => return Ok(Some(format!("unknown key {key} ignored"))),
         }
@@ -271,6 +303,18 @@ mod tests {
         assert!(cfg.four_letter_allowed("ruok") && !cfg.four_letter_allowed("dump"));
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(warnings[1].contains("foo.bar"));
+    }
+
+    #[test]
+    fn a_multi_server_ensemble_is_refused_but_a_lone_server_line_runs_standalone() {
+        let mut cfg = ServerConfig::default();
+        cfg.set("server.1", "127.0.0.1:2888:3888").unwrap();
+        assert!(cfg.check_standalone().is_ok());
+        cfg.set("server.2", "127.0.0.2:2888:3888;2181").unwrap();
+        let e = cfg.check_standalone().unwrap_err();
+        assert!(e.0.contains("ensemble of 2 servers") && e.0.contains("server.2"), "{e}");
+        assert!(cfg.set("server.3", "nonsense").is_err());
+        assert!(cfg.set("peerType", "observer").is_ok() && cfg.observer);
     }
 
     #[test]

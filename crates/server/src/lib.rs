@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod ensemble;
 pub mod fourlw;
 pub mod logging;
 pub mod metrics;

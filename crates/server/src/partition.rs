@@ -113,7 +113,11 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
 }
 
 /// Recovers, then serves until a fatal error or a shutdown signal.
-pub fn run(config: ServerConfig) -> Result<(), String> {
+pub fn run(mut config: ServerConfig) -> Result<(), String> {
+    if let Some(id) = crate::ensemble::read_myid(&config.data_dir).map_err(|e| e.to_string())? {
+        config.server_id = id;
+    }
+    config.check_standalone().map_err(|e| e.to_string())?;
     let (recovered, log) = storage::recover(&config.snapshot_dir(), &config.wal_dir(), PARTITION)?;
     let mut engine = Engine::new(engine_config(&config), recovered, wall_clock_ms())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
