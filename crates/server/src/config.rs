@@ -312,7 +312,10 @@ mod tests {
         assert!(cfg.check_standalone().is_ok());
         cfg.set("server.2", "127.0.0.2:2888:3888;2181").unwrap();
         let e = cfg.check_standalone().unwrap_err();
-        assert!(e.0.contains("ensemble of 2 servers") && e.0.contains("server.2"), "{e}");
+        assert!(
+            e.0.contains("ensemble of 2 servers") && e.0.contains("server.2"),
+            "{e}"
+        );
         assert!(cfg.set("server.3", "nonsense").is_err());
         assert!(cfg.set("peerType", "observer").is_ok() && cfg.observer);
     }

@@ -10,6 +10,7 @@ pub mod logging;
 pub mod metrics;
 pub mod net;
 pub mod partition;
+pub mod peer;
 pub mod raft_log;
 pub mod session;
 pub mod stats;
