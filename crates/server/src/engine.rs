@@ -55,6 +55,10 @@ pub struct EngineConfig {
     pub super_digest: Option<String>,
     pub snap_count: u64,
     pub max_frame_bytes: usize,
+    /// Raft voters (participants) and learners (observers); standalone is
+    /// `[server_id]` and none.
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
     /// `None`: ZooKeeper's default (srvr only); `*` allows all.
     pub four_letter_whitelist: Option<Vec<String>>,
     /// Pre-rendered `conf` answer (key=value lines).
@@ -102,6 +106,8 @@ pub enum Input {
     Persisted {
         number: u64,
     },
+    /// A raft message from a peer.
+    Raft(raft::eraftpb::Message),
     /// The WAL failed to make data durable: the server must stop.
     PersistFailed {
         reason: String,
@@ -132,6 +138,8 @@ pub struct Output {
     pub closes: Vec<ConnId>,
     pub persists: Vec<PersistJob>,
     pub snapshots: Vec<SnapshotJob>,
+    /// Raft messages for peers (`to` names the peer).
+    pub messages: Vec<raft::eraftpb::Message>,
     /// Fatal: the thread must stop serving (e.g. fsync failed).
     pub fatal: Option<String>,
 }
@@ -175,6 +183,8 @@ pub struct Engine {
     /// Registered watch extensions; 0 skips them on every change.
     watch_extensions: usize,
     session_extensions: usize,
+    /// Raft messages that may leave only once their ready is durable.
+    held_messages: VecDeque<(u64, Vec<raft::eraftpb::Message>)>,
     /// Sessions whose next reply waits for a zxid to be applied.
     zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
     /// Raft index of the last applied entry, and its term.
@@ -189,7 +199,7 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: EngineConfig, recovered: Recovered, now_ms: i64) -> Result<Engine, String> {
-        let mut log = RaftLog::new(vec![config.server_id]);
+        let mut log = RaftLog::new(config.voters.clone(), config.learners.clone());
         let snapshot = raft::eraftpb::SnapshotMetadata {
             index: recovered.snapshot_index,
             term: recovered.snapshot_term,
@@ -215,7 +225,11 @@ impl Engine {
             RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
         // A one-voter group elects itself immediately; with peers the
         // election timer does it.
-        raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
+        if config.voters == [config.server_id] {
+            // A lone voter elects itself at once; in an ensemble the
+            // randomized election timer decides.
+            raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
+        }
         let mut sessions = BTreeMap::new();
         for (id, timeout_ms) in recovered.tree.sessions() {
             sessions.insert(id, Session::new(id, timeout_ms, now_ms));
@@ -240,6 +254,7 @@ impl Engine {
             watch_extensions: 0,
             session_extensions: 0,
             zxid_waiters: BTreeMap::new(),
+            held_messages: VecDeque::new(),
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,
             snapshot_index: recovered.snapshot_index,
@@ -263,8 +278,16 @@ impl Engine {
     /// True once every entry in the recovered log has been applied, so the
     /// tree is what clients acknowledged before the restart.
     pub fn caught_up(&self) -> bool {
-        self.applied_index >= self.raft.store().last_index()
-            && self.raft.raft.state == raft::StateRole::Leader
+        self.applied_index >= self.raft.store().last_index() && self.is_leader()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.raft.raft.state == raft::StateRole::Leader
+    }
+
+    /// The leader this server knows of (0: none).
+    pub fn leader_id(&self) -> u64 {
+        self.raft.raft.leader_id
     }
 
     pub fn tree(&self) -> &DataTree {
@@ -281,7 +304,24 @@ impl Engine {
                 self.out.closes.push(conn);
             }
             Input::Closed { conn } => self.on_closed(conn),
-            Input::Persisted { number } => self.raft.on_persist_ready(number),
+            Input::Persisted { number } => {
+                self.raft.on_persist_ready(number);
+                while self
+                    .held_messages
+                    .front()
+                    .is_some_and(|(n, _)| *n <= number)
+                {
+                    if let Some((_, messages)) = self.held_messages.pop_front() {
+                        self.out.messages.extend(messages);
+                    }
+                }
+            }
+            Input::Raft(message) => {
+                if let Err(e) = self.raft.step(message) {
+                    // Stale or misdirected messages are normal in raft.
+                    log::debug!("raft message dropped: {e}");
+                }
+            }
             Input::PersistFailed { reason } => {
                 self.out.fatal = Some(format!("WAL write failed: {reason}"))
             }
@@ -341,6 +381,12 @@ impl Engine {
     }
 
     fn on_frame(&mut self, conn: ConnId, body: Vec<u8>) {
+        if !self.is_leader() {
+            // Followers forward to the leader once the ensemble lands
+            // (issue 5); until then a client is sent to reconnect elsewhere.
+            self.out.closes.push(conn);
+            return;
+        }
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -613,6 +659,8 @@ impl Engine {
     }
 }
 
+#[cfg(test)]
+mod ensemble_tests;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]

@@ -102,6 +102,8 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         container_check_interval_ms: config.container_check_interval_ms,
         super_digest: config.super_digest.clone(),
         snap_count: config.snap_count,
+        voters: vec![config.server_id],
+        learners: Vec::new(),
         max_frame_bytes: config.max_frame_bytes,
         four_letter_whitelist: config.four_letter_whitelist.clone(),
         conf_text,
@@ -249,6 +251,8 @@ impl Shell {
             closes,
             persists,
             snapshots,
+            // A lone voter has no peers to message.
+            messages: _,
             fatal,
         } = engine.take_output();
         if let Some(reason) = fatal {

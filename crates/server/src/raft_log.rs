@@ -17,9 +17,10 @@ pub struct RaftLog {
 }
 
 impl RaftLog {
-    pub fn new(voters: Vec<u64>) -> RaftLog {
+    pub fn new(voters: Vec<u64>, learners: Vec<u64>) -> RaftLog {
         let mut log = RaftLog::default();
         log.conf_state.voters = voters;
+        log.conf_state.learners = learners;
         log
     }
 
@@ -165,7 +166,7 @@ mod tests {
 
     #[test]
     fn append_truncates_a_conflicting_suffix() {
-        let mut log = RaftLog::new(vec![1]);
+        let mut log = RaftLog::new(vec![1], vec![]);
         log.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
         log.append(&[entry(2, 2)]);
         assert_eq!(log.last_index(), 2);
@@ -174,7 +175,7 @@ mod tests {
 
     #[test]
     fn compaction_keeps_the_term_of_the_compacted_index() {
-        let mut log = RaftLog::new(vec![1]);
+        let mut log = RaftLog::new(vec![1], vec![]);
         log.append(&[entry(1, 1), entry(2, 1), entry(3, 2)]);
         log.compact(2, 1);
         assert_eq!(log.term(2).unwrap(), 1);

@@ -14,8 +14,9 @@ impl Engine {
                 ready.snapshot().metadata.is_none() || ready.snapshot().get_metadata().index == 0,
                 "snapshot install arrives with the ensemble"
             );
-            // One voter: no peers to message. The ensemble (issue 5) sends these.
-            drop(ready.take_messages());
+            // Messages that need nothing durable (e.g. a leader's appends)
+            // leave at once; the others wait for this ready's persistence.
+            self.out.messages.extend(ready.take_messages());
             let committed = ready.take_committed_entries();
             self.apply_entries(committed);
             let entries = ready.take_entries();
@@ -23,7 +24,11 @@ impl Engine {
             if let Some(hs) = ready.hs() {
                 self.raft.mut_store().set_hard_state(hs.clone());
             }
-            if !entries.is_empty() || ready.hs().is_some() {
+            let after_persist = ready.take_persisted_messages();
+            // A ready with messages to send after persistence needs a job
+            // even when it writes nothing: its acknowledgement (in order,
+            // after every earlier batch) is what releases them.
+            if !entries.is_empty() || ready.hs().is_some() || !after_persist.is_empty() {
                 self.raft.mut_store().append(&entries);
                 // Every synced batch carries the latest hard state, so a
                 // commit index written lazily still reaches the disk.
@@ -35,7 +40,10 @@ impl Engine {
                     entries,
                 });
             }
-            drop(ready.take_persisted_messages());
+            if !after_persist.is_empty() {
+                self.held_messages
+                    .push_back((ready.number(), after_persist));
+            }
             self.raft.advance_append_async(ready);
             self.raft.advance_apply_to(self.applied_index);
         }

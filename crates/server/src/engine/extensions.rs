@@ -307,6 +307,9 @@ impl Engine {
     }
 
     fn propose_internal_writes(&mut self, name: &str, sid: SessionId, writes: Vec<WriteOp>) {
+        if !self.is_leader() {
+            return; // the leader's own extension run makes these writes
+        }
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);

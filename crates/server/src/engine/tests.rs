@@ -30,6 +30,8 @@ pub(super) fn config() -> EngineConfig {
         super_digest: None,
         snap_count: 100_000,
         max_frame_bytes: 0xfffff,
+        voters: vec![1],
+        learners: vec![],
         four_letter_whitelist: None,
         conf_text: String::new(),
         host_name: "test".into(),

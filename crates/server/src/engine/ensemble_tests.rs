@@ -1,0 +1,206 @@
+//! Three engines wired in memory (messages delivered by the test, WAL
+//! batches acknowledged at once): raft elects a leader, the leader's writes
+//! replicate, and every replica applies the same transactions.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use stoa_proto::frame::{encode_connect_request, encode_request};
+use stoa_proto::records::{Acl, ConnectRequest, CreateRequest, RequestHeader};
+use stoa_proto::request::Request;
+
+use super::tests::{config, empty};
+use super::{Engine, Input};
+
+const IDS: [u64; 3] = [1, 2, 3];
+const T0_MS: i64 = 1_700_000_000_000;
+const ROUNDS_MAX: usize = 500;
+
+struct Cluster {
+    engines: Vec<Engine>,
+    /// Messages in flight: (to, message).
+    wire: VecDeque<(u64, raft::eraftpb::Message)>,
+    now_ms: i64,
+    /// Bytes each engine sent to connection 1 (the test's client).
+    client_bytes: Vec<usize>,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let engines = IDS
+            .iter()
+            .map(|&id| {
+                let mut cfg = config();
+                cfg.server_id = id;
+                cfg.voters = IDS.to_vec();
+                Engine::new(cfg, empty(), T0_MS).expect("engine starts")
+            })
+            .collect();
+        Cluster {
+            engines,
+            wire: VecDeque::new(),
+            now_ms: T0_MS,
+            client_bytes: vec![0; IDS.len()],
+        }
+    }
+
+    /// Takes everything engine `i` wants done: WAL batches acknowledged at
+    /// once, messages onto the wire, client bytes counted; repeats while
+    /// acknowledgements make more output.
+    fn drain(&mut self, i: usize) {
+        loop {
+            let out = self.engines[i].take_output();
+            assert!(out.fatal.is_none(), "{:?}", out.fatal);
+            for m in out.messages {
+                self.wire.push_back((m.to, m));
+            }
+            for (conn, bytes) in out.sends {
+                if conn == 1 {
+                    self.client_bytes[i] += bytes.len();
+                }
+            }
+            let Some(last) = out.persists.last().map(|j| j.number) else {
+                break;
+            };
+            self.engines[i].handle(Input::Persisted { number: last });
+        }
+    }
+
+    /// Runs every engine and delivers messages until the wire is quiet.
+    fn pump(&mut self) {
+        for i in 0..self.engines.len() {
+            self.drain(i);
+        }
+        while let Some((to, m)) = self.wire.pop_front() {
+            let i = IDS.iter().position(|&id| id == to).expect("known peer");
+            self.engines[i].handle(Input::Raft(m));
+            self.drain(i);
+        }
+    }
+
+    fn tick(&mut self) {
+        self.now_ms += 100;
+        for e in &mut self.engines {
+            e.set_time(self.now_ms);
+            e.tick();
+        }
+        self.pump();
+    }
+
+    fn leader(&self) -> Option<usize> {
+        let leaders: Vec<usize> = (0..self.engines.len())
+            .filter(|&i| self.engines[i].is_leader())
+            .collect();
+        assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
+        leaders.first().copied()
+    }
+
+    fn elect(&mut self) -> usize {
+        for _ in 0..ROUNDS_MAX {
+            self.tick();
+            if let Some(l) = self.leader() {
+                return l;
+            }
+        }
+        panic!("no leader after {ROUNDS_MAX} rounds");
+    }
+}
+
+#[test]
+fn three_engines_elect_one_leader_and_replicate_its_writes() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    for &f in &followers {
+        assert_eq!(
+            cluster.engines[f].leader_id(),
+            IDS[leader],
+            "followers know the leader"
+        );
+    }
+    // A client of the leader: a session and ten creates.
+    let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
+    let e = &mut cluster.engines[leader];
+    e.handle(Input::Accepted { conn: 1, peer });
+    let mut bytes = Vec::new();
+    encode_connect_request(
+        &mut bytes,
+        &ConnectRequest {
+            time_out: 10_000,
+            ..Default::default()
+        },
+    );
+    e.handle(Input::Frame {
+        conn: 1,
+        body: bytes[4..].to_vec(),
+    });
+    cluster.pump();
+    for i in 0..10 {
+        let create = Request::Create(CreateRequest {
+            path: format!("/n{i}"),
+            data: vec![i as u8],
+            acl: vec![Acl::open_unsafe()],
+            flags: 0,
+        });
+        let mut bytes = Vec::new();
+        encode_request(
+            &mut bytes,
+            &RequestHeader {
+                xid: i + 1,
+                kind: create.opcode() as i32,
+            },
+            &create,
+        );
+        cluster.engines[leader].handle(Input::Frame {
+            conn: 1,
+            body: bytes[4..].to_vec(),
+        });
+    }
+    for _ in 0..5 {
+        cluster.tick();
+    }
+    assert!(cluster.client_bytes[leader] > 0, "the client got replies");
+    let digest = cluster.engines[leader].tree().digest();
+    for &f in &followers {
+        assert!(
+            cluster.engines[f].tree().node("/n9").is_some(),
+            "replicated to {}",
+            IDS[f]
+        );
+        assert_eq!(
+            cluster.engines[f].tree().digest(),
+            digest,
+            "replica {} diverged",
+            IDS[f]
+        );
+        assert_eq!(
+            cluster.engines[f].tree().sessions().count(),
+            1,
+            "the session is replicated"
+        );
+    }
+}
+
+#[test]
+fn a_follower_does_not_serve_clients_until_forwarding_exists() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    let follower = (leader + 1) % 3;
+    let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
+    let e = &mut cluster.engines[follower];
+    e.handle(Input::Accepted { conn: 1, peer });
+    let mut bytes = Vec::new();
+    encode_connect_request(
+        &mut bytes,
+        &ConnectRequest {
+            time_out: 10_000,
+            ..Default::default()
+        },
+    );
+    e.handle(Input::Frame {
+        conn: 1,
+        body: bytes[4..].to_vec(),
+    });
+    let out = e.take_output();
+    assert_eq!(out.closes, vec![1]);
+}
