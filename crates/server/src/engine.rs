@@ -33,6 +33,8 @@ mod apply;
 mod commit;
 mod connect;
 mod extensions;
+pub mod forward;
+mod replication;
 mod request;
 
 /// Raft ticks per election timeout; one voter elects itself at once, peers
@@ -108,6 +110,11 @@ pub enum Input {
     },
     /// A raft message from a peer.
     Raft(raft::eraftpb::Message),
+    /// An engine message from peer `from`.
+    Peer {
+        from: u64,
+        message: forward::EngineMessage,
+    },
     /// The WAL failed to make data durable: the server must stop.
     PersistFailed {
         reason: String,
@@ -140,6 +147,8 @@ pub struct Output {
     pub snapshots: Vec<SnapshotJob>,
     /// Raft messages for peers (`to` names the peer).
     pub messages: Vec<raft::eraftpb::Message>,
+    /// Engine messages for peers: (to, message).
+    pub engine_messages: Vec<(u64, forward::EngineMessage)>,
     /// Fatal: the thread must stop serving (e.g. fsync failed).
     pub fatal: Option<String>,
 }
@@ -183,6 +192,11 @@ pub struct Engine {
     /// Registered watch extensions; 0 skips them on every change.
     watch_extensions: usize,
     session_extensions: usize,
+    /// Sessions with traffic here since the last liveness report.
+    touched: std::collections::BTreeSet<SessionId>,
+    held_writes: VecDeque<replication::HeldWrite>,
+    /// The leader as of the last raft step (0: none).
+    known_leader: u64,
     /// Raft messages that may leave only once their ready is durable.
     held_messages: VecDeque<(u64, Vec<raft::eraftpb::Message>)>,
     /// Sessions whose next reply waits for a zxid to be applied.
@@ -255,6 +269,9 @@ impl Engine {
             session_extensions: 0,
             zxid_waiters: BTreeMap::new(),
             held_messages: VecDeque::new(),
+            touched: Default::default(),
+            held_writes: VecDeque::new(),
+            known_leader: 0,
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,
             snapshot_index: recovered.snapshot_index,
@@ -267,6 +284,8 @@ impl Engine {
             },
             config,
         };
+        // A lone voter is leader from the start; that is no change of leader.
+        engine.known_leader = engine.leader_id();
         engine.load_extensions();
         Ok(engine)
     }
@@ -316,6 +335,7 @@ impl Engine {
                     }
                 }
             }
+            Input::Peer { from, message } => self.on_peer(from, message),
             Input::Raft(message) => {
                 if let Err(e) = self.raft.step(message) {
                     // Stale or misdirected messages are normal in raft.
@@ -331,6 +351,7 @@ impl Engine {
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
         self.raft.tick();
+        self.report_liveness();
         self.expire_sessions();
         self.check_containers();
     }
@@ -381,9 +402,8 @@ impl Engine {
     }
 
     fn on_frame(&mut self, conn: ConnId, body: Vec<u8>) {
-        if !self.is_leader() {
-            // Followers forward to the leader once the ensemble lands
-            // (issue 5); until then a client is sent to reconnect elsewhere.
+        if self.leader_id() == 0 {
+            // No quorum in sight: nothing can be served consistently.
             self.out.closes.push(conn);
             return;
         }

@@ -253,6 +253,7 @@ impl Shell {
             snapshots,
             // A lone voter has no peers to message.
             messages: _,
+            engine_messages: _,
             fatal,
         } = engine.take_output();
         if let Some(reason) = fatal {

@@ -79,15 +79,26 @@ impl Engine {
                 self.run_session_extensions(sid, true);
             }
             TxnOp::CloseSession { .. } => {
-                let xid = self.take_head_write(sid, zxid).map(|(xid, _)| xid);
+                let xid = self
+                    .take_head_write(sid, zxid, txn.header.cxid)
+                    .map(|(xid, _)| xid);
                 self.session_closed(sid, xid);
                 self.run_session_extensions(sid, false);
             }
             _ => {
-                if let Some((xid, request)) = self.take_head_write(sid, zxid) {
-                    let (err, response) = match reply_for(&request, &applied.result) {
-                        Ok(response) => (ErrorCode::Ok, response),
-                        Err(code) => (code, stoa_proto::response::Response::Empty),
+                if let Some((xid, request)) = self.take_head_write(sid, zxid, txn.header.cxid) {
+                    let (err, response) = match (&request, reply_for(&request, &applied.result)) {
+                        (Request::Sync(r), _) => {
+                            let path = r.path.clone();
+                            (
+                                ErrorCode::Ok,
+                                stoa_proto::response::Response::Sync(
+                                    stoa_proto::records::SyncResponse { path },
+                                ),
+                            )
+                        }
+                        (_, Ok(response)) => (ErrorCode::Ok, response),
+                        (_, Err(code)) => (code, stoa_proto::response::Response::Empty),
                     };
                     if let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) {
                         self.send_reply(conn, xid, zxid, err, &response);
@@ -112,11 +123,14 @@ impl Engine {
 
     /// Pops the session's queued write for `zxid`, which FIFO order puts at
     /// the head of its queue.
-    fn take_head_write(&mut self, sid: i64, zxid: i64) -> Option<(i32, Request)> {
+    /// A write forwarded to the leader waits with zxid 0 (unknown here) and
+    /// is recognised by its xid.
+    fn take_head_write(&mut self, sid: i64, zxid: i64, cxid: i32) -> Option<(i32, Request)> {
         let now_ms = self.now_ms;
         let session = self.sessions.get_mut(&sid)?;
         match session.queue.front() {
             Some(Pending::Write { zxid: head, .. }) if *head == zxid => {}
+            Some(Pending::Write { zxid: 0, xid, .. }) if *xid == cxid => {}
             // An internal transaction of this session (e.g. expiry) applied
             // ahead of the client's next write.
             Some(Pending::Write { zxid: head, .. }) if *head > zxid => return None,

@@ -46,7 +46,13 @@ impl Engine {
             }
             self.raft.advance_append_async(ready);
             self.raft.advance_apply_to(self.applied_index);
+            let leader = self.leader_id();
+            if leader != self.known_leader {
+                let old = std::mem::replace(&mut self.known_leader, leader);
+                self.on_leader_change(old, leader);
+            }
         }
+        self.release_held_writes();
         self.maybe_snapshot();
     }
 

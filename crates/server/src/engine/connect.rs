@@ -38,11 +38,20 @@ impl Engine {
 
     fn create_session(&mut self, conn: ConnId, timeout_ms: i32) {
         let sid = self.allocate_session_id();
+        self.connecting.insert(sid, conn);
+        if !self.is_leader() {
+            // The id carries this server's id, so followers allocate
+            // without asking; the leader makes it a transaction.
+            self.forward(super::forward::EngineMessage::CreateSession {
+                session_id: sid,
+                timeout_ms,
+            });
+            return;
+        }
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
         let txn = self.preparer.prepare_create_session(&ctx, timeout_ms);
         self.propose(txn);
-        self.connecting.insert(sid, conn);
     }
 
     fn allocate_session_id(&mut self) -> SessionId {
@@ -159,21 +168,55 @@ impl Engine {
 
     /// Proposes closeSession; `reply_xid` when the client asked for it.
     pub(super) fn close_session(&mut self, sid: SessionId, reply_xid: Option<i32>) {
-        let zxid = self.next_zxid();
-        let ctx = self.internal_ctx(sid, zxid);
-        let txn: Txn = self.preparer.prepare_close_session(&self.tree, &ctx);
+        let leader = self.is_leader();
+        let zxid = if leader { self.next_zxid() } else { 0 };
+        let now = self.now_ms;
         let Some(s) = self.sessions.get_mut(&sid) else {
             return;
         };
         s.closing = true;
-        if let Some(xid) = reply_xid {
+        let xid = reply_xid.unwrap_or(0);
+        if reply_xid.is_some() {
+            let request = stoa_proto::request::Request::CloseSession;
             s.queue.push_back(Pending::Write {
                 xid,
                 zxid,
-                request: stoa_proto::request::Request::CloseSession,
-                received_ms: self.now_ms,
+                request,
+                received_ms: now,
             });
         }
+        if leader {
+            self.propose_close_session(sid, xid, zxid);
+        } else if reply_xid.is_some() {
+            let message = super::forward::EngineMessage::Forward {
+                session_id: sid,
+                xid,
+                ids: Vec::new(),
+                is_super: false,
+                request: stoa_proto::request::Request::CloseSession,
+            };
+            self.forward(message);
+        }
+    }
+
+    pub(super) fn propose_close_session(&mut self, sid: SessionId, xid: i32, zxid: i64) {
+        let mut ctx = self.internal_ctx(sid, zxid);
+        ctx.cxid = xid;
+        let txn: Txn = self.preparer.prepare_close_session(&self.tree, &ctx);
         self.propose(txn);
+    }
+
+    /// A transaction that changes nothing: a forwarded sync's barrier.
+    pub(super) fn propose_noop(&mut self, sid: SessionId, xid: i32, zxid: i64) {
+        let header = stoa_tree::TxnHeader {
+            session_id: sid,
+            cxid: xid,
+            zxid,
+            time_ms: self.now_ms,
+        };
+        self.propose(Txn {
+            header,
+            op: stoa_tree::TxnOp::Error(stoa_proto::codes::ErrorCode::Ok),
+        });
     }
 }

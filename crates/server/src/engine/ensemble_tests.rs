@@ -20,6 +20,8 @@ struct Cluster {
     engines: Vec<Engine>,
     /// Messages in flight: (to, message).
     wire: VecDeque<(u64, raft::eraftpb::Message)>,
+    /// Engine messages in flight: (to, from, message).
+    engine_wire: VecDeque<(u64, u64, super::forward::EngineMessage)>,
     now_ms: i64,
     /// Bytes each engine sent to connection 1 (the test's client).
     client_bytes: Vec<usize>,
@@ -39,6 +41,7 @@ impl Cluster {
         Cluster {
             engines,
             wire: VecDeque::new(),
+            engine_wire: VecDeque::new(),
             now_ms: T0_MS,
             client_bytes: vec![0; IDS.len()],
         }
@@ -53,6 +56,9 @@ impl Cluster {
             assert!(out.fatal.is_none(), "{:?}", out.fatal);
             for m in out.messages {
                 self.wire.push_back((m.to, m));
+            }
+            for (to, m) in out.engine_messages {
+                self.engine_wire.push_back((to, IDS[i], m));
             }
             for (conn, bytes) in out.sends {
                 if conn == 1 {
@@ -71,10 +77,17 @@ impl Cluster {
         for i in 0..self.engines.len() {
             self.drain(i);
         }
-        while let Some((to, m)) = self.wire.pop_front() {
-            let i = IDS.iter().position(|&id| id == to).expect("known peer");
-            self.engines[i].handle(Input::Raft(m));
-            self.drain(i);
+        while !self.wire.is_empty() || !self.engine_wire.is_empty() {
+            if let Some((to, m)) = self.wire.pop_front() {
+                let i = IDS.iter().position(|&id| id == to).expect("known peer");
+                self.engines[i].handle(Input::Raft(m));
+                self.drain(i);
+            }
+            if let Some((to, from, message)) = self.engine_wire.pop_front() {
+                let i = IDS.iter().position(|&id| id == to).expect("known peer");
+                self.engines[i].handle(Input::Peer { from, message });
+                self.drain(i);
+            }
         }
     }
 
@@ -182,7 +195,7 @@ fn three_engines_elect_one_leader_and_replicate_its_writes() {
 }
 
 #[test]
-fn a_follower_does_not_serve_clients_until_forwarding_exists() {
+fn a_follower_forwards_sessions_and_writes_and_answers_its_client() {
     let mut cluster = Cluster::new();
     let leader = cluster.elect();
     let follower = (leader + 1) % 3;
@@ -201,6 +214,40 @@ fn a_follower_does_not_serve_clients_until_forwarding_exists() {
         conn: 1,
         body: bytes[4..].to_vec(),
     });
-    let out = e.take_output();
-    assert_eq!(out.closes, vec![1]);
+    cluster.pump();
+    let connected = cluster.client_bytes[follower];
+    assert!(
+        connected > 0,
+        "the follower answered the handshake once the leader committed the session"
+    );
+    let create = Request::Create(CreateRequest {
+        path: "/via-follower".into(),
+        data: vec![],
+        acl: vec![Acl::open_unsafe()],
+        flags: 0,
+    });
+    let mut bytes = Vec::new();
+    encode_request(
+        &mut bytes,
+        &RequestHeader {
+            xid: 1,
+            kind: create.opcode() as i32,
+        },
+        &create,
+    );
+    cluster.engines[follower].handle(Input::Frame {
+        conn: 1,
+        body: bytes[4..].to_vec(),
+    });
+    cluster.pump();
+    assert!(
+        cluster.client_bytes[follower] > connected,
+        "the follower answered the create"
+    );
+    for e in &cluster.engines {
+        assert!(
+            e.tree().node("/via-follower").is_some(),
+            "every replica has it"
+        );
+    }
 }

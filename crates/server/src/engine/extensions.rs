@@ -129,7 +129,8 @@ impl Engine {
     /// makes the write an error transaction.
     pub(super) fn check_registration(
         &self,
-        conn: ConnId,
+        ids: &[stoa_proto::records::Id],
+        is_super: bool,
         request: &Request,
     ) -> Result<(), ErrorCode> {
         let (path, data) = match request {
@@ -143,24 +144,14 @@ impl Engine {
         let Some(name) = registration_name(path) else {
             return Ok(());
         };
-        let Some(c) = self.conns.get(&conn) else {
-            return Err(ErrorCode::ConnectionLoss);
-        };
         let root = self.tree.node(EXTENSIONS_ROOT).ok_or(ErrorCode::NoNode)?;
-        stoa_tree::check_acl(
-            root.acl(),
-            perms::ADMIN,
-            Caller {
-                ids: &c.ids,
-                is_super: c.is_super,
-            },
-        )?;
+        stoa_tree::check_acl(root.acl(), perms::ADMIN, Caller { ids, is_super })?;
         let checked = self
             .extensions
             .parse(name, data)
             .and_then(|spec| self.extensions.check(&spec));
         checked.map_err(|e| {
-            log::warn!("connection {conn}: extension {name} refused: {e}");
+            log::warn!("extension {name} refused: {e}");
             e.error_code()
         })
     }
@@ -207,6 +198,11 @@ impl Engine {
         };
         // The reply waits until what the extension saw (or wrote) is committed.
         let mut after_zxid = self.in_flight.back().map_or(0, |t| t.header.zxid);
+        if !writes.is_empty() && !self.is_leader() {
+            // Extension writes need the leader's state; reads run here.
+            log::warn!("extension {name}: writes from a follower are not supported yet; connect to the leader");
+            return self.queue_decided(sid, xid, 0, ErrorCode::SystemError, Response::Empty);
+        }
         if !writes.is_empty() {
             match self.propose_extension_writes(conn, sid, xid, writes) {
                 Ok(zxid) => after_zxid = zxid,

@@ -8,6 +8,8 @@ use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, Txn, TxnHeader};
 
+use super::forward::EngineMessage;
+
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::{ChangeKind, ConnId, WatchKind};
@@ -25,6 +27,7 @@ impl Engine {
             return;
         };
         session.touch(now);
+        self.touched.insert(sid);
         if session.closing {
             self.queue_reply(conn, xid, ErrorCode::SessionExpired, Response::Empty);
             return;
@@ -42,6 +45,11 @@ impl Engine {
                 self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty)
             }
             request if request.is_write() => self.on_write(conn, sid, xid, request),
+            // A follower's sync goes through the leader's log, so the reads
+            // after it see everything committed before it.
+            request @ Request::Sync(_) if !self.is_leader() => {
+                self.on_write(conn, sid, xid, request)
+            }
             request => {
                 if let Some(s) = self.sessions.get_mut(&sid) {
                     s.queue.push_back(Pending::Read {
@@ -56,24 +64,63 @@ impl Engine {
     }
 
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
-        let zxid = self.next_zxid();
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
+        let (ids, is_super) = (c.ids.clone(), c.is_super);
+        // The origin answers when the transaction applies here, wherever it
+        // was prepared; until then the reply's place in the session's order
+        // is held. A forwarded write's zxid is not known here (0).
+        let zxid = if self.is_leader() {
+            self.next_zxid()
+        } else {
+            0
+        };
+        if let Some(s) = self.sessions.get_mut(&sid) {
+            s.queue.push_back(Pending::Write {
+                xid,
+                zxid,
+                request: request.clone(),
+                received_ms: self.now_ms,
+            });
+        }
+        if zxid == 0 {
+            self.forward(EngineMessage::Forward {
+                session_id: sid,
+                xid,
+                ids,
+                is_super,
+                request,
+            });
+        } else {
+            self.prepare_and_propose(zxid, sid, xid, &ids, is_super, request);
+        }
+    }
+
+    /// The leader turns a client write (its own client's or a forwarded
+    /// one) into a transaction. A refused write still goes through the log
+    /// as an error transaction, as in ZooKeeper: its reply must not overtake
+    /// the pending write that caused the refusal (a create that fails with
+    /// NodeExists must be followed by reads that see the node).
+    pub(super) fn prepare_and_propose(
+        &mut self,
+        zxid: i64,
+        sid: SessionId,
+        xid: i32,
+        ids: &[Id],
+        is_super: bool,
+        request: Request,
+    ) {
         let ctx = PrepContext {
             session_id: sid,
             cxid: xid,
             zxid,
             time_ms: self.now_ms,
-            ids: &c.ids,
-            is_super: c.is_super,
+            ids,
+            is_super,
             ttl_enabled: self.config.ttl_enabled,
         };
-        // A refused write still goes through the log as an error
-        // transaction, as in ZooKeeper: its reply must not overtake the
-        // pending write that caused the refusal (a create that fails with
-        // NodeExists must be followed by reads that see the node).
-        let prepared = match self.check_registration(conn, &request) {
+        let prepared = match self.check_registration(ids, is_super, &request) {
             Ok(()) => self.preparer.prepare(&self.tree, &ctx, &request),
             Err(code) => Err(stoa_tree::PrepError::Code(code)),
         };
@@ -93,14 +140,6 @@ impl Engine {
             }
         };
         self.propose(txn);
-        if let Some(s) = self.sessions.get_mut(&sid) {
-            s.queue.push_back(Pending::Write {
-                xid,
-                zxid,
-                request,
-                received_ms: self.now_ms,
-            });
-        }
     }
 
     fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8]) {

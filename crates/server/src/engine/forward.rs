@@ -1,0 +1,185 @@
+//! What servers of an ensemble tell each other besides raft: a follower
+//! forwards its clients' writes and session starts/ends to the leader (which
+//! prepares them, as ZooKeeper's followers do), and reports which of its
+//! sessions are alive. Replies need no message back: the transaction
+//! carries the session and xid, and the server holding the client answers
+//! when it applies it.
+
+use stoa_proto::jute::{write_bool, write_i32, write_i64, write_string, Reader};
+use stoa_proto::records::Id;
+use stoa_proto::request::Request;
+
+/// Sessions in one liveness report at most (a report is per tick).
+const TOUCH_SESSIONS_MAX: usize = 1 << 20;
+const IDS_MAX: usize = 64;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineMessage {
+    /// A client write received by a follower, with the client's identity
+    /// so the leader checks ACLs as the client.
+    Forward {
+        session_id: i64,
+        xid: i32,
+        ids: Vec<Id>,
+        is_super: bool,
+        request: Request,
+    },
+    /// A session the follower allocated (its id carries the follower's id).
+    CreateSession { session_id: i64, timeout_ms: i32 },
+    /// Sessions with traffic at the sender since its last report.
+    Touch { sessions: Vec<i64> },
+}
+
+mod tag {
+    pub const FORWARD: u8 = 1;
+    pub const CREATE_SESSION: u8 = 2;
+    pub const TOUCH: u8 = 3;
+}
+
+impl EngineMessage {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            EngineMessage::Forward {
+                session_id,
+                xid,
+                ids,
+                is_super,
+                request,
+            } => {
+                out.push(tag::FORWARD);
+                write_i64(&mut out, *session_id);
+                write_i32(&mut out, *xid);
+                write_i32(&mut out, ids.len() as i32);
+                for id in ids {
+                    write_string(&mut out, &id.scheme);
+                    write_string(&mut out, &id.id);
+                }
+                write_bool(&mut out, *is_super);
+                write_i32(&mut out, request.opcode() as i32);
+                request.encode(&mut out);
+            }
+            EngineMessage::CreateSession {
+                session_id,
+                timeout_ms,
+            } => {
+                out.push(tag::CREATE_SESSION);
+                write_i64(&mut out, *session_id);
+                write_i32(&mut out, *timeout_ms);
+            }
+            EngineMessage::Touch { sessions } => {
+                out.push(tag::TOUCH);
+                write_i32(&mut out, sessions.len() as i32);
+                for s in sessions {
+                    write_i64(&mut out, *s);
+                }
+            }
+        }
+        out
+    }
+
+    /// Decodes bytes from a peer; anything malformed is an error, never a
+    /// panic or an allocation beyond the input's size.
+    pub fn decode(bytes: &[u8]) -> Result<EngineMessage, String> {
+        let (&kind, rest) = bytes.split_first().ok_or("empty engine message")?;
+        let mut r = Reader::new(rest);
+        let e = |e: stoa_proto::jute::DecodeError| e.to_string();
+        let count =
+            |n: i32, max: usize, each_min: usize, remaining: usize| -> Result<usize, String> {
+                let n = usize::try_from(n).map_err(|_| format!("negative count {n}"))?;
+                if n > max || n.saturating_mul(each_min) > remaining {
+                    return Err(format!("count {n} exceeds the message"));
+                }
+                Ok(n)
+            };
+        match kind {
+            tag::FORWARD => {
+                let session_id = r.read_i64().map_err(e)?;
+                let xid = r.read_i32().map_err(e)?;
+                let n = count(r.read_i32().map_err(e)?, IDS_MAX, 8, r.remaining())?;
+                let mut ids = Vec::with_capacity(n);
+                for _ in 0..n {
+                    ids.push(Id {
+                        scheme: r.read_string().map_err(e)?,
+                        id: r.read_string().map_err(e)?,
+                    });
+                }
+                let is_super = r.read_bool().map_err(e)?;
+                let op = r.read_i32().map_err(e)?;
+                let request = Request::decode(op, &mut r)
+                    .map_err(|err| format!("forwarded request: {err}"))?;
+                Ok(EngineMessage::Forward {
+                    session_id,
+                    xid,
+                    ids,
+                    is_super,
+                    request,
+                })
+            }
+            tag::CREATE_SESSION => Ok(EngineMessage::CreateSession {
+                session_id: r.read_i64().map_err(e)?,
+                timeout_ms: r.read_i32().map_err(e)?,
+            }),
+            tag::TOUCH => {
+                let n = count(
+                    r.read_i32().map_err(e)?,
+                    TOUCH_SESSIONS_MAX,
+                    8,
+                    r.remaining(),
+                )?;
+                let mut sessions = Vec::with_capacity(n);
+                for _ in 0..n {
+                    sessions.push(r.read_i64().map_err(e)?);
+                }
+                Ok(EngineMessage::Touch { sessions })
+            }
+            other => Err(format!("unknown engine message kind {other}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use stoa_proto::records::{Acl, CreateRequest};
+
+    #[test]
+    fn every_message_round_trips() {
+        let create = Request::Create(CreateRequest {
+            path: "/a".into(),
+            data: b"x".to_vec(),
+            acl: vec![Acl::open_unsafe()],
+            flags: 1,
+        });
+        let ids = vec![Id {
+            scheme: "ip".into(),
+            id: "127.0.0.1".into(),
+        }];
+        for m in [
+            EngineMessage::Forward {
+                session_id: 7,
+                xid: 3,
+                ids,
+                is_super: false,
+                request: create,
+            },
+            EngineMessage::CreateSession {
+                session_id: 9,
+                timeout_ms: 4000,
+            },
+            EngineMessage::Touch {
+                sessions: vec![1, 2, 3],
+            },
+        ] {
+            assert_eq!(EngineMessage::decode(&m.encode()).unwrap(), m);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = EngineMessage::decode(&bytes);
+        }
+    }
+}

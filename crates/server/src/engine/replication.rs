@@ -1,0 +1,146 @@
+//! The engine's part in an ensemble beyond raft: forwarding to the leader,
+//! the leader's handling of forwarded work, session liveness reports, and
+//! what a change of leader does to clients.
+
+use stoa_proto::records::Id;
+use stoa_proto::request::Request;
+
+use super::forward::EngineMessage;
+use super::Engine;
+use crate::session::SessionId;
+
+/// A write that reached a leader before it applied its whole log (the
+/// previous leader's entries): prepared once it has.
+pub(super) struct HeldWrite {
+    session_id: SessionId,
+    xid: i32,
+    ids: Vec<Id>,
+    is_super: bool,
+    request: Request,
+}
+
+impl Engine {
+    /// Sends a message to the leader; without a known leader it is dropped
+    /// and the client's request times out into a reconnect.
+    pub(super) fn forward(&mut self, message: EngineMessage) {
+        let leader = self.leader_id();
+        if leader != 0 && leader != self.config.server_id {
+            self.out.engine_messages.push((leader, message));
+        }
+    }
+
+    /// A message from peer `from`.
+    pub(super) fn on_peer(&mut self, from: u64, message: EngineMessage) {
+        match message {
+            EngineMessage::Touch { sessions } => {
+                let now = self.now_ms;
+                for sid in sessions {
+                    if let Some(s) = self.sessions.get_mut(&sid) {
+                        s.touch(now);
+                    }
+                }
+            }
+            _ if !self.is_leader() => {
+                log::debug!("dropping work forwarded by server {from}: not the leader");
+            }
+            EngineMessage::CreateSession {
+                session_id,
+                timeout_ms,
+            } => {
+                let zxid = self.next_zxid();
+                let ctx = self.internal_ctx(session_id, zxid);
+                let txn = self.preparer.prepare_create_session(&ctx, timeout_ms);
+                self.propose(txn);
+            }
+            EngineMessage::Forward {
+                session_id,
+                xid,
+                ids,
+                is_super,
+                request,
+            } => {
+                self.leader_write(HeldWrite {
+                    session_id,
+                    xid,
+                    ids,
+                    is_super,
+                    request,
+                });
+            }
+        }
+    }
+
+    /// The leader's entry for every client write, local or forwarded.
+    fn leader_write(&mut self, write: HeldWrite) {
+        if !self.log_applied() {
+            self.held_writes.push_back(write);
+            return;
+        }
+        let zxid = self.next_zxid();
+        match write.request {
+            Request::CloseSession => self.propose_close_session(write.session_id, write.xid, zxid),
+            // The origin answers a sync once this no-op applies there: every
+            // write committed before the sync is then visible on it.
+            Request::Sync(_) => self.propose_noop(write.session_id, write.xid, zxid),
+            request => self.prepare_and_propose(
+                zxid,
+                write.session_id,
+                write.xid,
+                &write.ids,
+                write.is_super,
+                request,
+            ),
+        }
+    }
+
+    /// True once everything in this server's log is applied: only then may
+    /// a new leader prepare, since the old leader's entries change the tree
+    /// its checks read.
+    pub(super) fn log_applied(&self) -> bool {
+        self.applied_index >= self.raft.store().last_index()
+    }
+
+    /// Prepares the writes held while the log was being applied.
+    pub(super) fn release_held_writes(&mut self) {
+        while self.is_leader() && self.log_applied() {
+            let Some(write) = self.held_writes.pop_front() else {
+                return;
+            };
+            self.leader_write(write);
+        }
+    }
+
+    /// Followers tell the leader which sessions had traffic (once a tick).
+    pub(super) fn report_liveness(&mut self) {
+        if self.is_leader() || self.touched.is_empty() {
+            return;
+        }
+        let sessions: Vec<SessionId> = std::mem::take(&mut self.touched).into_iter().collect();
+        self.forward(EngineMessage::Touch { sessions });
+    }
+
+    /// Called after raft reports a (possibly) new leader. Requests in flight
+    /// through the old leader may or may not commit, so, as ZooKeeper does,
+    /// every server drops its clients: they reconnect and resume their
+    /// sessions, and their outstanding calls end in ConnectionLoss.
+    pub(super) fn on_leader_change(&mut self, old: u64, new: u64) {
+        log::info!(
+            "leader changed from {old} to {new} (this server: {})",
+            self.config.server_id
+        );
+        let conns: Vec<_> = self.conns.keys().copied().collect();
+        self.out.closes.extend(conns);
+        for s in self.sessions.values_mut() {
+            s.queue.clear();
+            s.conn = None;
+            // The new leader gives every session a full timeout to find it.
+            s.touch(self.now_ms);
+        }
+        self.connecting.clear();
+        self.zxid_waiters.clear();
+        self.held_writes.clear();
+        self.preparer.clear();
+        self.in_flight.clear();
+        self.drop_speculative();
+    }
+}
