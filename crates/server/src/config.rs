@@ -7,7 +7,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
-use crate::ensemble::{parse_member, Member};
+use crate::ensemble::{parse_member, Ensemble, Member, Role};
 
 /// ZooKeeper's default tick; session bounds derive from it.
 pub const TICK_MS_DEFAULT: u32 = 2000;
@@ -87,26 +87,48 @@ impl ServerConfig {
         (min, max.max(min))
     }
 
-    /// Standalone unless zoo.cfg lists other servers. Replication across
-    /// servers is being built (issue 5); until then a multi-server file is
-    /// refused rather than run as independent servers, which would split
-    /// the data.
-    pub fn check_standalone(&self) -> Result<(), ConfigError> {
-        let others: Vec<u64> = self
-            .servers
-            .keys()
-            .copied()
-            .filter(|&id| id != self.server_id)
-            .collect();
-        if others.is_empty() {
-            return Ok(());
+    /// The ensemble this server belongs to, or `None` when it runs
+    /// standalone (no `server.N` lines, or only its own).
+    pub fn ensemble(&self) -> Result<Option<Ensemble>, ConfigError> {
+        if self.servers.keys().all(|&id| id == self.server_id) {
+            return Ok(None);
         }
-        Err(ConfigError(format!(
-            "zoo.cfg lists an ensemble of {} servers (server.{}); this Stoa build runs standalone only. \
-             Remove the server.N lines (or keep only this server's) to run it standalone.",
-            self.servers.len(),
-            others.iter().map(u64::to_string).collect::<Vec<_>>().join(", server.")
-        )))
+        let Some(me) = self.servers.get(&self.server_id) else {
+            return Err(ConfigError(format!(
+                "this server's id is {} (myid in {}), but zoo.cfg has no server.{} line",
+                self.server_id,
+                self.data_dir.display(),
+                self.server_id
+            )));
+        };
+        if self.observer != (me.role == Role::Observer) {
+            return Err(ConfigError(format!(
+                "peerType={} disagrees with server.{}'s role",
+                if self.observer {
+                    "observer"
+                } else {
+                    "participant"
+                },
+                self.server_id
+            )));
+        }
+        let ids = |role: Role| {
+            self.servers
+                .values()
+                .filter(|m| m.role == role)
+                .map(|m| m.id)
+                .collect()
+        };
+        let voters: Vec<u64> = ids(Role::Participant);
+        if voters.is_empty() {
+            return Err(ConfigError("the ensemble has no participants".into()));
+        }
+        Ok(Some(Ensemble {
+            me: me.clone(),
+            voters,
+            learners: ids(Role::Observer),
+            members: self.servers.values().cloned().collect(),
+        }))
     }
 
     pub fn wal_dir(&self) -> PathBuf {
@@ -306,17 +328,20 @@ mod tests {
     }
 
     #[test]
-    fn a_multi_server_ensemble_is_refused_but_a_lone_server_line_runs_standalone() {
+    fn server_lines_make_an_ensemble_and_a_lone_line_stays_standalone() {
         let mut cfg = ServerConfig::default();
         cfg.set("server.1", "127.0.0.1:2888:3888").unwrap();
-        assert!(cfg.check_standalone().is_ok());
+        assert_eq!(cfg.ensemble().unwrap(), None);
         cfg.set("server.2", "127.0.0.2:2888:3888;2181").unwrap();
-        let e = cfg.check_standalone().unwrap_err();
-        assert!(
-            e.0.contains("ensemble of 2 servers") && e.0.contains("server.2"),
-            "{e}"
+        cfg.set("server.3", "127.0.0.3:2888:3888:observer").unwrap();
+        let e = cfg.ensemble().unwrap().unwrap();
+        assert_eq!(
+            (e.voters.clone(), e.learners.clone(), e.me.id),
+            (vec![1, 2], vec![3], 1)
         );
-        assert!(cfg.set("server.3", "nonsense").is_err());
+        cfg.server_id = 9;
+        assert!(cfg.ensemble().unwrap_err().0.contains("no server.9 line"));
+        assert!(cfg.set("server.4", "nonsense").is_err());
         assert!(cfg.set("peerType", "observer").is_ok() && cfg.observer);
     }
 

@@ -304,6 +304,19 @@ impl Engine {
         self.raft.raft.state == raft::StateRole::Leader
     }
 
+    /// ZooKeeper's name for this server's role, as `srvr` and `mntr` print it.
+    pub fn mode(&self) -> &'static str {
+        if self.config.voters.len() == 1 && self.config.learners.is_empty() {
+            "standalone"
+        } else if self.is_leader() {
+            "leader"
+        } else if self.config.learners.contains(&self.config.server_id) {
+            "observer"
+        } else {
+            "follower"
+        }
+    }
+
     /// The leader this server knows of (0: none).
     pub fn leader_id(&self) -> u64 {
         self.raft.raft.leader_id

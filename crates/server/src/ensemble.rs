@@ -113,6 +113,17 @@ fn split_host_ports(s: &str) -> Vec<&str> {
     s.split(':').collect()
 }
 
+/// This server's place in an ensemble.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ensemble {
+    pub me: Member,
+    /// Raft voters: the participants.
+    pub voters: Vec<u64>,
+    /// Raft learners: the observers.
+    pub learners: Vec<u64>,
+    pub members: Vec<Member>,
+}
+
 /// Reads `<dataDir>/myid` as ZooKeeper does: one decimal number.
 pub fn read_myid(data_dir: &Path) -> Result<Option<u64>, EnsembleError> {
     let path = data_dir.join("myid");

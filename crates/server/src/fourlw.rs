@@ -79,7 +79,7 @@ fn server_summary(engine: &Engine, with_clients: bool, asking: ConnId) -> String
     let _ = writeln!(out, "Connections: {}", engine.conns().len());
     let _ = writeln!(out, "Outstanding: {}", engine.outstanding());
     let _ = writeln!(out, "Zxid: {:#x}", engine.tree().last_zxid());
-    let _ = writeln!(out, "Mode: standalone");
+    let _ = writeln!(out, "Mode: {}", engine.mode());
     let _ = writeln!(out, "Node count: {}", zookeeper_node_count(engine));
     out
 }
@@ -109,7 +109,7 @@ pub fn monitor(engine: &Engine) -> String {
     let uptime_ms = engine.now_ms() - s.started_at_ms;
     let rows: Vec<(&str, String)> = vec![
         ("zk_version", version_line()),
-        ("zk_server_state", "standalone".into()),
+        ("zk_server_state", engine.mode().into()),
         ("zk_avg_latency", format!("{:.4}", s.latency_avg_ms())),
         ("zk_max_latency", s.latency_max_ms.to_string()),
         ("zk_min_latency", s.latency_min_ms.unwrap_or(0).to_string()),
@@ -129,7 +129,7 @@ pub fn monitor(engine: &Engine) -> String {
         ("zk_uptime", uptime_ms.max(0).to_string()),
         ("zk_last_proposal_size", "-1".into()),
         ("zk_auth_failed_count", s.auth_failures.to_string()),
-        ("zk_quorum_size", "1".into()),
+        ("zk_quorum_size", engine.config().voters.len().to_string()),
         ("stoa_txns_applied", s.txns_applied.to_string()),
         ("stoa_sessions_expired", s.sessions_expired.to_string()),
     ];

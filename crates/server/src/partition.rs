@@ -12,8 +12,10 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::config::ServerConfig;
+use crate::engine::forward::EngineMessage;
 use crate::engine::{Engine, EngineConfig, Input, Output, SnapshotJob};
 use crate::net::{accept_loop, NetEvent, Outgoing};
+use crate::peer::{PeerMessage, PeerNetwork};
 use crate::storage;
 use crate::watch::ConnId;
 
@@ -25,6 +27,8 @@ const BATCH_INPUTS_MAX: usize = 1024;
 /// Connection events queued toward the engine before readers wait.
 const NET_QUEUE_EVENTS_MAX: usize = 8192;
 const PARTITION: u32 = 0;
+/// Peer messages queued toward the engine before peer readers wait.
+const PEER_INBOUND_MESSAGES_MAX: usize = 8192;
 
 pub fn wall_clock_ms() -> i64 {
     SystemTime::now()
@@ -119,9 +123,20 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     if let Some(id) = crate::ensemble::read_myid(&config.data_dir).map_err(|e| e.to_string())? {
         config.server_id = id;
     }
-    config.check_standalone().map_err(|e| e.to_string())?;
+    let ensemble = config.ensemble().map_err(|e| e.to_string())?;
     let (recovered, log) = storage::recover(&config.snapshot_dir(), &config.wal_dir(), PARTITION)?;
-    let mut engine = Engine::new(engine_config(&config), recovered, wall_clock_ms())?;
+    let mut engine_cfg = engine_config(&config);
+    if let Some(e) = &ensemble {
+        engine_cfg.voters = e.voters.clone();
+        engine_cfg.learners = e.learners.clone();
+        log::info!(
+            "server {} of an ensemble: participants {:?}, observers {:?}",
+            e.me.id,
+            e.voters,
+            e.learners
+        );
+    }
+    let mut engine = Engine::new(engine_cfg, recovered, wall_clock_ms())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -134,19 +149,38 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start WAL writer: {e}"))?;
         let (snap_tx, snap_done_rx) = spawn_snapshot_writer(config.snapshot_dir());
+        let (peer_tx, peer_rx) = mpsc::channel(PEER_INBOUND_MESSAGES_MAX);
+        let peers = match &ensemble {
+            None => None,
+            Some(e) => {
+                let listen = e.me.quorum_address().map_err(|e| e.to_string())?;
+                let mut others = Vec::new();
+                for m in e.members.iter().filter(|m| m.id != e.me.id) {
+                    others.push((m.id, m.quorum_address().map_err(|e| e.to_string())?));
+                }
+                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                log::info!("peers: listening on {listen}, dialing {others:?}");
+                Some(network)
+            }
+        };
         let mut shell = Shell {
             wal,
             tokens: WalTokens::default(),
             conns: HashMap::new(),
             snap_tx,
             max_client_cnxns: config.max_client_cnxns,
+            peers,
         };
 
-        // Replay what the WAL holds before anyone can connect: the tree must be
-        // what clients were acknowledged.
+        // Standalone replays what the WAL holds before anyone can connect:
+        // the tree must be what clients were acknowledged. An ensemble member
+        // catches up with its peers while serving (clients that saw a newer
+        // zxid are refused until it has).
         let mut durable_rx = durable_rx;
         shell.flush(&mut engine)?;
-        while !engine.caught_up() {
+        while ensemble.is_none() && !engine.caught_up() {
             let token = durable_rx.recv().await.ok_or("WAL writer stopped")??;
             if let Some(number) = shell.tokens.durable(token) {
                 engine.handle(Input::Persisted { number });
@@ -178,6 +212,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             durable: durable_rx,
             snapshots: snap_done_rx,
             scrapes: scrape_rx,
+            peers: peer_rx,
         };
         let result = serve(&mut engine, &mut shell, receivers).await;
         shell.wal.shutdown();
@@ -191,6 +226,8 @@ struct Shell {
     conns: HashMap<ConnId, ConnHandle>,
     snap_tx: std::sync::mpsc::Sender<SnapshotJob>,
     max_client_cnxns: u32,
+    /// The ensemble's transport; `None` standalone.
+    peers: Option<PeerNetwork>,
 }
 
 impl Shell {
@@ -251,9 +288,8 @@ impl Shell {
             closes,
             persists,
             snapshots,
-            // A lone voter has no peers to message.
-            messages: _,
-            engine_messages: _,
+            messages,
+            engine_messages,
             fatal,
         } = engine.take_output();
         if let Some(reason) = fatal {
@@ -271,6 +307,15 @@ impl Shell {
             self.wal
                 .submit(token, records)
                 .map_err(|e| format!("WAL: {e}"))?;
+        }
+        if let Some(peers) = &self.peers {
+            // A full queue drops the message; raft retransmits.
+            for m in messages {
+                peers.send(m.to, PeerMessage::Raft(m));
+            }
+            for (to, m) in engine_messages {
+                peers.send(to, PeerMessage::Engine(m.encode()));
+            }
         }
         for (conn, bytes) in sends {
             if let Some(handle) = self.conns.get(&conn) {
@@ -297,6 +342,7 @@ struct Receivers {
     durable: mpsc::UnboundedReceiver<Result<u64, String>>,
     snapshots: mpsc::UnboundedReceiver<SnapshotDone>,
     scrapes: mpsc::Receiver<crate::metrics::ScrapeRequest>,
+    peers: mpsc::Receiver<(u64, PeerMessage)>,
 }
 
 async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> Result<(), String> {
@@ -305,6 +351,7 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
         durable: mut durable_rx,
         snapshots: mut snap_done_rx,
         mut scrapes,
+        peers: mut peer_rx,
     } = receivers;
     let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -347,6 +394,16 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                     // entry); the next one retries.
                     Some(Err(e)) => log::error!("snapshot failed: {e}"),
                     None => return Err("snapshot writer stopped".into()),
+                }
+            }
+            Some((from, message)) = peer_rx.recv() => {
+                engine.set_time(wall_clock_ms());
+                match message {
+                    PeerMessage::Raft(m) => engine.handle(Input::Raft(m)),
+                    PeerMessage::Engine(bytes) => match EngineMessage::decode(&bytes) {
+                        Ok(message) => engine.handle(Input::Peer { from, message }),
+                        Err(e) => log::warn!("server {from} sent a bad engine message: {e}"),
+                    },
                 }
             }
             Some(reply) = scrapes.recv() => {

@@ -68,9 +68,13 @@ impl Engine {
             term: self.applied_term,
         });
         self.snapshot_index = self.applied_index;
-        self.raft
-            .mut_store()
-            .compact(self.applied_index, self.applied_term);
+        // Peers catch up from entries until snapshot installation exists
+        // (issue 5), so an ensemble keeps its in-memory log whole.
+        if self.config.voters.len() == 1 && self.config.learners.is_empty() {
+            self.raft
+                .mut_store()
+                .compact(self.applied_index, self.applied_term);
+        }
     }
 }
 

@@ -1,0 +1,109 @@
+"""A three-server Stoa ensemble as real processes on 127.0.0.1, configured by
+the same zoo.cfg lines ZooKeeper uses (server.N + myid), driven by stock
+kazoo clients connected to different members, with the leader killed -9.
+Stoa-only: the harness starts Apache ZooKeeper standalone."""
+
+import concurrent.futures
+import re
+
+import pytest
+from kazoo.client import KazooClient
+
+import harness as h
+
+pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: ensemble harness")
+
+SIZE = 3
+
+
+@pytest.fixture
+def ensemble():
+    quorum_ports = [h.free_port() for _ in range(SIZE)]
+    lines = {"server.%d" % (i + 1): "127.0.0.1:%d:%d" % (quorum_ports[i], h.free_port()) for i in range(SIZE)}
+    servers = [h.Server(kind="stoa", tick_time=200, extra_cfg=lines) for _ in range(SIZE)]
+    for i, s in enumerate(servers):
+        with open(s.data_dir + "/myid", "w") as f:
+            f.write("%d\n" % (i + 1))
+    # A member serves sessions only once a quorum elected a leader: start together.
+    with concurrent.futures.ThreadPoolExecutor(SIZE) as pool:
+        list(pool.map(lambda s: s.start(timeout=60), servers))
+    yield servers
+    for s in servers:
+        s.cleanup()
+
+
+def mode(server):
+    return re.search(r"^Mode: (\w+)$", server.four_letter("srvr"), re.M).group(1)
+
+
+def client(*servers, timeout=6.0):
+    c = KazooClient(hosts=",".join(s.hosts for s in servers), timeout=timeout)
+    c.start(timeout=20)
+    return c
+
+
+def leader_of(servers):
+    leaders = [s for s in servers if s.running() and mode(s) == "leader"]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+def test_one_leader_and_writes_through_any_member_are_seen_everywhere(ensemble):
+    """srvr shows one leader and two followers; a write through a follower is read on every member after sync."""
+    h.wait_until(lambda: leader_of(ensemble) is not None, timeout=20, what="one leader")
+    assert sorted(mode(s) for s in ensemble) == ["follower", "follower", "leader"]
+    follower = next(s for s in ensemble if mode(s) == "follower")
+    writer = client(follower)
+    writer.create("/via-follower", b"v1")
+    writer.set("/via-follower", b"v2")
+    for s in ensemble:
+        reader = client(s)
+        reader.sync("/")
+        assert reader.get("/via-follower")[0] == b"v2"
+        reader.stop()
+    writer.stop()
+
+
+def test_killing_the_leader_loses_no_acknowledged_write_and_the_old_leader_rejoins(ensemble):
+    """kill -9 of the leader: a new leader is elected, every acknowledged create survives, the old leader catches up."""
+    h.wait_until(lambda: leader_of(ensemble) is not None, timeout=20, what="one leader")
+    old = leader_of(ensemble)
+    survivors = [s for s in ensemble if s is not old]
+    c = client(*survivors)
+    acked = []
+    for i in range(100):
+        acked.append(c.create("/n-", b"%d" % i, sequence=True))
+    old.kill9()
+    h.wait_until(lambda: leader_of(survivors) is not None, timeout=30, what="a new leader")
+    for i in range(100, 150):
+        acked.append(c.create("/n-", b"%d" % i, sequence=True))
+    c.sync("/")
+    present = set("/" + n for n in c.get_children("/"))
+    assert [p for p in acked if p not in present] == []
+    old.start(timeout=60)
+    r = client(old)
+    r.sync("/")
+    assert set("/" + n for n in r.get_children("/")) >= set(acked)
+    h.wait_until(lambda: mode(old) == "follower", timeout=10, what="old leader follows")
+    r.stop()
+    c.stop()
+
+
+def test_a_session_and_its_ephemeral_survive_the_loss_of_its_server(ensemble):
+    """A client whose server is killed reconnects to another member within its timeout; its ephemeral stays."""
+    h.wait_until(lambda: leader_of(ensemble) is not None, timeout=20, what="one leader")
+    follower = next(s for s in ensemble if mode(s) == "follower")
+    others = [s for s in ensemble if s is not follower]
+    c = KazooClient(hosts=",".join([follower.hosts] + [s.hosts for s in others]), timeout=8.0,
+                    randomize_hosts=False)
+    c.start(timeout=20)
+    c.create("/mine", b"", ephemeral=True)
+    session = c.client_id[0]
+    follower.kill9()
+    watcher = client(*others)
+    h.wait_until(lambda: c.connected and c.client_id[0] == session, timeout=20, what="reconnect to another member")
+    assert c.exists("/mine") is not None
+    assert watcher.exists("/mine").ephemeralOwner == session
+    c.stop()
+    watcher.sync("/")
+    h.wait_until(lambda: watcher.exists("/mine") is None, timeout=10, what="ephemeral removed on close")
+    watcher.stop()
