@@ -16,17 +16,37 @@ pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: ensembl
 SIZE = 3
 
 
-@pytest.fixture
-def ensemble():
-    quorum_ports = [h.free_port() for _ in range(SIZE)]
-    lines = {"server.%d" % (i + 1): "127.0.0.1:%d:%d" % (quorum_ports[i], h.free_port()) for i in range(SIZE)}
-    servers = [h.Server(kind="stoa", tick_time=200, extra_cfg=lines) for _ in range(SIZE)]
+def start_ensemble(participants, observers=0):
+    n = participants + observers
+    quorum_ports = [h.free_port() for _ in range(n)]
+    lines = {}
+    for i in range(n):
+        role = ":observer" if i >= participants else ""
+        lines["server.%d" % (i + 1)] = "127.0.0.1:%d:%d%s" % (quorum_ports[i], h.free_port(), role)
+    servers = []
+    for i in range(n):
+        extra = dict(lines, peerType="observer") if i >= participants else lines
+        servers.append(h.Server(kind="stoa", tick_time=200, extra_cfg=extra))
     for i, s in enumerate(servers):
         with open(s.data_dir + "/myid", "w") as f:
             f.write("%d\n" % (i + 1))
     # A member serves sessions only once a quorum elected a leader: start together.
-    with concurrent.futures.ThreadPoolExecutor(SIZE) as pool:
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
         list(pool.map(lambda s: s.start(timeout=60), servers))
+    return servers
+
+
+@pytest.fixture
+def ensemble():
+    servers = start_ensemble(SIZE)
+    yield servers
+    for s in servers:
+        s.cleanup()
+
+
+@pytest.fixture
+def ensemble_with_observer():
+    servers = start_ensemble(SIZE, observers=1)
     yield servers
     for s in servers:
         s.cleanup()
@@ -107,3 +127,18 @@ def test_a_session_and_its_ephemeral_survive_the_loss_of_its_server(ensemble):
     watcher.sync("/")
     h.wait_until(lambda: watcher.exists("/mine") is None, timeout=10, what="ephemeral removed on close")
     watcher.stop()
+
+
+def test_an_observer_serves_reads_forwards_writes_and_never_leads(ensemble_with_observer):
+    """An observer (raft learner) reports its mode, forwards a client's write and reads it back."""
+    observer = ensemble_with_observer[-1]
+    h.wait_until(lambda: leader_of(ensemble_with_observer[:SIZE]) is not None, timeout=20, what="one leader")
+    assert mode(observer) == "observer"
+    c = client(observer)
+    c.create("/via-observer", b"o")
+    assert c.get("/via-observer")[0] == b"o"
+    participant = client(ensemble_with_observer[0])
+    participant.sync("/")
+    assert participant.get("/via-observer")[0] == b"o"
+    c.stop()
+    participant.stop()
