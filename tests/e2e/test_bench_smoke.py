@@ -47,3 +47,33 @@ def test_bench_scenario_counts_ops_and_appends_csv(server_factory, tmp_path):
         assert results[0]["payload_bytes"] == 300 and results[0]["ephemeral"]
     lines = csv.read_text().splitlines()
     assert lines[0].startswith("label,") and len(lines) == 3
+
+
+def test_bench_ezk_extension_queue_dequeues_in_one_call(server_factory, tmp_path):
+    """The EZK priority-queue extension scenario: a 1 s run with 2 consumers registers
+    examples/extensions/priority_queue.lua, dequeues, and every dequeue is one call."""
+    srv = server_factory()
+    results = run_bench(srv, tmp_path, "--scenario", "pq-extension", "--sessions", "2",
+                        "--duration", "1", "--warmup", "0.2")
+    assert len(results) == 1
+    r = results[0]
+    assert r["error_count"] == 0, r["errors"]
+    e = r["ezk"]
+    assert (e["scenario"], e["approach"], e["clients"]) == ("pq-extension", "extension", 2)
+    assert e["dequeues"] > 0 and e["dequeues"] == r["ops"]
+    assert e["dequeue"]["empty"] == 0 and e["dequeue"]["conflicts"] == 0
+    assert e["calls_per_dequeue"] == 1.0
+    assert r["throughput_ops_s"] > 0
+
+
+def test_bench_ezk_quota_extension_releases_in_one_call(server_factory, tmp_path):
+    """quota-extension with 20 clients (more than the 15 the quota of 1500 holds): allocations
+    and releases succeed, each release is one call, refusals are counted."""
+    srv = server_factory()
+    results = run_bench(srv, tmp_path, "--scenario", "quota-extension", "--sessions", "20",
+                        "--duration", "1", "--warmup", "0.2")
+    e = results[0]["ezk"]
+    assert results[0]["error_count"] == 0, results[0]["errors"]
+    assert e["allocations"] > 0 and e["releases"] > 0
+    assert e["calls_per_release"] == 1.0
+    assert e["calls_per_allocation"] >= 1.0

@@ -7,6 +7,7 @@
 mod clock;
 mod cpu;
 mod driver;
+pub mod ezk;
 pub mod mix;
 pub mod options;
 pub mod report;
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 
 use stoa_client::tokio;
 
-pub use options::{Args, Cell, USAGE};
+pub use options::{Args, Cell, Workload, USAGE};
 pub use report::CellResult;
 
 /// Runs every cell against `servers`, one after the other, on `threads`
@@ -39,7 +40,11 @@ pub fn run(servers: &str, cells: &[Cell], threads: usize) -> Result<Vec<CellResu
     runtime.block_on(async {
         let mut results = Vec::with_capacity(cells.len());
         for cell in cells {
-            results.push(driver::run(servers, cell).await?);
+            results.push(if cell.workload.is_ezk() {
+                ezk::run(servers, cell).await?
+            } else {
+                driver::run(servers, cell).await?
+            });
         }
         Ok(results)
     })

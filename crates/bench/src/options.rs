@@ -21,7 +21,13 @@ pub const USAGE: &str = "usage: stoa bench [options]
                              latency then counts from the scheduled start
   --ephemeral                creates make ephemeral nodes
   --scenario NAME            a named experiment: create-sync, create-async, ephemeral-300b,
-                             producer-consumer, read-ratio-sweep, payload-sweep
+                             producer-consumer, read-ratio-sweep, payload-sweep; EZK's
+                             pq-extension, pq-recipe, quota-extension, quota-recipe
+                             (1..32 synchronous clients, or --sessions N for one count)
+  --queue-depth N            priority-queue scenarios: elements the producer keeps queued
+                             (default 100)
+  --backoff-ms MS            quota scenarios: pause after a refusal for lack of quota
+                             (default 1)
   --label TEXT               name of this run in the outputs
   --json FILE                write the results as JSON
   --csv FILE                 append one line per result
@@ -47,6 +53,44 @@ pub struct Cell {
     pub ephemeral: bool,
     /// Server process whose CPU time per op to report.
     pub server_pid: Option<u32>,
+    /// What the sessions do: the op mix, or one of the EZK experiments.
+    pub workload: Workload,
+    /// EZK quota scenarios: pause after a refusal for lack of quota.
+    pub backoff: Duration,
+    /// EZK priority-queue scenarios: elements the producer keeps queued.
+    pub queue_depth: usize,
+}
+
+/// What a cell's sessions do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Workload {
+    /// Calls picked from `Cell::mix`.
+    #[default]
+    Mix,
+    /// EZK priority queue, server side: `getData /queue/next`.
+    PqExtension,
+    /// EZK priority queue, client side: getChildren, getData, delete.
+    PqRecipe,
+    /// EZK quota, server side: `setData /memory-quota`.
+    QuotaExtension,
+    /// EZK quota, client side: getData, versioned setData.
+    QuotaRecipe,
+}
+
+impl Workload {
+    pub fn is_ezk(self) -> bool {
+        self != Workload::Mix
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Mix => "mix",
+            Workload::PqExtension => "pq-extension",
+            Workload::PqRecipe => "pq-recipe",
+            Workload::QuotaExtension => "quota-extension",
+            Workload::QuotaRecipe => "quota-recipe",
+        }
+    }
 }
 
 /// Everything on the command line, unset flags as `None` so scenarios can
@@ -71,6 +115,8 @@ pub struct Args {
     pub quiet: bool,
     pub server_pid: Option<u32>,
     pub threads: Option<usize>,
+    pub backoff: Option<Duration>,
+    pub queue_depth: Option<usize>,
 }
 
 /// Upper bounds that keep a typo from launching an unbounded run.
@@ -134,6 +180,16 @@ impl Args {
                     )
                 }
                 "--threads" => out.threads = Some(count(flag, value, 1, THREADS_MAX)?),
+                "--queue-depth" => out.queue_depth = Some(count(flag, value, 1, 100_000)?),
+                "--backoff-ms" => {
+                    let ms: f64 = value
+                        .parse()
+                        .map_err(|_| format!("{flag} expects milliseconds, got {value:?}"))?;
+                    if !(0.0..=60_000.0).contains(&ms) {
+                        return Err(format!("{flag} must be between 0 and 60000"));
+                    }
+                    out.backoff = Some(Duration::from_secs_f64(ms / 1000.0));
+                }
                 "--scenario" => out.scenario = Some(value.to_owned()),
                 "--label" => out.label = Some(value.to_owned()),
                 "--json" => out.json = Some(PathBuf::from(value)),
@@ -169,6 +225,9 @@ impl Args {
             rate_ops_s: self.rate_ops_s,
             ephemeral: self.ephemeral,
             server_pid: self.server_pid,
+            workload: Workload::Mix,
+            backoff: self.backoff.unwrap_or(Duration::from_millis(1)),
+            queue_depth: self.queue_depth.unwrap_or(100),
         }
     }
 }

@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
 use crate::driver::new_histogram;
+use crate::ezk::EzkStats;
 use crate::mix::OpKind;
 use crate::options::Cell;
 
@@ -26,7 +27,7 @@ pub struct Latency {
 }
 
 impl Latency {
-    fn of(h: &Histogram<u64>) -> Latency {
+    pub(crate) fn of(h: &Histogram<u64>) -> Latency {
         Latency {
             p50_us: h.value_at_quantile(0.5),
             p90_us: h.value_at_quantile(0.9),
@@ -37,7 +38,7 @@ impl Latency {
         }
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         json!({
             "p50": self.p50_us, "p90": self.p90_us, "p99": self.p99_us,
             "p999": self.p999_us, "max": self.max_us, "mean": self.mean_us,
@@ -66,6 +67,8 @@ pub struct CellResult {
     /// (op, calls, latency) for each op kind that ran.
     pub by_op: Vec<(OpKind, u64, Latency)>,
     pub cpu: CpuUse,
+    /// The EZK scenarios' own figures (dequeues, calls per operation).
+    pub ezk: Option<EzkStats>,
 }
 
 impl CellResult {
@@ -96,6 +99,33 @@ impl CellResult {
                 .map(|(k, h)| (*k, h.len(), Latency::of(h)))
                 .collect(),
             cpu,
+            ezk: None,
+        }
+    }
+
+    /// An EZK scenario's result: `ok` counts logical operations (dequeues,
+    /// allocations and releases), `latency` theirs, retries included.
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_ezk(
+        cell: &Cell,
+        servers: &str,
+        elapsed: Duration,
+        ok: u64,
+        errors: BTreeMap<String, u64>,
+        latency: Latency,
+        cpu: CpuUse,
+        ezk: EzkStats,
+    ) -> CellResult {
+        CellResult {
+            cell: cell.clone(),
+            servers: servers.to_owned(),
+            elapsed,
+            ok,
+            errors,
+            latency,
+            by_op: Vec::new(),
+            cpu,
+            ezk: Some(ezk),
         }
     }
 
@@ -132,7 +162,7 @@ impl CellResult {
                 )
             })
             .collect();
-        json!({
+        let mut v = json!({
             "label": c.label,
             "servers": self.servers,
             "sessions": c.sessions,
@@ -152,7 +182,11 @@ impl CellResult {
             "by_op": by_op,
             "server_cpu_us_per_op": self.per_op_us(self.cpu.server_s),
             "client_cpu_us_per_op": self.per_op_us(self.cpu.client_s),
-        })
+        });
+        if let Some(ezk) = &self.ezk {
+            v["ezk"] = ezk.json(self.elapsed);
+        }
+        v
     }
 
     fn csv_line(&self) -> String {
@@ -243,6 +277,9 @@ pub fn table(results: &[CellResult]) -> String {
             ms(l.max_us),
             errors
         ));
+        if let Some(ezk) = &r.ezk {
+            out.push_str(&ezk.summary(r.elapsed));
+        }
         if let Some(us) = r.per_op_us(r.cpu.server_s) {
             out.push_str(&format!("  server cpu {us:.2} us/op"));
             if let Some(client) = r.per_op_us(r.cpu.client_s) {

@@ -5,21 +5,34 @@
 //! From Bagai et al., "Characterizing and Improving ZooKeeper Performance":
 //! synchronous vs asynchronous creates, 10k ephemerals of 300 B,
 //! producer-consumer create/delete pairs, a read-ratio sweep. From AGORA:
-//! throughput against payload size, reads and writes separately.
+//! throughput against payload size, reads and writes separately. From
+//! Extendable ZooKeeper (EZK): a priority queue and a quota service, each as
+//! a server-side extension and as the client-side recipe (see `ezk.rs`),
+//! swept over synchronous clients.
 
 use std::time::Duration;
 
 use crate::mix::{Mix, OpKind};
-use crate::options::{Args, Cell};
+use crate::options::{Args, Cell, Workload};
 
-pub const NAMES: [&str; 6] = [
+pub const NAMES: [&str; 10] = [
     "create-sync",
     "create-async",
     "ephemeral-300b",
     "producer-consumer",
     "read-ratio-sweep",
     "payload-sweep",
+    "pq-extension",
+    "pq-recipe",
+    "quota-extension",
+    "quota-recipe",
 ];
+
+/// Synchronous clients (consumers) of the EZK priority-queue sweep.
+pub const PQ_CLIENTS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+/// The quota sweep adds the paper's 40 clients (its calls-per-allocation
+/// point; 15 clients exhaust the quota).
+pub const QUOTA_CLIENTS: [usize; 7] = [1, 2, 4, 8, 16, 32, 40];
 
 const READ_RATIOS: [u32; 6] = [0, 25, 50, 75, 90, 100];
 const PAYLOADS_BYTES: [usize; 5] = [8, 64, 256, 512, 1024];
@@ -91,6 +104,28 @@ pub fn cells(name: &str, args: &Args) -> Result<Vec<Cell>, String> {
             }
             v
         }
+        "pq-extension" | "pq-recipe" | "quota-extension" | "quota-recipe" => {
+            let (workload, sweep): (Workload, &[usize]) = match name {
+                "pq-extension" => (Workload::PqExtension, &PQ_CLIENTS),
+                "pq-recipe" => (Workload::PqRecipe, &PQ_CLIENTS),
+                "quota-extension" => (Workload::QuotaExtension, &QUOTA_CLIENTS),
+                _ => (Workload::QuotaRecipe, &QUOTA_CLIENTS),
+            };
+            let counts: Vec<usize> = match args.sessions {
+                Some(n) => vec![n],
+                None => sweep.to_vec(),
+            };
+            counts
+                .into_iter()
+                .map(|n| {
+                    cell(&format!("c{n}"), &|c| {
+                        c.workload = workload;
+                        c.sessions = n;
+                        c.outstanding = 1;
+                    })
+                })
+                .collect()
+        }
         _ => {
             return Err(format!(
                 "unknown scenario {name:?}; known: {}",
@@ -127,5 +162,27 @@ mod tests {
         let eph = cells("ephemeral-300b", &args).unwrap();
         assert_eq!((eph[0].ops, eph[0].payload_bytes), (Some(EPHEMERALS), 300));
         assert!(eph[0].ephemeral);
+    }
+
+    #[test]
+    fn ezk_scenarios_sweep_synchronous_clients_unless_sessions_given() {
+        let pq = cells("pq-recipe", &Args::default()).unwrap();
+        assert_eq!(
+            pq.iter().map(|c| c.sessions).collect::<Vec<_>>(),
+            PQ_CLIENTS
+        );
+        assert!(pq
+            .iter()
+            .all(|c| c.outstanding == 1 && c.workload == Workload::PqRecipe));
+        assert_eq!(pq[0].label, "pq-recipe/c1");
+        let quota = cells("quota-extension", &Args::default()).unwrap();
+        assert_eq!(quota.last().unwrap().sessions, 40);
+        let args = Args {
+            sessions: Some(3),
+            ..Args::default()
+        };
+        let one = cells("quota-recipe", &args).unwrap();
+        assert_eq!((one.len(), one[0].sessions), (1, 3));
+        assert_eq!(one[0].workload, Workload::QuotaRecipe);
     }
 }
