@@ -175,6 +175,23 @@ impl<'v> Overlay<'v> {
             Some(None) => return Err(ErrorCode::NoNode.into()),
             None => true,
         };
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
+        let touched_below = self
+            .nodes
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(&prefix));
+        if base_visible && !touched_below {
+            // Nothing written under this node in this call: the view's list
+            // is the answer (the common case: a dequeue scans, then writes).
+            let mut names = self.view.get_children(path)?;
+            names.sort_unstable();
+            return Ok(names);
+        }
         let mut names = BTreeSet::new();
         if base_visible {
             for name in self.view.get_children(path)? {
@@ -183,11 +200,6 @@ impl<'v> Overlay<'v> {
                 }
             }
         }
-        let prefix = if path == "/" {
-            "/".to_string()
-        } else {
-            format!("{path}/")
-        };
         for (full, node) in self.nodes.range(prefix.clone()..) {
             let Some(rest) = full.strip_prefix(&prefix) else {
                 break;
