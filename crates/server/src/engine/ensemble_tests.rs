@@ -100,6 +100,25 @@ impl Cluster {
         self.pump();
     }
 
+    /// Opens connection 1 on engine `i` and asks for a new session.
+    fn connect_client(&mut self, i: usize) {
+        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
+        self.engines[i].handle(Input::Accepted { conn: 1, peer });
+        let mut bytes = Vec::new();
+        encode_connect_request(
+            &mut bytes,
+            &ConnectRequest {
+                time_out: 10_000,
+                ..Default::default()
+            },
+        );
+        self.engines[i].handle(Input::Frame {
+            conn: 1,
+            body: bytes[4..].to_vec(),
+        });
+        self.pump();
+    }
+
     fn leader(&self) -> Option<usize> {
         let leaders: Vec<usize> = (0..self.engines.len())
             .filter(|&i| self.engines[i].is_leader())
@@ -132,22 +151,7 @@ fn three_engines_elect_one_leader_and_replicate_its_writes() {
         );
     }
     // A client of the leader: a session and ten creates.
-    let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
-    let e = &mut cluster.engines[leader];
-    e.handle(Input::Accepted { conn: 1, peer });
-    let mut bytes = Vec::new();
-    encode_connect_request(
-        &mut bytes,
-        &ConnectRequest {
-            time_out: 10_000,
-            ..Default::default()
-        },
-    );
-    e.handle(Input::Frame {
-        conn: 1,
-        body: bytes[4..].to_vec(),
-    });
-    cluster.pump();
+    cluster.connect_client(leader);
     for i in 0..10 {
         let create = Request::Create(CreateRequest {
             path: format!("/n{i}"),
@@ -199,22 +203,7 @@ fn a_follower_forwards_sessions_and_writes_and_answers_its_client() {
     let mut cluster = Cluster::new();
     let leader = cluster.elect();
     let follower = (leader + 1) % 3;
-    let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
-    let e = &mut cluster.engines[follower];
-    e.handle(Input::Accepted { conn: 1, peer });
-    let mut bytes = Vec::new();
-    encode_connect_request(
-        &mut bytes,
-        &ConnectRequest {
-            time_out: 10_000,
-            ..Default::default()
-        },
-    );
-    e.handle(Input::Frame {
-        conn: 1,
-        body: bytes[4..].to_vec(),
-    });
-    cluster.pump();
+    cluster.connect_client(follower);
     let connected = cluster.client_bytes[follower];
     assert!(
         connected > 0,
