@@ -112,7 +112,12 @@ impl Engine {
 
     /// Followers tell the leader which sessions had traffic (once a tick).
     pub(super) fn report_liveness(&mut self) {
-        if self.is_leader() || self.touched.is_empty() {
+        if self.is_leader() {
+            // The leader touches its own sessions directly.
+            self.touched.clear();
+            return;
+        }
+        if self.touched.is_empty() {
             return;
         }
         let sessions: Vec<SessionId> = std::mem::take(&mut self.touched).into_iter().collect();
