@@ -8,6 +8,21 @@ pub fn process_cpu_s(pid: u32) -> Option<f64> {
     read_stat(&format!("/proc/{pid}/stat"))
 }
 
+/// CPU seconds the server and this process used since the samples taken
+/// at the start of a measured window.
+pub fn used_since(
+    server_pid: Option<u32>,
+    server_start: Option<f64>,
+    client_start: Option<f64>,
+) -> crate::report::CpuUse {
+    crate::report::CpuUse {
+        server_s: server_start
+            .zip(server_pid.and_then(process_cpu_s))
+            .map(|(a, b)| b - a),
+        client_s: client_start.zip(own_cpu_s()).map(|(a, b)| b - a),
+    }
+}
+
 pub fn own_cpu_s() -> Option<f64> {
     read_stat("/proc/self/stat")
 }

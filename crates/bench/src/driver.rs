@@ -108,12 +108,7 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
     let (server_start, client_start) = cpu_at_start
         .await
         .map_err(|e| format!("cpu sampler failed: {e}"))?;
-    let cpu = CpuUse {
-        server_s: server_start
-            .zip(server_pid.and_then(cpu::process_cpu_s))
-            .map(|(a, b)| b - a),
-        client_s: client_start.zip(cpu::own_cpu_s()).map(|(a, b)| b - a),
-    };
+    let cpu = cpu::used_since(server_pid, server_start, client_start);
     for client in &clients {
         // Not measured; ephemerals go with the session.
         let _ = client.close().await;

@@ -36,7 +36,7 @@ use crate::cpu;
 use crate::driver::{error_name, new_histogram, LATENCY_US_MAX, ROOT};
 use crate::mix::Rng;
 use crate::options::{Cell, Workload};
-use crate::report::{CellResult, CpuUse, Latency};
+use crate::report::{CellResult, Latency};
 
 /// The extension's virtual node (fixed in `priority_queue.lua`).
 pub const QUEUE: &str = "/queue";
@@ -452,12 +452,7 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
     let (server_start, client_start) = cpu_at_start
         .await
         .map_err(|e| format!("cpu sampler failed: {e}"))?;
-    let cpu = CpuUse {
-        server_s: server_start
-            .zip(server_pid.and_then(cpu::process_cpu_s))
-            .map(|(a, b)| b - a),
-        client_s: client_start.zip(cpu::own_cpu_s()).map(|(a, b)| b - a),
-    };
+    let cpu = cpu::used_since(server_pid, server_start, client_start);
     let mut producer_errors = BTreeMap::new();
     if let Some((producer, handle)) = producer {
         queue.stop.store(true, Ordering::Relaxed);
