@@ -142,3 +142,28 @@ def test_an_observer_serves_reads_forwards_writes_and_never_leads(ensemble_with_
     assert participant.get("/via-observer")[0] == b"o"
     c.stop()
     participant.stop()
+
+
+def test_a_frozen_leader_is_replaced_and_follows_when_it_wakes(ensemble):
+    """SIGSTOP of the leader: the majority elects another and commits; after SIGCONT the old leader follows and catches up."""
+    import os
+    import signal
+    h.wait_until(lambda: leader_of(ensemble) is not None, timeout=20, what="one leader")
+    old = leader_of(ensemble)
+    survivors = [s for s in ensemble if s is not old]
+    c = client(*survivors)
+    c.create("/before-freeze", b"1")
+    os.kill(old.pid, signal.SIGSTOP)
+    try:
+        h.wait_until(lambda: leader_of(survivors) is not None, timeout=30, what="a new leader among the others")
+        for i in range(20):
+            c.create("/during-freeze-%d" % i, b"")
+    finally:
+        os.kill(old.pid, signal.SIGCONT)
+    h.wait_until(lambda: mode(old) == "follower", timeout=20, what="the old leader steps down")
+    r = client(old)
+    r.sync("/")
+    assert r.exists("/during-freeze-19") is not None
+    assert leader_of(ensemble) is not None
+    r.stop()
+    c.stop()
