@@ -16,10 +16,10 @@ pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: ensembl
 SIZE = 3
 
 
-def start_ensemble(participants, observers=0):
+def start_ensemble(participants, observers=0, extra=None):
     n = participants + observers
     quorum_ports = [h.free_port() for _ in range(n)]
-    lines = {}
+    lines = dict(extra or {})
     for i in range(n):
         role = ":observer" if i >= participants else ""
         lines["server.%d" % (i + 1)] = "127.0.0.1:%d:%d%s" % (quorum_ports[i], h.free_port(), role)
@@ -166,4 +166,35 @@ def test_a_frozen_leader_is_replaced_and_follows_when_it_wakes(ensemble):
     assert r.exists("/during-freeze-19") is not None
     assert leader_of(ensemble) is not None
     r.stop()
+    c.stop()
+
+
+def test_a_member_cut_off_from_the_quorum_serves_read_only_clients(request):
+    """readonlymode.enabled: with two members frozen the third answers isro=ro, serves a read-only kazoo client's reads and refuses its writes; quorum back, it is rw."""
+    import os
+    import signal
+    from kazoo.exceptions import NotReadOnlyCallError
+    servers = start_ensemble(SIZE, extra={"readonlymode.enabled": "true"})
+    request.addfinalizer(lambda: [s.cleanup() for s in servers])
+    h.wait_until(lambda: leader_of(servers) is not None, timeout=20, what="one leader")
+    w = client(*servers)
+    w.create("/ro-data", b"kept")
+    w.stop()
+    alone, frozen = servers[0], servers[1:]
+    for s in frozen:
+        os.kill(s.pid, signal.SIGSTOP)
+    try:
+        h.wait_until(lambda: alone.four_letter("isro").strip() == "ro", timeout=30, what="read-only mode")
+        ro = KazooClient(hosts=alone.hosts, timeout=6.0, read_only=True)
+        ro.start(timeout=20)
+        assert ro.get("/ro-data")[0] == b"kept"
+        with pytest.raises(NotReadOnlyCallError):
+            ro.create("/not-now", b"")
+        ro.stop()
+    finally:
+        for s in frozen:
+            os.kill(s.pid, signal.SIGCONT)
+    h.wait_until(lambda: alone.four_letter("isro").strip() == "rw", timeout=30, what="back to read-write")
+    c = client(alone)
+    c.create("/now", b"")
     c.stop()

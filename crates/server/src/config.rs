@@ -51,6 +51,8 @@ pub struct ServerConfig {
     pub servers: BTreeMap<u64, Member>,
     /// `peerType=observer`.
     pub observer: bool,
+    /// `readonlymode.enabled`.
+    pub read_only_enabled: bool,
 }
 
 impl Default for ServerConfig {
@@ -75,6 +77,7 @@ impl Default for ServerConfig {
             metrics_address: None,
             servers: BTreeMap::new(),
             observer: false,
+            read_only_enabled: false,
         }
     }
 }
@@ -254,6 +257,9 @@ impl ServerConfig {
                     .map_err(|_| ConfigError(format!("invalid server id in {key}")))?;
                 let member = parse_member(id, value).map_err(|e| ConfigError(e.0))?;
                 self.servers.insert(id, member);
+            }
+            "readonlymode.enabled" | "zookeeper.readonlymode.enabled" => {
+                self.read_only_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }
             "peerType" => {
                 self.observer = match value {

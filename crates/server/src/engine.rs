@@ -61,6 +61,9 @@ pub struct EngineConfig {
     /// `[server_id]` and none.
     pub voters: Vec<u64>,
     pub learners: Vec<u64>,
+    /// `readonlymode.enabled`: cut off from the quorum, serve reads to
+    /// clients that asked for read-only sessions.
+    pub read_only_enabled: bool,
     /// `None`: ZooKeeper's default (srvr only); `*` allows all.
     pub four_letter_whitelist: Option<Vec<String>>,
     /// Pre-rendered `conf` answer (key=value lines).
@@ -71,7 +74,8 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     pub fn four_letter_allowed(&self, word: &str) -> bool {
-        crate::config::four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
+        (word == "isro" && self.read_only_enabled)
+            || crate::config::four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
     }
 }
 
@@ -304,10 +308,17 @@ impl Engine {
         self.raft.raft.state == raft::StateRole::Leader
     }
 
+    /// Cut off from the quorum with read-only mode enabled.
+    pub fn read_only(&self) -> bool {
+        self.config.read_only_enabled && self.leader_id() == 0
+    }
+
     /// ZooKeeper's name for this server's role, as `srvr` and `mntr` print it.
     pub fn mode(&self) -> &'static str {
         if self.config.voters.len() == 1 && self.config.learners.is_empty() {
             "standalone"
+        } else if self.read_only() {
+            "read-only"
         } else if self.is_leader() {
             "leader"
         } else if self.config.learners.contains(&self.config.server_id) {
@@ -415,7 +426,7 @@ impl Engine {
     }
 
     fn on_frame(&mut self, conn: ConnId, body: Vec<u8>) {
-        if self.leader_id() == 0 {
+        if self.leader_id() == 0 && !self.config.read_only_enabled {
             // No quorum in sight: nothing can be served consistently.
             self.out.closes.push(conn);
             return;
@@ -522,7 +533,7 @@ impl Engine {
                 time_out: timeout_ms,
                 session_id: session,
                 passwd: password_for(session),
-                read_only: false,
+                read_only: self.read_only(),
             }
         };
         let buf = self.out_buf.entry(conn).or_default();

@@ -25,7 +25,7 @@ pub fn answer(engine: &mut Engine, word: &str, asking: ConnId) -> String {
     }
     match word {
         "ruok" => "imok".to_string(),
-        "isro" => "rw".to_string(),
+        "isro" => if engine.read_only() { "ro" } else { "rw" }.to_string(),
         "srvr" => server_summary(engine, false, asking),
         "stat" => server_summary(engine, true, asking),
         "mntr" => monitor(engine),

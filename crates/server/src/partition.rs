@@ -106,6 +106,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         container_check_interval_ms: config.container_check_interval_ms,
         super_digest: config.super_digest.clone(),
         snap_count: config.snap_count,
+        read_only_enabled: config.read_only_enabled,
         voters: vec![config.server_id],
         learners: Vec::new(),
         max_frame_bytes: config.max_frame_bytes,

@@ -60,6 +60,9 @@ pub struct Session {
     pub deadline_ms: i64,
     /// A closeSession is in flight; no new requests are accepted.
     pub closing: bool,
+    /// Created by a read-only server cut off from the quorum: known only
+    /// here, never replicated, gone when the quorum returns.
+    pub local: bool,
     pub queue: VecDeque<Pending>,
 }
 
@@ -71,6 +74,7 @@ impl Session {
             conn: None,
             deadline_ms: now_ms + timeout_ms as i64,
             closing: false,
+            local: false,
             queue: VecDeque::new(),
         }
     }

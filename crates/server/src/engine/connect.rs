@@ -29,11 +29,49 @@ impl Engine {
             self.config.max_session_timeout_ms,
         );
         let timeout_ms = negotiate_timeout(req.time_out, min, max);
+        if self.leader_id() == 0 {
+            return self.connect_read_only(conn, &req, timeout_ms);
+        }
         if req.session_id == 0 {
             self.create_session(conn, timeout_ms);
         } else {
             self.resume_session(conn, req.session_id, &req.passwd);
         }
+    }
+
+    /// Without a quorum only read-only sessions are served (ZooKeeper's
+    /// ReadOnlyZooKeeperServer): a new one is local to this server; an
+    /// existing session is resumed for reads.
+    fn connect_read_only(&mut self, conn: ConnId, req: &ConnectRequest, timeout_ms: i32) {
+        if !req.read_only {
+            self.out.closes.push(conn);
+            return;
+        }
+        let sid = if req.session_id == 0 {
+            let sid = self.allocate_session_id();
+            let mut session = Session::new(sid, timeout_ms, self.now_ms);
+            session.local = true;
+            self.sessions.insert(sid, session);
+            sid
+        } else if self.sessions.contains_key(&req.session_id)
+            && req.passwd == password_for(req.session_id)
+        {
+            req.session_id
+        } else {
+            self.send_connect_response(conn, 0, 0);
+            self.out.closes.push(conn);
+            return;
+        };
+        let Some(s) = self.sessions.get_mut(&sid) else {
+            return;
+        };
+        s.conn = Some(conn);
+        s.touch(self.now_ms);
+        let timeout_ms = s.timeout_ms;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(sid);
+        }
+        self.send_connect_response(conn, sid, timeout_ms);
     }
 
     fn create_session(&mut self, conn: ConnId, timeout_ms: i32) {

@@ -142,6 +142,8 @@ impl Engine {
             s.touch(self.now_ms);
         }
         self.connecting.clear();
+        // Read-only sessions were this server's own while it was cut off.
+        self.sessions.retain(|_, s| !s.local);
         self.zxid_waiters.clear();
         self.held_writes.clear();
         self.preparer.clear();

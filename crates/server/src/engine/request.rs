@@ -32,6 +32,30 @@ impl Engine {
             self.queue_reply(conn, xid, ErrorCode::SessionExpired, Response::Empty);
             return;
         }
+        if self.read_only() {
+            match request {
+                Request::CloseSession => {
+                    // Only a local session ends here; a replicated one
+                    // outlives this server's isolation.
+                    if self.sessions.get(&sid).is_some_and(|s| s.local) {
+                        self.sessions.remove(&sid);
+                    }
+                    self.send_reply(
+                        conn,
+                        xid,
+                        self.tree.last_zxid(),
+                        ErrorCode::Ok,
+                        &Response::Empty,
+                    );
+                    self.out.closes.push(conn);
+                    return;
+                }
+                ref r if r.is_write() || self.extension_for(r).is_some() => {
+                    return self.queue_reply(conn, xid, ErrorCode::NotReadOnly, Response::Empty);
+                }
+                _ => {}
+            }
+        }
         if let Some(name) = self.extension_for(&request) {
             return self.on_extension_request(conn, sid, xid, &name, request);
         }

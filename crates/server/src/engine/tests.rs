@@ -32,6 +32,7 @@ pub(super) fn config() -> EngineConfig {
         max_frame_bytes: 0xfffff,
         voters: vec![1],
         learners: vec![],
+        read_only_enabled: false,
         four_letter_whitelist: None,
         conf_text: String::new(),
         host_name: "test".into(),
