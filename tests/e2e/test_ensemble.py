@@ -53,7 +53,12 @@ def ensemble_with_observer():
 
 
 def mode(server):
-    return re.search(r"^Mode: (\w+)$", server.four_letter("srvr"), re.M).group(1)
+    """The member's Mode from srvr, or None while it cannot say."""
+    try:
+        m = re.search(r"^Mode: (\S+)$", server.four_letter("srvr"), re.M)
+    except OSError:
+        return None
+    return m.group(1) if m else None
 
 
 def client(*servers, timeout=6.0):

@@ -133,7 +133,13 @@ impl Engine {
             "leader changed from {old} to {new} (this server: {})",
             self.config.server_id
         );
-        let conns: Vec<_> = self.conns.keys().copied().collect();
+        // Only client sessions: a four-letter word in flight keeps its answer.
+        let conns: Vec<_> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.handshaken)
+            .map(|(&id, _)| id)
+            .collect();
         self.out.closes.extend(conns);
         for s in self.sessions.values_mut() {
             s.queue.clear();
