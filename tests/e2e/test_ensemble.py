@@ -86,6 +86,11 @@ def test_one_leader_and_writes_through_any_member_are_seen_everywhere(ensemble):
         assert reader.get("/via-follower")[0] == b"v2"
         reader.stop()
     writer.stop()
+    leader = leader_of(ensemble)
+    rows = dict(l.split("\t", 1) for l in leader.four_letter("mntr").splitlines() if "\t" in l)
+    assert rows["zk_server_state"] == "leader" and rows["zk_quorum_size"] == "3"
+    assert (rows["zk_followers"], rows["zk_synced_followers"]) == ("2", "2")
+    assert float(rows["stoa_commit_latency_avg_ms"]) >= 0 and int(rows["stoa_wal_batches"]) > 0
 
 
 def test_killing_the_leader_loses_no_acknowledged_write_and_the_old_leader_rejoins(ensemble):

@@ -328,6 +328,26 @@ impl Engine {
         }
     }
 
+    /// Leader only: (peers, peers within `lag_ok` entries, the largest lag
+    /// in entries) from raft's view of each peer's log.
+    pub(crate) fn follower_lag(&self, lag_ok: u64) -> (usize, usize, u64) {
+        if !self.is_leader() {
+            return (0, 0, 0);
+        }
+        let last = self.raft.store().last_index();
+        let me = self.config.server_id;
+        let lags: Vec<u64> = self
+            .raft
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != me)
+            .map(|(_, p)| last.saturating_sub(p.matched))
+            .collect();
+        let synced = lags.iter().filter(|&&l| l <= lag_ok).count();
+        (lags.len(), synced, lags.iter().copied().max().unwrap_or(0))
+    }
+
     /// The leader this server knows of (0: none).
     pub fn leader_id(&self) -> u64 {
         self.raft.raft.leader_id

@@ -99,6 +99,9 @@ fn approximate_data_size(engine: &Engine) -> usize {
         .sum()
 }
 
+/// A follower this close to the leader's log counts as synced in `mntr`.
+const SYNCED_LAG_ENTRIES_MAX: u64 = 100;
+
 pub fn monitor(engine: &Engine) -> String {
     let s = &engine.stats;
     let ephemerals: usize = engine
@@ -135,6 +138,32 @@ pub fn monitor(engine: &Engine) -> String {
     ];
     let mut out = String::new();
     for (k, v) in rows {
+        let _ = writeln!(out, "{k}\t{v}");
+    }
+    let (followers, synced, lag_max) = engine.follower_lag(SYNCED_LAG_ENTRIES_MAX);
+    let ensemble_rows: Vec<(&str, String)> = vec![
+        ("zk_followers", followers.to_string()),
+        ("zk_synced_followers", synced.to_string()),
+        ("stoa_follower_lag_entries_max", lag_max.to_string()),
+        (
+            "stoa_commit_latency_avg_ms",
+            format!("{:.4}", s.commit_latency_avg_ms()),
+        ),
+        (
+            "stoa_commit_latency_max_ms",
+            s.commit_latency_max_ms.to_string(),
+        ),
+        ("stoa_wal_batches", s.wal_batches.to_string()),
+        (
+            "stoa_wal_batch_entries_avg",
+            format!("{:.2}", s.wal_batch_entries_avg()),
+        ),
+        (
+            "stoa_wal_batch_entries_max",
+            s.wal_batch_entries_max.to_string(),
+        ),
+    ];
+    for (k, v) in ensemble_rows {
         let _ = writeln!(out, "{k}\t{v}");
     }
     for (name, m) in engine.extension_metrics() {

@@ -27,6 +27,22 @@ pub struct Stats {
     pub latency_total_ms: u64,
     pub latency_count: u64,
     pub started_at_ms: i64,
+    /// Leader only: ms from preparing a transaction to applying it.
+    pub commit_latency_max_ms: u64,
+    pub commit_latency_total_ms: u64,
+    pub commits_timed: u64,
+    /// WAL batches that carried raft entries, and those entries.
+    pub wal_batches: u64,
+    pub wal_batch_entries: u64,
+    pub wal_batch_entries_max: u64,
+}
+
+fn ratio(total: u64, count: u64) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        total as f64 / count as f64
+    }
 }
 
 impl Stats {
@@ -35,6 +51,26 @@ impl Stats {
         self.latency_max_ms = self.latency_max_ms.max(ms);
         self.latency_total_ms += ms;
         self.latency_count += 1;
+    }
+
+    pub fn record_commit(&mut self, ms: u64) {
+        self.commit_latency_max_ms = self.commit_latency_max_ms.max(ms);
+        self.commit_latency_total_ms += ms;
+        self.commits_timed += 1;
+    }
+
+    pub fn record_wal_batch(&mut self, entries: u64) {
+        self.wal_batches += 1;
+        self.wal_batch_entries += entries;
+        self.wal_batch_entries_max = self.wal_batch_entries_max.max(entries);
+    }
+
+    pub fn commit_latency_avg_ms(&self) -> f64 {
+        ratio(self.commit_latency_total_ms, self.commits_timed)
+    }
+
+    pub fn wal_batch_entries_avg(&self) -> f64 {
+        ratio(self.wal_batch_entries, self.wal_batches)
     }
 
     pub fn latency_avg_ms(&self) -> f64 {

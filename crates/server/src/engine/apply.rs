@@ -52,6 +52,11 @@ impl Engine {
             self.in_flight.pop_front();
         }
         self.stats.txns_applied += 1;
+        if self.is_leader() {
+            // The header's time is this leader's clock when it prepared the txn.
+            self.stats
+                .record_commit((self.now_ms - txn.header.time_ms).max(0) as u64);
+        }
         for event in &applied.events {
             let change = match event.kind {
                 TreeEventKind::NodeCreated => ChangeKind::Created,

@@ -33,6 +33,9 @@ impl Engine {
                 // Every synced batch carries the latest hard state, so a
                 // commit index written lazily still reaches the disk.
                 let hard_state = must_sync.then(|| self.raft.store().hard_state().clone());
+                if !entries.is_empty() {
+                    self.stats.record_wal_batch(entries.len() as u64);
+                }
                 self.out.persists.push(PersistJob {
                     number: ready.number(),
                     must_sync,
