@@ -119,6 +119,29 @@ impl Cluster {
         self.pump();
     }
 
+    /// Sends a create of `path` on connection 1 of engine `i`.
+    fn send_create(&mut self, i: usize, xid: i32, path: &str, data: Vec<u8>) {
+        let create = Request::Create(CreateRequest {
+            path: path.into(),
+            data,
+            acl: vec![Acl::open_unsafe()],
+            flags: 0,
+        });
+        let mut bytes = Vec::new();
+        encode_request(
+            &mut bytes,
+            &RequestHeader {
+                xid,
+                kind: create.opcode() as i32,
+            },
+            &create,
+        );
+        self.engines[i].handle(Input::Frame {
+            conn: 1,
+            body: bytes[4..].to_vec(),
+        });
+    }
+
     fn leader(&self) -> Option<usize> {
         let leaders: Vec<usize> = (0..self.engines.len())
             .filter(|&i| self.engines[i].is_leader())
@@ -153,25 +176,7 @@ fn three_engines_elect_one_leader_and_replicate_its_writes() {
     // A client of the leader: a session and ten creates.
     cluster.connect_client(leader);
     for i in 0..10 {
-        let create = Request::Create(CreateRequest {
-            path: format!("/n{i}"),
-            data: vec![i as u8],
-            acl: vec![Acl::open_unsafe()],
-            flags: 0,
-        });
-        let mut bytes = Vec::new();
-        encode_request(
-            &mut bytes,
-            &RequestHeader {
-                xid: i + 1,
-                kind: create.opcode() as i32,
-            },
-            &create,
-        );
-        cluster.engines[leader].handle(Input::Frame {
-            conn: 1,
-            body: bytes[4..].to_vec(),
-        });
+        cluster.send_create(leader, i + 1, &format!("/n{i}"), vec![i as u8]);
     }
     for _ in 0..5 {
         cluster.tick();
@@ -209,25 +214,7 @@ fn a_follower_forwards_sessions_and_writes_and_answers_its_client() {
         connected > 0,
         "the follower answered the handshake once the leader committed the session"
     );
-    let create = Request::Create(CreateRequest {
-        path: "/via-follower".into(),
-        data: vec![],
-        acl: vec![Acl::open_unsafe()],
-        flags: 0,
-    });
-    let mut bytes = Vec::new();
-    encode_request(
-        &mut bytes,
-        &RequestHeader {
-            xid: 1,
-            kind: create.opcode() as i32,
-        },
-        &create,
-    );
-    cluster.engines[follower].handle(Input::Frame {
-        conn: 1,
-        body: bytes[4..].to_vec(),
-    });
+    cluster.send_create(follower, 1, "/via-follower", vec![]);
     cluster.pump();
     assert!(
         cluster.client_bytes[follower] > connected,
