@@ -88,7 +88,7 @@ impl Engine {
                 write.xid,
                 &write.ids,
                 write.is_super,
-                request,
+                &request,
             ),
         }
     }

@@ -88,36 +88,42 @@ impl Engine {
     }
 
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
-        let Some(c) = self.conns.get(&conn) else {
+        let leader = self.is_leader();
+        let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let (ids, is_super) = (c.ids.clone(), c.is_super);
+        let is_super = c.is_super;
         // The origin answers when the transaction applies here, wherever it
         // was prepared; until then the reply's place in the session's order
         // is held. A forwarded write's zxid is not known here (0).
-        let zxid = if self.is_leader() {
-            self.next_zxid()
+        let zxid = if leader {
+            // Lent out for prep and returned, so the hot path copies nothing.
+            let ids = std::mem::take(&mut c.ids);
+            let zxid = self.next_zxid();
+            self.prepare_and_propose(zxid, sid, xid, &ids, is_super, &request);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.ids = ids;
+            }
+            zxid
         } else {
+            let ids = c.ids.clone();
+            let forwarded = request.clone();
+            self.forward(EngineMessage::Forward {
+                session_id: sid,
+                xid,
+                ids,
+                is_super,
+                request: forwarded,
+            });
             0
         };
         if let Some(s) = self.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Write {
                 xid,
                 zxid,
-                request: request.clone(),
+                request,
                 received_ms: self.now_ms,
             });
-        }
-        if zxid == 0 {
-            self.forward(EngineMessage::Forward {
-                session_id: sid,
-                xid,
-                ids,
-                is_super,
-                request,
-            });
-        } else {
-            self.prepare_and_propose(zxid, sid, xid, &ids, is_super, request);
         }
     }
 
@@ -133,7 +139,7 @@ impl Engine {
         xid: i32,
         ids: &[Id],
         is_super: bool,
-        request: Request,
+        request: &Request,
     ) {
         let ctx = PrepContext {
             session_id: sid,
@@ -144,8 +150,8 @@ impl Engine {
             is_super,
             ttl_enabled: self.config.ttl_enabled,
         };
-        let prepared = match self.check_registration(ids, is_super, &request) {
-            Ok(()) => self.preparer.prepare(&self.tree, &ctx, &request),
+        let prepared = match self.check_registration(ids, is_super, request) {
+            Ok(()) => self.preparer.prepare(&self.tree, &ctx, request),
             Err(code) => Err(stoa_tree::PrepError::Code(code)),
         };
         let txn = match prepared {
