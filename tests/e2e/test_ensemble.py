@@ -208,3 +208,45 @@ def test_a_member_cut_off_from_the_quorum_serves_read_only_clients(request):
     c = client(alone)
     c.create("/now", b"")
     c.stop()
+
+
+def mntr(server):
+    return dict(l.split("\t", 1) for l in server.four_letter("mntr").splitlines() if "\t" in l)
+
+
+def hashes_agree(servers):
+    try:
+        return len({s.four_letter("hash").strip() for s in servers}) == 1
+    except OSError:
+        return False
+
+
+def test_a_follower_behind_the_compacted_log_installs_a_snapshot_and_restarts_from_it(request):
+    """snapCount 40: a follower killed while 300 writes commit is sent the leader's snapshot when it returns, installs it, and after another kill -9 recovers from it; every tree hashes the same."""
+    servers = start_ensemble(SIZE, extra={"snapCount": "40"})
+    request.addfinalizer(lambda: [s.cleanup() for s in servers])
+    h.wait_until(lambda: leader_of(servers) is not None, timeout=20, what="one leader")
+    leader = leader_of(servers)
+    behind = next(s for s in servers if s is not leader)
+    behind.kill9()
+    c = client(*[s for s in servers if s is not behind])
+    c.ensure_path("/far")
+    for i in range(300):
+        c.create("/far/n%03d" % i, b"x" * 100)
+    c.delete("/far/n000")
+    behind.start(timeout=60)
+    h.wait_until(lambda: int(mntr(behind).get("stoa_snapshots_installed", "0")) >= 1,
+                 timeout=30, what="the snapshot installed")
+    c.create("/far/after", b"")
+    h.wait_until(lambda: hashes_agree(servers), timeout=30, what="identical trees")
+    r = client(behind)
+    r.sync("/")
+    assert len(r.get_children("/far")) == 300
+    r.stop()
+    # Its disk now holds the installed snapshot and the entries after it.
+    behind.kill9()
+    c.create("/far/later", b"")
+    behind.start(timeout=60)
+    h.wait_until(lambda: hashes_agree(servers), timeout=30, what="identical trees after restart")
+    assert int(mntr(leader_of(servers))["stoa_snapshots_sent"]) >= 1
+    c.stop()

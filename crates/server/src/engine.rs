@@ -30,6 +30,7 @@ use crate::stats::Stats;
 use crate::watch::{ChangeKind, ConnId, WatchTable};
 
 mod apply;
+mod catch_up;
 mod commit;
 mod connect;
 mod extensions;
@@ -123,6 +124,12 @@ pub enum Input {
     PersistFailed {
         reason: String,
     },
+    /// The tree asked for by `Output::snapshot_to_ship`, serialized.
+    SnapshotBuilt {
+        index: u64,
+        term: u64,
+        data: bytes::Bytes,
+    },
 }
 
 /// A batch of log records for the WAL writer.
@@ -133,6 +140,16 @@ pub struct PersistJob {
     pub must_sync: bool,
     pub hard_state: Option<raft::eraftpb::HardState>,
     pub entries: Vec<Entry>,
+    /// A snapshot from the leader that replaces this server's whole log:
+    /// written (and synced) before the batch's records, which follow it.
+    pub installed: Option<InstalledSnapshot>,
+}
+
+/// A tree snapshot received from the leader, in the snapshot file format.
+pub struct InstalledSnapshot {
+    pub index: u64,
+    pub term: u64,
+    pub data: bytes::Bytes,
 }
 
 /// A point-in-time copy of the tree for the snapshot writer.
@@ -149,6 +166,9 @@ pub struct Output {
     pub closes: Vec<ConnId>,
     pub persists: Vec<PersistJob>,
     pub snapshots: Vec<SnapshotJob>,
+    /// A tree to serialize for a lagging peer; answered by
+    /// `Input::SnapshotBuilt`.
+    pub snapshot_to_ship: Option<SnapshotJob>,
     /// Raft messages for peers (`to` names the peer).
     pub messages: Vec<raft::eraftpb::Message>,
     /// Engine messages for peers: (to, message).
@@ -209,6 +229,10 @@ pub struct Engine {
     applied_index: u64,
     applied_term: u64,
     snapshot_index: u64,
+    /// A snapshot for lagging peers is being serialized.
+    shipping: bool,
+    /// Leader: ticks each peer has been waiting on a snapshot sent to it.
+    snapshot_wait_ticks: HashMap<u64, u32>,
     last_container_check_ms: i64,
     out: Output,
     out_buf: HashMap<ConnId, Vec<u8>>,
@@ -279,6 +303,8 @@ impl Engine {
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,
             snapshot_index: recovered.snapshot_index,
+            shipping: false,
+            snapshot_wait_ticks: HashMap::new(),
             last_container_check_ms: now_ms,
             out: Output::default(),
             out_buf: HashMap::new(),
@@ -389,12 +415,14 @@ impl Engine {
             Input::PersistFailed { reason } => {
                 self.out.fatal = Some(format!("WAL write failed: {reason}"))
             }
+            Input::SnapshotBuilt { index, term, data } => self.on_snapshot_built(index, term, data),
         }
     }
 
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
         self.raft.tick();
+        self.watch_snapshot_sends();
         self.report_liveness();
         self.expire_sessions();
         self.check_containers();

@@ -171,6 +171,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             tokens: WalTokens::default(),
             conns: HashMap::new(),
             snap_tx,
+            snapshot_dir: config.snapshot_dir(),
             max_client_cnxns: config.max_client_cnxns,
             peers,
         };
@@ -225,7 +226,8 @@ struct Shell {
     wal: WalWriter,
     tokens: WalTokens,
     conns: HashMap<ConnId, ConnHandle>,
-    snap_tx: std::sync::mpsc::Sender<SnapshotJob>,
+    snap_tx: std::sync::mpsc::Sender<SnapshotTask>,
+    snapshot_dir: std::path::PathBuf,
     max_client_cnxns: u32,
     /// The ensemble's transport; `None` standalone.
     peers: Option<PeerNetwork>,
@@ -289,6 +291,7 @@ impl Shell {
             closes,
             persists,
             snapshots,
+            snapshot_to_ship,
             messages,
             engine_messages,
             fatal,
@@ -297,6 +300,11 @@ impl Shell {
             return Err(reason);
         }
         for job in &persists {
+            if let Some(s) = &job.installed {
+                // Rare (a follower far behind), so written here, before the
+                // WAL marker that makes recovery rely on it.
+                storage::write_snapshot_bytes(&self.snapshot_dir, s.index, s.term, &s.data)?;
+            }
             if !job.must_sync {
                 if let Some(number) = self.tokens.piggyback(job.number) {
                     done_now = Some(number);
@@ -331,7 +339,10 @@ impl Shell {
             }
         }
         for job in snapshots {
-            let _ = self.snap_tx.send(job);
+            let _ = self.snap_tx.send(SnapshotTask::Write(job));
+        }
+        if let Some(job) = snapshot_to_ship {
+            let _ = self.snap_tx.send(SnapshotTask::Ship(job));
         }
         Ok(done_now)
     }
@@ -341,7 +352,7 @@ impl Shell {
 struct Receivers {
     net: mpsc::Receiver<NetEvent>,
     durable: mpsc::UnboundedReceiver<Result<u64, String>>,
-    snapshots: mpsc::UnboundedReceiver<SnapshotDone>,
+    snapshots: mpsc::UnboundedReceiver<Result<SnapshotDone, String>>,
     scrapes: mpsc::Receiver<crate::metrics::ScrapeRequest>,
     peers: mpsc::Receiver<(u64, PeerMessage)>,
 }
@@ -383,7 +394,10 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
             }
             done = snap_done_rx.recv() => {
                 match done {
-                    Some(Ok((index, term, compact_to))) => {
+                    Some(Ok(SnapshotDone::Shipped { index, term, data })) => {
+                        engine.handle(Input::SnapshotBuilt { index, term, data });
+                    }
+                    Some(Ok(SnapshotDone::Written { index, term, compact_to })) => {
                         log::info!("snapshot at raft index {index} (term {term}) written");
                         if let Some(upto) = compact_to {
                             let token = shell.tokens.issue(None);
@@ -420,22 +434,61 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
     }
 }
 
-type SnapshotDone = Result<(u64, u64, Option<u64>), String>;
+/// Work for the snapshot thread: serializing a tree is slow for large
+/// trees, so the partition thread never does it.
+enum SnapshotTask {
+    /// Write to the snapshot directory (then the WAL may be compacted).
+    Write(SnapshotJob),
+    /// Serialize in memory for a lagging peer.
+    Ship(SnapshotJob),
+}
+
+enum SnapshotDone {
+    Written {
+        index: u64,
+        term: u64,
+        compact_to: Option<u64>,
+    },
+    Shipped {
+        index: u64,
+        term: u64,
+        data: bytes::Bytes,
+    },
+}
 
 fn spawn_snapshot_writer(
     dir: std::path::PathBuf,
 ) -> (
-    std::sync::mpsc::Sender<SnapshotJob>,
-    mpsc::UnboundedReceiver<SnapshotDone>,
+    std::sync::mpsc::Sender<SnapshotTask>,
+    mpsc::UnboundedReceiver<Result<SnapshotDone, String>>,
 ) {
-    let (job_tx, job_rx) = std::sync::mpsc::channel::<SnapshotJob>();
+    let (job_tx, job_rx) = std::sync::mpsc::channel::<SnapshotTask>();
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let spawned = std::thread::Builder::new()
         .name("stoa-snapshot".into())
         .spawn(move || {
-            for job in job_rx {
-                let result = storage::write_snapshot(&dir, &job.tree, job.index, job.term)
-                    .map(|compact| (job.index, job.term, compact));
+            for task in job_rx {
+                let result = match task {
+                    SnapshotTask::Write(job) => {
+                        storage::write_snapshot(&dir, &job.tree, job.index, job.term).map(
+                            |compact_to| SnapshotDone::Written {
+                                index: job.index,
+                                term: job.term,
+                                compact_to,
+                            },
+                        )
+                    }
+                    SnapshotTask::Ship(job) => {
+                        let mut data = Vec::new();
+                        stoa_tree::write_snapshot(&job.tree, &mut data)
+                            .map(|()| SnapshotDone::Shipped {
+                                index: job.index,
+                                term: job.term,
+                                data: data.into(),
+                            })
+                            .map_err(|e| format!("serializing a snapshot for a peer: {e}"))
+                    }
+                };
                 if done_tx.send(result).is_err() {
                     return;
                 }

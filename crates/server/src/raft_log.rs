@@ -3,6 +3,8 @@
 //! thread appends here before it hands the same entries to the WAL writer, and
 //! owns this value outright (no lock, unlike raft-rs's MemStorage).
 
+use std::cell::Cell;
+
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
 
@@ -14,6 +16,12 @@ pub struct RaftLog {
     /// Invariant: `entries[0].index == snapshot.index + 1` when entries exist.
     snapshot: SnapshotMetadata,
     entries: Vec<Entry>,
+    /// A serialized tree a lagging peer can be sent; valid while the log
+    /// still holds every entry after it.
+    shippable: Option<Snapshot>,
+    /// Raft asked for a snapshot nobody has built yet. A `Cell` because
+    /// raft asks through `&self`; the owning thread alone touches it.
+    snapshot_wanted: Cell<bool>,
 }
 
 impl RaftLog {
@@ -79,15 +87,60 @@ impl RaftLog {
     }
 
     /// Drops entries up to `index` once a snapshot covers them.
-    pub fn compact(&mut self, index: u64, term: u64) {
+    pub fn compact(&mut self, index: u64) {
         if index <= self.snapshot.index {
             return;
         }
         assert!(index <= self.last_index(), "compacting past the log end");
+        let term = self.entries[(index - self.first_index()) as usize].term;
         let drop = (index - self.snapshot.index) as usize;
         self.entries.drain(..drop);
         self.snapshot.index = index;
         self.snapshot.term = term;
+        if self
+            .shippable
+            .as_ref()
+            .is_some_and(|s| s.get_metadata().index < index)
+        {
+            // Entries after it are gone: a peer sent it could not continue.
+            self.shippable = None;
+        }
+    }
+
+    /// True once after raft asked for a snapshot to send a lagging peer.
+    pub fn take_snapshot_wanted(&self) -> bool {
+        self.snapshot_wanted.replace(false)
+    }
+
+    /// Offers the tree serialized at `index` (applied, so at or after the
+    /// compaction point) to raft for lagging peers.
+    pub fn set_shippable(&mut self, index: u64, term: u64, data: bytes::Bytes) {
+        assert!(
+            index >= self.snapshot.index && index <= self.last_index(),
+            "shippable snapshot at {index} outside the log [{}, {}]",
+            self.snapshot.index,
+            self.last_index()
+        );
+        let mut snapshot = Snapshot {
+            data,
+            ..Default::default()
+        };
+        let meta = snapshot.mut_metadata();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(self.conf_state.clone());
+        self.shippable = Some(snapshot);
+    }
+
+    /// A follower installs the leader's snapshot: the whole log is replaced.
+    pub fn install(&mut self, meta: &SnapshotMetadata) {
+        self.entries.clear();
+        self.shippable = None;
+        self.snapshot.index = meta.index;
+        self.snapshot.term = meta.term;
+        self.conf_state = meta.get_conf_state().clone();
+        self.hard_state.commit = meta.index;
+        self.hard_state.term = self.hard_state.term.max(meta.term);
     }
 
     fn term_of(&self, idx: u64) -> raft::Result<u64> {
@@ -142,9 +195,15 @@ impl raft::Storage for RaftLog {
         Ok(RaftLog::last_index(self))
     }
 
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        // Snapshot shipping to peers arrives with the ensemble (issue 5); a
-        // single voter never asks for one.
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        if let Some(s) = &self.shippable {
+            if s.get_metadata().index >= request_index {
+                return Ok(s.clone());
+            }
+        }
+        // Serializing a large tree takes a while: the engine builds one off
+        // this thread and raft asks again on the peer's next heartbeat.
+        self.snapshot_wanted.set(true);
         Err(raft::Error::Store(
             StorageError::SnapshotTemporarilyUnavailable,
         ))
@@ -177,7 +236,7 @@ mod tests {
     fn compaction_keeps_the_term_of_the_compacted_index() {
         let mut log = RaftLog::new(vec![1], vec![]);
         log.append(&[entry(1, 1), entry(2, 1), entry(3, 2)]);
-        log.compact(2, 1);
+        log.compact(2);
         assert_eq!(log.term(2).unwrap(), 1);
         assert!(log.term(1).is_err());
         assert_eq!(
@@ -186,5 +245,41 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn a_snapshot_is_built_on_request_and_dropped_once_compacted_past() {
+        let mut log = RaftLog::new(vec![1, 2], vec![3]);
+        log.append(&[entry(1, 1), entry(2, 1), entry(3, 2), entry(4, 2)]);
+        log.compact(2);
+        assert!(log.snapshot(0, 2).is_err(), "nothing built yet");
+        assert!(log.take_snapshot_wanted());
+        assert!(!log.take_snapshot_wanted(), "reported once");
+        log.set_shippable(3, 2, bytes::Bytes::from_static(b"tree"));
+        let s = log.snapshot(3, 2).expect("built");
+        assert_eq!(s.get_metadata().index, 3);
+        assert_eq!(s.get_metadata().get_conf_state().learners, vec![3]);
+        assert!(log.snapshot(4, 2).is_err(), "too old for the request");
+        log.compact(4);
+        assert!(log.snapshot(0, 2).is_err(), "compacted past it");
+    }
+
+    #[test]
+    fn installing_replaces_the_whole_log() {
+        let mut log = RaftLog::new(vec![1, 2, 3], vec![]);
+        log.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
+        let mut meta = SnapshotMetadata {
+            index: 10,
+            term: 4,
+            ..Default::default()
+        };
+        meta.mut_conf_state().voters = vec![1, 2, 3];
+        log.install(&meta);
+        assert_eq!(log.first_index(), 11);
+        assert_eq!(log.last_index(), 10);
+        assert_eq!(log.term(10).unwrap(), 4);
+        assert_eq!(log.hard_state().commit, 10);
+        log.append(&[entry(11, 4)]);
+        assert_eq!(log.last_index(), 11);
     }
 }

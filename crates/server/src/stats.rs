@@ -35,6 +35,9 @@ pub struct Stats {
     pub wal_batches: u64,
     pub wal_batch_entries: u64,
     pub wal_batch_entries_max: u64,
+    /// Snapshots sent to lagging peers (leader) and installed (follower).
+    pub snapshots_sent: u64,
+    pub snapshots_installed: u64,
 }
 
 fn ratio(total: u64, count: u64) -> f64 {

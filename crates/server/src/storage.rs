@@ -73,12 +73,14 @@ fn record_to_hard_state(record: &Record) -> Result<HardState, String> {
     })
 }
 
+/// The WAL records of one batch. An installed snapshot's marker comes
+/// first: replay then forgets the log it replaced, and keeps what follows.
 pub fn persist_job_records(partition: u32, job: &PersistJob) -> Vec<Record> {
-    let mut records: Vec<Record> = job
-        .entries
-        .iter()
-        .map(|e| entry_to_record(partition, e))
-        .collect();
+    let mut records: Vec<Record> = Vec::with_capacity(job.entries.len() + 2);
+    if let Some(s) = &job.installed {
+        records.push(Record::snapshot_installed(partition, s.term, s.index));
+    }
+    records.extend(job.entries.iter().map(|e| entry_to_record(partition, e)));
     if let Some(hs) = &job.hard_state {
         records.push(hard_state_record(partition, hs));
     }
@@ -193,12 +195,31 @@ pub fn write_snapshot(
     index: u64,
     term: u64,
 ) -> Result<Option<u64>, String> {
+    write_snapshot_with(dir, index, term, |w| stoa_tree::write_snapshot(tree, w))
+}
+
+/// Writes a snapshot already serialized (one received from the leader).
+pub fn write_snapshot_bytes(
+    dir: &Path,
+    index: u64,
+    term: u64,
+    data: &[u8],
+) -> Result<Option<u64>, String> {
+    write_snapshot_with(dir, index, term, |w| w.write_all(data))
+}
+
+fn write_snapshot_with(
+    dir: &Path,
+    index: u64,
+    term: u64,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<Option<u64>, String> {
     let name = format!("{SNAPSHOT_PREFIX}{index:020}-{term:020}");
     let tmp = dir.join(format!("{name}.tmp"));
     let fail = |what: &str, e: std::io::Error| format!("snapshot {}: {what}: {e}", tmp.display());
     let file = File::create(&tmp).map_err(|e| fail("create", e))?;
     let mut writer = BufWriter::new(file);
-    stoa_tree::write_snapshot(tree, &mut writer).map_err(|e| fail("write", e))?;
+    write(&mut writer).map_err(|e| fail("write", e))?;
     writer.flush().map_err(|e| fail("flush", e))?;
     let file = writer
         .into_inner()

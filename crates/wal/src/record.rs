@@ -17,6 +17,9 @@ pub const RECORD_PAYLOAD_BYTES_MAX: usize = 64 * 1024 * 1024;
 pub const RECORD_BODY_BYTES_MAX: usize = RECORD_BODY_FIXED_BYTES + RECORD_PAYLOAD_BYTES_MAX;
 
 /// What a record means to replay.
+/// Payload of a Snapshot marker for a snapshot installed from the leader.
+const SNAPSHOT_INSTALLED: &[u8] = &[1];
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RecordKind {
     /// A raft log entry at (`partition`, `index`) of `term`. A later entry at
@@ -89,6 +92,17 @@ impl Record {
             index,
             payload,
         }
+    }
+
+    /// A snapshot received from the leader replaced the partition's whole
+    /// log at `index`: replay forgets every entry written before this.
+    pub fn snapshot_installed(partition: u32, term: u64, index: u64) -> Record {
+        Record::snapshot(partition, term, index, SNAPSHOT_INSTALLED.to_vec())
+    }
+
+    /// True for a marker written by `snapshot_installed`.
+    pub fn is_snapshot_installed(&self) -> bool {
+        self.kind == RecordKind::Snapshot && self.payload == SNAPSHOT_INSTALLED
     }
 
     /// Bytes this record occupies on disk, frame included.

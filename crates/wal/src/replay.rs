@@ -59,7 +59,12 @@ impl ReplayBuilder {
                 state.entries.insert(record.index, record);
             }
             RecordKind::HardState => state.hard_state = Some(record),
-            RecordKind::Snapshot => state.snapshot = Some(record),
+            RecordKind::Snapshot => {
+                if record.is_snapshot_installed() {
+                    state.entries.clear();
+                }
+                state.snapshot = Some(record);
+            }
         }
     }
 
@@ -128,5 +133,27 @@ mod tests {
         let partition = &replay.partitions[&0];
         assert_eq!(partition.hard_state.as_ref().map(|h| h.index), Some(4));
         assert_eq!(partition.snapshot.as_ref().map(|s| s.index), Some(3));
+    }
+
+    #[test]
+    fn an_installed_snapshot_forgets_the_whole_earlier_log() {
+        let mut builder = ReplayBuilder::default();
+        for i in 1..=8 {
+            builder.push(Record::entry(0, 1, i, vec![]));
+            builder.push(Record::entry(1, 1, i, vec![]));
+        }
+        // Stale entries 6..8 of term 1 lie past the installed index 5.
+        builder.push(Record::snapshot_installed(0, 3, 5));
+        builder.push(Record::entry(0, 3, 6, vec![]));
+        let replay = builder.finish(0);
+        assert_eq!(indexes(&replay, 0), vec![(6, 3)]);
+        assert_eq!(indexes(&replay, 1).len(), 8, "other partitions untouched");
+        // A local snapshot's marker keeps entries after its index.
+        let mut builder = ReplayBuilder::default();
+        for i in 1..=8 {
+            builder.push(Record::entry(0, 1, i, vec![]));
+        }
+        builder.push(Record::snapshot(0, 1, 5, vec![]));
+        assert_eq!(indexes(&builder.finish(0), 0).len(), 3);
     }
 }

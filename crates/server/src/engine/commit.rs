@@ -10,17 +10,19 @@ impl Engine {
     pub(super) fn drive_raft(&mut self) {
         while self.raft.has_ready() {
             let mut ready = self.raft.ready();
-            assert!(
-                ready.snapshot().metadata.is_none() || ready.snapshot().get_metadata().index == 0,
-                "snapshot install arrives with the ensemble"
-            );
+            let installed = if ready.snapshot().get_metadata().index != 0 {
+                let snapshot = ready.snapshot().clone();
+                self.install_snapshot(&snapshot)
+            } else {
+                None
+            };
             // Messages that need nothing durable (e.g. a leader's appends)
             // leave at once; the others wait for this ready's persistence.
             self.out.messages.extend(ready.take_messages());
             let committed = ready.take_committed_entries();
             self.apply_entries(committed);
             let entries = ready.take_entries();
-            let must_sync = ready.must_sync();
+            let must_sync = ready.must_sync() || installed.is_some();
             if let Some(hs) = ready.hs() {
                 self.raft.mut_store().set_hard_state(hs.clone());
             }
@@ -28,7 +30,11 @@ impl Engine {
             // A ready with messages to send after persistence needs a job
             // even when it writes nothing: its acknowledgement (in order,
             // after every earlier batch) is what releases them.
-            if !entries.is_empty() || ready.hs().is_some() || !after_persist.is_empty() {
+            if !entries.is_empty()
+                || ready.hs().is_some()
+                || !after_persist.is_empty()
+                || installed.is_some()
+            {
                 self.raft.mut_store().append(&entries);
                 // Every synced batch carries the latest hard state, so a
                 // commit index written lazily still reaches the disk.
@@ -41,6 +47,7 @@ impl Engine {
                     must_sync,
                     hard_state,
                     entries,
+                    installed,
                 });
             }
             if !after_persist.is_empty() {
@@ -48,15 +55,26 @@ impl Engine {
                     .push_back((ready.number(), after_persist));
             }
             self.raft.advance_append_async(ready);
-            self.raft.advance_apply_to(self.applied_index);
+            self.report_applied();
             let leader = self.leader_id();
             if leader != self.known_leader {
                 let old = std::mem::replace(&mut self.known_leader, leader);
                 self.on_leader_change(old, leader);
             }
         }
+        // An installed snapshot counts as applied for raft only once durable.
+        self.report_applied();
+        self.serve_snapshot_requests();
         self.release_held_writes();
         self.maybe_snapshot();
+    }
+
+    fn report_applied(&mut self) {
+        let log = &self.raft.raft.raft_log;
+        let applied = self.applied_index.min(log.persisted).min(log.committed);
+        if applied > log.applied {
+            self.raft.advance_apply_to(applied);
+        }
     }
 
     fn maybe_snapshot(&mut self) {
@@ -71,13 +89,10 @@ impl Engine {
             term: self.applied_term,
         });
         self.snapshot_index = self.applied_index;
-        // Peers catch up from entries until snapshot installation exists
-        // (issue 5), so an ensemble keeps its in-memory log whole.
-        if self.config.voters.len() == 1 && self.config.learners.is_empty() {
-            self.raft
-                .mut_store()
-                .compact(self.applied_index, self.applied_term);
-        }
+        let upto = self
+            .applied_index
+            .saturating_sub(self.log_retained_after_snapshot());
+        self.raft.mut_store().compact(upto);
     }
 }
 

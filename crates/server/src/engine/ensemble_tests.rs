@@ -25,16 +25,23 @@ struct Cluster {
     now_ms: i64,
     /// Bytes each engine sent to connection 1 (the test's client).
     client_bytes: Vec<usize>,
+    /// A server cut off from the others: messages to or from it are lost.
+    isolated: Option<u64>,
 }
 
 impl Cluster {
     fn new() -> Cluster {
+        Cluster::with_snap_count(100_000)
+    }
+
+    fn with_snap_count(snap_count: u64) -> Cluster {
         let engines = IDS
             .iter()
             .map(|&id| {
                 let mut cfg = config();
                 cfg.server_id = id;
                 cfg.voters = IDS.to_vec();
+                cfg.snap_count = snap_count;
                 Engine::new(cfg, empty(), T0_MS).expect("engine starts")
             })
             .collect();
@@ -44,7 +51,12 @@ impl Cluster {
             engine_wire: VecDeque::new(),
             now_ms: T0_MS,
             client_bytes: vec![0; IDS.len()],
+            isolated: None,
         }
+    }
+
+    fn cut_off(&self, from: u64, to: u64) -> bool {
+        self.isolated.is_some_and(|id| id == from || id == to)
     }
 
     /// Takes everything engine `i` wants done: WAL batches acknowledged at
@@ -55,10 +67,24 @@ impl Cluster {
             let out = self.engines[i].take_output();
             assert!(out.fatal.is_none(), "{:?}", out.fatal);
             for m in out.messages {
-                self.wire.push_back((m.to, m));
+                if !self.cut_off(m.from, m.to) {
+                    self.wire.push_back((m.to, m));
+                }
             }
             for (to, m) in out.engine_messages {
-                self.engine_wire.push_back((to, IDS[i], m));
+                if !self.cut_off(IDS[i], to) {
+                    self.engine_wire.push_back((to, IDS[i], m));
+                }
+            }
+            if let Some(job) = out.snapshot_to_ship {
+                // The snapshot thread's work, done at once.
+                let mut data = Vec::new();
+                stoa_tree::write_snapshot(&job.tree, &mut data).expect("in memory");
+                self.engines[i].handle(Input::SnapshotBuilt {
+                    index: job.index,
+                    term: job.term,
+                    data: data.into(),
+                });
             }
             for (conn, bytes) in out.sends {
                 if conn == 1 {
@@ -226,4 +252,42 @@ fn a_follower_forwards_sessions_and_writes_and_answers_its_client() {
             "every replica has it"
         );
     }
+}
+
+#[test]
+fn a_follower_behind_the_compacted_log_catches_up_from_a_snapshot() {
+    // snapCount 20: the leader snapshots every 20 entries and keeps 10.
+    let mut cluster = Cluster::with_snap_count(20);
+    let leader = cluster.elect();
+    let lagging = (leader + 1) % 3;
+    cluster.connect_client(leader);
+    cluster.isolated = Some(IDS[lagging]);
+    for i in 0..60 {
+        cluster.send_create(leader, i + 1, &format!("/n{i}"), vec![i as u8]);
+        cluster.pump();
+    }
+    cluster.tick();
+    assert!(
+        cluster.engines[leader].raft.store().first_index() > 30,
+        "the leader compacted its log"
+    );
+    assert!(cluster.engines[lagging].tree().node("/n0").is_none());
+    cluster.isolated = None;
+    for _ in 0..40 {
+        cluster.tick();
+    }
+    let leader_engine = &cluster.engines[leader];
+    let follower = &cluster.engines[lagging];
+    assert_eq!(leader_engine.stats.snapshots_sent, 1, "one snapshot sent");
+    assert_eq!(follower.stats.snapshots_installed, 1, "and installed");
+    assert_eq!(
+        follower.tree().digest(),
+        leader_engine.tree().digest(),
+        "the follower caught up"
+    );
+    assert_eq!(follower.tree().sessions().count(), 1, "with the session");
+    // And it keeps up with entries after the snapshot.
+    cluster.send_create(leader, 100, "/after", vec![]);
+    cluster.pump();
+    assert!(cluster.engines[lagging].tree().node("/after").is_some());
 }

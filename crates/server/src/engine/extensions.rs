@@ -75,6 +75,14 @@ impl Engine {
         }
     }
 
+    /// The tree was replaced wholesale (a snapshot from the leader): load
+    /// what it registers, forget the rest.
+    pub(super) fn reload_extensions(&mut self) {
+        self.extensions = stoa_ext::ExtensionManager::new(stoa_ext::Limits::default());
+        self.load_extensions();
+        self.extensions_changed();
+    }
+
     fn load_extension(&mut self, name: &str) {
         let path = format!("{EXTENSIONS_ROOT}/{name}");
         let Some(node) = self.tree.node(&path) else {

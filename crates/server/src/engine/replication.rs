@@ -133,6 +133,18 @@ impl Engine {
             "leader changed from {old} to {new} (this server: {})",
             self.config.server_id
         );
+        self.drop_clients();
+        for s in self.sessions.values_mut() {
+            // The new leader gives every session a full timeout to find it.
+            s.touch(self.now_ms);
+        }
+        // Read-only sessions were this server's own while it was cut off.
+        self.sessions.retain(|_, s| !s.local);
+    }
+
+    /// Closes every client connection and forgets all work in flight for
+    /// them; sessions stay (clients resume them elsewhere or here).
+    pub(super) fn drop_clients(&mut self) {
         // Only client sessions: a four-letter word in flight keeps its answer.
         let conns: Vec<_> = self
             .conns
@@ -144,12 +156,8 @@ impl Engine {
         for s in self.sessions.values_mut() {
             s.queue.clear();
             s.conn = None;
-            // The new leader gives every session a full timeout to find it.
-            s.touch(self.now_ms);
         }
         self.connecting.clear();
-        // Read-only sessions were this server's own while it was cut off.
-        self.sessions.retain(|_, s| !s.local);
         self.zxid_waiters.clear();
         self.held_writes.clear();
         self.preparer.clear();

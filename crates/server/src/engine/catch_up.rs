@@ -1,0 +1,139 @@
+//! Bringing a peer that fell behind the leader's compacted log up to date:
+//! the leader serializes its applied tree (off the partition thread) and
+//! raft sends it; the follower replaces its tree and log with it.
+
+use raft::eraftpb::Snapshot;
+use raft::{ProgressState, SnapshotStatus};
+
+use super::{Engine, InstalledSnapshot, SnapshotJob};
+use crate::session::Session;
+
+/// Ticks a peer may sit on a sent snapshot without acknowledging it before
+/// the leader assumes it was lost and sends again (the transport drops
+/// messages under pressure and raft does not notice by itself).
+const SNAPSHOT_ACK_TICKS_MAX: u32 = 200;
+
+impl Engine {
+    /// Log entries kept in memory behind the applied index after a tree
+    /// snapshot, so a peer a little behind catches up from entries.
+    pub(super) fn log_retained_after_snapshot(&self) -> u64 {
+        if self.config.voters.len() == 1 && self.config.learners.is_empty() {
+            0
+        } else {
+            self.config.snap_count / 2
+        }
+    }
+
+    /// After a raft step: starts building a snapshot raft asked for, and
+    /// notes snapshots raft just sent.
+    pub(super) fn serve_snapshot_requests(&mut self) {
+        for m in &self.out.messages {
+            if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
+                log::info!(
+                    "sending a snapshot at index {} to server {}",
+                    m.get_snapshot().get_metadata().index,
+                    m.to
+                );
+                self.stats.snapshots_sent += 1;
+                self.snapshot_wait_ticks.insert(m.to, 0);
+            }
+        }
+        if !self.raft.store().take_snapshot_wanted() || self.shipping {
+            return;
+        }
+        // The tree clones in O(1); the shell serializes it elsewhere.
+        self.shipping = true;
+        self.out.snapshot_to_ship = Some(SnapshotJob {
+            tree: self.tree.clone(),
+            index: self.applied_index,
+            term: self.applied_term,
+        });
+    }
+
+    pub(super) fn on_snapshot_built(&mut self, index: u64, term: u64, data: bytes::Bytes) {
+        self.shipping = false;
+        if index < self.raft.store().first_index() - 1 {
+            log::debug!("snapshot at {index} is already behind the log; dropped");
+            return;
+        }
+        log::info!(
+            "snapshot at index {index} ({} bytes) ready for lagging peers",
+            data.len()
+        );
+        self.raft.mut_store().set_shippable(index, term, data);
+    }
+
+    /// Leader, every tick: a snapshot nobody acknowledged in time is
+    /// reported lost, so raft probes the peer and sends again.
+    pub(super) fn watch_snapshot_sends(&mut self) {
+        if !self.is_leader() {
+            self.snapshot_wait_ticks.clear();
+            return;
+        }
+        let mut lost = Vec::new();
+        let progress = self.raft.raft.prs();
+        self.snapshot_wait_ticks.retain(|&peer, ticks| {
+            let waiting = progress
+                .get(peer)
+                .is_some_and(|p| p.state == ProgressState::Snapshot);
+            *ticks += 1;
+            if waiting && *ticks > SNAPSHOT_ACK_TICKS_MAX {
+                lost.push(peer);
+            }
+            waiting && *ticks <= SNAPSHOT_ACK_TICKS_MAX
+        });
+        for peer in lost {
+            log::warn!("server {peer} did not acknowledge its snapshot; sending again");
+            self.raft.report_snapshot(peer, SnapshotStatus::Failure);
+        }
+    }
+
+    /// Follower: the leader's snapshot replaces the tree, the sessions and
+    /// the log. Returns what the WAL must make durable first.
+    pub(super) fn install_snapshot(&mut self, snapshot: &Snapshot) -> Option<InstalledSnapshot> {
+        let meta = snapshot.get_metadata();
+        let tree = match stoa_tree::read_snapshot(&mut &snapshot.data[..]) {
+            Ok(tree) => tree,
+            Err(e) => {
+                self.out.fatal = Some(format!(
+                    "snapshot at index {} from the leader is unreadable: {e}",
+                    meta.index
+                ));
+                return None;
+            }
+        };
+        log::info!(
+            "installing the leader's snapshot at index {} (term {}, {} nodes, zxid {:#x})",
+            meta.index,
+            meta.term,
+            tree.node_count(),
+            tree.last_zxid()
+        );
+        assert!(
+            meta.index > self.applied_index,
+            "snapshot at {} does not move past applied {}",
+            meta.index,
+            self.applied_index
+        );
+        // Clients' watches and pending calls refer to the tree being
+        // replaced: they reconnect and re-register (setWatches replays what
+        // changed since their last zxid).
+        self.drop_clients();
+        self.sessions = tree
+            .sessions()
+            .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
+            .collect();
+        self.tree = tree;
+        self.applied_index = meta.index;
+        self.applied_term = meta.term;
+        self.snapshot_index = meta.index;
+        self.raft.mut_store().install(meta);
+        self.reload_extensions();
+        self.stats.snapshots_installed += 1;
+        Some(InstalledSnapshot {
+            index: meta.index,
+            term: meta.term,
+            data: snapshot.data.clone(),
+        })
+    }
+}
