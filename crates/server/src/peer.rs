@@ -5,7 +5,10 @@
 //! than blocking the partition thread.
 //!
 //! Wire format: a hello frame naming the sender, then frames
-//! `[len: u32 BE][kind: u8][payload]`, `len` counting kind and payload.
+//! `[len: u32 BE][kind: u8][payload]`, `len` counting kind and payload. A
+//! message too large for one frame is cut into consecutive PART frames,
+//! each `[total: u64 BE][piece]`; the pieces concatenated are the frame
+//! body (`kind` + payload) the message would have had.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,8 +21,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 /// Largest frame accepted from a peer: room for a batch of appended
-/// entries; snapshots travel in chunks below it.
+/// entries; larger messages (snapshots) travel in parts below it.
 pub const PEER_FRAME_BYTES_MAX: usize = 64 << 20;
+/// Bytes of message carried by one part frame.
+const PART_BYTES: usize = 16 << 20;
+/// Largest message reassembled from parts: a snapshot of a tree of this
+/// size is the most a follower can be sent.
+pub const PEER_MESSAGE_BYTES_MAX: u64 = 4 << 30;
 /// raft's messages nest four deep (message → snapshot → metadata → conf
 /// state); anything deeper is not ours.
 const PROTOBUF_RECURSION_MAX: u32 = 8;
@@ -35,6 +43,7 @@ const WRITE_COALESCE_BYTES_MAX: usize = 1 << 20;
 mod kind {
     pub const RAFT: u8 = 1;
     pub const ENGINE: u8 = 2;
+    pub const PART: u8 = 3;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,15 +74,70 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<(), Peer
         PeerMessage::Engine(bytes) => (kind::ENGINE, bytes.clone()),
     };
     let len = payload.len() + 1;
-    if len > PEER_FRAME_BYTES_MAX {
+    if len as u64 > PEER_MESSAGE_BYTES_MAX {
         return Err(PeerError(format!(
-            "peer message of {len} bytes exceeds {PEER_FRAME_BYTES_MAX}"
+            "peer message of {len} bytes exceeds {PEER_MESSAGE_BYTES_MAX}"
         )));
     }
-    out.extend_from_slice(&(len as u32).to_be_bytes());
-    out.push(kind);
-    out.extend_from_slice(&payload);
+    if len <= PART_BYTES {
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+        out.push(kind);
+        out.extend_from_slice(&payload);
+        return Ok(());
+    }
+    let mut body = Vec::with_capacity(len);
+    body.push(kind);
+    body.extend_from_slice(&payload);
+    for piece in body.chunks(PART_BYTES) {
+        let frame_len = 1 + 8 + piece.len();
+        out.extend_from_slice(&(frame_len as u32).to_be_bytes());
+        out.push(kind::PART);
+        out.extend_from_slice(&(len as u64).to_be_bytes());
+        out.extend_from_slice(piece);
+    }
     Ok(())
+}
+
+/// Turns the frames of one connection back into messages, joining parts.
+#[derive(Default)]
+pub struct Assembler {
+    /// Declared total and the pieces so far of a message sent in parts.
+    partial: Option<(u64, Vec<u8>)>,
+}
+
+impl Assembler {
+    /// One frame body; a message once it is whole.
+    pub fn push(&mut self, body: &[u8]) -> Result<Option<PeerMessage>, PeerError> {
+        if body.first() != Some(&kind::PART) {
+            if self.partial.is_some() {
+                return Err(PeerError("a message interrupted its own parts".into()));
+            }
+            return decode_body(body).map(Some);
+        }
+        let header: [u8; 8] = body
+            .get(1..9)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| PeerError("part frame without its total".into()))?;
+        let total = u64::from_be_bytes(header);
+        let piece = &body[9..];
+        if total > PEER_MESSAGE_BYTES_MAX || piece.is_empty() {
+            return Err(PeerError(format!(
+                "part of a {total}-byte message (limit {PEER_MESSAGE_BYTES_MAX})"
+            )));
+        }
+        let (declared, buf) = self
+            .partial
+            .get_or_insert_with(|| (total, Vec::with_capacity(total.min(1 << 30) as usize)));
+        if *declared != total || (buf.len() + piece.len()) as u64 > total {
+            return Err(PeerError("parts disagree on their message's size".into()));
+        }
+        buf.extend_from_slice(piece);
+        if (buf.len() as u64) < total {
+            return Ok(None);
+        }
+        let (_, whole) = self.partial.take().expect("just filled");
+        decode_body(&whole).map(Some)
+    }
 }
 
 /// Decodes a frame body (`kind` + payload), bounded in size and depth.
@@ -91,6 +155,7 @@ pub fn decode_body(body: &[u8]) -> Result<PeerMessage, PeerError> {
             Ok(PeerMessage::Raft(m))
         }
         kind::ENGINE => Ok(PeerMessage::Engine(payload.to_vec())),
+        kind::PART => Err(PeerError("a part frame inside a message".into())),
         other => Err(PeerError(format!("unknown peer frame kind {other}"))),
     }
 }
@@ -238,6 +303,7 @@ async fn read_peer(
     if !known.contains(&from) {
         return Err(PeerError(format!("server {from} is not in this ensemble")));
     }
+    let mut assembler = Assembler::default();
     loop {
         let mut len_bytes = [0u8; 4];
         if reader.read_exact(&mut len_bytes).await.is_err() {
@@ -254,7 +320,9 @@ async fn read_peer(
             .read_exact(&mut body)
             .await
             .map_err(|e| PeerError(format!("server {from}: {e}")))?;
-        let message = decode_body(&body)?;
+        let Some(message) = assembler.push(&body)? else {
+            continue;
+        };
         if inbound.send((from, message)).await.is_err() {
             return Ok(());
         }
@@ -294,6 +362,52 @@ mod tests {
         for cut in 1..len {
             let _ = decode_body(&out[4..4 + cut]); // never panics
         }
+    }
+
+    fn frames(bytes: &[u8]) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let len = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            assert!(len <= PEER_FRAME_BYTES_MAX);
+            out.push(&bytes[at + 4..at + 4 + len]);
+            at += 4 + len;
+        }
+        out
+    }
+
+    #[test]
+    fn a_message_larger_than_a_frame_travels_in_parts() {
+        let mut snapshot = raft_message(2, 0);
+        snapshot.set_msg_type(MessageType::MsgSnapshot);
+        let data: Vec<u8> = (0..PART_BYTES * 2 + 77).map(|i| i as u8).collect();
+        snapshot.mut_snapshot().data = data.into();
+        snapshot.mut_snapshot().mut_metadata().index = 42;
+        let big = PeerMessage::Raft(snapshot);
+        let small = PeerMessage::Engine(b"after".to_vec());
+        let mut out = Vec::new();
+        encode_frame(&mut out, &big).unwrap();
+        encode_frame(&mut out, &small).unwrap();
+        let bodies = frames(&out);
+        assert_eq!(bodies.len(), 4, "three parts, then the small one");
+        let mut assembler = Assembler::default();
+        assert_eq!(assembler.push(bodies[0]).unwrap(), None);
+        assert_eq!(assembler.push(bodies[1]).unwrap(), None);
+        assert_eq!(assembler.push(bodies[2]).unwrap(), Some(big));
+        assert_eq!(assembler.push(bodies[3]).unwrap(), Some(small.clone()));
+        // A whole message in the middle of parts, or parts that disagree.
+        let mut interrupted = Assembler::default();
+        interrupted.push(bodies[0]).unwrap();
+        assert!(interrupted.push(bodies[3]).is_err());
+        let mut liar = Assembler::default();
+        liar.push(bodies[0]).unwrap();
+        let mut forged = bodies[1].to_vec();
+        forged[1..9].copy_from_slice(&1u64.to_be_bytes());
+        assert!(liar.push(&forged).is_err());
+        let mut huge = vec![kind::PART];
+        huge.extend_from_slice(&u64::MAX.to_be_bytes());
+        huge.push(0);
+        assert!(Assembler::default().push(&huge).is_err());
     }
 
     #[test]
