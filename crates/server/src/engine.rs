@@ -35,6 +35,7 @@ mod commit;
 mod connect;
 mod extensions;
 pub mod forward;
+mod ownership;
 mod replication;
 mod request;
 
@@ -71,6 +72,9 @@ pub struct EngineConfig {
     pub conf_text: String,
     pub host_name: String,
     pub working_dir: String,
+    /// Fixes raft's election timeout to this many ticks instead of raft's
+    /// own random pick, which a deterministic simulation cannot replay.
+    pub fixed_election_ticks: Option<usize>,
 }
 
 impl EngineConfig {
@@ -189,6 +193,8 @@ pub(crate) struct Conn {
     pub handshaken: bool,
     pub packets_received: u64,
     pub packets_sent: u64,
+    /// Writes this connection forwarded to the leader (numbers them).
+    pub forwarded: u64,
 }
 
 pub struct Engine {
@@ -219,6 +225,11 @@ pub struct Engine {
     /// Sessions with traffic here since the last liveness report.
     touched: std::collections::BTreeSet<SessionId>,
     held_writes: VecDeque<replication::HeldWrite>,
+    /// Leader: the connection each session's writes are accepted from.
+    owners: HashMap<SessionId, ownership::Owner>,
+    /// Follower: handshakes waiting for the leader's `Attached` (and then
+    /// for its zxid to be applied here).
+    attaching: HashMap<ConnId, (SessionId, Option<i64>)>,
     /// The leader as of the last raft step (0: none).
     known_leader: u64,
     /// Raft messages that may leave only once their ready is durable.
@@ -257,6 +268,9 @@ impl Engine {
             max_inflight_msgs: 256,
             pre_vote: true,
             check_quorum: true,
+            // A one-tick range leaves raft's random pick no choice.
+            min_election_tick: config.fixed_election_ticks.unwrap_or(0),
+            max_election_tick: config.fixed_election_ticks.map_or(0, |t| t + 1),
             ..Default::default()
         };
         raft_config
@@ -299,6 +313,8 @@ impl Engine {
             held_messages: VecDeque::new(),
             touched: Default::default(),
             held_writes: VecDeque::new(),
+            owners: HashMap::new(),
+            attaching: HashMap::new(),
             known_leader: 0,
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,
@@ -453,6 +469,7 @@ impl Engine {
             handshaken: false,
             packets_received: 0,
             packets_sent: 0,
+            forwarded: 0,
         };
         let previous = self.conns.insert(conn, fresh);
         assert!(previous.is_none(), "connection id {conn} reused");
@@ -464,10 +481,15 @@ impl Engine {
         };
         self.watches.remove_conn(conn);
         self.out_buf.remove(&conn);
+        self.attaching.remove(&conn);
         if let Some(sid) = c.session {
             if let Some(s) = self.sessions.get_mut(&sid) {
                 if s.conn == Some(conn) {
                     s.conn = None;
+                    // The calls in flight were this connection's: their
+                    // outcome is unknown to the client, and what it sends
+                    // next is not ordered behind them.
+                    s.queue.clear();
                 }
             }
         }
@@ -751,6 +773,8 @@ impl Engine {
     }
 }
 
+#[cfg(test)]
+mod ensemble_sim;
 #[cfg(test)]
 mod ensemble_tests;
 #[cfg(test)]

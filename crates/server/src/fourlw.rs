@@ -155,7 +155,10 @@ pub fn monitor(engine: &Engine) -> String {
         ),
         ("stoa_wal_batches", s.wal_batches.to_string()),
         ("stoa_snapshots_sent", s.snapshots_sent.to_string()),
-        ("stoa_snapshots_installed", s.snapshots_installed.to_string()),
+        (
+            "stoa_snapshots_installed",
+            s.snapshots_installed.to_string(),
+        ),
         (
             "stoa_wal_batch_entries_avg",
             format!("{:.2}", s.wal_batch_entries_avg()),

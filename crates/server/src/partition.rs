@@ -116,6 +116,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         working_dir: std::env::current_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
+        fixed_election_ticks: None,
     }
 }
 
@@ -469,15 +470,14 @@ fn spawn_snapshot_writer(
         .spawn(move || {
             for task in job_rx {
                 let result = match task {
-                    SnapshotTask::Write(job) => {
-                        storage::write_snapshot(&dir, &job.tree, job.index, job.term).map(
-                            |compact_to| SnapshotDone::Written {
-                                index: job.index,
-                                term: job.term,
-                                compact_to,
-                            },
-                        )
-                    }
+                    SnapshotTask::Write(job) => storage::write_snapshot(
+                        &dir, &job.tree, job.index, job.term,
+                    )
+                    .map(|compact_to| SnapshotDone::Written {
+                        index: job.index,
+                        term: job.term,
+                        compact_to,
+                    }),
                     SnapshotTask::Ship(job) => {
                         let mut data = Vec::new();
                         stoa_tree::write_snapshot(&job.tree, &mut data)

@@ -136,6 +136,11 @@ impl Engine {
         match session.queue.front() {
             Some(Pending::Write { zxid: head, .. }) if *head == zxid => {}
             Some(Pending::Write { zxid: 0, xid, .. }) if *xid == cxid => {}
+            // Not the forwarded write at the head: an internal transaction
+            // of the session (expiry), or one of an earlier connection's.
+            // The leader's owner check keeps this connection's own writes
+            // in order, so the head's turn is still to come.
+            Some(Pending::Write { zxid: 0, .. }) => return None,
             // An internal transaction of this session (e.g. expiry) applied
             // ahead of the client's next write.
             Some(Pending::Write { zxid: head, .. }) if *head > zxid => return None,

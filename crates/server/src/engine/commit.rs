@@ -65,6 +65,7 @@ impl Engine {
         // An installed snapshot counts as applied for raft only once durable.
         self.report_applied();
         self.serve_snapshot_requests();
+        self.complete_attaches();
         self.release_held_writes();
         self.maybe_snapshot();
     }

@@ -82,10 +82,12 @@ impl Engine {
             // without asking; the leader makes it a transaction.
             self.forward(super::forward::EngineMessage::CreateSession {
                 session_id: sid,
+                conn,
                 timeout_ms,
             });
             return;
         }
+        self.set_owner(sid, self.config.server_id, conn);
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
         let txn = self.preparer.prepare_create_session(&ctx, timeout_ms);
@@ -103,10 +105,31 @@ impl Engine {
     }
 
     fn resume_session(&mut self, conn: ConnId, sid: SessionId, passwd: &[u8]) {
-        let now = self.now_ms;
         let valid = passwd == password_for(sid).as_slice();
-        let Some(s) = self.sessions.get_mut(&sid).filter(|s| valid && !s.closing) else {
+        if !valid || self.sessions.get(&sid).is_none_or(|s| s.closing) {
             log::info!("connection {conn}: session {sid:#x} expired or invalid");
+            self.send_connect_response(conn, 0, 0);
+            self.out.closes.push(conn);
+            return;
+        }
+        if self.is_leader() {
+            self.set_owner(sid, self.config.server_id, conn);
+            self.attach_session(conn, sid);
+        } else {
+            // The leader makes this connection the session's owner first.
+            self.attaching.insert(conn, (sid, None));
+            self.forward(super::forward::EngineMessage::Attach {
+                session_id: sid,
+                conn,
+            });
+        }
+    }
+
+    /// Binds a resumed session to `conn` and answers the handshake.
+    pub(super) fn attach_session(&mut self, conn: ConnId, sid: SessionId) {
+        let now = self.now_ms;
+        let Some(s) = self.sessions.get_mut(&sid).filter(|s| !s.closing) else {
+            log::info!("connection {conn}: session {sid:#x} expired meanwhile");
             self.send_connect_response(conn, 0, 0);
             self.out.closes.push(conn);
             return;
@@ -116,6 +139,8 @@ impl Engine {
         s.touch(now);
         let timeout_ms = s.timeout_ms;
         if let Some(old) = previous.filter(|&old| old != conn) {
+            // What was in flight belonged to the old connection.
+            s.queue.clear();
             if let Some(c) = self.conns.get_mut(&old) {
                 c.session = None;
             }
@@ -148,6 +173,7 @@ impl Engine {
 
     /// Called when a closeSession transaction is applied.
     pub(super) fn session_closed(&mut self, sid: SessionId, reply_xid: Option<i32>) {
+        self.owners.remove(&sid);
         let Some(s) = self.sessions.remove(&sid) else {
             return;
         };
@@ -226,8 +252,17 @@ impl Engine {
         if leader {
             self.propose_close_session(sid, xid, zxid);
         } else if reply_xid.is_some() {
+            let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) else {
+                return;
+            };
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            c.forwarded += 1;
             let message = super::forward::EngineMessage::Forward {
                 session_id: sid,
+                conn,
+                seq: c.forwarded,
                 xid,
                 ids: Vec::new(),
                 is_super: false,

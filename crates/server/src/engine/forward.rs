@@ -17,23 +17,51 @@ const IDS_MAX: usize = 64;
 pub enum EngineMessage {
     /// A client write received by a follower, with the client's identity
     /// so the leader checks ACLs as the client.
+    /// `conn` is the client's connection at the sender and `seq` numbers
+    /// that connection's forwards from 1, so the leader can tell a lost
+    /// forward (a gap) and refuse what follows it.
     Forward {
         session_id: i64,
+        conn: u64,
+        seq: u64,
         xid: i32,
         ids: Vec<Id>,
         is_super: bool,
         request: Request,
     },
-    /// A session the follower allocated (its id carries the follower's id).
-    CreateSession { session_id: i64, timeout_ms: i32 },
+    /// A session the follower allocated (its id carries the follower's id)
+    /// for the client on `conn`.
+    CreateSession {
+        session_id: i64,
+        conn: u64,
+        timeout_ms: i32,
+    },
     /// Sessions with traffic at the sender since its last report.
     Touch { sessions: Vec<i64> },
+    /// A client resumed its session on `conn` at the sender: the leader
+    /// makes that connection the session's owner.
+    Attach { session_id: i64, conn: u64 },
+    /// The leader's answer to `Attach`: the sender completes the handshake
+    /// once it has applied `after_zxid` (everything the leader proposed for
+    /// the session's earlier connections), or refuses it when not `valid`.
+    Attached {
+        session_id: i64,
+        conn: u64,
+        valid: bool,
+        after_zxid: i64,
+    },
+    /// The leader refused a forward of `conn` (not the session's owner, or
+    /// a gap in its sequence): the sender drops that connection.
+    Rejected { session_id: i64, conn: u64 },
 }
 
 mod tag {
     pub const FORWARD: u8 = 1;
     pub const CREATE_SESSION: u8 = 2;
     pub const TOUCH: u8 = 3;
+    pub const ATTACH: u8 = 4;
+    pub const ATTACHED: u8 = 5;
+    pub const REJECTED: u8 = 6;
 }
 
 impl EngineMessage {
@@ -42,6 +70,8 @@ impl EngineMessage {
         match self {
             EngineMessage::Forward {
                 session_id,
+                conn,
+                seq,
                 xid,
                 ids,
                 is_super,
@@ -49,6 +79,8 @@ impl EngineMessage {
             } => {
                 out.push(tag::FORWARD);
                 write_i64(&mut out, *session_id);
+                write_i64(&mut out, *conn as i64);
+                write_i64(&mut out, *seq as i64);
                 write_i32(&mut out, *xid);
                 write_i32(&mut out, ids.len() as i32);
                 for id in ids {
@@ -61,11 +93,35 @@ impl EngineMessage {
             }
             EngineMessage::CreateSession {
                 session_id,
+                conn,
                 timeout_ms,
             } => {
                 out.push(tag::CREATE_SESSION);
                 write_i64(&mut out, *session_id);
+                write_i64(&mut out, *conn as i64);
                 write_i32(&mut out, *timeout_ms);
+            }
+            EngineMessage::Attach { session_id, conn } => {
+                out.push(tag::ATTACH);
+                write_i64(&mut out, *session_id);
+                write_i64(&mut out, *conn as i64);
+            }
+            EngineMessage::Attached {
+                session_id,
+                conn,
+                valid,
+                after_zxid,
+            } => {
+                out.push(tag::ATTACHED);
+                write_i64(&mut out, *session_id);
+                write_i64(&mut out, *conn as i64);
+                write_bool(&mut out, *valid);
+                write_i64(&mut out, *after_zxid);
+            }
+            EngineMessage::Rejected { session_id, conn } => {
+                out.push(tag::REJECTED);
+                write_i64(&mut out, *session_id);
+                write_i64(&mut out, *conn as i64);
             }
             EngineMessage::Touch { sessions } => {
                 out.push(tag::TOUCH);
@@ -95,6 +151,8 @@ impl EngineMessage {
         match kind {
             tag::FORWARD => {
                 let session_id = r.read_i64().map_err(e)?;
+                let conn = r.read_i64().map_err(e)? as u64;
+                let seq = r.read_i64().map_err(e)? as u64;
                 let xid = r.read_i32().map_err(e)?;
                 let n = count(r.read_i32().map_err(e)?, IDS_MAX, 8, r.remaining())?;
                 let mut ids = Vec::with_capacity(n);
@@ -110,6 +168,8 @@ impl EngineMessage {
                     .map_err(|err| format!("forwarded request: {err}"))?;
                 Ok(EngineMessage::Forward {
                     session_id,
+                    conn,
+                    seq,
                     xid,
                     ids,
                     is_super,
@@ -118,7 +178,22 @@ impl EngineMessage {
             }
             tag::CREATE_SESSION => Ok(EngineMessage::CreateSession {
                 session_id: r.read_i64().map_err(e)?,
+                conn: r.read_i64().map_err(e)? as u64,
                 timeout_ms: r.read_i32().map_err(e)?,
+            }),
+            tag::ATTACH => Ok(EngineMessage::Attach {
+                session_id: r.read_i64().map_err(e)?,
+                conn: r.read_i64().map_err(e)? as u64,
+            }),
+            tag::ATTACHED => Ok(EngineMessage::Attached {
+                session_id: r.read_i64().map_err(e)?,
+                conn: r.read_i64().map_err(e)? as u64,
+                valid: r.read_bool().map_err(e)?,
+                after_zxid: r.read_i64().map_err(e)?,
+            }),
+            tag::REJECTED => Ok(EngineMessage::Rejected {
+                session_id: r.read_i64().map_err(e)?,
+                conn: r.read_i64().map_err(e)? as u64,
             }),
             tag::TOUCH => {
                 let n = count(
@@ -159,6 +234,8 @@ mod tests {
         for m in [
             EngineMessage::Forward {
                 session_id: 7,
+                conn: 11,
+                seq: 2,
                 xid: 3,
                 ids,
                 is_super: false,
@@ -166,7 +243,22 @@ mod tests {
             },
             EngineMessage::CreateSession {
                 session_id: 9,
+                conn: 4,
                 timeout_ms: 4000,
+            },
+            EngineMessage::Attach {
+                session_id: 9,
+                conn: 5,
+            },
+            EngineMessage::Attached {
+                session_id: 9,
+                conn: 5,
+                valid: true,
+                after_zxid: 0x1_0000_0007,
+            },
+            EngineMessage::Rejected {
+                session_id: 9,
+                conn: 5,
             },
             EngineMessage::Touch {
                 sessions: vec![1, 2, 3],

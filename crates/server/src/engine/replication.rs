@@ -8,10 +8,13 @@ use stoa_proto::request::Request;
 use super::forward::EngineMessage;
 use super::Engine;
 use crate::session::SessionId;
+use crate::watch::ConnId;
 
 /// A write that reached a leader before it applied its whole log (the
 /// previous leader's entries): prepared once it has.
 pub(super) struct HeldWrite {
+    /// The client connection it came from (server, connection there).
+    origin: (u64, ConnId),
     session_id: SessionId,
     xid: i32,
     ids: Vec<Id>,
@@ -40,13 +43,23 @@ impl Engine {
                     }
                 }
             }
+            EngineMessage::Attached {
+                session_id,
+                conn,
+                valid,
+                after_zxid,
+            } => self.on_attached(session_id, conn, valid, after_zxid),
+            EngineMessage::Rejected { session_id, conn } => self.on_rejected(session_id, conn),
             _ if !self.is_leader() => {
                 log::debug!("dropping work forwarded by server {from}: not the leader");
             }
+            EngineMessage::Attach { session_id, conn } => self.on_attach(from, session_id, conn),
             EngineMessage::CreateSession {
                 session_id,
+                conn,
                 timeout_ms,
             } => {
+                self.set_owner(session_id, from, conn);
                 let zxid = self.next_zxid();
                 let ctx = self.internal_ctx(session_id, zxid);
                 let txn = self.preparer.prepare_create_session(&ctx, timeout_ms);
@@ -54,12 +67,18 @@ impl Engine {
             }
             EngineMessage::Forward {
                 session_id,
+                conn,
+                seq,
                 xid,
                 ids,
                 is_super,
                 request,
             } => {
+                if !self.accept_forward(from, session_id, conn, seq) {
+                    return;
+                }
                 self.leader_write(HeldWrite {
+                    origin: (from, conn),
                     session_id,
                     xid,
                     ids,
@@ -70,10 +89,47 @@ impl Engine {
         }
     }
 
-    /// The leader's entry for every client write, local or forwarded.
+    /// A write that reached the leader before its log was applied.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn hold_write(
+        &mut self,
+        server: u64,
+        conn: ConnId,
+        session_id: SessionId,
+        xid: i32,
+        ids: Vec<Id>,
+        is_super: bool,
+        request: Request,
+    ) {
+        self.held_writes.push_back(HeldWrite {
+            origin: (server, conn),
+            session_id,
+            xid,
+            ids,
+            is_super,
+            request,
+        });
+    }
+
+    /// The leader's entry for forwarded writes (and its own, while held).
     fn leader_write(&mut self, write: HeldWrite) {
         if !self.log_applied() {
             self.held_writes.push_back(write);
+            return;
+        }
+        let (server, conn) = write.origin;
+        if !self
+            .owners
+            .get(&write.session_id)
+            .is_some_and(|o| o.server == server && o.conn == conn)
+        {
+            // Its connection lost the session while the write was held:
+            // that client saw ConnectionLoss, and its newer connection's
+            // writes must not be overtaken by this one.
+            log::debug!(
+                "dropping a held write of session {:#x}: owner changed",
+                write.session_id
+            );
             return;
         }
         let zxid = self.next_zxid();
@@ -93,11 +149,12 @@ impl Engine {
         }
     }
 
-    /// True once everything in this server's log is applied: only then may
-    /// a new leader prepare, since the old leader's entries change the tree
-    /// its checks read.
+    /// True once this leader applied an entry of its own term (the empty
+    /// entry raft appends on election), hence every earlier leader's: only
+    /// then may it prepare, since those entries change the tree its checks
+    /// read. Its own proposals in flight do not count: prep sees them.
     pub(super) fn log_applied(&self) -> bool {
-        self.applied_index >= self.raft.store().last_index()
+        self.applied_term == self.raft.raft.term
     }
 
     /// Prepares the writes held while the log was being applied.
@@ -158,6 +215,8 @@ impl Engine {
             s.conn = None;
         }
         self.connecting.clear();
+        self.attaching.clear();
+        self.owners.clear();
         self.zxid_waiters.clear();
         self.held_writes.clear();
         self.preparer.clear();

@@ -89,6 +89,13 @@ impl Engine {
 
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
         let leader = self.is_leader();
+        let log_applied = self.log_applied();
+        if leader && !self.owns_locally(sid, conn) {
+            // The session moved on to another connection meanwhile.
+            log::info!("connection {conn}: session {sid:#x} is owned elsewhere; closing");
+            self.out.closes.push(conn);
+            return;
+        }
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -96,7 +103,21 @@ impl Engine {
         // The origin answers when the transaction applies here, wherever it
         // was prepared; until then the reply's place in the session's order
         // is held. A forwarded write's zxid is not known here (0).
-        let zxid = if leader {
+        let zxid = if leader && !log_applied {
+            // A new leader prepares only once its log is applied; until
+            // then its own clients' writes queue with forwarded ones.
+            let ids = c.ids.clone();
+            self.hold_write(
+                self.config.server_id,
+                conn,
+                sid,
+                xid,
+                ids,
+                is_super,
+                request.clone(),
+            );
+            0
+        } else if leader {
             // Lent out for prep and returned, so the hot path copies nothing.
             let ids = std::mem::take(&mut c.ids);
             let zxid = self.next_zxid();
@@ -107,9 +128,13 @@ impl Engine {
             zxid
         } else {
             let ids = c.ids.clone();
+            c.forwarded += 1;
+            let seq = c.forwarded;
             let forwarded = request.clone();
             self.forward(EngineMessage::Forward {
                 session_id: sid,
+                conn,
+                seq,
                 xid,
                 ids,
                 is_super,

@@ -37,6 +37,7 @@ pub(super) fn config() -> EngineConfig {
         conf_text: String::new(),
         host_name: "test".into(),
         working_dir: "/".into(),
+        fixed_election_ticks: None,
     }
 }
 

@@ -1,0 +1,934 @@
+//! A seeded simulation of a whole ensemble: several engines (raft and all),
+//! their WALs and snapshot directories, the network between them and the
+//! clients, with no sockets, files or clocks. The network delivers each
+//! link in order (as TCP does) but loses messages (full queues, broken
+//! connections) and interleaves links at random; servers are cut off and
+//! healed, crash (losing what their WAL had not made durable) and restart
+//! from their durable state, install snapshots from the leader. Clients
+//! pipeline writes and reads through any member, give up on a silent
+//! member and resume their session elsewhere.
+//!
+//! Checked after every step: one leader per term; any two members that
+//! applied the same index hold the same state; every client's replies come
+//! in request order, zxids never go back, a read sees its session's
+//! preceding writes and nothing newer than was sent. At the end (healed,
+//! all up): identical states everywhere, no acknowledged write lost, and
+//! each client's writes applied as a prefix of the order it sent them.
+//! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test ensemble_sim`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use raft::eraftpb::{Entry, HardState};
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
+use stoa_proto::jute::{Reader, Record};
+use stoa_proto::records::{
+    Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, GetDataResponse,
+    RequestHeader, SetDataRequest,
+};
+use stoa_proto::request::Request;
+use stoa_tree::DataTree;
+
+use super::tests::config;
+use super::{forward::EngineMessage, Engine, Input, Recovered};
+
+const SERVERS: u64 = 3;
+const CLIENTS: usize = 4;
+const KEYS_PER_CLIENT: usize = 2;
+const STEPS_PER_SEED: usize = 1500;
+const SEEDS_DEFAULT: u64 = 24;
+const IN_FLIGHT_MAX: usize = 4;
+/// A small snapCount so members compact and lagging ones need snapshots.
+const SNAP_COUNT: u64 = 30;
+const TICK_MS: i64 = 50;
+/// A client gives up on a member that has not answered for this long.
+const CLIENT_PATIENCE_MS: i64 = 3_000;
+const SETTLE_ROUNDS_MAX: usize = 4_000;
+const T0_MS: i64 = 1_700_000_000_000;
+
+/// splitmix64 again: seedable, the same everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let z = crate::session::splitmix64(self.0);
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+enum Message {
+    Raft(raft::eraftpb::Message),
+    Engine(EngineMessage),
+}
+
+/// A snapshot file: a local one (the tree as cloned) or one installed from
+/// the leader (its bytes).
+enum SnapshotFile {
+    Local(DataTree),
+    Installed(bytes::Bytes),
+}
+
+/// A WAL batch handed to the writer and not yet durable.
+struct Unsynced {
+    number: u64,
+    installed_at: Option<u64>,
+    entries: Vec<Entry>,
+    hard_state: Option<HardState>,
+}
+
+/// What survives a crash of one server.
+#[derive(Default)]
+struct Disk {
+    log: Vec<Entry>,
+    hard_state: HardState,
+    snapshots: Vec<(u64, u64, SnapshotFile)>,
+}
+
+impl Disk {
+    fn recover(&self) -> Recovered {
+        let newest = self.snapshots.iter().max_by_key(|(index, _, _)| *index);
+        let (tree, index, term) = match newest {
+            None => (DataTree::new(), 0, 0),
+            Some((index, term, SnapshotFile::Local(tree))) => (tree.clone(), *index, *term),
+            Some((index, term, SnapshotFile::Installed(data))) => (
+                stoa_tree::read_snapshot(&mut &data[..]).expect("installed snapshot reads"),
+                *index,
+                *term,
+            ),
+        };
+        let entries: Vec<Entry> = self
+            .log
+            .iter()
+            .filter(|e| e.index > index)
+            .cloned()
+            .collect();
+        if let Some(first) = entries.first() {
+            assert_eq!(first.index, index + 1, "a gap between snapshot and WAL");
+        }
+        Recovered {
+            tree,
+            snapshot_index: index,
+            snapshot_term: term,
+            hard_state: self.hard_state.clone(),
+            entries,
+        }
+    }
+}
+
+struct Server {
+    id: u64,
+    engine: Option<Engine>,
+    unsynced: VecDeque<Unsynced>,
+    disk: Disk,
+}
+
+enum Op {
+    /// Setup's creates of the keys.
+    Create,
+    Set {
+        key: usize,
+        index: usize,
+    },
+    /// `min`: the value the read must at least see (its session's writes
+    /// acknowledged or sent before it on this connection); `max`: the last
+    /// value sent at all.
+    Get {
+        key: usize,
+        min: Option<usize>,
+        max: Option<usize>,
+    },
+}
+
+struct Client {
+    /// (server, connection) while connected.
+    conn: Option<(u64, u64)>,
+    session: Option<(i64, Vec<u8>)>,
+    handshaken: bool,
+    next_xid: i32,
+    in_flight: VecDeque<(i32, Op)>,
+    /// When the oldest call in flight was sent (patience runs from it).
+    waiting_since_ms: i64,
+    inbox: Vec<u8>,
+    last_zxid: i64,
+    /// Per key: values sent, the highest acknowledged, the highest read.
+    written: Vec<usize>,
+    acked: Vec<Option<usize>>,
+    read: Vec<Option<usize>>,
+    /// Highest value sent on the current connection, per key.
+    sent_here: Vec<Option<usize>>,
+    /// Every write in the order sent: (connection, key, value index).
+    history: Vec<(u64, usize, usize)>,
+}
+
+fn key_path(client: usize, key: usize) -> String {
+    format!("/c{client}/k{key}")
+}
+
+fn value(client: usize, key: usize, index: usize) -> Vec<u8> {
+    format!("{client}:{key}:{index}").into_bytes()
+}
+
+fn index_of(bytes: &[u8]) -> Option<usize> {
+    std::str::from_utf8(bytes)
+        .ok()?
+        .rsplit(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// What replicas must agree on at the same applied index.
+fn state_of(tree: &DataTree) -> (u64, i64, Vec<(i64, i32)>) {
+    (tree.digest(), tree.last_zxid(), tree.sessions().collect())
+}
+
+struct Sim {
+    rng: Rng,
+    seed: u64,
+    now_ms: i64,
+    servers: Vec<Server>,
+    /// Per link (from, to): messages in order.
+    links: BTreeMap<(u64, u64), VecDeque<Message>>,
+    /// A server cut off from every peer (clients still reach it).
+    isolated: Option<u64>,
+    clients: Vec<Client>,
+    next_conn: u64,
+    leaders: HashMap<u64, u64>,
+    /// Why clients lost connections: (closed by a server, gave up, crash).
+    drops: (usize, usize, usize),
+    applied_states: HashMap<u64, (u64, i64, Vec<(i64, i32)>)>,
+}
+
+/// Each server's election timeout, in ticks: fixed (raft's own random pick
+/// would not replay) but different per server and seed.
+fn engine_config(seed: u64, id: u64) -> super::EngineConfig {
+    let mut cfg = config();
+    cfg.server_id = id;
+    cfg.voters = (1..=SERVERS).collect();
+    cfg.snap_count = SNAP_COUNT;
+    let spread = crate::session::splitmix64(seed.wrapping_mul(31).wrapping_add(id)) % 10;
+    cfg.fixed_election_ticks = Some(10 + spread as usize);
+    cfg
+}
+
+impl Sim {
+    fn new(seed: u64) -> Sim {
+        let servers = (1..=SERVERS)
+            .map(|id| Server {
+                id,
+                engine: Some(
+                    Engine::new(engine_config(seed, id), Disk::default().recover(), T0_MS)
+                        .expect("engine starts"),
+                ),
+                unsynced: VecDeque::new(),
+                disk: Disk::default(),
+            })
+            .collect();
+        let clients = (0..CLIENTS)
+            .map(|_| Client {
+                conn: None,
+                session: None,
+                handshaken: false,
+                next_xid: 1,
+                in_flight: VecDeque::new(),
+                waiting_since_ms: 0,
+                inbox: Vec::new(),
+                last_zxid: 0,
+                written: vec![0; KEYS_PER_CLIENT],
+                acked: vec![None; KEYS_PER_CLIENT],
+                read: vec![None; KEYS_PER_CLIENT],
+                sent_here: vec![None; KEYS_PER_CLIENT],
+                history: Vec::new(),
+            })
+            .collect();
+        let mut sim = Sim {
+            rng: Rng(seed),
+            seed,
+            now_ms: T0_MS,
+            servers,
+            links: BTreeMap::new(),
+            isolated: None,
+            clients,
+            next_conn: 1,
+            leaders: HashMap::new(),
+            drops: (0, 0, 0),
+            applied_states: HashMap::new(),
+        };
+        sim.setup();
+        sim
+    }
+
+    fn engine(&mut self, s: usize) -> Option<&mut Engine> {
+        self.servers[s].engine.as_mut()
+    }
+
+    /// Elects a leader and creates every client's keys through it.
+    fn setup(&mut self) {
+        let leader = self.settle().expect("a leader at start");
+        let creator = 0;
+        self.connect_to(creator, leader);
+        self.settle();
+        self.receive(creator);
+        let mut paths = Vec::new();
+        for c in 0..CLIENTS {
+            paths.push(format!("/c{c}"));
+            paths.extend((0..KEYS_PER_CLIENT).map(|k| key_path(c, k)));
+        }
+        for path in paths {
+            let create = CreateRequest {
+                path,
+                data: Vec::new(),
+                acl: vec![Acl::open_unsafe()],
+                flags: 0,
+            };
+            let xid = self.send_request(creator, Request::Create(create));
+            let xid = xid.expect("the creator is connected");
+            self.clients[creator].in_flight.push_back((xid, Op::Create));
+        }
+        self.settle();
+        assert!(self.clients[creator].in_flight.is_empty(), "keys created");
+        self.check_replicas();
+    }
+
+    // ----- servers -----
+
+    /// Carries out everything server `s` asked for.
+    fn collect(&mut self, s: usize) {
+        let id = self.servers[s].id;
+        let Some(engine) = self.servers[s].engine.as_mut() else {
+            return;
+        };
+        let out = engine.take_output();
+        assert!(
+            out.fatal.is_none(),
+            "seed {}: server {id} fatal: {:?}",
+            self.seed,
+            out.fatal
+        );
+        if let Some(job) = out.snapshot_to_ship {
+            let mut data = Vec::new();
+            stoa_tree::write_snapshot(&job.tree, &mut data).expect("in memory");
+            engine.handle(Input::SnapshotBuilt {
+                index: job.index,
+                term: job.term,
+                data: data.into(),
+            });
+        }
+        let server = &mut self.servers[s];
+        for job in out.snapshots {
+            server
+                .disk
+                .snapshots
+                .push((job.index, job.term, SnapshotFile::Local(job.tree)));
+        }
+        for job in out.persists {
+            let installed_at = job.installed.map(|i| {
+                // Written before the WAL batch that relies on it.
+                server
+                    .disk
+                    .snapshots
+                    .push((i.index, i.term, SnapshotFile::Installed(i.data)));
+                i.index
+            });
+            server.unsynced.push_back(Unsynced {
+                number: job.number,
+                installed_at,
+                entries: job.entries,
+                hard_state: job.hard_state,
+            });
+        }
+        for m in out.messages {
+            self.post(id, m.to, Message::Raft(m));
+        }
+        for (to, m) in out.engine_messages {
+            self.post(id, to, Message::Engine(m));
+        }
+        for (conn, bytes) in out.sends {
+            if let Some(c) = self.client_on(id, conn) {
+                self.clients[c].inbox.extend(bytes);
+            }
+        }
+        for conn in out.closes {
+            if let Some(engine) = self.servers[s].engine.as_mut() {
+                engine.handle(Input::Closed { conn });
+            }
+            if let Some(c) = self.client_on(id, conn) {
+                self.drops.0 += 1;
+                self.disconnect(c);
+            }
+        }
+    }
+
+    fn post(&mut self, from: u64, to: u64, message: Message) {
+        if self.isolated.is_some_and(|i| i == from || i == to) {
+            return;
+        }
+        self.links.entry((from, to)).or_default().push_back(message);
+    }
+
+    /// Makes the oldest `n` WAL batches of server `s` durable.
+    fn sync(&mut self, s: usize, n: usize) {
+        let mut last = None;
+        for _ in 0..n {
+            let server = &mut self.servers[s];
+            let Some(batch) = server.unsynced.pop_front() else {
+                break;
+            };
+            if batch.installed_at.is_some() {
+                server.disk.log.clear();
+            }
+            for e in batch.entries {
+                server.disk.log.retain(|old| old.index < e.index);
+                server.disk.log.push(e);
+            }
+            if let Some(hs) = batch.hard_state {
+                server.disk.hard_state = hs;
+            }
+            last = Some(batch.number);
+        }
+        if let Some(number) = last {
+            if let Some(engine) = self.engine(s) {
+                engine.handle(Input::Persisted { number });
+            }
+            self.collect(s);
+        }
+    }
+
+    /// Delivers the head of one non-empty link (chosen at random), or loses it.
+    fn deliver_one(&mut self, lose_percent: u64) -> bool {
+        let busy: Vec<(u64, u64)> = self
+            .links
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(k, _)| *k)
+            .collect();
+        if busy.is_empty() {
+            return false;
+        }
+        let link = busy[self.rng.below(busy.len() as u64) as usize];
+        let Some(message) = self.links.get_mut(&link).and_then(|q| q.pop_front()) else {
+            return false;
+        };
+        if self.rng.chance(lose_percent) {
+            return true;
+        }
+        let (from, to) = link;
+        let s = (to - 1) as usize;
+        let Some(engine) = self.engine(s) else {
+            return true;
+        };
+        match message {
+            Message::Raft(m) => engine.handle(Input::Raft(m)),
+            Message::Engine(message) => engine.handle(Input::Peer { from, message }),
+        }
+        self.collect(s);
+        true
+    }
+
+    fn tick(&mut self) {
+        self.now_ms += TICK_MS;
+        for s in 0..self.servers.len() {
+            let now = self.now_ms;
+            if let Some(engine) = self.engine(s) {
+                engine.set_time(now);
+                engine.tick();
+            }
+            self.collect(s);
+        }
+        self.client_patience();
+    }
+
+    fn crash(&mut self, s: usize) {
+        let id = self.servers[s].id;
+        self.servers[s].engine = None;
+        self.servers[s].unsynced.clear();
+        self.links.retain(|(from, to), _| *from != id && *to != id);
+        for c in 0..CLIENTS {
+            if self.clients[c].conn.is_some_and(|(server, _)| server == id) {
+                self.drops.2 += 1;
+                self.disconnect(c);
+            }
+        }
+    }
+
+    fn restart(&mut self, s: usize) {
+        let id = self.servers[s].id;
+        let recovered = self.servers[s].disk.recover();
+        let engine = Engine::new(engine_config(self.seed, id), recovered, self.now_ms)
+            .expect("engine restarts");
+        self.servers[s].engine = Some(engine);
+        self.collect(s);
+    }
+
+    /// Runs with a healthy network until every member is up to date with
+    /// one leader; returns the leader's index.
+    fn settle(&mut self) -> Option<usize> {
+        for _ in 0..SETTLE_ROUNDS_MAX {
+            loop {
+                let mut busy = false;
+                for s in 0..self.servers.len() {
+                    let n = self.servers[s].unsynced.len();
+                    busy |= n > 0;
+                    self.sync(s, n);
+                }
+                while self.deliver_one(0) {
+                    busy = true;
+                }
+                if !busy {
+                    break;
+                }
+            }
+            for c in 0..CLIENTS {
+                self.receive(c);
+            }
+            if let Some(leader) = self.quiet_leader() {
+                return Some(leader);
+            }
+            self.tick();
+        }
+        for s in &self.servers {
+            if let Some(e) = &s.engine {
+                eprintln!(
+                    "server {}: leader {} term {} applied {} last {} unsynced {}",
+                    s.id,
+                    e.leader_id(),
+                    e.raft.raft.term,
+                    e.applied_index,
+                    e.raft.store().last_index(),
+                    s.unsynced.len()
+                );
+            }
+        }
+        None
+    }
+
+    /// The leader, if there is one, nothing is in flight and every live
+    /// member applied all it has.
+    fn quiet_leader(&self) -> Option<usize> {
+        let leader = self
+            .servers
+            .iter()
+            .position(|s| s.engine.as_ref().is_some_and(Engine::is_leader))?;
+        let leader_last = self.servers[leader]
+            .engine
+            .as_ref()?
+            .raft
+            .store()
+            .last_index();
+        let quiet = self.links.values().all(VecDeque::is_empty)
+            && self.servers.iter().all(|s| {
+                s.unsynced.is_empty()
+                    && s.engine
+                        .as_ref()
+                        .is_none_or(|e| e.applied_index == leader_last)
+            });
+        quiet.then_some(leader)
+    }
+
+    // ----- invariants -----
+
+    fn check_replicas(&mut self) {
+        for server in &self.servers {
+            let Some(engine) = &server.engine else {
+                continue;
+            };
+            if engine.is_leader() {
+                let term = engine.raft.raft.term;
+                let previous = self.leaders.insert(term, server.id);
+                assert!(
+                    previous.is_none_or(|p| p == server.id),
+                    "seed {}: two leaders in term {term}: {previous:?} and {}",
+                    self.seed,
+                    server.id
+                );
+            }
+            let state = state_of(engine.tree());
+            let index = engine.applied_index;
+            match self.applied_states.get(&index) {
+                Some(seen) => assert_eq!(
+                    seen, &state,
+                    "seed {}: server {} diverged at applied index {index}",
+                    self.seed, server.id
+                ),
+                None => {
+                    self.applied_states.insert(index, state);
+                }
+            }
+        }
+    }
+
+    // ----- clients -----
+
+    fn client_on(&self, server: u64, conn: u64) -> Option<usize> {
+        self.clients
+            .iter()
+            .position(|c| c.conn == Some((server, conn)))
+    }
+
+    fn connect_to(&mut self, c: usize, s: usize) {
+        let id = self.servers[s].id;
+        if self.servers[s].engine.is_none() {
+            return;
+        }
+        self.next_conn += 1;
+        let conn = self.next_conn;
+        let client = &mut self.clients[c];
+        client.conn = Some((id, conn));
+        client.handshaken = false;
+        client.waiting_since_ms = self.now_ms;
+        client.sent_here = vec![None; KEYS_PER_CLIENT];
+        let (session_id, passwd) = client.session.clone().unwrap_or((0, vec![0; 16]));
+        let req = ConnectRequest {
+            time_out: 30_000,
+            session_id,
+            passwd,
+            last_zxid_seen: client.last_zxid,
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        encode_connect_request(&mut bytes, &req);
+        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
+        let engine = self.servers[s].engine.as_mut().expect("checked above");
+        engine.handle(Input::Accepted { conn, peer });
+        engine.handle(Input::Frame {
+            conn,
+            body: bytes[4..].to_vec(),
+        });
+        self.collect(s);
+    }
+
+    /// The connection is gone: calls in flight have unknown outcomes.
+    fn disconnect(&mut self, c: usize) {
+        let client = &mut self.clients[c];
+        client.conn = None;
+        client.handshaken = false;
+        client.in_flight.clear();
+        client.inbox.clear();
+    }
+
+    /// A client whose member stays silent closes the connection.
+    fn client_patience(&mut self) {
+        for c in 0..CLIENTS {
+            let client = &self.clients[c];
+            let Some((server, conn)) = client.conn else {
+                continue;
+            };
+            let silent = (!client.handshaken || !client.in_flight.is_empty())
+                && self.now_ms - client.waiting_since_ms > CLIENT_PATIENCE_MS;
+            if silent {
+                let s = (server - 1) as usize;
+                if let Some(engine) = self.engine(s) {
+                    engine.handle(Input::Closed { conn });
+                }
+                self.collect(s);
+                self.drops.1 += 1;
+                self.disconnect(c);
+            }
+        }
+    }
+
+    fn send_request(&mut self, c: usize, request: Request) -> Option<i32> {
+        let (server, conn) = self.clients[c].conn?;
+        if !self.clients[c].handshaken {
+            return None;
+        }
+        let client = &mut self.clients[c];
+        let xid = client.next_xid;
+        client.next_xid += 1;
+        if client.in_flight.is_empty() {
+            client.waiting_since_ms = self.now_ms;
+        }
+        let mut bytes = Vec::new();
+        encode_request(
+            &mut bytes,
+            &RequestHeader {
+                xid,
+                kind: request.opcode() as i32,
+            },
+            &request,
+        );
+        let s = (server - 1) as usize;
+        self.engine(s)?.handle(Input::Frame {
+            conn,
+            body: bytes[4..].to_vec(),
+        });
+        self.collect(s);
+        Some(xid)
+    }
+
+    fn send_op(&mut self, c: usize) {
+        let key = self.rng.below(KEYS_PER_CLIENT as u64) as usize;
+        let path = key_path(c, key);
+        if self.rng.chance(55) {
+            let index = self.clients[c].written[key];
+            let set = SetDataRequest {
+                path,
+                data: value(c, key, index),
+                version: -1,
+            };
+            if let Some(xid) = self.send_request(c, Request::SetData(set)) {
+                let client = &mut self.clients[c];
+                client.written[key] += 1;
+                client.sent_here[key] = Some(index);
+                let conn = client.conn.map_or(0, |(_, conn)| conn);
+                client.history.push((conn, key, index));
+                client.in_flight.push_back((xid, Op::Set { key, index }));
+            }
+        } else {
+            let client = &self.clients[c];
+            let min = client.acked[key]
+                .max(client.sent_here[key])
+                .max(client.read[key]);
+            let max = client.written[key].checked_sub(1);
+            let get = Request::GetData(GetDataRequest { path, watch: false });
+            if let Some(xid) = self.send_request(c, get) {
+                self.clients[c]
+                    .in_flight
+                    .push_back((xid, Op::Get { key, min, max }));
+            }
+        }
+    }
+
+    /// Parses client `c`'s inbox and checks every reply.
+    fn receive(&mut self, c: usize) {
+        let seed = self.seed;
+        let now = self.now_ms;
+        let client = &mut self.clients[c];
+        let bytes = std::mem::take(&mut client.inbox);
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut at = 0;
+        while let Some((used, body)) = decoder
+            .decode(&bytes[at..])
+            .expect("server frames are well formed")
+        {
+            at += used;
+            if !client.handshaken {
+                let r = ConnectResponse::decode(&mut Reader::new(body)).expect("connect response");
+                client.handshaken = true;
+                client.waiting_since_ms = now;
+                if r.session_id == 0 {
+                    // Expired while away: a fresh session on the next connect.
+                    client.session = None;
+                    client.handshaken = false;
+                    client.conn = None;
+                    return;
+                }
+                client.session = Some((r.session_id, r.passwd.clone()));
+                continue;
+            }
+            let (header, rest) = decode_reply_frame(body).expect("reply header");
+            if header.xid < 0 {
+                continue; // pings, notifications
+            }
+            let Some((xid, op)) = client.in_flight.pop_front() else {
+                panic!("seed {seed}: client {c} got reply {} unasked", header.xid)
+            };
+            client.waiting_since_ms = now;
+            assert_eq!(
+                header.xid, xid,
+                "seed {seed}: client {c} replies out of order"
+            );
+            assert_eq!(
+                header.err,
+                ErrorCode::Ok.as_i32(),
+                "seed {seed}: client {c} xid {xid} failed"
+            );
+            assert!(
+                header.zxid >= client.last_zxid,
+                "seed {seed}: client {c} saw zxid go back from {:#x} to {:#x}",
+                client.last_zxid,
+                header.zxid
+            );
+            client.last_zxid = header.zxid;
+            match op {
+                Op::Create => {}
+                Op::Set { key, index } => {
+                    assert!(
+                        client.acked[key].is_none_or(|a| a < index),
+                        "seed {seed}: client {c} acks out of order"
+                    );
+                    client.acked[key] = Some(index);
+                }
+                Op::Get { key, min, max } => {
+                    let reply =
+                        GetDataResponse::decode(&mut Reader::new(rest)).expect("getData reply");
+                    let seen = index_of(&reply.data);
+                    assert!(
+                        seen >= min && seen <= max,
+                        "seed {seed}: client {c} key {key}: read {seen:?}, expected within {min:?}..={max:?}"
+                    );
+                    client.read[key] = client.read[key].max(seen);
+                }
+            }
+        }
+        assert_eq!(at, bytes.len(), "partial frame");
+    }
+
+    // ----- the run -----
+
+    fn step(&mut self) {
+        match self.rng.below(100) {
+            0..=29 => {
+                let c = self.rng.below(CLIENTS as u64) as usize;
+                let client = &self.clients[c];
+                if client.conn.is_none() {
+                    let s = self.rng.below(SERVERS) as usize;
+                    self.connect_to(c, s);
+                } else if client.handshaken && client.in_flight.len() < IN_FLIGHT_MAX {
+                    self.send_op(c);
+                }
+            }
+            30..=59 => {
+                for _ in 0..1 + self.rng.below(4) {
+                    self.deliver_one(3);
+                }
+            }
+            60..=74 => {
+                let s = self.rng.below(SERVERS) as usize;
+                let n = 1 + self.rng.below(3) as usize;
+                self.sync(s, n);
+            }
+            75..=84 => {
+                for c in 0..CLIENTS {
+                    self.receive(c);
+                }
+            }
+            85..=96 => self.tick(),
+            _ => self.fault(),
+        }
+    }
+
+    fn fault(&mut self) {
+        let s = self.rng.below(SERVERS) as usize;
+        let id = self.servers[s].id;
+        match self.rng.below(4) {
+            0 if self.servers.iter().all(|s| s.engine.is_some()) => self.crash(s),
+            1 if self.servers[s].engine.is_none() => self.restart(s),
+            2 if self.isolated.is_none() => {
+                self.isolated = Some(id);
+                self.links.retain(|(from, to), _| *from != id && *to != id);
+            }
+            3 => self.isolated = None,
+            _ => {}
+        }
+    }
+
+    /// Heals and restarts everything, lets the ensemble settle, and checks
+    /// the end state.
+    fn finish(&mut self) {
+        self.isolated = None;
+        for s in 0..self.servers.len() {
+            if self.servers[s].engine.is_none() {
+                self.restart(s);
+            }
+        }
+        let seed = self.seed;
+        let leader = self
+            .settle()
+            .unwrap_or_else(|| panic!("seed {seed}: no quiet leader after healing"));
+        self.check_replicas();
+        let expected = state_of(
+            self.servers[leader]
+                .engine
+                .as_ref()
+                .expect("leader runs")
+                .tree(),
+        );
+        for server in &self.servers {
+            let engine = server.engine.as_ref().expect("all restarted");
+            assert_eq!(
+                state_of(engine.tree()),
+                expected,
+                "seed {seed}: server {} differs after healing",
+                server.id
+            );
+            engine
+                .tree()
+                .check_invariants()
+                .expect("tree invariants at the end");
+        }
+        let tree = self.servers[leader]
+            .engine
+            .as_ref()
+            .expect("leader runs")
+            .tree();
+        for (c, client) in self.clients.iter().enumerate() {
+            let present: Vec<Option<usize>> = (0..KEYS_PER_CLIENT)
+                .map(|k| index_of(tree.node(&key_path(c, k)).expect("keys exist").data()))
+                .collect();
+            for k in 0..KEYS_PER_CLIENT {
+                assert!(
+                    present[k] >= client.acked[k],
+                    "seed {seed}: client {c} key {k}: acknowledged {:?} lost (found {:?})",
+                    client.acked[k],
+                    present[k]
+                );
+            }
+            // On one connection the writes applied are a prefix of those
+            // sent: a later write applied implies every earlier one (calls
+            // cut off by a lost connection may each go either way).
+            for segment in client.history.chunk_by(|a, b| a.0 == b.0) {
+                let applied_upto = segment.iter().rposition(|&(_, k, i)| present[k] == Some(i));
+                for &(_, k, i) in &segment[..applied_upto.unwrap_or(0)] {
+                    assert!(
+                        present[k] >= Some(i),
+                        "seed {seed}: client {c}: write {i} of key {k} was skipped but a later write on its connection applied"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn run(seed: u64) {
+    let mut sim = Sim::new(seed);
+    for _ in 0..STEPS_PER_SEED {
+        sim.step();
+        sim.check_replicas();
+    }
+    sim.finish();
+    if std::env::var("STOA_SIM_VERBOSE").is_ok() {
+        let acked: usize = sim
+            .clients
+            .iter()
+            .map(|c| c.acked.iter().flatten().count())
+            .sum();
+        let sent: usize = sim.clients.iter().map(|c| c.history.len()).sum();
+        let installed: u64 = sim
+            .servers
+            .iter()
+            .map(|s| s.engine.as_ref().map_or(0, |e| e.stats.snapshots_installed))
+            .sum();
+        eprintln!(
+            "seed {seed}: {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} connections, drops {:?}",
+            sim.leaders.len(),
+            sim.next_conn,
+            sim.drops
+        );
+    }
+}
+
+#[test]
+fn ensembles_under_simulated_faults_keep_the_contract() {
+    match std::env::var("STOA_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => run(seed),
+        None => {
+            for seed in 0..SEEDS_DEFAULT {
+                run(seed);
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Which connection owns a session, as the leader sees it. A client's
+//! writes must apply in the order it sent them and none after a write sent
+//! later on another connection. Forwards travel over links that can lose
+//! messages and are not ordered with each other, so the leader accepts a
+//! forwarded write only from the session's owning connection and only in
+//! sequence; a connection becomes the owner through a round trip to the
+//! leader (`Attach`), which also makes its server apply everything proposed
+//! for the session's earlier connections before the client is answered.
+//! ZooKeeper gets the same from its session owner check (SessionMoved).
+
+use super::forward::EngineMessage;
+use super::Engine;
+use crate::session::SessionId;
+use crate::watch::ConnId;
+
+/// The connection a session's writes are accepted from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Owner {
+    pub server: u64,
+    pub conn: ConnId,
+    /// Sequence number the next forward from `conn` must carry.
+    pub next_seq: u64,
+}
+
+impl Engine {
+    /// Leader: `conn` at `server` now owns the session.
+    pub(super) fn set_owner(&mut self, sid: SessionId, server: u64, conn: ConnId) {
+        self.owners.insert(
+            sid,
+            Owner {
+                server,
+                conn,
+                next_seq: 1,
+            },
+        );
+    }
+
+    /// Leader: may `conn` of this server write for the session?
+    pub(super) fn owns_locally(&self, sid: SessionId, conn: ConnId) -> bool {
+        self.owners
+            .get(&sid)
+            .is_some_and(|o| o.server == self.config.server_id && o.conn == conn)
+    }
+
+    /// Leader: accepts a forward if it comes from the owner, in sequence.
+    /// A refusal tells the sender to drop the connection: the client's
+    /// calls then end in ConnectionLoss, as after any lost connection.
+    pub(super) fn accept_forward(
+        &mut self,
+        from: u64,
+        sid: SessionId,
+        conn: ConnId,
+        seq: u64,
+    ) -> bool {
+        match self.owners.get_mut(&sid) {
+            Some(o) if o.server == from && o.conn == conn && o.next_seq == seq => {
+                o.next_seq += 1;
+                true
+            }
+            owner => {
+                log::debug!(
+                    "refusing forward {seq} of session {sid:#x} from server {from} connection {conn}: owner {owner:?}"
+                );
+                if owner.is_some_and(|o| o.server == from && o.conn == conn) {
+                    // A gap: everything after it from this connection is refused too.
+                    self.owners.remove(&sid);
+                }
+                let rejected = EngineMessage::Rejected {
+                    session_id: sid,
+                    conn,
+                };
+                self.out.engine_messages.push((from, rejected));
+                false
+            }
+        }
+    }
+
+    /// Leader: a follower's client resumed its session.
+    pub(super) fn on_attach(&mut self, from: u64, sid: SessionId, conn: ConnId) {
+        let valid = self.sessions.get(&sid).is_some_and(|s| !s.closing);
+        if valid {
+            self.set_owner(sid, from, conn);
+        }
+        let after_zxid = self.last_proposed_zxid();
+        let reply = EngineMessage::Attached {
+            session_id: sid,
+            conn,
+            valid,
+            after_zxid,
+        };
+        self.out.engine_messages.push((from, reply));
+    }
+
+    /// Follower: the leader answered an attach.
+    pub(super) fn on_attached(
+        &mut self,
+        sid: SessionId,
+        conn: ConnId,
+        valid: bool,
+        after_zxid: i64,
+    ) {
+        match self.attaching.get_mut(&conn) {
+            Some((s, after)) if *s == sid => {
+                if !valid {
+                    self.attaching.remove(&conn);
+                    log::info!("connection {conn}: the leader does not know session {sid:#x}");
+                    self.send_connect_response(conn, 0, 0);
+                    self.out.closes.push(conn);
+                    return;
+                }
+                *after = Some(after_zxid);
+            }
+            _ => return,
+        }
+        self.complete_attaches();
+    }
+
+    /// Follower: finishes the handshakes whose session history is applied.
+    pub(super) fn complete_attaches(&mut self) {
+        if self.attaching.is_empty() {
+            return;
+        }
+        let applied = self.tree.last_zxid();
+        let ready: Vec<(ConnId, SessionId)> = self
+            .attaching
+            .iter()
+            .filter(|(_, (_, after))| after.is_some_and(|z| z <= applied))
+            .map(|(&conn, &(sid, _))| (conn, sid))
+            .collect();
+        for (conn, sid) in ready {
+            self.attaching.remove(&conn);
+            self.attach_session(conn, sid);
+        }
+    }
+
+    /// Follower: the leader refused a forward of `conn`.
+    pub(super) fn on_rejected(&mut self, sid: SessionId, conn: ConnId) {
+        if self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.session == Some(sid))
+        {
+            log::info!("connection {conn}: the leader refused its write; closing it");
+            self.out.closes.push(conn);
+        }
+    }
+
+    /// The newest zxid this leader handed out (or applied, if none yet).
+    fn last_proposed_zxid(&self) -> i64 {
+        let handed = if self.zxid_epoch == self.raft.raft.term && self.zxid_counter > 0 {
+            ((self.zxid_epoch as i64) << 32) | self.zxid_counter as i64
+        } else {
+            0
+        };
+        handed.max(self.tree.last_zxid())
+    }
+}
