@@ -187,8 +187,11 @@ fn index_of(bytes: &[u8]) -> Option<usize> {
         .ok()
 }
 
-/// What replicas must agree on at the same applied index.
-fn state_of(tree: &DataTree) -> (u64, i64, Vec<(i64, i32)>) {
+/// What replicas must agree on at the same applied index: the tree's
+/// digest, its last zxid, and the sessions with their timeouts.
+type ReplicaState = (u64, i64, Vec<(i64, i32)>);
+
+fn state_of(tree: &DataTree) -> ReplicaState {
     (tree.digest(), tree.last_zxid(), tree.sessions().collect())
 }
 
@@ -206,7 +209,7 @@ struct Sim {
     leaders: HashMap<u64, u64>,
     /// Why clients lost connections: (closed by a server, gave up, crash).
     drops: (usize, usize, usize),
-    applied_states: HashMap<u64, (u64, i64, Vec<(i64, i32)>)>,
+    applied_states: HashMap<u64, ReplicaState>,
 }
 
 /// Each server's election timeout, in ticks: fixed (raft's own random pick
@@ -866,12 +869,10 @@ impl Sim {
             let present: Vec<Option<usize>> = (0..KEYS_PER_CLIENT)
                 .map(|k| index_of(tree.node(&key_path(c, k)).expect("keys exist").data()))
                 .collect();
-            for k in 0..KEYS_PER_CLIENT {
+            for (k, (found, acked)) in present.iter().zip(&client.acked).enumerate() {
                 assert!(
-                    present[k] >= client.acked[k],
-                    "seed {seed}: client {c} key {k}: acknowledged {:?} lost (found {:?})",
-                    client.acked[k],
-                    present[k]
+                    found >= acked,
+                    "seed {seed}: client {c} key {k}: acknowledged {acked:?} lost (found {found:?})"
                 );
             }
             // On one connection the writes applied are a prefix of those
