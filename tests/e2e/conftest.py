@@ -1,6 +1,11 @@
 """Fixtures for the end-to-end tests.
 
-STOA_TARGET=stoa (default) or zookeeper picks the server under test.
+STOA_TARGET=stoa (default) or zookeeper picks the server under test;
+STOA_TARGET=stoa-ensemble runs the standalone suite against a 3-member Stoa
+ensemble with the clients on a follower (harness.Ensemble). There, tests
+marked @pytest.mark.standalone_only("reason") are skipped, and so are the
+modules that start their own ensembles (ENSEMBLE_TARGET_SKIPPED_MODULES,
+and any netns/partition module).
 """
 
 import os
@@ -14,6 +19,37 @@ import harness  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 _SERVERS = []
+
+# Under STOA_TARGET=stoa-ensemble: modules that start their own ensembles (the
+# target would only run them again), by file name, with the reason shown by -rs.
+ENSEMBLE_TARGET_SKIPPED_MODULES = {
+    "test_ensemble.py": "starts its own ensemble (runs under STOA_TARGET=stoa)",
+    "test_linearizability.py": "starts its own ensemble (runs under STOA_TARGET=stoa)",
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "standalone_only(reason): skipped under STOA_TARGET=stoa-ensemble, because the test "
+        "checks what legitimately differs in a ZooKeeper ensemble (reason says what)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not harness.ensemble_target():
+        return
+    for item in items:
+        name = os.path.basename(str(item.fspath))
+        reason = ENSEMBLE_TARGET_SKIPPED_MODULES.get(name)
+        if reason is None and ("partition" in name or "netns" in name):
+            reason = "network partition test: starts its own ensemble"
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason="stoa-ensemble: " + reason))
+            continue
+        mark = item.get_closest_marker("standalone_only")
+        if mark is not None:
+            why = mark.args[0] if mark.args else mark.kwargs.get("reason", "standalone only")
+            item.add_marker(pytest.mark.skip(reason="standalone only: " + why))
 
 
 def _new_server(request, **kw):
@@ -34,6 +70,9 @@ def pytest_runtest_makereport(item, call):
     if rep.failed and call.when in ("setup", "call"):
         tails = []
         for srv in list(_SERVERS):
+            if hasattr(srv, "log_tails"):   # an Ensemble: every member's tail
+                tails.append("---- %r ----\n%s" % (srv, srv.log_tails(40)))
+                continue
             tails.append("---- %r log tail (%s) ----\n%s" % (srv, srv.log_path, srv.log_tail(40)))
         if tails:
             rep.sections.append(("server logs", "\n".join(tails)))

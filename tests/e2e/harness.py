@@ -26,11 +26,30 @@ DEFAULT_STOA_BIN = os.path.join(REPO_ROOT, "target", "release", "stoa")
 SUPER_PASSWORD = "test"
 
 
-def target():
+TARGETS = ("stoa", "zookeeper", "stoa-ensemble")
+
+
+def target_name():
+    """STOA_TARGET as given: stoa (default), zookeeper or stoa-ensemble."""
     t = os.environ.get("STOA_TARGET", "stoa").strip().lower()
-    if t not in ("stoa", "zookeeper"):
-        raise RuntimeError("STOA_TARGET must be 'stoa' or 'zookeeper', not %r" % t)
+    if t not in TARGETS:
+        raise RuntimeError("STOA_TARGET must be 'stoa', 'zookeeper' or 'stoa-ensemble', not %r" % t)
     return t
+
+
+def target():
+    """The server software under test: 'stoa' or 'zookeeper'.
+
+    STOA_TARGET=stoa-ensemble is Stoa too (target() says 'stoa', so stoa-only
+    tests run); ensemble_target() tells it apart."""
+    t = target_name()
+    return "stoa" if t == "stoa-ensemble" else t
+
+
+def ensemble_target():
+    """True under STOA_TARGET=stoa-ensemble: a Server(kind="stoa") without
+    server.N lines is a 3-member ensemble and clients talk to a follower."""
+    return target_name() == "stoa-ensemble"
 
 
 def stoa_bin():
@@ -127,12 +146,23 @@ class Server:
     """One server process (Stoa or ZooKeeper) configured by a zoo.cfg we write.
 
     kind: "stoa" or "zookeeper". Keyword options become zoo.cfg entries.
+
+    Under STOA_TARGET=stoa-ensemble, Server(kind="stoa", ...) without
+    server.N entries in extra_cfg builds an Ensemble instead (same options,
+    same interface); ensemble=False forces one process, ensemble=True an
+    Ensemble whatever the target.
     """
+
+    def __new__(cls, *args, **kw):
+        if cls is Server and _wants_ensemble(*args, **kw):
+            kw.pop("ensemble", None)
+            return Ensemble(*args, **kw)
+        return object.__new__(cls)
 
     def __init__(self, kind=None, tick_time=2000, min_session_timeout=None,
                  max_session_timeout=None, max_client_cnxns=60,
                  container_check_ms=500, super_digest=True, extra_cfg=None,
-                 base_dir=None):
+                 base_dir=None, ensemble=None):
         self.kind = kind or target()
         self.port = free_port()
         self.hosts = "127.0.0.1:%d" % self.port
@@ -289,6 +319,219 @@ class Server:
 
     def __repr__(self):
         return "<Server %s %s pid=%s>" % (self.kind, self.hosts, self.pid)
+
+
+# --------------------------------------------------------------------------
+# STOA_TARGET=stoa-ensemble: the one-server interface over a 3-member ensemble
+
+ENSEMBLE_SIZE = 3
+# zoo.cfg keys naming a port of this host: the client member (m1) gets the
+# requested one, the other members free ports of their own.
+ENSEMBLE_PER_MEMBER_PORT_KEYS = ("metricsProvider.httpPort", "admin.serverPort")
+
+
+def _wants_ensemble(*args, **kw):
+    """Whether Server(*args, **kw) is to be an Ensemble (see Server)."""
+    import inspect
+    a = inspect.signature(Server.__init__).bind(None, *args, **kw).arguments
+    if a.get("ensemble") is not None:
+        return bool(a["ensemble"])
+    if not ensemble_target() or (a.get("kind") or target()) != "stoa":
+        return False
+    # A caller that writes its own server.N lines (test_ensemble.py) builds its own ensemble.
+    return not any(str(k).startswith("server.") for k in (a.get("extra_cfg") or {}))
+
+
+def srvr_mode(server):
+    """The Mode from a server's srvr (standalone, leader, follower, ...), or None."""
+    import re
+    try:
+        m = re.search(r"^Mode: (\S+)$", server.four_letter("srvr", timeout=2.0), re.M)
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def srvr_zxid(server):
+    import re
+    try:
+        m = re.search(r"^Zxid: 0x([0-9a-f]+)$", server.four_letter("srvr", timeout=2.0), re.M)
+    except OSError:
+        return None
+    return int(m.group(1), 16) if m else None
+
+
+class Ensemble:
+    """ENSEMBLE_SIZE Stoa members on 127.0.0.1 with the options of one Server
+    (the same zoo.cfg plus server.N lines, a myid each, data under base_dir/mN),
+    presented as one server: hosts, port, four_letter, pid, data_dir and
+    log_tail are those of member m1, which is always a follower, so every
+    write a test makes is forwarded to the leader. start/stop/kill9/restart/
+    cleanup act on every member; data dirs are kept across restarts.
+
+    m1 is made a follower by starting it last: m2 and m3 (a quorum) start
+    together and elect a leader, then m1 joins, and start() waits until srvr
+    on m1 says "Mode: follower" and its zxid has caught up with the leader's.
+    """
+
+    def __init__(self, kind=None, tick_time=2000, min_session_timeout=None,
+                 max_session_timeout=None, max_client_cnxns=60,
+                 container_check_ms=500, super_digest=True, extra_cfg=None,
+                 base_dir=None, size=ENSEMBLE_SIZE):
+        kind = kind or target()
+        if kind != "stoa":
+            raise ValueError("an Ensemble is of Stoa servers, not %r" % kind)
+        self.kind = "stoa"
+        self.base_dir = base_dir or tempfile.mkdtemp(prefix="stoa-e2e-stoa-ensemble-")
+        self._own_base = base_dir is None
+        cfg = dict(extra_cfg or {})
+        # Hold the quorum/election ports bound until every member picked its
+        # client port, so all 3 * size ports differ.
+        held = []
+        try:
+            for i in range(size):
+                ports = []
+                for _ in range(2):
+                    sk = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    sk.bind(("127.0.0.1", 0))
+                    held.append(sk)
+                    ports.append(sk.getsockname()[1])
+                cfg["server.%d" % (i + 1)] = "127.0.0.1:%d:%d" % tuple(ports)
+            self.members = []
+            for i in range(size):
+                member_cfg = dict(cfg)
+                if i > 0:
+                    for k in ENSEMBLE_PER_MEMBER_PORT_KEYS:
+                        if k in member_cfg:
+                            member_cfg[k] = free_port()
+                m = Server(kind="stoa", tick_time=tick_time,
+                           min_session_timeout=min_session_timeout,
+                           max_session_timeout=max_session_timeout,
+                           max_client_cnxns=max_client_cnxns,
+                           container_check_ms=container_check_ms, super_digest=super_digest,
+                           extra_cfg=member_cfg,
+                           base_dir=os.path.join(self.base_dir, "m%d" % (i + 1)),
+                           ensemble=False)
+                with open(os.path.join(m.data_dir, "myid"), "w") as f:
+                    f.write("%d\n" % (i + 1))
+                self.members.append(m)
+        finally:
+            for sk in held:
+                sk.close()
+        self.client_member = self.members[0]
+        c = self.client_member
+        self.port, self.hosts = c.port, c.hosts
+        self.data_dir, self.log_path, self.cfg_path = c.data_dir, c.log_path, c.cfg_path
+        self.tick_time = c.tick_time
+        self.min_session_timeout = c.min_session_timeout
+        self.max_session_timeout = c.max_session_timeout
+        self.container_check_ms = c.container_check_ms
+        self.super_digest = c.super_digest
+
+    @property
+    def proc(self):
+        return self.client_member.proc
+
+    @property
+    def pid(self):
+        return self.client_member.pid
+
+    def running(self):
+        return any(m.running() for m in self.members)
+
+    def mode(self, member=None):
+        return srvr_mode(member or self.client_member)
+
+    def leader(self):
+        leaders = [m for m in self.members if m.running() and srvr_mode(m) == "leader"]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def _parallel(self, fn, members):
+        errors = []
+
+        def run(m):
+            try:
+                fn(m)
+            except BaseException as e:  # noqa: B902 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(m,), daemon=True) for m in members]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def start(self, timeout=60.0):
+        assert not self.running(), "already running"
+        timeout = max(timeout, 60.0)
+        deadline = time.monotonic() + timeout
+        others = [m for m in self.members if m is not self.client_member]
+        try:
+            # A quorum without m1 first: they elect a leader among themselves.
+            self._parallel(lambda m: m.start(timeout=timeout), others)
+            wait_until(lambda: any(srvr_mode(m) == "leader" for m in others),
+                       timeout=max(1.0, deadline - time.monotonic()), interval=0.05,
+                       what="a leader among %s" % others)
+            self.client_member.start(timeout=max(1.0, deadline - time.monotonic()))
+            wait_until(lambda: srvr_mode(self.client_member) == "follower",
+                       timeout=max(1.0, deadline - time.monotonic()), interval=0.05,
+                       what="Mode: follower on %r" % self.client_member)
+            leader = self.leader()
+            target_zxid = srvr_zxid(leader) if leader else None
+            if target_zxid is not None:
+                wait_until(lambda: (srvr_zxid(self.client_member) or -1) >= target_zxid,
+                           timeout=max(1.0, deadline - time.monotonic()), interval=0.05,
+                           what="%r caught up with the leader (zxid 0x%x)"
+                           % (self.client_member, target_zxid))
+        except BaseException as e:
+            tails = self.log_tails(40)
+            self.kill9()
+            if isinstance(e, (RuntimeError, AssertionError)):
+                raise RuntimeError("ensemble did not start: %s\n%s" % (e, tails))
+            raise
+        return self
+
+    def stop(self, timeout=10.0):
+        self._parallel(lambda m: m.stop(timeout=timeout), self.members)
+
+    def kill9(self):
+        for m in self.members:
+            m.kill9()
+
+    def restart(self, timeout=60.0):
+        self.stop()
+        return self.start(timeout=timeout)
+
+    def four_letter(self, cmd, timeout=5.0):
+        return self.client_member.four_letter(cmd, timeout=timeout)
+
+    def version(self):
+        return self.client_member.version()
+
+    def log_tail(self, n=60):
+        """The client member's log (the server the tests talk to)."""
+        return self.client_member.log_tail(n)
+
+    def log_tails(self, n=40):
+        """Every member's log tail, labelled with its mode."""
+        out = []
+        for i, m in enumerate(self.members):
+            role = srvr_mode(m) if m.running() else "down"
+            out.append("---- member m%d %r mode=%s%s (%s) ----\n%s"
+                       % (i + 1, m, role, " [client member]" if m is self.client_member else "",
+                          m.log_path, m.log_tail(n)))
+        return "\n".join(out)
+
+    def cleanup(self):
+        self.stop()
+        if self._own_base and not os.environ.get("STOA_E2E_KEEP"):
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __repr__(self):
+        return "<Ensemble stoa %s (follower m1) pids=%s>" % (
+            self.hosts, ",".join(str(m.pid) for m in self.members))
 
 
 # --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ def test_ruok(server):
     assert server.four_letter("ruok") == "imok"
 
 
+@pytest.mark.standalone_only("srvr says 'Mode: follower' on an ensemble member")
 def test_srvr(server, busy):
     """srvr has version, latency, counts, zxid, mode standalone and node count."""
     out = server.four_letter("srvr")
@@ -42,6 +43,7 @@ def test_srvr(server, busy):
     assert m and int(m.group(1)) == NODE_COUNT
 
 
+@pytest.mark.standalone_only("stat says 'Mode: follower' on an ensemble member")
 def test_stat(server, busy):
     """stat is srvr plus a Clients: section listing connections."""
     out = server.four_letter("stat")
@@ -52,6 +54,7 @@ def test_stat(server, busy):
     assert re.search(r"^Node count: %d$" % NODE_COUNT, out, re.M)
 
 
+@pytest.mark.standalone_only("mntr's zk_server_state is follower on an ensemble member")
 def test_mntr(server, busy):
     """mntr is tab-separated key/value lines with the standard keys."""
     out = server.four_letter("mntr")

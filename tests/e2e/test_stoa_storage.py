@@ -71,6 +71,7 @@ def test_a_damaged_newest_snapshot_falls_back_to_the_older_one_and_the_log(serve
     c2.close()
 
 
+@pytest.mark.standalone_only("/metrics says server_state=\"follower\" on an ensemble member")
 def test_prometheus_endpoint_serves_zookeeper_metric_names(server_factory):
     """metricsProvider.httpPort serves /metrics with ZooKeeper's Prometheus names."""
     port = h.free_port()
