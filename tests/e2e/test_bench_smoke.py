@@ -10,13 +10,6 @@ import harness as h
 
 pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="drives the stoa binary's bench")
 
-# Under STOA_TARGET=stoa-ensemble the bench talks to a follower, where writes
-# under an extension's path fail (see test_extensions.py).
-ensemble_follower_extension_write_bug = pytest.mark.xfail(
-    h.ensemble_target(), strict=True,
-    reason="ensemble bug: writes under a node extension's path through a follower fail with "
-           "SystemError ('writes from a follower are not supported yet; connect to the leader')")
-
 
 def run_bench(srv, tmp_path, *extra):
     out = tmp_path / "bench.json"
@@ -56,7 +49,6 @@ def test_bench_scenario_counts_ops_and_appends_csv(server_factory, tmp_path):
     assert lines[0].startswith("label,") and len(lines) == 3
 
 
-@ensemble_follower_extension_write_bug
 def test_bench_ezk_extension_queue_dequeues_in_one_call(server_factory, tmp_path):
     """The EZK priority-queue extension scenario: a 1 s run with 2 consumers registers
     examples/extensions/priority_queue.lua, dequeues, and every dequeue is one call."""
@@ -74,7 +66,6 @@ def test_bench_ezk_extension_queue_dequeues_in_one_call(server_factory, tmp_path
     assert r["throughput_ops_s"] > 0
 
 
-@ensemble_follower_extension_write_bug
 def test_bench_ezk_quota_extension_releases_in_one_call(server_factory, tmp_path):
     """quota-extension with 20 clients (more than the 15 the quota of 1500 holds): allocations
     and releases succeed, each release is one call, refusals are counted."""

@@ -15,14 +15,6 @@ import harness as h
 
 pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: server-side extensions")
 
-# Under STOA_TARGET=stoa-ensemble the client is on a follower: a write that an
-# extension handles (or any write under an extension's path) fails there.
-ensemble_follower_extension_write_bug = pytest.mark.xfail(
-    h.ensemble_target(), strict=True,
-    reason="ensemble bug: a write under a node extension's path through a follower fails with "
-           "SystemError (follower log: 'extension <name>: writes from a follower are not supported "
-           "yet; connect to the leader'; docs/operations.md 'Not yet')")
-
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions")
 
 
@@ -59,7 +51,6 @@ def drain(client):
             return out
 
 
-@ensemble_follower_extension_write_bug
 def test_priority_queue_serves_smallest_priority_first_in_insertion_order(zk):
     """The paper's priority queue: getData /queue/next removes the head in one call; NoNode when empty."""
     register(zk, "pq", "/queue", example("priority_queue.lua"))
@@ -70,7 +61,6 @@ def test_priority_queue_serves_smallest_priority_first_in_insertion_order(zk):
         zk.get("/queue/next")
 
 
-@ensemble_follower_extension_write_bug
 def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client, ext_server):
     """Four consumers racing on /queue/next get 300 elements with no loss and no duplicate."""
     register(zk, "pq", "/queue", example("priority_queue.lua"))
@@ -92,7 +82,6 @@ def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client
     assert sorted(got, key=int) == [str(i) for i in range(300)]
 
 
-@ensemble_follower_extension_write_bug
 def test_quota_allocates_atomically_and_refuses_only_when_short(zk, make_client, ext_server):
     """Quota of 1500 in requests of 100 from 6 clients: exactly 15 succeed, the rest get QuotaExceeded."""
     zk.create("/memory", b"1500")
@@ -150,7 +139,6 @@ def test_runaway_extension_returns_an_error_and_the_server_keeps_serving(zk):
     assert zk.get("/still-alive")[0] == b"yes"
 
 
-@ensemble_follower_extension_write_bug
 def test_an_ephemeral_registration_dies_with_its_session(zk, make_client, ext_server):
     """Registered ephemerally, the extension is gone when its session closes."""
     owner = make_client(hosts=ext_server.hosts)
@@ -163,7 +151,6 @@ def test_an_ephemeral_registration_dies_with_its_session(zk, make_client, ext_se
         zk.get("/queue/next")   # a regular (missing) node again
 
 
-@ensemble_follower_extension_write_bug
 def test_registrations_survive_a_kill9_restart(ext_server, make_client):
     """Registration is a replicated write: after kill -9 and restart the extension is loaded again."""
     c = make_client(hosts=ext_server.hosts)
@@ -178,7 +165,6 @@ def test_registrations_survive_a_kill9_restart(ext_server, make_client):
     assert drain(c2) == ["sooner", "later"]
 
 
-@ensemble_follower_extension_write_bug
 def test_extension_metrics_appear_in_mntr(zk, ext_server):
     """mntr reports calls, errors and limits hit per extension."""
     register(zk, "pq", "/queue", example("priority_queue.lua"))

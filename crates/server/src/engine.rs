@@ -657,7 +657,7 @@ impl Engine {
                 return;
             };
             match s.queue.front() {
-                None | Some(Pending::Write { .. }) => return,
+                None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
                 Some(Pending::Decided { after_zxid, .. })
                     if *after_zxid > self.tree.last_zxid() =>
                 {
@@ -689,7 +689,7 @@ impl Engine {
                     let zxid = self.tree.last_zxid();
                     self.send_reply(conn, xid, zxid, err, &response);
                 }
-                Pending::Write { .. } => unreachable!("checked above"),
+                Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
             }
         }
     }

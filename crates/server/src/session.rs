@@ -43,6 +43,12 @@ pub enum Pending {
         err: ErrorCode,
         response: Response,
     },
+    /// An extension call sent to the leader (it writes); becomes `Decided`
+    /// when the leader's answer arrives. `op` decodes that answer.
+    Remote {
+        xid: i32,
+        op: stoa_proto::opcode::OpCode,
+    },
     /// Already decided (e.g. a write that failed validation); sent in turn.
     Reply {
         xid: i32,

@@ -134,6 +134,8 @@ impl Engine {
         let now_ms = self.now_ms;
         let session = self.sessions.get_mut(&sid)?;
         match session.queue.front() {
+            // An extension call's writes: its answer comes from the leader.
+            Some(Pending::Remote { .. }) => return None,
             Some(Pending::Write { zxid: head, .. }) if *head == zxid => {}
             Some(Pending::Write { zxid: 0, xid, .. }) if *xid == cxid => {}
             // Not the forwarded write at the head: an internal transaction

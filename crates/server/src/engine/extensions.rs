@@ -173,6 +173,9 @@ impl Engine {
     }
 
     /// Runs a node extension for a client request and queues its reply.
+    /// A follower runs it on its own state and answers calls that only
+    /// read; one that writes goes to the leader, which runs it again on the
+    /// leader's state and sends the answer back.
     pub(super) fn on_extension_request(
         &mut self,
         conn: ConnId,
@@ -181,13 +184,182 @@ impl Engine {
         name: &str,
         request: Request,
     ) {
-        let Some(ext_request) = extension_request(&request, sid) else {
+        let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        self.speculative_tree();
-        let view = View(self.speculative.as_ref().expect("built above"));
+        let ids = c.ids.clone();
+        if self.is_leader() {
+            if !self.owns_locally(sid, conn) {
+                log::info!("connection {conn}: session {sid:#x} is owned elsewhere; closing");
+                self.out.closes.push(conn);
+                return;
+            }
+            if !self.log_applied() {
+                // The speculative tree lacks the previous leader's entries
+                // until they apply: the call waits with the held writes.
+                self.queue_remote(sid, xid, &request);
+                let me = self.config.server_id;
+                return self.hold_write(me, conn, sid, xid, ids, false, request);
+            }
+            let (err, response, after_zxid) =
+                self.leader_extension_call(name, &request, sid, xid, &ids);
+            return self.queue_decided(sid, xid, after_zxid, err, response);
+        }
+        let (err, response, writes) = self.call_node_extension(name, &request, sid);
+        if writes.is_empty() {
+            // A read: what it saw here is committed already.
+            return self.queue_decided(sid, xid, 0, err, response);
+        }
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.forwarded += 1;
+        let forward = super::forward::EngineMessage::Forward {
+            session_id: sid,
+            conn,
+            seq: c.forwarded,
+            xid,
+            ids,
+            is_super: c.is_super,
+            request: request.clone(),
+        };
+        self.forward(forward);
+        self.queue_remote(sid, xid, &request);
+    }
+
+    fn queue_remote(&mut self, sid: SessionId, xid: i32, request: &Request) {
+        if let Some(s) = self.sessions.get_mut(&sid) {
+            s.queue.push_back(Pending::Remote {
+                xid,
+                op: request.opcode(),
+            });
+        }
+    }
+
+    /// Leader: runs the extension a forwarded (or held) request routes to
+    /// and answers its origin.
+    pub(super) fn leader_extension_write(
+        &mut self,
+        origin: (u64, ConnId),
+        sid: SessionId,
+        xid: i32,
+        ids: &[stoa_proto::records::Id],
+        name: &str,
+        request: &Request,
+    ) {
+        let (err, response, after_zxid) = self.leader_extension_call(name, request, sid, xid, ids);
+        let (server, conn) = origin;
+        if server == self.config.server_id {
+            return self.resolve_remote(sid, conn, xid, after_zxid, err, response);
+        }
+        let mut body = Vec::new();
+        if err == ErrorCode::Ok {
+            response.encode(&mut body);
+        }
+        let reply = super::forward::EngineMessage::ExtensionReply {
+            session_id: sid,
+            conn,
+            xid,
+            after_zxid,
+            err: err.as_i32(),
+            response: body,
+        };
+        self.out.engine_messages.push((server, reply));
+    }
+
+    /// The answer to an extension call sent to the leader.
+    pub(super) fn on_extension_reply(
+        &mut self,
+        sid: SessionId,
+        conn: ConnId,
+        xid: i32,
+        after_zxid: i64,
+        err: i32,
+        body: &[u8],
+    ) {
+        let op = self.sessions.get(&sid).and_then(|s| {
+            s.queue.iter().find_map(|p| match p {
+                Pending::Remote { xid: x, op } if *x == xid => Some(*op),
+                _ => None,
+            })
+        });
+        let Some(op) = op else {
+            return; // the connection has gone meanwhile
+        };
+        let err = ErrorCode::from_i32(err).unwrap_or(ErrorCode::SystemError);
+        let response = if err == ErrorCode::Ok {
+            match Response::decode(op, &mut stoa_proto::jute::Reader::new(body)) {
+                Ok(r) => r,
+                Err(e) => {
+                    log::error!("the leader's extension answer does not decode: {e}");
+                    return self.resolve_remote(
+                        sid,
+                        conn,
+                        xid,
+                        0,
+                        ErrorCode::SystemError,
+                        Response::Empty,
+                    );
+                }
+            }
+        } else {
+            Response::Empty
+        };
+        self.resolve_remote(sid, conn, xid, after_zxid, err, response);
+    }
+
+    fn resolve_remote(
+        &mut self,
+        sid: SessionId,
+        conn: ConnId,
+        xid: i32,
+        after_zxid: i64,
+        err: ErrorCode,
+        response: Response,
+    ) {
+        let Some(s) = self.sessions.get_mut(&sid).filter(|s| s.conn == Some(conn)) else {
+            return;
+        };
+        let slot = s
+            .queue
+            .iter_mut()
+            .find(|p| matches!(p, Pending::Remote { xid: x, .. } if *x == xid));
+        if let Some(slot) = slot {
+            *slot = Pending::Decided {
+                xid,
+                after_zxid,
+                err,
+                response,
+            };
+        }
+        self.pump(sid);
+    }
+
+    /// Readies the state an extension call sees: the leader's speculative tree
+    /// (applied + proposed), or a follower's applied tree (it proposes
+    /// nothing; the speculative copy would go stale as entries apply).
+    fn prepare_extension_state(&mut self) {
+        if self.is_leader() {
+            self.speculative_tree();
+        } else {
+            self.drop_speculative();
+        }
+    }
+
+    /// Runs the extension on the current state: (error, reply, writes).
+    fn call_node_extension(
+        &mut self,
+        name: &str,
+        request: &Request,
+        sid: SessionId,
+    ) -> (ErrorCode, Response, Vec<WriteOp>) {
+        let Some(ext_request) = extension_request(request, sid) else {
+            return (ErrorCode::Unimplemented, Response::Empty, Vec::new());
+        };
+        self.prepare_extension_state();
+        let view = View(self.speculative.as_ref().unwrap_or(&self.tree));
         let outcome = self.extensions.call(name, &ext_request, &view);
-        let (err, response, writes) = match outcome {
+        match outcome {
             Err(e) => {
                 log::warn!(
                     "extension {name} failed on {} {}: {e}",
@@ -198,34 +370,34 @@ impl Engine {
             }
             Ok(outcome) => match outcome.reply {
                 Err(code) => (code, Response::Empty, Vec::new()),
-                Ok(reply) => match response_for_extension(&request, reply) {
+                Ok(reply) => match response_for_extension(request, reply) {
                     Ok(response) => (ErrorCode::Ok, response, outcome.writes),
                     Err(code) => (code, Response::Empty, Vec::new()),
                 },
             },
-        };
+        }
+    }
+
+    /// Leader: runs the extension, proposes its writes as one multi, and
+    /// returns the answer with the zxid it must wait for.
+    fn leader_extension_call(
+        &mut self,
+        name: &str,
+        request: &Request,
+        sid: SessionId,
+        xid: i32,
+        ids: &[stoa_proto::records::Id],
+    ) -> (ErrorCode, Response, i64) {
+        let (err, response, writes) = self.call_node_extension(name, request, sid);
         // The reply waits until what the extension saw (or wrote) is committed.
-        let mut after_zxid = self.in_flight.back().map_or(0, |t| t.header.zxid);
-        if !writes.is_empty() && !self.is_leader() {
-            // Extension writes need the leader's state; reads run here.
-            log::warn!("extension {name}: writes from a follower are not supported yet; connect to the leader");
-            return self.queue_decided(sid, xid, 0, ErrorCode::SystemError, Response::Empty);
+        let after_zxid = self.in_flight.back().map_or(0, |t| t.header.zxid);
+        if writes.is_empty() {
+            return (err, response, after_zxid);
         }
-        if !writes.is_empty() {
-            match self.propose_extension_writes(conn, sid, xid, writes) {
-                Ok(zxid) => after_zxid = zxid,
-                Err(code) => {
-                    return self.queue_decided(
-                        sid,
-                        xid,
-                        self.tree.last_zxid(),
-                        code,
-                        Response::Empty,
-                    )
-                }
-            }
+        match self.propose_extension_writes(ids, sid, xid, writes) {
+            Ok(zxid) => (err, response, zxid),
+            Err(code) => (code, Response::Empty, self.tree.last_zxid()),
         }
-        self.queue_decided(sid, xid, after_zxid, err, response);
     }
 
     fn queue_decided(
@@ -249,22 +421,19 @@ impl Engine {
 
     fn propose_extension_writes(
         &mut self,
-        conn: ConnId,
+        ids: &[stoa_proto::records::Id],
         sid: SessionId,
         xid: i32,
         writes: Vec<WriteOp>,
     ) -> Result<i64, ErrorCode> {
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
         let zxid = self.next_zxid();
-        let Some(c) = self.conns.get(&conn) else {
-            return Err(ErrorCode::ConnectionLoss);
-        };
         let ctx = stoa_tree::PrepContext {
             session_id: sid,
             cxid: xid,
             zxid,
             time_ms: self.now_ms,
-            ids: &c.ids,
+            ids,
             // The extension acts with the server's authority; registering it
             // needed ADMIN.
             is_super: true,
@@ -332,8 +501,8 @@ impl Engine {
         if self.session_extensions == 0 {
             return;
         }
-        self.speculative_tree();
-        let view = View(self.speculative.as_ref().expect("built above"));
+        self.prepare_extension_state();
+        let view = View(self.speculative.as_ref().unwrap_or(&self.tree));
         let results = self.extensions.session_event(started, sid, &view);
         if self.node_extensions == 0 {
             self.drop_speculative();

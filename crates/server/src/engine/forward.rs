@@ -5,7 +5,7 @@
 //! carries the session and xid, and the server holding the client answers
 //! when it applies it.
 
-use stoa_proto::jute::{write_bool, write_i32, write_i64, write_string, Reader};
+use stoa_proto::jute::{write_bool, write_buffer, write_i32, write_i64, write_string, Reader};
 use stoa_proto::records::Id;
 use stoa_proto::request::Request;
 
@@ -53,6 +53,17 @@ pub enum EngineMessage {
     /// The leader refused a forward of `conn` (not the session's owner, or
     /// a gap in its sequence): the sender drops that connection.
     Rejected { session_id: i64, conn: u64 },
+    /// The leader ran a forwarded request's node extension: the answer for
+    /// the client, sent once `after_zxid` is applied at the sender.
+    ExtensionReply {
+        session_id: i64,
+        conn: u64,
+        xid: i32,
+        after_zxid: i64,
+        err: i32,
+        /// The encoded response body (empty on error).
+        response: Vec<u8>,
+    },
 }
 
 mod tag {
@@ -62,6 +73,7 @@ mod tag {
     pub const ATTACH: u8 = 4;
     pub const ATTACHED: u8 = 5;
     pub const REJECTED: u8 = 6;
+    pub const EXTENSION_REPLY: u8 = 7;
 }
 
 impl EngineMessage {
@@ -122,6 +134,22 @@ impl EngineMessage {
                 out.push(tag::REJECTED);
                 write_i64(&mut out, *session_id);
                 write_i64(&mut out, *conn as i64);
+            }
+            EngineMessage::ExtensionReply {
+                session_id,
+                conn,
+                xid,
+                after_zxid,
+                err,
+                response,
+            } => {
+                out.push(tag::EXTENSION_REPLY);
+                write_i64(&mut out, *session_id);
+                write_i64(&mut out, *conn as i64);
+                write_i32(&mut out, *xid);
+                write_i64(&mut out, *after_zxid);
+                write_i32(&mut out, *err);
+                write_buffer(&mut out, response);
             }
             EngineMessage::Touch { sessions } => {
                 out.push(tag::TOUCH);
@@ -195,6 +223,14 @@ impl EngineMessage {
                 session_id: r.read_i64().map_err(e)?,
                 conn: r.read_i64().map_err(e)? as u64,
             }),
+            tag::EXTENSION_REPLY => Ok(EngineMessage::ExtensionReply {
+                session_id: r.read_i64().map_err(e)?,
+                conn: r.read_i64().map_err(e)? as u64,
+                xid: r.read_i32().map_err(e)?,
+                after_zxid: r.read_i64().map_err(e)?,
+                err: r.read_i32().map_err(e)?,
+                response: r.read_buffer().map_err(e)?,
+            }),
             tag::TOUCH => {
                 let n = count(
                     r.read_i32().map_err(e)?,
@@ -259,6 +295,14 @@ mod tests {
             EngineMessage::Rejected {
                 session_id: 9,
                 conn: 5,
+            },
+            EngineMessage::ExtensionReply {
+                session_id: 9,
+                conn: 5,
+                xid: 12,
+                after_zxid: 0x2_0000_0001,
+                err: 0,
+                response: b"body".to_vec(),
             },
             EngineMessage::Touch {
                 sessions: vec![1, 2, 3],

@@ -50,6 +50,14 @@ impl Engine {
                 after_zxid,
             } => self.on_attached(session_id, conn, valid, after_zxid),
             EngineMessage::Rejected { session_id, conn } => self.on_rejected(session_id, conn),
+            EngineMessage::ExtensionReply {
+                session_id,
+                conn,
+                xid,
+                after_zxid,
+                err,
+                response,
+            } => self.on_extension_reply(session_id, conn, xid, after_zxid, err, &response),
             _ if !self.is_leader() => {
                 log::debug!("dropping work forwarded by server {from}: not the leader");
             }
@@ -131,6 +139,16 @@ impl Engine {
                 write.session_id
             );
             return;
+        }
+        if let Some(name) = self.extension_for(&write.request) {
+            return self.leader_extension_write(
+                write.origin,
+                write.session_id,
+                write.xid,
+                &write.ids,
+                &name,
+                &write.request,
+            );
         }
         let zxid = self.next_zxid();
         match write.request {
