@@ -36,6 +36,17 @@ pub const PEER_QUEUE_MESSAGES_MAX: usize = 4096;
 const HELLO_MAGIC: &[u8; 8] = b"STOAPEER";
 const PROTOCOL_VERSION: u32 = 1;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// A peer connection whose sent data stays unacknowledged this long is
+/// broken (TCP_USER_TIMEOUT) and redialed. Without it a connection that
+/// lived through a partition keeps backing off its retransmissions (up to
+/// two minutes apart), and a healed member stays behind that long.
+const PEER_UNACKED_TIMEOUT: Duration = Duration::from_secs(2);
+/// Keepalive probes find a dead connection that carries no data.
+const PEER_KEEPALIVE_IDLE: Duration = Duration::from_secs(2);
+const PEER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// A dial that does not complete in this time is retried (a SYN to a
+/// cut-off peer would otherwise wait out the kernel's retries).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(1);
 const WRITE_COALESCE_BYTES_MAX: usize = 1 << 20;
@@ -221,6 +232,23 @@ impl PeerNetwork {
     }
 }
 
+/// Socket options for peer connections: no Nagle delay, and broken
+/// connections detected within seconds (best effort: a platform without
+/// these options keeps the kernel's defaults).
+fn tune(stream: &TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let socket = socket2::SockRef::from(stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(PEER_KEEPALIVE_IDLE)
+        .with_interval(PEER_KEEPALIVE_INTERVAL);
+    if let Err(e) = socket
+        .set_tcp_keepalive(&keepalive)
+        .and_then(|()| socket.set_tcp_user_timeout(Some(PEER_UNACKED_TIMEOUT)))
+    {
+        log::debug!("peer socket options: {e}");
+    }
+}
+
 async fn dial_loop(
     my_id: u64,
     peer: u64,
@@ -229,7 +257,8 @@ async fn dial_loop(
 ) {
     let mut delay = RECONNECT_DELAY_MIN;
     loop {
-        let mut stream = match TcpStream::connect(address).await {
+        let dialed = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await;
+        let mut stream = match dialed.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())) {
             Ok(s) => s,
             Err(e) => {
                 log::debug!("peer {peer} at {address}: {e}; retrying in {delay:?}");
@@ -238,7 +267,7 @@ async fn dial_loop(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
+        tune(&stream);
         if stream.write_all(&hello(my_id)).await.is_err() {
             continue;
         }
@@ -276,7 +305,7 @@ async fn accept_loop(
         let Ok((stream, from_address)) = listener.accept().await else {
             continue;
         };
-        let _ = stream.set_nodelay(true);
+        tune(&stream);
         let inbound = inbound.clone();
         let known = known.clone();
         tokio::task::spawn_local(async move {
