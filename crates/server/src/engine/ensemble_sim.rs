@@ -1,4 +1,5 @@
-//! A seeded simulation of a whole ensemble: several engines (raft and all),
+//! A seeded simulation of a whole ensemble: three participants and an
+//! observer (raft and all),
 //! their WALs and snapshot directories, the network between them and the
 //! clients, with no sockets, files or clocks. The network delivers each
 //! link in order (as TCP does) but loses messages (full queues, broken
@@ -34,7 +35,9 @@ use stoa_tree::DataTree;
 use super::tests::config;
 use super::{forward::EngineMessage, Engine, Input, Recovered};
 
-const SERVERS: u64 = 3;
+/// Participants 1..=VOTERS, then one observer (a raft learner).
+const VOTERS: u64 = 3;
+const SERVERS: u64 = VOTERS + 1;
 const CLIENTS: usize = 4;
 const KEYS_PER_CLIENT: usize = 2;
 const STEPS_PER_SEED: usize = 3000;
@@ -218,7 +221,8 @@ struct Sim {
 fn engine_config(seed: u64, id: u64) -> super::EngineConfig {
     let mut cfg = config();
     cfg.server_id = id;
-    cfg.voters = (1..=SERVERS).collect();
+    cfg.voters = (1..=VOTERS).collect();
+    cfg.learners = (VOTERS + 1..=SERVERS).collect();
     cfg.snap_count = SNAP_COUNT;
     // Distinct per server, or equal timeouts split the vote forever.
     let base = crate::session::splitmix64(seed) % 7;
@@ -817,7 +821,7 @@ impl Sim {
     fn fault(&mut self) {
         let s = self.rng.below(SERVERS) as usize;
         let id = self.servers[s].id;
-        // One server down or cut off at a time: the other two are a quorum.
+        // One server down or cut off at a time: the participants left are a quorum.
         let all_up = self.servers.iter().all(|s| s.engine.is_some());
         match self.rng.below(4) {
             0 if all_up && self.isolated.is_none() => self.crash(s),
