@@ -242,6 +242,11 @@ pub struct Engine {
     snapshot_index: u64,
     /// A snapshot for lagging peers is being serialized.
     shipping: bool,
+    /// The ready that installed a leader's snapshot, until it is durable.
+    /// raft-rs counts the snapshot as stored but not applied meanwhile, and
+    /// an election in that window would read entries the snapshot replaced:
+    /// raft is not ticked until then.
+    installing: Option<u64>,
     /// Leader: ticks each peer has been waiting on a snapshot sent to it.
     snapshot_wait_ticks: HashMap<u64, u32>,
     last_container_check_ms: i64,
@@ -320,6 +325,7 @@ impl Engine {
             applied_term: recovered.snapshot_term,
             snapshot_index: recovered.snapshot_index,
             shipping: false,
+            installing: None,
             snapshot_wait_ticks: HashMap::new(),
             last_container_check_ms: now_ms,
             out: Output::default(),
@@ -411,6 +417,9 @@ impl Engine {
             Input::Closed { conn } => self.on_closed(conn),
             Input::Persisted { number } => {
                 self.raft.on_persist_ready(number);
+                if self.installing.is_some_and(|n| n <= number) {
+                    self.installing = None;
+                }
                 while self
                     .held_messages
                     .front()
@@ -437,7 +446,9 @@ impl Engine {
 
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
-        self.raft.tick();
+        if self.installing.is_none() {
+            self.raft.tick();
+        }
         self.watch_snapshot_sends();
         self.report_liveness();
         self.expire_sessions();

@@ -114,6 +114,15 @@ impl Preparer {
         Self::default()
     }
 
+    /// The ACL of `path` as the pending txns leave it; `None` if no such
+    /// node (or a pending txn deletes it).
+    pub fn current_acl(&self, tree: &DataTree, path: &str) -> Option<Vec<Acl>> {
+        match self.by_path.get(path) {
+            Some((_, record)) => record.stat.as_ref().map(|_| record.acl.to_vec()),
+            None => tree.node(path).map(|n| n.acl().to_vec()),
+        }
+    }
+
     /// Number of pending change records.
     pub fn pending(&self) -> usize {
         self.queue.len()

@@ -12,6 +12,7 @@ impl Engine {
             let mut ready = self.raft.ready();
             let installed = if ready.snapshot().get_metadata().index != 0 {
                 let snapshot = ready.snapshot().clone();
+                self.installing = Some(ready.number());
                 self.install_snapshot(&snapshot)
             } else {
                 None
@@ -90,9 +91,12 @@ impl Engine {
             term: self.applied_term,
         });
         self.snapshot_index = self.applied_index;
+        // Never past what raft counts as applied: it still reads entries
+        // after that (e.g. for pending membership changes on campaign).
         let upto = self
             .applied_index
-            .saturating_sub(self.log_retained_after_snapshot());
+            .saturating_sub(self.log_retained_after_snapshot())
+            .min(self.raft.raft.raft_log.applied);
         self.raft.mut_store().compact(upto);
     }
 }

@@ -12,7 +12,8 @@
 //! Checked after every step: one leader per term; any two members that
 //! applied the same index hold the same state; every client's replies come
 //! in request order, zxids never go back, a read sees its session's
-//! preceding writes and nothing newer than was sent. At the end (healed,
+//! preceding writes and nothing newer than was sent, and the counter
+//! extension (called through any member) never hands out a value twice. At the end (healed,
 //! all up): identical states everywhere, no acknowledged write lost, and
 //! each client's writes applied as a prefix of the order it sent them.
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test ensemble_sim`;
@@ -139,6 +140,8 @@ struct Server {
 enum Op {
     /// Setup's creates of the keys.
     Create,
+    /// getData /counter/shared/next through the counter extension.
+    Next,
     Set {
         key: usize,
         index: usize,
@@ -172,6 +175,26 @@ struct Client {
     sent_here: Vec<Option<usize>>,
     /// Every write in the order sent: (connection, key, value index).
     history: Vec<(u64, usize, usize)>,
+}
+
+/// The shipped atomic counter: every `next` must return a value no other
+/// call returned, whatever fails around it.
+const COUNTER_SOURCE: &str = include_str!("../../../../examples/extensions/counter.lua");
+const COUNTER_NEXT: &str = "/counter/shared/next";
+
+fn json_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    for ch in text.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn key_path(client: usize, key: usize) -> String {
@@ -211,6 +234,8 @@ struct Sim {
     clients: Vec<Client>,
     next_conn: u64,
     leaders: HashMap<u64, u64>,
+    /// Every value the counter extension handed out, to its client.
+    counted: BTreeMap<u64, usize>,
     /// Why clients lost connections: (closed by a server, gave up, crash).
     drops: (usize, usize, usize),
     applied_states: HashMap<u64, ReplicaState>,
@@ -271,6 +296,7 @@ impl Sim {
             clients,
             next_conn: 1,
             leaders: HashMap::new(),
+            counted: BTreeMap::new(),
             drops: (0, 0, 0),
             applied_states: HashMap::new(),
         };
@@ -289,15 +315,22 @@ impl Sim {
         self.connect_to(creator, leader);
         self.settle();
         self.receive(creator);
-        let mut paths = Vec::new();
+        let counter = format!(
+            r#"{{"kind":"node","path":"/counter","source":"{}"}}"#,
+            json_escape(COUNTER_SOURCE)
+        );
+        let mut paths = vec![
+            ("/extensions".to_string(), Vec::new()),
+            ("/extensions/counter".to_string(), counter.into_bytes()),
+        ];
         for c in 0..CLIENTS {
-            paths.push(format!("/c{c}"));
-            paths.extend((0..KEYS_PER_CLIENT).map(|k| key_path(c, k)));
+            paths.push((format!("/c{c}"), Vec::new()));
+            paths.extend((0..KEYS_PER_CLIENT).map(|k| (key_path(c, k), Vec::new())));
         }
-        for path in paths {
+        for (path, data) in paths {
             let create = CreateRequest {
                 path,
-                data: Vec::new(),
+                data,
                 acl: vec![Acl::open_unsafe()],
                 flags: 0,
             };
@@ -677,6 +710,16 @@ impl Sim {
     }
 
     fn send_op(&mut self, c: usize) {
+        if self.rng.chance(15) {
+            let next = Request::GetData(GetDataRequest {
+                path: COUNTER_NEXT.into(),
+                watch: false,
+            });
+            if let Some(xid) = self.send_request(c, next) {
+                self.clients[c].in_flight.push_back((xid, Op::Next));
+            }
+            return;
+        }
         let key = self.rng.below(KEYS_PER_CLIENT as u64) as usize;
         let path = key_path(c, key);
         if self.rng.chance(55) {
@@ -717,6 +760,7 @@ impl Sim {
         let bytes = std::mem::take(&mut client.inbox);
         let decoder = FrameDecoder::new(1 << 20);
         let mut at = 0;
+        let mut handed = Vec::new();
         while let Some((used, body)) = decoder
             .decode(&bytes[at..])
             .expect("server frames are well formed")
@@ -762,6 +806,15 @@ impl Sim {
             client.last_zxid = header.zxid;
             match op {
                 Op::Create => {}
+                Op::Next => {
+                    let reply =
+                        GetDataResponse::decode(&mut Reader::new(rest)).expect("getData reply");
+                    let value: u64 = std::str::from_utf8(&reply.data)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .expect("the counter returns a number");
+                    handed.push(value);
+                }
                 Op::Set { key, index } => {
                     assert!(
                         client.acked[key].is_none_or(|a| a < index),
@@ -782,6 +835,11 @@ impl Sim {
             }
         }
         assert_eq!(at, bytes.len(), "partial frame");
+        for value in handed {
+            if let Some(other) = self.counted.insert(value, c) {
+                panic!("seed {seed}: counter value {value} handed to client {other} and again to client {c}");
+            }
+        }
     }
 
     // ----- the run -----
@@ -874,6 +932,16 @@ impl Sim {
             .as_ref()
             .expect("leader runs")
             .tree();
+        let counter: u64 = tree
+            .node("/counter/shared")
+            .and_then(|n| std::str::from_utf8(n.data()).ok()?.parse().ok())
+            .unwrap_or(0);
+        if let Some((&top, _)) = self.counted.last_key_value() {
+            assert!(
+                counter >= top,
+                "seed {seed}: the counter is {counter} but {top} was handed out"
+            );
+        }
         for (c, client) in self.clients.iter().enumerate() {
             let present: Vec<Option<usize>> = (0..KEYS_PER_CLIENT)
                 .map(|k| index_of(tree.node(&key_path(c, k)).expect("keys exist").data()))
@@ -920,8 +988,9 @@ fn run(seed: u64) {
             .map(|s| s.engine.as_ref().map_or(0, |e| e.stats.snapshots_installed))
             .sum();
         eprintln!(
-            "seed {seed}: {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} connections, drops {:?}",
+            "seed {seed}: {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}",
             sim.leaders.len(),
+            sim.counted.len(),
             sim.next_conn,
             sim.drops
         );

@@ -152,8 +152,12 @@ impl Engine {
         let Some(name) = registration_name(path) else {
             return Ok(());
         };
-        let root = self.tree.node(EXTENSIONS_ROOT).ok_or(ErrorCode::NoNode)?;
-        stoa_tree::check_acl(root.acl(), perms::ADMIN, Caller { ids, is_super })?;
+        // `/extensions` may itself still be pending (a pipelined create).
+        let root_acl = self
+            .preparer
+            .current_acl(&self.tree, EXTENSIONS_ROOT)
+            .ok_or(ErrorCode::NoNode)?;
+        stoa_tree::check_acl(&root_acl, perms::ADMIN, Caller { ids, is_super })?;
         let checked = self
             .extensions
             .parse(name, data)
