@@ -1,12 +1,17 @@
 //! Runs one cell: opens the sessions, creates the keyspace (not measured),
-//! then keeps `sessions x outstanding` calls in flight through the Rust
-//! client and records each call's latency.
+//! then keeps `sessions x outstanding` calls in flight and records each
+//! call's latency. The measuring part ([`measure`]: scheduling, warm-up,
+//! histograms, CPU samples) is shared by every target; a [`Backend`] makes
+//! the calls: [`Zk`] here through the project's ZooKeeper client (Apache
+//! ZooKeeper and Stoa), `crate::etcd` through etcd's gRPC API.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 use stoa_client::tokio;
 use stoa_client::{open_acl_unsafe, Acl, Client, ClientOptions, CreateMode, Error, Op};
@@ -19,16 +24,57 @@ use crate::report::{CellResult, CpuUse};
 
 /// Where the benchmark keeps its nodes.
 pub const ROOT: &str = "/stoa-bench";
-const KEYS_DIR: &str = "/stoa-bench/keys";
-const WRITES_DIR: &str = "/stoa-bench/w";
+/// The keyspace: `KEYS_DIR/k0000000` ..; the same strings are the etcd keys.
+pub const KEYS_DIR: &str = "/stoa-bench/keys";
+/// Where creates go (`WRITES_DIR/<nonce>-<worker>-<seq>`).
+pub const WRITES_DIR: &str = "/stoa-bench/w";
 /// Calls in flight while creating the keyspace.
-const SETUP_WINDOW: usize = 256;
+pub const SETUP_WINDOW: usize = 256;
 /// Largest latency the histograms hold (longer ones are clamped).
 pub const LATENCY_US_MAX: u64 = 120_000_000;
 const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("static histogram bounds are valid")
+}
+
+/// One call of the mix, in terms every target shares: keys are the
+/// ZooKeeper paths, used as they are as etcd keys.
+#[derive(Debug, Clone, Copy)]
+pub enum Call<'a> {
+    /// Read one key's data (ZooKeeper getData, etcd range).
+    Get(&'a str),
+    /// Read one key's metadata (ZooKeeper exists, etcd keys-only range).
+    Exists(&'a str),
+    /// Overwrite one key (ZooKeeper setData, etcd put).
+    Set(&'a str),
+    /// List the keyspace (ZooKeeper getChildren of [`KEYS_DIR`], etcd
+    /// keys-only prefix range).
+    Children,
+    /// Make a new key (ZooKeeper create, etcd put).
+    Create(&'a str),
+    /// Remove a key this worker created (ZooKeeper delete, etcd delete).
+    Delete(&'a str),
+    /// Overwrite two keys at once (ZooKeeper multi, etcd txn).
+    Multi(&'a str, &'a str),
+}
+
+/// How one session of a target makes the mix's calls. Each worker (one
+/// in-flight slot) gets its own clone of its session's value.
+pub trait Backend: Clone + Send + Sync + 'static {
+    type Error: Send + 'static;
+
+    fn call<'a>(
+        &'a self,
+        call: Call<'a>,
+        payload: &'a Bytes,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'a;
+
+    /// Errors after which the session cannot make more calls.
+    fn is_terminal(error: &Self::Error) -> bool;
+
+    /// The name an error is counted under in the results.
+    fn error_name(error: &Self::Error) -> String;
 }
 
 /// What one worker (one in-flight slot of one session) saw.
@@ -41,11 +87,9 @@ struct WorkerStats {
 
 /// Shared by the workers of one run.
 struct Plan {
-    payload: Vec<u8>,
-    acl: Vec<Acl>,
+    payload: Bytes,
     keys: Vec<String>,
     mix: crate::mix::Mix,
-    create_mode: CreateMode,
     warmup_end: Instant,
     /// Time mode: calls starting at or after this are not made.
     measure_end: Option<Instant>,
@@ -56,24 +100,54 @@ struct Plan {
     nonce: u64,
 }
 
+/// A ZooKeeper-protocol session (Apache ZooKeeper or Stoa).
+#[derive(Clone)]
+pub struct Zk {
+    client: Client,
+    acl: Vec<Acl>,
+    create_mode: CreateMode,
+}
+
 pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
     let clients = connect_all(servers, cell.sessions).await?;
     let payload = vec![b'x'; cell.payload_bytes];
     setup(&clients[0], cell.keys, &payload).await?;
+    let create_mode = if cell.ephemeral {
+        CreateMode::Ephemeral
+    } else {
+        CreateMode::Persistent
+    };
+    let sessions: Vec<Zk> = clients
+        .iter()
+        .map(|client| Zk {
+            client: client.clone(),
+            acl: open_acl_unsafe(),
+            create_mode,
+        })
+        .collect();
+    let result = measure(&sessions, cell, servers).await;
+    for client in &clients {
+        // Not measured; ephemerals go with the session.
+        let _ = client.close().await;
+    }
+    result
+}
 
-    let workers = cell.sessions * cell.outstanding;
+/// Keeps `cell.sessions x cell.outstanding` calls in flight over
+/// `sessions` (one value per session, already set up) for the cell's
+/// warm-up and measured window, and merges what the workers saw.
+pub async fn measure<B: Backend>(
+    sessions: &[B],
+    cell: &Cell,
+    servers: &str,
+) -> Result<CellResult, String> {
+    let workers = sessions.len() * cell.outstanding;
     let start = clock::now();
     let warmup_end = start + cell.warmup;
     let plan = Arc::new(Plan {
-        payload,
-        acl: open_acl_unsafe(),
+        payload: Bytes::from(vec![b'x'; cell.payload_bytes]),
         keys: (0..cell.keys).map(key_path).collect(),
         mix: cell.mix.clone(),
-        create_mode: if cell.ephemeral {
-            CreateMode::Ephemeral
-        } else {
-            CreateMode::Persistent
-        },
         warmup_end,
         measure_end: match cell.ops {
             Some(_) => None,
@@ -93,12 +167,12 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
         (server_pid.and_then(cpu::process_cpu_s), cpu::own_cpu_s())
     });
     let mut handles = Vec::with_capacity(workers);
-    for (s, client) in clients.iter().enumerate() {
+    for (s, session) in sessions.iter().enumerate() {
         for k in 0..cell.outstanding {
             let id = (s * cell.outstanding + k) as u64;
-            let client = client.clone();
+            let session = session.clone();
             let plan = Arc::clone(&plan);
-            handles.push(tokio::spawn(worker(client, plan, id, start)));
+            handles.push(tokio::spawn(worker(session, plan, id, start)));
         }
     }
     let mut stats = Vec::with_capacity(workers);
@@ -109,14 +183,11 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
         .await
         .map_err(|e| format!("cpu sampler failed: {e}"))?;
     let cpu = cpu::used_since(server_pid, server_start, client_start);
-    for client in &clients {
-        // Not measured; ephemerals go with the session.
-        let _ = client.close().await;
-    }
     Ok(merge(cell, servers, warmup_end, stats, cpu))
 }
 
-fn key_path(i: usize) -> String {
+/// The `i`th key of the keyspace.
+pub fn key_path(i: usize) -> String {
     format!("{KEYS_DIR}/k{i:07}")
 }
 
@@ -193,7 +264,8 @@ async fn setup(client: &Client, keys: usize, payload: &[u8]) -> Result<(), Strin
     Ok(())
 }
 
-async fn join_one(set: &mut tokio::task::JoinSet<Result<(), String>>) -> Result<(), String> {
+/// Waits for one setup call of `set`.
+pub async fn join_one(set: &mut tokio::task::JoinSet<Result<(), String>>) -> Result<(), String> {
     match set.join_next().await {
         Some(Ok(r)) => r,
         Some(Err(e)) => Err(format!("setup task failed: {e}")),
@@ -201,7 +273,7 @@ async fn join_one(set: &mut tokio::task::JoinSet<Result<(), String>>) -> Result<
     }
 }
 
-async fn worker(client: Client, plan: Arc<Plan>, id: u64, start: Instant) -> WorkerStats {
+async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant) -> WorkerStats {
     let mut rng = Rng::new(plan.nonce ^ (id + 1).wrapping_mul(0x1000_0001));
     let mut stats = WorkerStats {
         by_op: OpKind::ALL.iter().map(|_| new_histogram()).collect(),
@@ -237,13 +309,14 @@ async fn worker(client: Client, plan: Arc<Plan>, id: u64, start: Instant) -> Wor
         if kind == OpKind::Delete && created.is_empty() {
             kind = OpKind::Create;
         }
-        let result = call(&client, &plan, kind, &mut rng, &mut created, id, &mut seq).await;
+        let result = call(&session, &plan, kind, &mut rng, &mut created, id, &mut seq).await;
         let done = clock::now();
         if let Some(iv) = plan.interval {
             scheduled = Some(began + iv);
         }
+        let terminal = result.as_ref().err().is_some_and(B::is_terminal);
         if began < plan.warmup_end {
-            if is_terminal(&result) {
+            if terminal {
                 break;
             }
             continue;
@@ -253,20 +326,20 @@ async fn worker(client: Client, plan: Arc<Plan>, id: u64, start: Instant) -> Wor
         stats.last_done = Some(done);
         match &result {
             Ok(()) => stats.ok += 1,
-            Err(e) => *stats.errors.entry(error_name(e)).or_insert(0) += 1,
+            Err(e) => *stats.errors.entry(B::error_name(e)).or_insert(0) += 1,
         }
-        if is_terminal(&result) {
+        if terminal {
             break;
         }
     }
     stats
 }
 
-/// Errors after which the session cannot make more calls.
-fn is_terminal(result: &Result<(), Error>) -> bool {
+/// Errors after which a ZooKeeper session cannot make more calls.
+fn is_terminal(error: &Error) -> bool {
     matches!(
-        result,
-        Err(Error::Closed | Error::SessionExpired { .. } | Error::AuthFailed { .. })
+        error,
+        Error::Closed | Error::SessionExpired { .. } | Error::AuthFailed { .. }
     )
 }
 
@@ -283,27 +356,27 @@ pub fn error_name(e: &Error) -> String {
     }
 }
 
-async fn call(
-    client: &Client,
+/// Picks the keys of one call of `kind` and makes it through `session`.
+async fn call<B: Backend>(
+    session: &B,
     plan: &Plan,
     kind: OpKind,
     rng: &mut Rng,
     created: &mut VecDeque<String>,
     id: u64,
     seq: &mut u64,
-) -> Result<(), Error> {
+) -> Result<(), B::Error> {
     let key = &plan.keys[rng.below(plan.keys.len() as u64) as usize];
+    let payload = &plan.payload;
     match kind {
-        OpKind::Get => client.get_data(key, false).await.map(|_| ()),
-        OpKind::Exists => client.exists(key, false).await.map(|_| ()),
-        OpKind::Set => client.set_data(key, &plan.payload, -1).await.map(|_| ()),
-        OpKind::Children => client.get_children(KEYS_DIR, false).await.map(|_| ()),
+        OpKind::Get => session.call(Call::Get(key), payload).await,
+        OpKind::Exists => session.call(Call::Exists(key), payload).await,
+        OpKind::Set => session.call(Call::Set(key), payload).await,
+        OpKind::Children => session.call(Call::Children, payload).await,
         OpKind::Create => {
             *seq += 1;
             let path = format!("{WRITES_DIR}/{:08x}-{id}-{seq}", plan.nonce);
-            client
-                .create(&path, &plan.payload, &plan.acl, plan.create_mode)
-                .await?;
+            session.call(Call::Create(&path), payload).await?;
             created.push_back(path);
             Ok(())
         }
@@ -311,20 +384,50 @@ async fn call(
             let path = created
                 .pop_front()
                 .expect("delete is only picked after a create");
-            client.delete(&path, -1).await
+            session.call(Call::Delete(&path), payload).await
         }
         OpKind::Multi => {
             let other = &plan.keys[rng.below(plan.keys.len() as u64) as usize];
-            let ops = vec![
-                Op::set_data(key, &plan.payload, -1),
-                Op::set_data(other, &plan.payload, -1),
-            ];
-            let results = client.multi(ops).await?;
-            match stoa_client::multi_error(&[key, other], &results) {
-                Some(e) => Err(e),
-                None => Ok(()),
+            session.call(Call::Multi(key, other), payload).await
+        }
+    }
+}
+
+impl Backend for Zk {
+    type Error = Error;
+
+    async fn call<'a>(&'a self, call: Call<'a>, payload: &'a Bytes) -> Result<(), Error> {
+        let client = &self.client;
+        match call {
+            Call::Get(key) => client.get_data(key, false).await.map(|_| ()),
+            Call::Exists(key) => client.exists(key, false).await.map(|_| ()),
+            Call::Set(key) => client.set_data(key, payload, -1).await.map(|_| ()),
+            Call::Children => client.get_children(KEYS_DIR, false).await.map(|_| ()),
+            Call::Create(path) => client
+                .create(path, payload, &self.acl, self.create_mode)
+                .await
+                .map(|_| ()),
+            Call::Delete(path) => client.delete(path, -1).await,
+            Call::Multi(key, other) => {
+                let ops = vec![
+                    Op::set_data(key, payload, -1),
+                    Op::set_data(other, payload, -1),
+                ];
+                let results = client.multi(ops).await?;
+                match stoa_client::multi_error(&[key, other], &results) {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                }
             }
         }
+    }
+
+    fn is_terminal(error: &Error) -> bool {
+        is_terminal(error)
+    }
+
+    fn error_name(error: &Error) -> String {
+        error_name(error)
     }
 }
 

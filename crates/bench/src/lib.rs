@@ -1,12 +1,14 @@
 //! `stoa bench`: a load generator that speaks the ZooKeeper protocol
 //! through the project's Rust client, so the same code drives Stoa and
-//! Apache ZooKeeper, and the papers' experiments as named scenarios.
-//! `scripts/bench-compare` runs it against both and writes
+//! Apache ZooKeeper, and the papers' experiments as named scenarios; with
+//! `--target etcd` it runs the same op mixes against etcd's v3 API
+//! (`etcd`). `scripts/bench-compare` runs it against all three and writes
 //! `docs/benchmarks.md`.
 
 mod clock;
 mod cpu;
 mod driver;
+pub mod etcd;
 pub mod ezk;
 pub mod mix;
 pub mod options;
@@ -17,10 +19,11 @@ use std::process::ExitCode;
 
 use stoa_client::tokio;
 
-pub use options::{Args, Cell, Workload, USAGE};
+pub use options::{Args, Cell, Target, Workload, USAGE};
 pub use report::CellResult;
 
-/// Runs every cell against `servers`, one after the other, on `threads`
+/// Runs every cell against `servers` (etcd endpoints for a cell whose
+/// target is etcd), one after the other, on `threads`
 /// runtime threads. One thread (tokio's current-thread runtime) is the
 /// default: on a 2-core machine shared with the server, a multi-thread
 /// runtime spent about 4x more CPU per call in the load generator (cross-
@@ -40,10 +43,10 @@ pub fn run(servers: &str, cells: &[Cell], threads: usize) -> Result<Vec<CellResu
     runtime.block_on(async {
         let mut results = Vec::with_capacity(cells.len());
         for cell in cells {
-            results.push(if cell.workload.is_ezk() {
-                ezk::run(servers, cell).await?
-            } else {
-                driver::run(servers, cell).await?
+            results.push(match cell.target {
+                Target::Etcd => etcd::run(servers, cell).await?,
+                Target::ZooKeeper if cell.workload.is_ezk() => ezk::run(servers, cell).await?,
+                Target::ZooKeeper => driver::run(servers, cell).await?,
             });
         }
         Ok(results)

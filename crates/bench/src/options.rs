@@ -7,7 +7,16 @@ use std::time::Duration;
 use crate::mix::Mix;
 
 pub const USAGE: &str = "usage: stoa bench [options]
-  --servers host:port[,..]   servers to drive (default 127.0.0.1:2181)
+  --target zookeeper|etcd    protocol to drive: ZooKeeper's (Apache ZooKeeper, Stoa;
+                             the default) or etcd's v3 gRPC API
+  --servers host:port[,..]   ZooKeeper-protocol servers to drive (default 127.0.0.1:2181)
+  --endpoints host:port[,..] --target etcd: etcd members (default 127.0.0.1:2379); a session
+                             is one client connection, session i on endpoint i mod n.
+                             create/set are puts, get/exists linearizable ranges
+                             (serializable=false), children a keys-only prefix range,
+                             delete a delete, multi a txn of two puts, --ephemeral a lease
+  --serializable             --target etcd: serializable reads (answered from the member's
+                             local state) instead of linearizable ones (etcd's default)
   --sessions N               client sessions (default 1)
   --outstanding K            calls in flight per session; 1 = synchronous (default 1)
   --mix op=w,..              weights of create, set, get, exists, children, delete, multi
@@ -23,7 +32,8 @@ pub const USAGE: &str = "usage: stoa bench [options]
   --scenario NAME            a named experiment: create-sync, create-async, ephemeral-300b,
                              producer-consumer, read-ratio-sweep, payload-sweep; EZK's
                              pq-extension, pq-recipe, quota-extension, quota-recipe
-                             (1..32 synchronous clients, or --sessions N for one count)
+                             (1..32 synchronous clients, or --sessions N for one count;
+                             ZooKeeper protocol only)
   --queue-depth N            priority-queue scenarios: elements the producer keeps queued
                              (default 100)
   --backoff-ms MS            quota scenarios: pause after a refusal for lack of quota
@@ -59,6 +69,38 @@ pub struct Cell {
     pub backoff: Duration,
     /// EZK priority-queue scenarios: elements the producer keeps queued.
     pub queue_depth: usize,
+    /// Which protocol the sessions speak.
+    pub target: Target,
+    /// etcd: reads with `serializable = true` (not linearizable).
+    pub serializable: bool,
+}
+
+/// The protocol a run speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Target {
+    /// ZooKeeper's client protocol, through `stoa-client` (Apache
+    /// ZooKeeper, Stoa).
+    #[default]
+    ZooKeeper,
+    /// etcd's v3 gRPC API (`crate::etcd`).
+    Etcd,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::ZooKeeper => "zookeeper",
+            Target::Etcd => "etcd",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Target, String> {
+        match text {
+            "zookeeper" | "zk" | "stoa" => Ok(Target::ZooKeeper),
+            "etcd" => Ok(Target::Etcd),
+            _ => Err(format!("unknown --target {text:?} (zookeeper, etcd)")),
+        }
+    }
 }
 
 /// What a cell's sessions do.
@@ -97,7 +139,9 @@ impl Workload {
 /// supply their own defaults.
 #[derive(Debug, Clone, Default)]
 pub struct Args {
+    pub target: Option<Target>,
     pub servers: Option<String>,
+    pub endpoints: Option<String>,
     pub sessions: Option<usize>,
     pub outstanding: Option<usize>,
     pub mix: Option<Mix>,
@@ -108,6 +152,7 @@ pub struct Args {
     pub warmup: Option<Duration>,
     pub rate_ops_s: Option<f64>,
     pub ephemeral: bool,
+    pub serializable: bool,
     pub scenario: Option<String>,
     pub label: Option<String>,
     pub json: Option<PathBuf>,
@@ -143,6 +188,11 @@ impl Args {
                     i += 1;
                     continue;
                 }
+                "--serializable" => {
+                    out.serializable = true;
+                    i += 1;
+                    continue;
+                }
                 _ => {}
             }
             let value = args
@@ -150,7 +200,9 @@ impl Args {
                 .ok_or_else(|| format!("{flag} needs a value"))?
                 .as_str();
             match flag {
+                "--target" => out.target = Some(Target::parse(value)?),
                 "--servers" => out.servers = Some(value.to_owned()),
+                "--endpoints" => out.endpoints = Some(value.to_owned()),
                 "--sessions" => out.sessions = Some(count(flag, value, 1, SESSIONS_MAX)?),
                 "--outstanding" => out.outstanding = Some(count(flag, value, 1, OUTSTANDING_MAX)?),
                 "--mix" => out.mix = Some(Mix::parse(value)?),
@@ -198,13 +250,32 @@ impl Args {
             }
             i += 2;
         }
+        match out.target.unwrap_or_default() {
+            Target::Etcd if out.servers.is_some() => {
+                return Err(
+                    "--servers names ZooKeeper-protocol servers; etcd's are --endpoints".into(),
+                )
+            }
+            Target::ZooKeeper if out.endpoints.is_some() || out.serializable => {
+                return Err("--endpoints and --serializable are for --target etcd".into())
+            }
+            _ => {}
+        }
         Ok(out)
     }
 
+    /// Where the runs go: `--servers`, or `--endpoints` for etcd.
     pub fn servers(&self) -> String {
-        self.servers
-            .clone()
-            .unwrap_or_else(|| "127.0.0.1:2181".to_owned())
+        match self.target.unwrap_or_default() {
+            Target::ZooKeeper => self
+                .servers
+                .clone()
+                .unwrap_or_else(|| "127.0.0.1:2181".to_owned()),
+            Target::Etcd => self
+                .endpoints
+                .clone()
+                .unwrap_or_else(|| crate::etcd::DEFAULT_ENDPOINT.to_owned()),
+        }
     }
 
     /// The single run the flags describe (no scenario).
@@ -228,6 +299,8 @@ impl Args {
             workload: Workload::Mix,
             backoff: self.backoff.unwrap_or(Duration::from_millis(1)),
             queue_depth: self.queue_depth.unwrap_or(100),
+            target: self.target.unwrap_or_default(),
+            serializable: self.serializable,
         }
     }
 }
@@ -284,5 +357,26 @@ mod tests {
         assert!(parse("--duration -1").is_err());
         assert!(parse("--rate 0").is_err());
         assert!(parse("--frob 1").is_err());
+        assert!(parse("--target redis").is_err());
+        assert!(parse("--endpoints 127.0.0.1:2379").is_err());
+        assert!(parse("--target etcd --servers 127.0.0.1:2181").is_err());
+        assert!(parse("--serializable").is_err());
+    }
+
+    #[test]
+    fn etcd_target_and_endpoints() {
+        let args = parse("--target etcd --endpoints 127.0.0.1:23790 --sessions 2").unwrap();
+        assert_eq!(args.servers(), "127.0.0.1:23790");
+        assert_eq!(args.cell().target, Target::Etcd);
+        assert!(!args.cell().serializable);
+        assert!(
+            parse("--target etcd --serializable")
+                .unwrap()
+                .cell()
+                .serializable
+        );
+        assert_eq!(parse("--target etcd").unwrap().servers(), "127.0.0.1:2379");
+        assert_eq!(parse("").unwrap().servers(), "127.0.0.1:2181");
+        assert_eq!(parse("").unwrap().cell().target, Target::ZooKeeper);
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::driver::new_histogram;
 use crate::ezk::EzkStats;
 use crate::mix::OpKind;
-use crate::options::Cell;
+use crate::options::{Cell, Target};
 
 /// Latency figures in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -164,6 +164,7 @@ impl CellResult {
             .collect();
         let mut v = json!({
             "label": c.label,
+            "target": c.target.name(),
             "servers": self.servers,
             "sessions": c.sessions,
             "outstanding": c.outstanding,
@@ -183,6 +184,9 @@ impl CellResult {
             "server_cpu_us_per_op": self.per_op_us(self.cpu.server_s),
             "client_cpu_us_per_op": self.per_op_us(self.cpu.client_s),
         });
+        if c.target == Target::Etcd {
+            v["serializable"] = json!(c.serializable);
+        }
         if let Some(ezk) = &self.ezk {
             v["ezk"] = ezk.json(self.elapsed);
         }
