@@ -33,6 +33,7 @@ use stoa_proto::records::{
 use stoa_proto::request::Request;
 use stoa_tree::DataTree;
 
+use super::sim::{index_of, key_path, value, Rng};
 use super::tests::config;
 use super::{forward::EngineMessage, Engine, Input, Recovered};
 
@@ -51,25 +52,6 @@ const TICK_MS: i64 = 50;
 const CLIENT_PATIENCE_MS: i64 = 3_000;
 const SETTLE_ROUNDS_MAX: usize = 4_000;
 const T0_MS: i64 = 1_700_000_000_000;
-
-/// splitmix64 again: seedable, the same everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let z = crate::session::splitmix64(self.0);
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 enum Message {
     Raft(raft::eraftpb::Message),
@@ -195,23 +177,6 @@ fn json_escape(text: &str) -> String {
         }
     }
     out
-}
-
-fn key_path(client: usize, key: usize) -> String {
-    format!("/c{client}/k{key}")
-}
-
-fn value(client: usize, key: usize, index: usize) -> Vec<u8> {
-    format!("{client}:{key}:{index}").into_bytes()
-}
-
-fn index_of(bytes: &[u8]) -> Option<usize> {
-    std::str::from_utf8(bytes)
-        .ok()?
-        .rsplit(':')
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// What replicas must agree on at the same applied index: the tree's

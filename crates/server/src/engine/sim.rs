@@ -29,21 +29,22 @@ const SEEDS_DEFAULT: u64 = 40;
 const IN_FLIGHT_MAX: usize = 6;
 const T0_MS: i64 = 1_700_000_000_000;
 
-/// splitmix64: small, seedable, and the same on every platform.
-struct Rng(u64);
+/// splitmix64: small, seedable, and the same on every platform (the
+/// ensemble simulator draws from it too).
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         let z = crate::session::splitmix64(self.0);
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         z
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub(super) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 }
@@ -68,15 +69,15 @@ struct Client {
     acked: Vec<Option<usize>>,
 }
 
-fn key_path(client: usize, key: usize) -> String {
+pub(super) fn key_path(client: usize, key: usize) -> String {
     format!("/c{client}/k{key}")
 }
 
-fn value(client: usize, key: usize, index: usize) -> Vec<u8> {
+pub(super) fn value(client: usize, key: usize, index: usize) -> Vec<u8> {
     format!("{client}:{key}:{index}").into_bytes()
 }
 
-fn index_of(bytes: &[u8]) -> Option<usize> {
+pub(super) fn index_of(bytes: &[u8]) -> Option<usize> {
     std::str::from_utf8(bytes)
         .ok()?
         .rsplit(':')
