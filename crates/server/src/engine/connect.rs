@@ -252,23 +252,10 @@ impl Engine {
         if leader {
             self.propose_close_session(sid, xid, zxid);
         } else if reply_xid.is_some() {
-            let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) else {
-                return;
-            };
-            let Some(c) = self.conns.get_mut(&conn) else {
-                return;
-            };
-            c.forwarded += 1;
-            let message = super::forward::EngineMessage::Forward {
-                session_id: sid,
-                conn,
-                seq: c.forwarded,
-                xid,
-                ids: Vec::new(),
-                is_super: false,
-                request: stoa_proto::request::Request::CloseSession,
-            };
-            self.forward(message);
+            if let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) {
+                let close = stoa_proto::request::Request::CloseSession;
+                self.forward_write(conn, sid, xid, close);
+            }
         }
     }
 

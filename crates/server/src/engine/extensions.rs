@@ -188,10 +188,6 @@ impl Engine {
         name: &str,
         request: Request,
     ) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let ids = c.ids.clone();
         if self.is_leader() {
             if !self.owns_locally(sid, conn) {
                 log::info!("connection {conn}: session {sid:#x} is owned elsewhere; closing");
@@ -202,9 +198,11 @@ impl Engine {
                 // The speculative tree lacks the previous leader's entries
                 // until they apply: the call waits with the held writes.
                 self.queue_remote(sid, xid, &request);
-                let me = self.config.server_id;
-                return self.hold_write(me, conn, sid, xid, ids, false, request);
+                return self.hold_local_write(conn, sid, xid, request);
             }
+            let Some(ids) = self.conns.get(&conn).map(|c| c.ids.clone()) else {
+                return;
+            };
             let (err, response, after_zxid) =
                 self.leader_extension_call(name, &request, sid, xid, &ids);
             return self.queue_decided(sid, xid, after_zxid, err, response);
@@ -214,21 +212,8 @@ impl Engine {
             // A read: what it saw here is committed already.
             return self.queue_decided(sid, xid, 0, err, response);
         }
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        c.forwarded += 1;
-        let forward = super::forward::EngineMessage::Forward {
-            session_id: sid,
-            conn,
-            seq: c.forwarded,
-            xid,
-            ids,
-            is_super: c.is_super,
-            request: request.clone(),
-        };
-        self.forward(forward);
         self.queue_remote(sid, xid, &request);
+        self.forward_write(conn, sid, xid, request);
     }
 
     fn queue_remote(&mut self, sid: SessionId, xid: i32, request: &Request) {

@@ -35,11 +35,16 @@ impl Engine {
         );
     }
 
-    /// Leader: may `conn` of this server write for the session?
-    pub(super) fn owns_locally(&self, sid: SessionId, conn: ConnId) -> bool {
+    /// Leader: does `conn` at `server` own the session?
+    pub(super) fn is_owner(&self, sid: SessionId, server: u64, conn: ConnId) -> bool {
         self.owners
             .get(&sid)
-            .is_some_and(|o| o.server == self.config.server_id && o.conn == conn)
+            .is_some_and(|o| o.server == server && o.conn == conn)
+    }
+
+    /// Leader: may `conn` of this server write for the session?
+    pub(super) fn owns_locally(&self, sid: SessionId, conn: ConnId) -> bool {
+        self.is_owner(sid, self.config.server_id, conn)
     }
 
     /// Leader: accepts a forward if it comes from the owner, in sequence.

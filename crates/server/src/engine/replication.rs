@@ -97,26 +97,52 @@ impl Engine {
         }
     }
 
-    /// A write that reached the leader before its log was applied.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn hold_write(
+    /// Follower: sends a client's write (or extension call) on `conn` to
+    /// the leader, numbered in that connection's forward sequence.
+    pub(super) fn forward_write(
         &mut self,
-        server: u64,
         conn: ConnId,
-        session_id: SessionId,
+        sid: SessionId,
         xid: i32,
-        ids: Vec<Id>,
-        is_super: bool,
         request: Request,
     ) {
-        self.held_writes.push_back(HeldWrite {
-            origin: (server, conn),
-            session_id,
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.forwarded += 1;
+        let message = EngineMessage::Forward {
+            session_id: sid,
+            conn,
+            seq: c.forwarded,
             xid,
-            ids,
-            is_super,
+            ids: c.ids.clone(),
+            is_super: c.is_super,
             request,
-        });
+        };
+        self.forward(message);
+    }
+
+    /// Leader: a write (or extension call) of this server's own client that
+    /// arrived before the log was applied; prepared with the forwarded ones.
+    pub(super) fn hold_local_write(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        xid: i32,
+        request: Request,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let write = HeldWrite {
+            origin: (self.config.server_id, conn),
+            session_id: sid,
+            xid,
+            ids: c.ids.clone(),
+            is_super: c.is_super,
+            request,
+        };
+        self.held_writes.push_back(write);
     }
 
     /// The leader's entry for forwarded writes (and its own, while held).
@@ -126,11 +152,7 @@ impl Engine {
             return;
         }
         let (server, conn) = write.origin;
-        if !self
-            .owners
-            .get(&write.session_id)
-            .is_some_and(|o| o.server == server && o.conn == conn)
-        {
+        if !self.is_owner(write.session_id, server, conn) {
             // Its connection lost the session while the write was held:
             // that client saw ConnectionLoss, and its newer connection's
             // writes must not be overtaken by this one.

@@ -8,8 +8,6 @@ use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, Txn, TxnHeader};
 
-use super::forward::EngineMessage;
-
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::{ChangeKind, ConnId, WatchKind};
@@ -96,28 +94,22 @@ impl Engine {
             self.out.closes.push(conn);
             return;
         }
-        let Some(c) = self.conns.get_mut(&conn) else {
+        if !self.conns.contains_key(&conn) {
             return;
-        };
-        let is_super = c.is_super;
+        }
         // The origin answers when the transaction applies here, wherever it
         // was prepared; until then the reply's place in the session's order
         // is held. A forwarded write's zxid is not known here (0).
         let zxid = if leader && !log_applied {
             // A new leader prepares only once its log is applied; until
             // then its own clients' writes queue with forwarded ones.
-            let ids = c.ids.clone();
-            self.hold_write(
-                self.config.server_id,
-                conn,
-                sid,
-                xid,
-                ids,
-                is_super,
-                request.clone(),
-            );
+            self.hold_local_write(conn, sid, xid, request.clone());
             0
         } else if leader {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            let is_super = c.is_super;
             // Lent out for prep and returned, so the hot path copies nothing.
             let ids = std::mem::take(&mut c.ids);
             let zxid = self.next_zxid();
@@ -127,19 +119,7 @@ impl Engine {
             }
             zxid
         } else {
-            let ids = c.ids.clone();
-            c.forwarded += 1;
-            let seq = c.forwarded;
-            let forwarded = request.clone();
-            self.forward(EngineMessage::Forward {
-                session_id: sid,
-                conn,
-                seq,
-                xid,
-                ids,
-                is_super,
-                request: forwarded,
-            });
+            self.forward_write(conn, sid, xid, request.clone());
             0
         };
         if let Some(s) = self.sessions.get_mut(&sid) {
