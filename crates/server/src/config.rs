@@ -53,6 +53,9 @@ pub struct ServerConfig {
     pub observer: bool,
     /// `readonlymode.enabled`.
     pub read_only_enabled: bool,
+    /// `reconfigEnabled`: serve the `reconfig` operation (ZooKeeper's
+    /// default is off).
+    pub reconfig_enabled: bool,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +81,7 @@ impl Default for ServerConfig {
             servers: BTreeMap::new(),
             observer: false,
             read_only_enabled: false,
+            reconfig_enabled: false,
         }
     }
 }
@@ -243,7 +247,6 @@ impl ServerConfig {
             | "autopurge.snapRetainCount"
             | "autopurge.purgeInterval"
             | "standaloneEnabled"
-            | "reconfigEnabled"
             | "preAllocSize"
             | "globalOutstandingLimit"
             | "electionAlg" => {
@@ -258,6 +261,7 @@ impl ServerConfig {
                 let member = parse_member(id, value).map_err(|e| ConfigError(e.0))?;
                 self.servers.insert(id, member);
             }
+            "reconfigEnabled" => self.reconfig_enabled = parse_bool(value).map_err(|e| bad(&e))?,
             "readonlymode.enabled" | "zookeeper.readonlymode.enabled" => {
                 self.read_only_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }

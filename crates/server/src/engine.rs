@@ -24,6 +24,7 @@ use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
 use stoa_proto::response::Response;
 use stoa_tree::{DataTree, Preparer, Txn};
 
+use crate::ensemble::Role;
 use crate::raft_log::RaftLog;
 use crate::session::{password_for, Pending, Session, SessionId};
 use crate::stats::Stats;
@@ -36,6 +37,7 @@ mod connect;
 mod extensions;
 pub mod forward;
 mod ownership;
+mod reconfig;
 mod replication;
 mod request;
 
@@ -63,6 +65,11 @@ pub struct EngineConfig {
     /// `[server_id]` and none.
     pub voters: Vec<u64>,
     pub learners: Vec<u64>,
+    /// The `server.N` lines (addresses of the voters and learners above);
+    /// a member missing here gets a placeholder address (simulations).
+    pub members: Vec<crate::ensemble::Member>,
+    /// `reconfigEnabled`: the `reconfig` operation is served.
+    pub reconfig_enabled: bool,
     /// `readonlymode.enabled`: cut off from the quorum, serve reads to
     /// clients that asked for read-only sessions.
     pub read_only_enabled: bool,
@@ -173,6 +180,8 @@ pub struct Output {
     /// A tree to serialize for a lagging peer; answered by
     /// `Input::SnapshotBuilt`.
     pub snapshot_to_ship: Option<SnapshotJob>,
+    /// The ensemble's members changed: the peer transport's new list.
+    pub members: Option<Vec<crate::ensemble::Member>>,
     /// Raft messages for peers (`to` names the peer).
     pub messages: Vec<raft::eraftpb::Message>,
     /// Engine messages for peers: (to, message).
@@ -241,12 +250,21 @@ pub struct Engine {
     applied_term: u64,
     snapshot_index: u64,
     /// A snapshot for lagging peers is being serialized.
-    shipping: bool,
+    /// Holds the configuration as of the snapshot's index, which raft
+    /// needs in the snapshot's metadata.
+    shipping: Option<raft::eraftpb::ConfState>,
     /// The ready that installed a leader's snapshot, until it is durable.
     /// raft-rs counts the snapshot as stored but not applied meanwhile, and
     /// an election in that window would read entries the snapshot replaced:
     /// raft is not ticked until then.
     installing: Option<u64>,
+    /// The membership `/zookeeper/config` holds as applied here.
+    membership: crate::membership::Membership,
+    /// Leader: a membership change proposed and not yet applied.
+    membership_pending: Option<crate::membership::Membership>,
+    /// When each peer was last heard from (a reconfig needs its new
+    /// quorum in touch; raft-rs's own activity flags reset periodically).
+    peer_heard_ms: HashMap<u64, i64>,
     /// Leader: ticks each peer has been waiting on a snapshot sent to it.
     snapshot_wait_ticks: HashMap<u64, u32>,
     last_container_check_ms: i64,
@@ -257,7 +275,8 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: EngineConfig, recovered: Recovered, now_ms: i64) -> Result<Engine, String> {
-        let mut log = RaftLog::new(config.voters.clone(), config.learners.clone());
+        let membership = reconfig::initial_membership(&config, &recovered.tree)?;
+        let mut log = RaftLog::new(membership.voters(), membership.learners());
         let snapshot = raft::eraftpb::SnapshotMetadata {
             index: recovered.snapshot_index,
             term: recovered.snapshot_term,
@@ -286,7 +305,7 @@ impl Engine {
             RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
         // A one-voter group elects itself immediately; with peers the
         // election timer does it.
-        if config.voters == [config.server_id] {
+        if config.voters == [config.server_id] && config.learners.is_empty() {
             // A lone voter elects itself at once; in an ensemble the
             // randomized election timer decides.
             raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
@@ -324,9 +343,12 @@ impl Engine {
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,
             snapshot_index: recovered.snapshot_index,
-            shipping: false,
+            shipping: None,
             installing: None,
             snapshot_wait_ticks: HashMap::new(),
+            membership,
+            membership_pending: None,
+            peer_heard_ms: HashMap::new(),
             last_container_check_ms: now_ms,
             out: Output::default(),
             out_buf: HashMap::new(),
@@ -339,6 +361,7 @@ impl Engine {
         // A lone voter is leader from the start; that is no change of leader.
         engine.known_leader = engine.leader_id();
         engine.load_extensions();
+        engine.out.members = Some(engine.membership.members.values().cloned().collect());
         Ok(engine)
     }
 
@@ -349,7 +372,9 @@ impl Engine {
     /// True once every entry in the recovered log has been applied, so the
     /// tree is what clients acknowledged before the restart.
     pub fn caught_up(&self) -> bool {
-        self.applied_index >= self.raft.store().last_index() && self.is_leader()
+        self.applied_index >= self.raft.store().last_index()
+            && self.is_leader()
+            && self.may_prepare()
     }
 
     pub fn is_leader(&self) -> bool {
@@ -363,13 +388,13 @@ impl Engine {
 
     /// ZooKeeper's name for this server's role, as `srvr` and `mntr` print it.
     pub fn mode(&self) -> &'static str {
-        if self.config.voters.len() == 1 && self.config.learners.is_empty() {
+        if self.standalone() {
             "standalone"
         } else if self.read_only() {
             "read-only"
         } else if self.is_leader() {
             "leader"
-        } else if self.config.learners.contains(&self.config.server_id) {
+        } else if self.membership.role_of(self.config.server_id) == Some(Role::Observer) {
             "observer"
         } else {
             "follower"
@@ -432,6 +457,7 @@ impl Engine {
             }
             Input::Peer { from, message } => self.on_peer(from, message),
             Input::Raft(message) => {
+                self.heard_from(message.from);
                 if let Err(e) = self.raft.step(message) {
                     // Stale or misdirected messages are normal in raft.
                     log::debug!("raft message dropped: {e}");
@@ -450,6 +476,7 @@ impl Engine {
             self.raft.tick();
         }
         self.watch_snapshot_sends();
+        self.hand_over_if_not_participant();
         self.report_liveness();
         self.expire_sessions();
         self.check_containers();
@@ -507,7 +534,7 @@ impl Engine {
     }
 
     fn on_frame(&mut self, conn: ConnId, body: Vec<u8>) {
-        if self.leader_id() == 0 && !self.config.read_only_enabled {
+        if (self.leader_id() == 0 && !self.config.read_only_enabled) || !self.is_member() {
             // No quorum in sight: nothing can be served consistently.
             self.out.closes.push(conn);
             return;
@@ -728,10 +755,22 @@ impl Engine {
     pub(crate) fn propose(&mut self, txn: Txn) {
         let mut data = Vec::new();
         txn.encode(&mut data);
+        if let Some(to) = self.raft.raft.lead_transferee {
+            // raft-rs drops proposals while it hands leadership over; client
+            // writes are held meanwhile, and what cannot wait (a session's
+            // creation or expiry) keeps this leader.
+            log::info!("leader transfer to server {to} abandoned: a transaction must go out");
+            self.raft.raft.abort_leader_transfer();
+        }
         if let Err(e) = self.raft.propose(vec![], data) {
             // Only a non-leader refuses; standalone is always leader once caught up.
             panic!("raft refused a proposal: {e}");
         }
+        self.proposed(txn);
+    }
+
+    /// Bookkeeping for a transaction raft accepted.
+    fn proposed(&mut self, txn: Txn) {
         self.stats.proposals += 1;
         if let Some(speculative) = &mut self.speculative {
             speculative.apply(&txn);

@@ -30,7 +30,7 @@ pub fn answer(engine: &mut Engine, word: &str, asking: ConnId) -> String {
         "stat" => server_summary(engine, true, asking),
         "mntr" => monitor(engine),
         "envi" => environment(engine),
-        "conf" => engine.config().conf_text.clone(),
+        "conf" => configuration(engine),
         "cons" => connections(engine, asking),
         "crst" => {
             engine.stats.reset_latency_only();
@@ -51,7 +51,22 @@ pub fn answer(engine: &mut Engine, word: &str, asking: ConnId) -> String {
     }
 }
 
+/// `conf`: the settings, then (in an ensemble) the membership as
+/// ZooKeeper prints its dynamic configuration.
+fn configuration(engine: &Engine) -> String {
+    let mut out = engine.config().conf_text.clone();
+    if !engine.standalone() {
+        out.push_str(&engine.membership().render());
+        out.push('\n');
+    }
+    out
+}
+
 fn server_summary(engine: &Engine, with_clients: bool, asking: ConnId) -> String {
+    if !engine.is_member() {
+        // ZooKeeper's answer while it is not part of a working ensemble.
+        return "This ZooKeeper instance is not currently serving requests\n".into();
+    }
     let s = &engine.stats;
     let mut out = String::new();
     let _ = writeln!(out, "Zookeeper version: {}", version_line());
@@ -132,7 +147,7 @@ pub fn monitor(engine: &Engine) -> String {
         ("zk_uptime", uptime_ms.max(0).to_string()),
         ("zk_last_proposal_size", "-1".into()),
         ("zk_auth_failed_count", s.auth_failures.to_string()),
-        ("zk_quorum_size", engine.config().voters.len().to_string()),
+        ("zk_quorum_size", engine.voter_count().to_string()),
         ("stoa_txns_applied", s.txns_applied.to_string()),
         ("stoa_sessions_expired", s.sessions_expired.to_string()),
     ];

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod ensemble;
 pub mod fourlw;
 pub mod logging;
+pub mod membership;
 pub mod metrics;
 pub mod net;
 pub mod partition;

@@ -109,6 +109,8 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         read_only_enabled: config.read_only_enabled,
         voters: vec![config.server_id],
         learners: Vec::new(),
+        members: Vec::new(),
+        reconfig_enabled: config.reconfig_enabled,
         max_frame_bytes: config.max_frame_bytes,
         four_letter_whitelist: config.four_letter_whitelist.clone(),
         conf_text,
@@ -131,6 +133,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     if let Some(e) = &ensemble {
         engine_cfg.voters = e.voters.clone();
         engine_cfg.learners = e.learners.clone();
+        engine_cfg.members = e.members.clone();
         log::info!(
             "server {} of an ensemble: participants {:?}, observers {:?}",
             e.me.id,
@@ -293,6 +296,7 @@ impl Shell {
             persists,
             snapshots,
             snapshot_to_ship,
+            members,
             messages,
             engine_messages,
             fatal,
@@ -317,6 +321,9 @@ impl Shell {
             self.wal
                 .submit(token, records)
                 .map_err(|e| format!("WAL: {e}"))?;
+        }
+        if let (Some(peers), Some(members)) = (&mut self.peers, members) {
+            peers.set_peers(&peer_addresses(&members));
         }
         if let Some(peers) = &self.peers {
             // A full queue drops the message; raft retransmits.
@@ -347,6 +354,19 @@ impl Shell {
         }
         Ok(done_now)
     }
+}
+
+/// The members' quorum addresses; one that does not resolve is left out
+/// (and logged) until the membership changes again.
+fn peer_addresses(members: &[crate::ensemble::Member]) -> Vec<(u64, SocketAddr)> {
+    let mut out = Vec::with_capacity(members.len());
+    for m in members {
+        match m.quorum_address() {
+            Ok(address) => out.push((m.id, address)),
+            Err(e) => log::error!("{e}"),
+        }
+    }
+    out
 }
 
 /// Everything the engine loop waits on besides its timer.

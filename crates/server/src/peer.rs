@@ -10,8 +10,10 @@
 //! each `[total: u64 BE][piece]`; the pieces concatenated are the frame
 //! body (`kind` + payload) the message would have had.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::time::Duration;
 
 use protobuf::Message as _;
@@ -194,9 +196,26 @@ fn parse_hello(bytes: &[u8; 20]) -> Result<u64, PeerError> {
     ))
 }
 
-/// The sending side: one queue and one dialing task per peer.
+/// The sending side: one queue and one dialing task per peer. The set of
+/// peers follows the ensemble's membership (`set_peers`).
 pub struct PeerNetwork {
-    outboxes: HashMap<u64, mpsc::Sender<PeerMessage>>,
+    my_id: u64,
+    dialers: HashMap<u64, Dialer>,
+    /// Who may connect to us: shared with the accept loop, which runs on
+    /// the same thread.
+    known: Rc<RefCell<HashSet<u64>>>,
+}
+
+struct Dialer {
+    address: SocketAddr,
+    outbox: mpsc::Sender<PeerMessage>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Dialer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl PeerNetwork {
@@ -212,23 +231,47 @@ impl PeerNetwork {
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|e| PeerError(format!("cannot listen on quorum port {listen}: {e}")))?;
-        let known: Vec<u64> = peers.iter().map(|(id, _)| *id).collect();
-        tokio::task::spawn_local(accept_loop(listener, known, inbound));
-        let mut outboxes = HashMap::new();
-        for &(id, address) in peers {
-            let (tx, rx) = mpsc::channel(PEER_QUEUE_MESSAGES_MAX);
-            tokio::task::spawn_local(dial_loop(my_id, id, address, rx));
-            outboxes.insert(id, tx);
+        let known = Rc::new(RefCell::new(HashSet::new()));
+        tokio::task::spawn_local(accept_loop(listener, known.clone(), inbound));
+        let mut network = PeerNetwork {
+            my_id,
+            dialers: HashMap::new(),
+            known,
+        };
+        network.set_peers(peers);
+        Ok(network)
+    }
+
+    /// Makes `peers` the set this server talks to: dials new ones (and
+    /// moved ones at their new address), forgets the others.
+    pub fn set_peers(&mut self, peers: &[(u64, SocketAddr)]) {
+        let me = self.my_id;
+        self.dialers
+            .retain(|id, d| peers.iter().any(|&(p, a)| p == *id && a == d.address));
+        for &(id, address) in peers.iter().filter(|(id, _)| *id != me) {
+            if self.dialers.contains_key(&id) {
+                continue;
+            }
+            let (outbox, rx) = mpsc::channel(PEER_QUEUE_MESSAGES_MAX);
+            let task = tokio::task::spawn_local(dial_loop(me, id, address, rx));
+            self.dialers.insert(
+                id,
+                Dialer {
+                    address,
+                    outbox,
+                    task,
+                },
+            );
         }
-        Ok(PeerNetwork { outboxes })
+        *self.known.borrow_mut() = peers.iter().map(|(id, _)| *id).collect();
     }
 
     /// Queues a message; false when the peer is unknown or its queue is full
     /// (the message is dropped, which raft tolerates).
     pub fn send(&self, to: u64, message: PeerMessage) -> bool {
-        self.outboxes
+        self.dialers
             .get(&to)
-            .is_some_and(|tx| tx.try_send(message).is_ok())
+            .is_some_and(|d| d.outbox.try_send(message).is_ok())
     }
 }
 
@@ -298,7 +341,7 @@ async fn dial_loop(
 
 async fn accept_loop(
     listener: TcpListener,
-    known: Vec<u64>,
+    known: Rc<RefCell<HashSet<u64>>>,
     inbound: mpsc::Sender<(u64, PeerMessage)>,
 ) {
     loop {
@@ -319,7 +362,7 @@ async fn accept_loop(
 
 async fn read_peer(
     stream: TcpStream,
-    known: &[u64],
+    known: &RefCell<HashSet<u64>>,
     inbound: &mpsc::Sender<(u64, PeerMessage)>,
 ) -> Result<(), PeerError> {
     let mut reader = BufReader::with_capacity(256 * 1024, stream);
@@ -329,7 +372,7 @@ async fn read_peer(
         .map_err(|_| PeerError("no hello in time".into()))?
         .map_err(|e| PeerError(format!("reading hello: {e}")))?;
     let from = parse_hello(&hello_bytes)?;
-    if !known.contains(&from) {
+    if !known.borrow().contains(&from) {
         return Err(PeerError(format!("server {from} is not in this ensemble")));
     }
     let mut assembler = Assembler::default();

@@ -57,6 +57,11 @@ impl RaftLog {
         self.entries = entries;
     }
 
+    /// The configuration as of the last applied change.
+    pub fn set_conf_state(&mut self, conf_state: ConfState) {
+        self.conf_state = conf_state;
+    }
+
     pub fn set_hard_state(&mut self, hs: HardState) {
         self.hard_state = hs;
     }
@@ -114,7 +119,13 @@ impl RaftLog {
 
     /// Offers the tree serialized at `index` (applied, so at or after the
     /// compaction point) to raft for lagging peers.
-    pub fn set_shippable(&mut self, index: u64, term: u64, data: bytes::Bytes) {
+    pub fn set_shippable(
+        &mut self,
+        index: u64,
+        term: u64,
+        data: bytes::Bytes,
+        conf_state: ConfState,
+    ) {
         assert!(
             index >= self.snapshot.index && index <= self.last_index(),
             "shippable snapshot at {index} outside the log [{}, {}]",
@@ -128,7 +139,7 @@ impl RaftLog {
         let meta = snapshot.mut_metadata();
         meta.index = index;
         meta.term = term;
-        meta.set_conf_state(self.conf_state.clone());
+        meta.set_conf_state(conf_state);
         self.shippable = Some(snapshot);
     }
 
@@ -255,7 +266,8 @@ mod tests {
         assert!(log.snapshot(0, 2).is_err(), "nothing built yet");
         assert!(log.take_snapshot_wanted());
         assert!(!log.take_snapshot_wanted(), "reported once");
-        log.set_shippable(3, 2, bytes::Bytes::from_static(b"tree"));
+        let conf = log.conf_state.clone();
+        log.set_shippable(3, 2, bytes::Bytes::from_static(b"tree"), conf);
         let s = log.snapshot(3, 2).expect("built");
         assert_eq!(s.get_metadata().index, 3);
         assert_eq!(s.get_metadata().get_conf_state().learners, vec![3]);

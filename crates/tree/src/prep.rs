@@ -211,6 +211,23 @@ impl Preparer {
         })
     }
 
+    /// A new `/zookeeper/config` (the ensemble's membership) decided by the
+    /// server for a reconfig, or recorded by a new leader (`ctx.is_super`).
+    /// The node's ACL applies: ZooKeeper lets only the super user or those
+    /// granted WRITE on it reconfigure.
+    pub fn prepare_set_config(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        data: Vec<u8>,
+    ) -> Result<Txn, ErrorCode> {
+        let op = self.set_data(tree, ctx, path::CONFIG, &data, -1)?;
+        Ok(Txn {
+            header: ctx.header(),
+            op,
+        })
+    }
+
     /// Prepare a client write. On `Err` nothing is pending; see
     /// [`PrepError::into_txn_op`] to commit the failure as ZooKeeper does.
     pub fn prepare(

@@ -2,7 +2,9 @@
 
 use raft::eraftpb::{Entry, EntryType};
 use stoa_proto::codes::ErrorCode;
+use stoa_proto::records::{GetDataResponse, SyncResponse};
 use stoa_proto::request::Request;
+use stoa_proto::response::Response;
 use stoa_tree::{reply_for, TreeEventKind, Txn, TxnOp};
 
 use super::Engine;
@@ -20,8 +22,21 @@ impl Engine {
             );
             self.applied_index = entry.index;
             self.applied_term = entry.term;
-            if entry.get_entry_type() != EntryType::EntryNormal || entry.data.is_empty() {
-                continue; // leader no-op, or membership (issue 5)
+            match entry.get_entry_type() {
+                EntryType::EntryConfChangeV2 => {
+                    self.apply_conf_change_entry(&entry);
+                    continue;
+                }
+                EntryType::EntryConfChange => {
+                    self.out.fatal = Some(format!(
+                        "raft index {}: a version 1 configuration change (Stoa writes version 2)",
+                        entry.index
+                    ));
+                    return;
+                }
+                // The empty entry a new leader appends.
+                EntryType::EntryNormal if entry.data.is_empty() => continue,
+                EntryType::EntryNormal => {}
             }
             match Txn::decode(&entry.data) {
                 Ok(txn) => self.apply_txn(txn),
@@ -38,7 +53,7 @@ impl Engine {
         }
     }
 
-    fn apply_txn(&mut self, txn: Txn) {
+    pub(super) fn apply_txn(&mut self, txn: Txn) {
         let zxid = txn.header.zxid;
         let sid = txn.header.session_id;
         let applied = self.tree.apply(&txn);
@@ -57,7 +72,9 @@ impl Engine {
             self.stats
                 .record_commit((self.now_ms - txn.header.time_ms).max(0) as u64);
         }
+        let mut membership_changed = false;
         for event in &applied.events {
+            membership_changed |= event.path == stoa_tree::CONFIG;
             let change = match event.kind {
                 TreeEventKind::NodeCreated => ChangeKind::Created,
                 TreeEventKind::NodeDeleted => ChangeKind::Deleted,
@@ -95,15 +112,23 @@ impl Engine {
                     let (err, response) = match (&request, reply_for(&request, &applied.result)) {
                         (Request::Sync(r), _) => {
                             let path = r.path.clone();
+                            (ErrorCode::Ok, Response::Sync(SyncResponse { path }))
+                        }
+                        // ZooKeeper answers a reconfig with the new
+                        // configuration, as getData of /zookeeper/config.
+                        (Request::Reconfig(_), Ok(Response::Stat(stat))) => {
+                            let data = self
+                                .tree
+                                .node(stoa_tree::CONFIG)
+                                .map(|n| n.data().to_vec())
+                                .unwrap_or_default();
                             (
                                 ErrorCode::Ok,
-                                stoa_proto::response::Response::Sync(
-                                    stoa_proto::records::SyncResponse { path },
-                                ),
+                                Response::GetData(GetDataResponse { data, stat }),
                             )
                         }
                         (_, Ok(response)) => (ErrorCode::Ok, response),
-                        (_, Err(code)) => (code, stoa_proto::response::Response::Empty),
+                        (_, Err(code)) => (code, Response::Empty),
                     };
                     if let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) {
                         self.send_reply(conn, xid, zxid, err, &response);
@@ -111,6 +136,9 @@ impl Engine {
                     self.pump(sid);
                 }
             }
+        }
+        if membership_changed {
+            self.membership_applied();
         }
     }
 

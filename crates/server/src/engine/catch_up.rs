@@ -17,7 +17,7 @@ impl Engine {
     /// Log entries kept in memory behind the applied index after a tree
     /// snapshot, so a peer a little behind catches up from entries.
     pub(super) fn log_retained_after_snapshot(&self) -> u64 {
-        if self.config.voters.len() == 1 && self.config.learners.is_empty() {
+        if self.standalone() {
             0
         } else {
             self.config.snap_count / 2
@@ -38,11 +38,11 @@ impl Engine {
                 self.snapshot_wait_ticks.insert(m.to, 0);
             }
         }
-        if !self.raft.store().take_snapshot_wanted() || self.shipping {
+        if !self.raft.store().take_snapshot_wanted() || self.shipping.is_some() {
             return;
         }
         // The tree clones in O(1); the shell serializes it elsewhere.
-        self.shipping = true;
+        self.shipping = Some(self.raft.raft.prs().conf().to_conf_state());
         self.out.snapshot_to_ship = Some(SnapshotJob {
             tree: self.tree.clone(),
             index: self.applied_index,
@@ -51,7 +51,9 @@ impl Engine {
     }
 
     pub(super) fn on_snapshot_built(&mut self, index: u64, term: u64, data: bytes::Bytes) {
-        self.shipping = false;
+        let Some(conf_state) = self.shipping.take() else {
+            return;
+        };
         if index < self.raft.store().first_index() - 1 {
             log::debug!("snapshot at {index} is already behind the log; dropped");
             return;
@@ -60,7 +62,9 @@ impl Engine {
             "snapshot at index {index} ({} bytes) ready for lagging peers",
             data.len()
         );
-        self.raft.mut_store().set_shippable(index, term, data);
+        self.raft
+            .mut_store()
+            .set_shippable(index, term, data, conf_state);
     }
 
     /// Leader, every tick: a snapshot nobody acknowledged in time is
@@ -129,6 +133,7 @@ impl Engine {
         self.snapshot_index = meta.index;
         self.raft.mut_store().install(meta);
         self.reload_extensions();
+        self.membership_applied();
         self.stats.snapshots_installed += 1;
         Some(InstalledSnapshot {
             index: meta.index,

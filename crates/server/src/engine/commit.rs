@@ -68,6 +68,7 @@ impl Engine {
         self.serve_snapshot_requests();
         self.complete_attaches();
         self.release_held_writes();
+        self.publish_membership();
         self.maybe_snapshot();
     }
 

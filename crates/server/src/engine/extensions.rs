@@ -194,7 +194,7 @@ impl Engine {
                 self.out.closes.push(conn);
                 return;
             }
-            if !self.log_applied() {
+            if !self.may_prepare() {
                 // The speculative tree lacks the previous leader's entries
                 // until they apply: the call waits with the held writes.
                 self.queue_remote(sid, xid, &request);

@@ -147,7 +147,7 @@ impl Engine {
 
     /// The leader's entry for forwarded writes (and its own, while held).
     fn leader_write(&mut self, write: HeldWrite) {
-        if !self.log_applied() {
+        if !self.may_prepare() {
             self.held_writes.push_back(write);
             return;
         }
@@ -197,9 +197,21 @@ impl Engine {
         self.applied_term == self.raft.raft.term
     }
 
+    /// The leader may turn writes into transactions now: its log is
+    /// applied, it is not handing leadership over (raft-rs would drop the
+    /// proposals), and a reconfig has not removed or demoted it. Otherwise
+    /// writes are held.
+    pub(super) fn may_prepare(&self) -> bool {
+        self.log_applied()
+            && self.raft.raft.lead_transferee.is_none()
+            && (self.standalone()
+                || self.membership.role_of(self.config.server_id)
+                    == Some(crate::ensemble::Role::Participant))
+    }
+
     /// Prepares the writes held while the log was being applied.
     pub(super) fn release_held_writes(&mut self) {
-        while self.is_leader() && self.log_applied() {
+        while self.is_leader() && self.may_prepare() {
             let Some(write) = self.held_writes.pop_front() else {
                 return;
             };
@@ -261,6 +273,7 @@ impl Engine {
         self.held_writes.clear();
         self.preparer.clear();
         self.in_flight.clear();
+        self.membership_pending = None;
         self.drop_speculative();
     }
 }

@@ -60,8 +60,12 @@ impl Engine {
         match request {
             Request::Auth(packet) => self.on_auth(conn, xid, &packet.scheme, &packet.auth),
             Request::CloseSession => self.close_session(sid, Some(xid)),
-            Request::Reconfig(_) => {
+            Request::Reconfig(_) if !self.config.reconfig_enabled => {
                 self.queue_reply(conn, xid, ErrorCode::ReconfigDisabled, Response::Empty)
+            }
+            // As ZooKeeper: a standalone server has no ensemble to change.
+            Request::Reconfig(_) if self.standalone() => {
+                self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty)
             }
             Request::Sasl(_) => {
                 self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty)
@@ -87,7 +91,7 @@ impl Engine {
 
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
         let leader = self.is_leader();
-        let log_applied = self.log_applied();
+        let may_prepare = self.may_prepare();
         if leader && !self.owns_locally(sid, conn) {
             // The session moved on to another connection meanwhile.
             log::info!("connection {conn}: session {sid:#x} is owned elsewhere; closing");
@@ -100,7 +104,7 @@ impl Engine {
         // The origin answers when the transaction applies here, wherever it
         // was prepared; until then the reply's place in the session's order
         // is held. A forwarded write's zxid is not known here (0).
-        let zxid = if leader && !log_applied {
+        let zxid = if leader && !may_prepare {
             // A new leader prepares only once its log is applied; until
             // then its own clients' writes queue with forwarded ones.
             self.hold_local_write(conn, sid, xid, request.clone());
@@ -155,6 +159,9 @@ impl Engine {
             is_super,
             ttl_enabled: self.config.ttl_enabled,
         };
+        if let Request::Reconfig(r) = request {
+            return self.propose_reconfig(&ctx, r);
+        }
         let prepared = match self.check_registration(ids, is_super, request) {
             Ok(()) => self.preparer.prepare(&self.tree, &ctx, request),
             Err(code) => Err(stoa_tree::PrepError::Code(code)),

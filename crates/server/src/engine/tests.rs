@@ -32,6 +32,8 @@ pub(super) fn config() -> EngineConfig {
         max_frame_bytes: 0xfffff,
         voters: vec![1],
         learners: vec![],
+        members: vec![],
+        reconfig_enabled: true,
         read_only_enabled: false,
         four_letter_whitelist: None,
         conf_text: String::new(),

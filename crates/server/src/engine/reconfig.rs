@@ -1,0 +1,349 @@
+//! Membership changes: ZooKeeper's `reconfig` carried out as raft
+//! configuration changes, the `/zookeeper/config` node that records the
+//! membership (so it reaches new servers in snapshots and survives
+//! restarts), and leader transfer.
+//!
+//! A reconfig becomes one raft entry: a `ConfChangeV2` whose context is the
+//! transaction writing the new `/zookeeper/config`. Applying the entry
+//! switches raft's configuration and the tree together, on every server, at
+//! the same log position. A change of addresses only needs no raft step and
+//! goes as an ordinary entry.
+
+use raft::eraftpb::{ConfChangeSingle, ConfChangeV2, Entry};
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::opcode::perms;
+use stoa_proto::records::ReconfigRequest;
+use stoa_tree::{check_acl, Caller, DataTree, PrepContext, Txn, TxnHeader, TxnOp, CONFIG};
+
+use super::{Engine, EngineConfig};
+use crate::ensemble::{Member, Role};
+use crate::membership::Membership;
+
+/// A peer heard from within this long counts toward the quorum a
+/// reconfig's new configuration needs (ZooKeeper's NewConfigNoQuorum).
+const PEER_LIVE_MS: i64 = 2_000;
+
+/// The membership a server starts with: what `/zookeeper/config` in its
+/// recovered tree says, else its configuration file.
+pub(super) fn initial_membership(
+    config: &EngineConfig,
+    tree: &DataTree,
+) -> Result<Membership, String> {
+    let recorded = match tree.node(CONFIG) {
+        Some(node) => {
+            let text = String::from_utf8_lossy(node.data());
+            Membership::parse(&text).map_err(|e| format!("{CONFIG} in the snapshot: {e}"))?
+        }
+        None => None,
+    };
+    Ok(recorded.unwrap_or_else(|| static_membership(config)))
+}
+
+/// The configuration file's ensemble, version 0.
+fn static_membership(config: &EngineConfig) -> Membership {
+    let member = |id: u64, role: Role| {
+        let mut m = config
+            .members
+            .iter()
+            .find(|m| m.id == id)
+            .cloned()
+            .unwrap_or_else(|| placeholder(id));
+        m.role = role;
+        m
+    };
+    let voters = config
+        .voters
+        .iter()
+        .map(|&id| member(id, Role::Participant));
+    let learners = config.learners.iter().map(|&id| member(id, Role::Observer));
+    Membership::new(voters.chain(learners), 0)
+}
+
+/// A member without an address (simulations and unit tests have none).
+fn placeholder(id: u64) -> Member {
+    Member {
+        id,
+        host: "127.0.0.1".into(),
+        quorum_port: 2888,
+        election_port: 3888,
+        role: Role::Participant,
+        client: None,
+    }
+}
+
+impl Engine {
+    /// Started without other servers in its configuration file.
+    pub(crate) fn standalone(&self) -> bool {
+        self.config.voters == [self.config.server_id] && self.config.learners.is_empty()
+    }
+
+    /// False once a reconfig removed this server: it serves nobody then.
+    pub(crate) fn is_member(&self) -> bool {
+        self.standalone() || self.membership.members.contains_key(&self.config.server_id)
+    }
+
+    pub(crate) fn voter_count(&self) -> usize {
+        self.membership.voters().len()
+    }
+
+    pub(crate) fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    /// Leader: turns a client's reconfig into its log entry; a refusal is
+    /// committed as an error transaction, like any refused write.
+    pub(super) fn propose_reconfig(&mut self, ctx: &PrepContext<'_>, request: &ReconfigRequest) {
+        match self.decide_reconfig(ctx, request) {
+            Ok((txn, changes)) if changes.is_empty() => self.propose(txn),
+            Ok((txn, changes)) => self.propose_conf_change(txn, changes),
+            Err(code) => {
+                self.stats.request_errors += 1;
+                let header = TxnHeader {
+                    session_id: ctx.session_id,
+                    cxid: ctx.cxid,
+                    zxid: ctx.zxid,
+                    time_ms: ctx.time_ms,
+                };
+                self.propose(Txn {
+                    header,
+                    op: TxnOp::Error(code),
+                });
+            }
+        }
+    }
+
+    fn decide_reconfig(
+        &mut self,
+        ctx: &PrepContext<'_>,
+        request: &ReconfigRequest,
+    ) -> Result<(Txn, Vec<ConfChangeSingle>), ErrorCode> {
+        // ZooKeeper: the super user, or WRITE on /zookeeper/config (which
+        // by default only grants READ to anyone).
+        let acl = self
+            .preparer
+            .current_acl(&self.tree, CONFIG)
+            .unwrap_or_default();
+        let caller = Caller {
+            ids: ctx.ids,
+            is_super: ctx.is_super,
+        };
+        check_acl(&acl, perms::WRITE, caller)?;
+        if self.membership_pending.is_some() || self.raft.raft.has_pending_conf() {
+            return Err(ErrorCode::ReconfigInProgress);
+        }
+        let mut next = self.membership.reconfigure(request).map_err(|r| {
+            log::warn!("reconfig refused ({}): {}", r.code.as_i32(), r.reason);
+            r.code
+        })?;
+        self.check_new_quorum(&next)?;
+        next.version = ctx.zxid;
+        let changes = self.membership.changes_to(&next);
+        let txn = self
+            .preparer
+            .prepare_set_config(&self.tree, ctx, next.render().into_bytes())?;
+        log::info!(
+            "reconfig: participants {:?} observers {:?} -> participants {:?} observers {:?} (version {:x})",
+            self.membership.voters(),
+            self.membership.learners(),
+            next.voters(),
+            next.learners(),
+            next.version
+        );
+        self.membership_pending = Some(next);
+        Ok((txn, changes))
+    }
+
+    /// ZooKeeper refuses a configuration whose quorum is not up and in
+    /// touch with the leader: committing it would stop the ensemble.
+    fn check_new_quorum(&self, next: &Membership) -> Result<(), ErrorCode> {
+        let voters = next.voters();
+        let live = voters
+            .iter()
+            .filter(|&&id| {
+                id == self.config.server_id
+                    || self
+                        .peer_heard_ms
+                        .get(&id)
+                        .is_some_and(|&t| self.now_ms - t <= PEER_LIVE_MS)
+            })
+            .count();
+        if live * 2 <= voters.len() {
+            log::warn!(
+                "reconfig refused: only {live} of the new participants {voters:?} are in touch"
+            );
+            return Err(ErrorCode::NewConfigNoQuorum);
+        }
+        Ok(())
+    }
+
+    fn propose_conf_change(&mut self, txn: Txn, changes: Vec<ConfChangeSingle>) {
+        let mut context = Vec::new();
+        txn.encode(&mut context);
+        let cc = ConfChangeV2 {
+            changes: changes.into(),
+            context: context.into(),
+            ..Default::default()
+        };
+        self.raft.raft.abort_leader_transfer();
+        if let Err(e) = self.raft.propose_conf_change(vec![], cc) {
+            panic!("raft refused a configuration change: {e}");
+        }
+        let raft = &self.raft.raft;
+        assert_eq!(
+            raft.pending_conf_index,
+            raft.raft_log.last_index(),
+            "raft ignored a configuration change it was checked to accept"
+        );
+        self.proposed(txn);
+    }
+
+    /// Leader of an ensemble that has never recorded its membership: the
+    /// configuration raft runs with goes into `/zookeeper/config`, so
+    /// clients (`getConfig`) and servers that join later read it.
+    pub(super) fn publish_membership(&mut self) {
+        if self.standalone()
+            || !self.is_leader()
+            || !self.log_applied()
+            || self.membership_pending.is_some()
+            || self.raft.raft.lead_transferee.is_some()
+            || self.tree.node(CONFIG).is_none_or(|n| !n.data().is_empty())
+        {
+            return;
+        }
+        let zxid = self.next_zxid();
+        let mut next = self.membership.clone();
+        next.version = zxid;
+        let ctx = self.internal_ctx(0, zxid);
+        match self
+            .preparer
+            .prepare_set_config(&self.tree, &ctx, next.render().into_bytes())
+        {
+            Ok(txn) => {
+                self.membership_pending = Some(next);
+                self.propose(txn);
+            }
+            Err(code) => log::error!("cannot record the membership: {code:?}"),
+        }
+    }
+
+    /// Applies a committed configuration change: raft's, then the tree's.
+    pub(super) fn apply_conf_change_entry(&mut self, entry: &Entry) {
+        let cc: ConfChangeV2 = match protobuf::Message::parse_from_bytes(&entry.data) {
+            Ok(cc) => cc,
+            Err(e) => {
+                self.out.fatal = Some(format!(
+                    "undecodable configuration change at raft index {}: {e}",
+                    entry.index
+                ));
+                return;
+            }
+        };
+        match self.raft.apply_conf_change(&cc) {
+            Ok(conf_state) => self.raft.mut_store().set_conf_state(conf_state),
+            Err(e) => {
+                self.out.fatal = Some(format!(
+                    "configuration change at raft index {} does not apply: {e}",
+                    entry.index
+                ));
+                return;
+            }
+        }
+        if cc.context.is_empty() {
+            return;
+        }
+        match Txn::decode(&cc.context) {
+            Ok(txn) => self.apply_txn(txn),
+            Err(e) => {
+                self.out.fatal = Some(format!(
+                    "undecodable transaction in the configuration change at raft index {}: {e}",
+                    entry.index
+                ))
+            }
+        }
+    }
+
+    /// `/zookeeper/config` changed in the tree (applied, or installed with
+    /// a snapshot): the membership follows it.
+    pub(super) fn membership_applied(&mut self) {
+        let recorded = self
+            .tree
+            .node(CONFIG)
+            .map(|n| Membership::parse(&String::from_utf8_lossy(n.data())));
+        let next = match recorded {
+            Some(Ok(Some(m))) => m,
+            Some(Ok(None)) | None => return,
+            Some(Err(e)) => {
+                self.out.fatal = Some(format!("{CONFIG} is unreadable: {e}"));
+                return;
+            }
+        };
+        if self
+            .membership_pending
+            .as_ref()
+            .is_some_and(|p| p.version <= next.version)
+        {
+            self.membership_pending = None;
+        }
+        if next == self.membership {
+            return;
+        }
+        let me = self.config.server_id;
+        let was_member = self.is_member();
+        self.membership = next;
+        self.out.members = Some(self.membership.members.values().cloned().collect());
+        log::info!(
+            "membership version {:x}: participants {:?}, observers {:?}",
+            self.membership.version,
+            self.membership.voters(),
+            self.membership.learners()
+        );
+        if was_member && !self.is_member() {
+            log::warn!("server {me} was removed from the ensemble: it stops serving clients");
+            self.drop_clients();
+        }
+        self.hand_over_if_not_participant();
+    }
+
+    /// raft-rs keeps a removed or demoted leader leading; it hands over to
+    /// the participant most up to date instead (again each tick, since raft
+    /// abandons a transfer that does not complete within an election
+    /// timeout).
+    pub(super) fn hand_over_if_not_participant(&mut self) {
+        if self.is_leader()
+            && !self.standalone()
+            && self.raft.raft.lead_transferee.is_none()
+            && self.membership.role_of(self.config.server_id) != Some(Role::Participant)
+        {
+            self.transfer_leadership();
+        }
+    }
+
+    /// Leader: asks the most up-to-date participant to take over (rolling
+    /// restarts, removal of the leader). False when there is none.
+    pub fn transfer_leadership(&mut self) -> bool {
+        if !self.is_leader() {
+            return false;
+        }
+        let me = self.config.server_id;
+        let voters = self.membership.voters();
+        let best = self
+            .raft
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != me && voters.contains(id))
+            .max_by_key(|(id, p)| (p.matched, std::cmp::Reverse(**id)))
+            .map(|(id, _)| *id);
+        let Some(to) = best else {
+            return false;
+        };
+        log::info!("transferring leadership from server {me} to server {to}");
+        self.raft.transfer_leader(to);
+        true
+    }
+
+    /// Notes that `from` is alive (for the reconfig quorum check).
+    pub(super) fn heard_from(&mut self, from: u64) {
+        self.peer_heard_ms.insert(from, self.now_ms);
+    }
+}
