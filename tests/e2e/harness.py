@@ -228,7 +228,10 @@ class Server:
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, timeout=30.0):
+    def start(self, timeout=30.0, serving=True):
+        """Starts the process and waits until it serves a session, or only
+        until it answers ruok when `serving` is false (a server that waits
+        to be added to an ensemble serves nobody yet)."""
         assert not self.running(), "already running"
         if self.kind == "stoa" and not os.access(stoa_bin(), os.X_OK):
             raise RuntimeError("Stoa binary not found at %s (set STOA_BIN or cargo build --release)"
@@ -244,15 +247,17 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError("%s exited with %s during start\n%s"
                                    % (self.kind, self.proc.returncode, self.log_tail()))
-            if self._ready():
+            if self._ready(serving):
                 return self
             time.sleep(0.05)
         self.kill9()
         raise RuntimeError("%s not ready after %.0fs\n%s" % (self.kind, timeout, self.log_tail()))
 
-    def _ready(self):
+    def _ready(self, serving=True):
         try:
             if four_letter("127.0.0.1", self.port, "ruok", timeout=1.0).strip() == "imok":
+                if not serving:
+                    return True
                 # ruok answers before the request pipeline is up; a session proves it.
                 c = RawClient(self.hosts, timeout_ms=self.min_session_timeout, connect_timeout=2.0)
                 c.close()

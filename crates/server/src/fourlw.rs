@@ -63,8 +63,9 @@ fn configuration(engine: &Engine) -> String {
 }
 
 fn server_summary(engine: &Engine, with_clients: bool, asking: ConnId) -> String {
-    if !engine.is_member() {
-        // ZooKeeper's answer while it is not part of a working ensemble.
+    if !engine.is_member() || (engine.leader_id() == 0 && !engine.read_only()) {
+        // ZooKeeper's answer while it is not part of a working ensemble
+        // (looking for a leader, or removed from the ensemble).
         return "This ZooKeeper instance is not currently serving requests\n".into();
     }
     let s = &engine.stats;

@@ -389,6 +389,9 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
     let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = Box::pin(shutdown_signal());
+    // A leader asked to stop first hands leadership over (rolling
+    // restarts): the ensemble then does not wait out an election timeout.
+    let mut stopping: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             event = net_rx.recv() => {
@@ -446,14 +449,30 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                 engine.set_time(wall_clock_ms());
                 let _ = reply.send(crate::metrics::render(&crate::fourlw::monitor(engine)));
             }
-            _ = &mut shutdown => {
-                log::info!("shutting down");
-                return Ok(());
+            _ = &mut shutdown, if stopping.is_none() => {
+                if !engine.transfer_leadership() {
+                    log::info!("shutting down");
+                    return Ok(());
+                }
+                stopping = Some(tokio::time::Instant::now() + LEADER_HANDOVER_WAIT);
             }
         }
         shell.flush(engine)?;
+        if let Some(deadline) = stopping {
+            // raft abandons a transfer the successor does not take up
+            // within an election timeout (e.g. it is stopping too).
+            let settled = !engine.is_leader() || !engine.transferring_leadership();
+            if settled || tokio::time::Instant::now() >= deadline {
+                log::info!("shutting down (leader now: server {})", engine.leader_id());
+                return Ok(());
+            }
+        }
     }
 }
+
+/// How long a stopping leader waits for its successor before it exits
+/// anyway (the others then elect one after their timeout).
+const LEADER_HANDOVER_WAIT: Duration = Duration::from_secs(3);
 
 /// Work for the snapshot thread: serializing a tree is slow for large
 /// trees, so the partition thread never does it.

@@ -21,7 +21,7 @@ use crate::membership::Membership;
 
 /// A peer heard from within this long counts toward the quorum a
 /// reconfig's new configuration needs (ZooKeeper's NewConfigNoQuorum).
-const PEER_LIVE_MS: i64 = 2_000;
+const PEER_LIVE_MS: i64 = 1_000;
 
 /// The membership a server starts with: what `/zookeeper/config` in its
 /// recovered tree says, else its configuration file.
@@ -340,6 +340,12 @@ impl Engine {
         log::info!("transferring leadership from server {me} to server {to}");
         self.raft.transfer_leader(to);
         true
+    }
+
+    /// A leader transfer is under way (raft-rs drops it after an election
+    /// timeout if the successor does not take over).
+    pub fn transferring_leadership(&self) -> bool {
+        self.is_leader() && self.raft.raft.lead_transferee.is_some()
     }
 
     /// Notes that `from` is alive (for the reconfig quorum check).

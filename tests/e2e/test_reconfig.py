@@ -1,0 +1,314 @@
+"""Membership changes through ZooKeeper's reconfig, driven by stock kazoo:
+/zookeeper/config, growing an ensemble with a new participant and an
+observer, removing a follower and the leader, refusals with ZooKeeper's
+error codes, the membership surviving restarts, and a stopping leader handing
+leadership over. Real server processes on 127.0.0.1."""
+
+import concurrent.futures
+import re
+import time
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadArgumentsError,
+    BadVersionError,
+    NoAuthError,
+    UnimplementedError,
+    ZookeeperError,
+)
+
+import harness as h
+
+pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: ensemble harness")
+
+RECONFIG = {"reconfigEnabled": "true"}
+
+
+class Member:
+    """One server of a test ensemble: its process and its zoo.cfg line."""
+
+    def __init__(self, sid, line, server):
+        self.sid, self.line, self.server = sid, line, server
+
+    @property
+    def spec(self):
+        """The server.N=... item a reconfig names it by (with client port)."""
+        return "server.%d=%s;127.0.0.1:%d" % (self.sid, self.line, self.server.port)
+
+
+def new_member(sid, lines, role="participant", extra=None):
+    """A server `sid` whose zoo.cfg has `lines` plus its own line."""
+    line = "127.0.0.1:%d:%d:%s" % (h.free_port(), h.free_port(), role)
+    cfg = dict(lines, **{"server.%d" % sid: line}, **RECONFIG, **(extra or {}))
+    if role == "observer":
+        cfg["peerType"] = "observer"
+    server = h.Server(kind="stoa", tick_time=200, extra_cfg=cfg)
+    with open(server.data_dir + "/myid", "w") as f:
+        f.write("%d\n" % sid)
+    return Member(sid, line, server)
+
+
+def start_ensemble(n, extra=None):
+    lines = {"server.%d" % i: "127.0.0.1:%d:%d:participant" % (h.free_port(), h.free_port())
+             for i in range(1, n + 1)}
+    members = []
+    for i in range(1, n + 1):
+        cfg = dict(lines, **RECONFIG, **(extra or {}))
+        server = h.Server(kind="stoa", tick_time=200, extra_cfg=cfg)
+        with open(server.data_dir + "/myid", "w") as f:
+            f.write("%d\n" % i)
+        members.append(Member(i, lines["server.%d" % i], server))
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        list(pool.map(lambda m: m.server.start(timeout=60), members))
+    return members, lines
+
+
+@pytest.fixture
+def trio():
+    members, lines = start_ensemble(3)
+    extra = []
+    yield members, lines, extra
+    for m in members + extra:
+        m.server.cleanup()
+
+
+def client(member, admin=True, read_only=False):
+    auth = [("digest", "super:" + h.SUPER_PASSWORD)] if admin else None
+    c = KazooClient(hosts=member.server.hosts, timeout=10, auth_data=auth,
+                    read_only=read_only, connection_retry={"max_tries": 20, "delay": 0.1})
+    c.start(timeout=30)
+    return c
+
+
+def mode(member):
+    try:
+        text = member.server.four_letter("srvr")
+    except OSError:
+        return None
+    if "not currently serving" in text:
+        return "not serving"
+    m = re.search(r"^Mode: (\S+)$", text, re.M)
+    return m.group(1) if m else None
+
+
+def leader_of(members):
+    found = [m for m in members if m.server.running() and mode(m) == "leader"]
+    return found[0] if len(found) == 1 else None
+
+
+def config_of(data):
+    """(participants, observers, version) from /zookeeper/config text."""
+    text = data.decode()
+    roles = {}
+    for sid, role in re.findall(r"^server\.(\d+)=[^:]+:\d+:\d+:(\w+)", text, re.M):
+        roles[int(sid)] = role
+    version = re.search(r"^version=([0-9a-f]+)$", text, re.M)
+    assert version, text
+    return (sorted(s for s, r in roles.items() if r == "participant"),
+            sorted(s for s, r in roles.items() if r == "observer"),
+            int(version.group(1), 16))
+
+
+def digests_agree(members):
+    hashes = {m.sid: m.server.four_letter("hash").strip() for m in members}
+    return len(set(hashes.values())) == 1
+
+
+def test_config_node_lists_the_ensemble_on_every_member(trio):
+    members, _, _ = trio
+    h.wait_until(lambda: leader_of(members) is not None, timeout=30, what="a leader")
+    seen = []
+    for m in members:
+        c = client(m, admin=False)
+        try:
+            h.wait_until(lambda: c.get("/zookeeper/config")[0] != b"", timeout=20,
+                         what="the leader recorded the membership")
+            data, stat = c.get("/zookeeper/config")
+            seen.append(data)
+            assert config_of(data)[:2] == ([1, 2, 3], [])
+            for other in members:
+                # Their zoo.cfg lines (client ports are in clientPort keys).
+                assert "server.%d=%s\n" % (other.sid, other.line) in data.decode(), data
+            assert stat.version >= 1
+        finally:
+            c.stop()
+            c.close()
+    assert len(set(seen)) == 1, seen
+    assert "server.2=" in members[0].server.four_letter("conf")
+
+
+def test_refusals_carry_zookeepers_error_codes(trio):
+    members, lines, _ = trio
+    h.wait_until(lambda: leader_of(members) is not None, timeout=30, what="a leader")
+    admin, anyone = client(members[0]), client(members[1], admin=False)
+    try:
+        h.wait_until(lambda: admin.get("/zookeeper/config")[0] != b"", timeout=20,
+                     what="the membership recorded")
+        with pytest.raises(NoAuthError):
+            anyone.reconfig(joining=None, leaving="3", new_members=None)
+        with pytest.raises(BadVersionError):
+            admin.reconfig(joining=None, leaving="3", new_members=None, from_config=12345)
+        with pytest.raises(BadArgumentsError):
+            admin.reconfig(joining=None, leaving="9", new_members=None)
+        with pytest.raises(BadArgumentsError):
+            admin.reconfig(joining=None, leaving="2,3", new_members=None)
+        with pytest.raises(BadArgumentsError):
+            admin.reconfig(joining="server.7=not-a-spec", leaving=None, new_members=None)
+        # With one member down, a fourth participant that is not running
+        # would leave the new configuration with 2 of 4 in touch: refused
+        # (once the leader has noticed the silence).
+        members[2].server.kill9()
+        time.sleep(2.0)
+        ghost = "server.9=127.0.0.1:%d:%d:participant" % (h.free_port(), h.free_port())
+        with pytest.raises(ZookeeperError) as refused:
+            admin.reconfig(joining=ghost, leaving=None, new_members=None)
+        assert type(refused.value).__name__ == "NewConfigNoQuorumError"
+        # Nothing changed.
+        assert config_of(admin.get("/zookeeper/config")[0])[:2] == ([1, 2, 3], [])
+    finally:
+        for c in (admin, anyone):
+            c.stop()
+            c.close()
+
+
+def test_reconfig_is_disabled_unless_enabled_and_unimplemented_standalone(tmp_path):
+    plain = h.Server(kind="stoa", extra_cfg={})
+    enabled = h.Server(kind="stoa", extra_cfg=dict(RECONFIG))
+    try:
+        for server, expected in ((plain, "ReconfigDisabled"), (enabled, UnimplementedError)):
+            server.start()
+            c = KazooClient(hosts=server.hosts, timeout=10,
+                            auth_data=[("digest", "super:" + h.SUPER_PASSWORD)])
+            c.start(timeout=30)
+            try:
+                with pytest.raises(ZookeeperError) as refused:
+                    c.reconfig(joining=None, leaving="2", new_members=None)
+                if isinstance(expected, str):
+                    # kazoo has no class for -123; it keeps the code.
+                    assert "-123" in str(refused.value) or expected in type(refused.value).__name__
+                else:
+                    assert isinstance(refused.value, expected)
+            finally:
+                c.stop()
+                c.close()
+    finally:
+        plain.cleanup()
+        enabled.cleanup()
+
+
+def test_grow_with_a_participant_and_an_observer_then_remove_a_follower(trio):
+    members, lines, extra = trio
+    h.wait_until(lambda: leader_of(members) is not None, timeout=30, what="a leader")
+    admin = client(members[0])
+    try:
+        admin.create("/before", b"v1")
+        fourth = new_member(4, lines)
+        extra.append(fourth)
+        fourth.server.start(timeout=60, serving=False)
+        # Not a member yet: it serves nobody.
+        assert mode(fourth) == "not serving"
+        data, stat = admin.reconfig(joining=fourth.spec, leaving=None, new_members=None)
+        participants, observers, version = config_of(data)
+        assert (participants, observers) == ([1, 2, 3, 4], [])
+        assert version == stat.mzxid, (hex(version), stat)
+        h.wait_until(lambda: mode(fourth) == "follower", timeout=30, what="server 4 following")
+        c4 = client(fourth, admin=False)
+        try:
+            h.wait_until(lambda: c4.exists("/before") is not None, timeout=20,
+                         what="server 4 caught up")
+            assert c4.get("/before")[0] == b"v1"
+            c4.create("/from-4", b"x")
+            assert admin.get("/from-4")[0] == b"x"
+            # An observer joins too: it serves reads and forwards writes.
+            lines4 = dict(lines, **{"server.4": fourth.line})
+            obs = new_member(5, lines4, role="observer")
+            extra.append(obs)
+            obs.server.start(timeout=60, serving=False)
+            data, _ = admin.reconfig(joining=obs.spec, leaving=None, new_members=None,
+                                     from_config=version)
+            participants, observers, version = config_of(data)
+            assert (participants, observers) == ([1, 2, 3, 4], [5])
+            h.wait_until(lambda: mode(obs) == "observer", timeout=30, what="server 5 observing")
+            c5 = client(obs, admin=False)
+            try:
+                c5.create("/from-observer", b"o")
+                c5.sync("/")
+                assert c5.get("/from-4")[0] == b"x"
+            finally:
+                c5.stop()
+                c5.close()
+            # Four participants tolerate one failure: kill a follower and
+            # write on, then remove it from the ensemble.
+            leader = leader_of(members + [fourth])
+            victim = next(m for m in members[1:] if m is not leader)
+            victim.server.kill9()
+            c4.create("/one-down", b"y")
+            data, _ = admin.reconfig(joining=None, leaving=str(victim.sid), new_members=None)
+            participants, _, _ = config_of(data)
+            assert victim.sid not in participants and len(participants) == 3
+            alive = [m for m in members + [fourth, obs] if m is not victim]
+            h.wait_until(lambda: digests_agree(alive), timeout=30, what="equal trees")
+            # The membership outlives a restart of the new member (its
+            # zoo.cfg still lists the original three plus itself).
+            c4.stop()
+            c4.close()
+            fourth.server.stop()
+            fourth.server.start(timeout=60)
+            h.wait_until(lambda: mode(fourth) in ("follower", "leader"), timeout=30,
+                         what="server 4 back")
+            c4 = client(fourth, admin=False)
+            assert config_of(c4.get("/zookeeper/config")[0])[:2] == (participants, [5])
+            c4.create("/after-restart", b"z")
+            h.wait_until(lambda: digests_agree(alive), timeout=30, what="equal trees")
+        finally:
+            c4.stop()
+            c4.close()
+    finally:
+        admin.stop()
+        admin.close()
+
+
+def test_removing_the_leader_hands_leadership_over(trio):
+    members, _, _ = trio
+    h.wait_until(lambda: leader_of(members) is not None, timeout=30, what="a leader")
+    leader = leader_of(members)
+    follower = next(m for m in members if m is not leader)
+    admin = client(follower)
+    try:
+        admin.create("/kept", b"1")
+        data, _ = admin.reconfig(joining=None, leaving=str(leader.sid), new_members=None)
+        assert leader.sid not in config_of(data)[0]
+        rest = [m for m in members if m is not leader]
+        h.wait_until(lambda: leader_of(rest) is not None, timeout=30,
+                     what="a leader among the remaining two")
+        h.wait_until(lambda: mode(leader) == "not serving", timeout=30,
+                     what="the removed leader stops serving")
+        admin.create("/after", b"2")
+        assert admin.get("/kept")[0] == b"1"
+        h.wait_until(lambda: digests_agree(rest), timeout=30, what="equal trees")
+        # Its clients are refused: a session there cannot be established.
+        with pytest.raises(Exception):
+            h.RawClient(leader.server.hosts, timeout_ms=4000, connect_timeout=2.0)
+    finally:
+        admin.stop()
+        admin.close()
+
+
+def test_a_stopping_leader_hands_over_without_an_election_timeout(trio):
+    members, _, _ = trio
+    h.wait_until(lambda: leader_of(members) is not None, timeout=30, what="a leader")
+    leader = leader_of(members)
+    rest = [m for m in members if m is not leader]
+    admin = client(rest[0])
+    try:
+        admin.create("/a", b"1")
+        started = time.monotonic()
+        leader.server.stop()
+        h.wait_until(lambda: leader_of(rest) is not None, timeout=30, what="a new leader")
+        assert "transferring leadership" in leader.server.log_tail(200)
+        admin.create("/b", b"2")
+        assert time.monotonic() - started < 20
+    finally:
+        admin.stop()
+        admin.close()
