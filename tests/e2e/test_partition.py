@@ -67,9 +67,11 @@ class NsServer(h.Server):
     def _argv(self):
         return self.topo.exec_prefix(self.index) + super()._argv()
 
-    def _ready(self):
+    def _ready(self, serving=True):
         try:
             if h.four_letter(self.host, self.port, "ruok", timeout=1.0).strip() == "imok":
+                if not serving:
+                    return True
                 c = h.RawClient(self.hosts, timeout_ms=self.min_session_timeout, connect_timeout=2.0)
                 c.close()
                 return True

@@ -173,8 +173,8 @@ def test_refusals_carry_zookeepers_error_codes(trio):
 
 
 def test_reconfig_is_disabled_unless_enabled_and_unimplemented_standalone(tmp_path):
-    plain = h.Server(kind="stoa", extra_cfg={})
-    enabled = h.Server(kind="stoa", extra_cfg=dict(RECONFIG))
+    plain = h.Server(kind="stoa", extra_cfg={}, ensemble=False)
+    enabled = h.Server(kind="stoa", extra_cfg=dict(RECONFIG), ensemble=False)
     try:
         for server, expected in ((plain, "ReconfigDisabled"), (enabled, UnimplementedError)):
             server.start()

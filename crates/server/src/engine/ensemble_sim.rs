@@ -136,6 +136,8 @@ enum Op {
         min: Option<usize>,
         max: Option<usize>,
     },
+    /// A membership change (as the super user).
+    Reconfig,
 }
 
 struct Client {
@@ -157,12 +159,24 @@ struct Client {
     sent_here: Vec<Option<usize>>,
     /// Every write in the order sent: (connection, key, value index).
     history: Vec<(u64, usize, usize)>,
+    /// The connection this client authenticated as the super user on.
+    admin_on: Option<u64>,
 }
 
 /// The shipped atomic counter: every `next` must return a value no other
 /// call returned, whatever fails around it.
 const COUNTER_SOURCE: &str = include_str!("../../../../examples/extensions/counter.lua");
 const COUNTER_NEXT: &str = "/counter/shared/next";
+/// The super user's digest credentials: reconfig needs them.
+const ADMIN_CREDENTIALS: &str = "super:sim";
+/// What a reconfig may answer besides Ok: a change already under way, a
+/// new quorum out of touch, or a request built from a membership that
+/// changed meanwhile.
+const RECONFIG_REFUSALS: [ErrorCode; 3] = [
+    ErrorCode::ReconfigInProgress,
+    ErrorCode::NewConfigNoQuorum,
+    ErrorCode::BadArguments,
+];
 
 fn json_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 64);
@@ -204,6 +218,8 @@ struct Sim {
     /// Why clients lost connections: (closed by a server, gave up, crash).
     drops: (usize, usize, usize),
     applied_states: HashMap<u64, ReplicaState>,
+    /// Reconfig replies: (done, refused).
+    reconfigs: (usize, usize),
 }
 
 /// Each server's election timeout, in ticks: fixed (raft's own random pick
@@ -214,6 +230,7 @@ fn engine_config(seed: u64, id: u64) -> super::EngineConfig {
     cfg.voters = (1..=VOTERS).collect();
     cfg.learners = (VOTERS + 1..=SERVERS).collect();
     cfg.snap_count = SNAP_COUNT;
+    cfg.super_digest = Some(stoa_tree::digest_id(ADMIN_CREDENTIALS).id);
     // Distinct per server, or equal timeouts split the vote forever.
     let base = crate::session::splitmix64(seed) % 7;
     let order = (id + seed) % SERVERS;
@@ -249,6 +266,7 @@ impl Sim {
                 read: vec![None; KEYS_PER_CLIENT],
                 sent_here: vec![None; KEYS_PER_CLIENT],
                 history: Vec::new(),
+                admin_on: None,
             })
             .collect();
         let mut sim = Sim {
@@ -264,6 +282,7 @@ impl Sim {
             counted: BTreeMap::new(),
             drops: (0, 0, 0),
             applied_states: HashMap::new(),
+            reconfigs: (0, 0),
         };
         sim.setup();
         sim
@@ -527,18 +546,18 @@ impl Sim {
             .servers
             .iter()
             .position(|s| s.engine.as_ref().is_some_and(Engine::is_leader))?;
-        let leader_last = self.servers[leader]
-            .engine
-            .as_ref()?
-            .raft
-            .store()
-            .last_index();
+        let leader_engine = self.servers[leader].engine.as_ref()?;
+        let leader_last = leader_engine.raft.store().last_index();
+        let members = &leader_engine.membership().members;
+        // A server a reconfig removed may never hear that its removal
+        // committed (the leader stops talking to it): it is left behind.
         let quiet = self.links.values().all(VecDeque::is_empty)
             && self.servers.iter().all(|s| {
                 s.unsynced.is_empty()
-                    && s.engine
-                        .as_ref()
-                        .is_none_or(|e| e.applied_index == leader_last)
+                    && (!members.contains_key(&s.id)
+                        || s.engine
+                            .as_ref()
+                            .is_none_or(|e| e.applied_index == leader_last))
             });
         quiet.then_some(leader)
     }
@@ -646,8 +665,7 @@ impl Sim {
     }
 
     fn send_request(&mut self, c: usize, request: Request) -> Option<i32> {
-        let (server, conn) = self.clients[c].conn?;
-        if !self.clients[c].handshaken {
+        if self.clients[c].conn.is_none() || !self.clients[c].handshaken {
             return None;
         }
         let client = &mut self.clients[c];
@@ -655,6 +673,14 @@ impl Sim {
         client.next_xid += 1;
         if client.in_flight.is_empty() {
             client.waiting_since_ms = self.now_ms;
+        }
+        self.send_with_xid(c, xid, request)
+    }
+
+    fn send_with_xid(&mut self, c: usize, xid: i32, request: Request) -> Option<i32> {
+        let (server, conn) = self.clients[c].conn?;
+        if !self.clients[c].handshaken {
+            return None;
         }
         let mut bytes = Vec::new();
         encode_request(
@@ -675,6 +701,9 @@ impl Sim {
     }
 
     fn send_op(&mut self, c: usize) {
+        if self.rng.chance(4) {
+            return self.send_reconfig(c);
+        }
         if self.rng.chance(15) {
             let next = Request::GetData(GetDataRequest {
                 path: COUNTER_NEXT.into(),
@@ -717,6 +746,67 @@ impl Sim {
         }
     }
 
+    /// A membership change that keeps three participants (so one server
+    /// down or cut off still leaves a quorum), chosen from the leader's
+    /// view, which may be stale by the time it arrives.
+    fn send_reconfig(&mut self, c: usize) {
+        let Some(membership) = self
+            .servers
+            .iter()
+            .filter_map(|s| s.engine.as_ref())
+            .find(|e| e.is_leader())
+            .map(|e| e.membership().clone())
+        else {
+            return;
+        };
+        let spec = |id: u64, role: &str| format!("server.{id}=127.0.0.1:2888:3888:{role}");
+        let voters = membership.voters();
+        let learners = membership.learners();
+        let absent: Vec<u64> = (1..=SERVERS)
+            .filter(|id| !membership.members.contains_key(id))
+            .collect();
+        let mut choices: Vec<(String, String)> = Vec::new();
+        for &id in &learners {
+            choices.push((spec(id, "participant"), String::new()));
+            choices.push((String::new(), id.to_string()));
+        }
+        if voters.len() > 3 {
+            for &id in &voters {
+                choices.push((spec(id, "observer"), String::new()));
+                choices.push((String::new(), id.to_string()));
+            }
+        }
+        for &id in &absent {
+            choices.push((spec(id, "observer"), String::new()));
+        }
+        if choices.is_empty() {
+            return;
+        }
+        let (joining, leaving) = choices.swap_remove(self.rng.below(choices.len() as u64) as usize);
+        let conn = self.clients[c].conn.map(|(_, conn)| conn);
+        if conn.is_some() && self.clients[c].admin_on != conn {
+            let auth = Request::Auth(stoa_proto::records::AuthPacket {
+                kind: 0,
+                scheme: "digest".into(),
+                auth: ADMIN_CREDENTIALS.as_bytes().to_vec(),
+            });
+            // ZooKeeper clients send auth with xid -4; its reply is skipped.
+            if self.send_with_xid(c, -4, auth).is_none() {
+                return;
+            }
+            self.clients[c].admin_on = conn;
+        }
+        let reconfig = Request::Reconfig(stoa_proto::records::ReconfigRequest {
+            joining_servers: joining,
+            leaving_servers: leaving,
+            new_members: String::new(),
+            cur_config_id: -1,
+        });
+        if let Some(xid) = self.send_request(c, reconfig) {
+            self.clients[c].in_flight.push_back((xid, Op::Reconfig));
+        }
+    }
+
     /// Parses client `c`'s inbox and checks every reply.
     fn receive(&mut self, c: usize) {
         let seed = self.seed;
@@ -726,6 +816,7 @@ impl Sim {
         let decoder = FrameDecoder::new(1 << 20);
         let mut at = 0;
         let mut handed = Vec::new();
+        let mut reconfigs = Vec::new();
         while let Some((used, body)) = decoder
             .decode(&bytes[at..])
             .expect("server frames are well formed")
@@ -757,10 +848,15 @@ impl Sim {
                 header.xid, xid,
                 "seed {seed}: client {c} replies out of order"
             );
-            assert_eq!(
-                header.err,
-                ErrorCode::Ok.as_i32(),
-                "seed {seed}: client {c} xid {xid} failed"
+            let refused = matches!(op, Op::Reconfig)
+                && RECONFIG_REFUSALS.iter().any(|e| e.as_i32() == header.err);
+            if matches!(op, Op::Reconfig) {
+                reconfigs.push(refused);
+            }
+            assert!(
+                header.err == ErrorCode::Ok.as_i32() || refused,
+                "seed {seed}: client {c} xid {xid} failed with {}",
+                header.err
             );
             assert!(
                 header.zxid >= client.last_zxid,
@@ -770,7 +866,7 @@ impl Sim {
             );
             client.last_zxid = header.zxid;
             match op {
-                Op::Create => {}
+                Op::Create | Op::Reconfig => {}
                 Op::Next => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(rest)).expect("getData reply");
@@ -800,6 +896,13 @@ impl Sim {
             }
         }
         assert_eq!(at, bytes.len(), "partial frame");
+        for refused in reconfigs {
+            if refused {
+                self.reconfigs.1 += 1;
+            } else {
+                self.reconfigs.0 += 1;
+            }
+        }
         for value in handed {
             if let Some(other) = self.counted.insert(value, c) {
                 panic!("seed {seed}: counter value {value} handed to client {other} and again to client {c}");
@@ -879,8 +982,18 @@ impl Sim {
                 .expect("leader runs")
                 .tree(),
         );
+        let members = self.servers[leader]
+            .engine
+            .as_ref()
+            .expect("leader runs")
+            .membership()
+            .members
+            .clone();
         for server in &self.servers {
             let engine = server.engine.as_ref().expect("all restarted");
+            if !members.contains_key(&server.id) {
+                continue; // removed by a reconfig: it stopped where it left
+            }
             assert_eq!(
                 state_of(engine.tree()),
                 expected,
@@ -953,11 +1066,12 @@ fn run(seed: u64) {
             .map(|s| s.engine.as_ref().map_or(0, |e| e.stats.snapshots_installed))
             .sum();
         eprintln!(
-            "seed {seed}: {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}",
+            "seed {seed}: {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}, reconfigs done/refused {:?}",
             sim.leaders.len(),
             sim.counted.len(),
             sim.next_conn,
-            sim.drops
+            sim.drops,
+            sim.reconfigs
         );
     }
 }

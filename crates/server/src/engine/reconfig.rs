@@ -239,7 +239,10 @@ impl Engine {
             }
         };
         match self.raft.apply_conf_change(&cc) {
-            Ok(conf_state) => self.raft.mut_store().set_conf_state(conf_state),
+            Ok(conf_state) => {
+                self.raft.mut_store().set_conf_state(conf_state);
+                self.step_down_if_removed();
+            }
             Err(e) => {
                 self.out.fatal = Some(format!(
                     "configuration change at raft index {} does not apply: {e}",
@@ -318,6 +321,55 @@ impl Engine {
         }
     }
 
+    /// A leader the change removed: raft-rs cannot go on leading without
+    /// its own progress entry, so it steps down at once and tells the most
+    /// up-to-date participant to campaign now rather than after an election
+    /// timeout.
+    fn step_down_if_removed(&mut self) {
+        let me = self.config.server_id;
+        if !self.is_leader() || self.raft.raft.prs().get(me).is_some() {
+            return;
+        }
+        let successor = self.most_up_to_date_voter();
+        let term = self.raft.raft.term;
+        log::info!("server {me} left the ensemble: stepping down as leader");
+        self.raft.raft.become_follower(term, raft::INVALID_ID);
+        if let Some(to) = successor {
+            self.raft.raft.send_timeout_now(to);
+        }
+    }
+
+    /// The participant (other than this server) whose log matches the
+    /// leader's furthest.
+    fn most_up_to_date_voter(&self) -> Option<u64> {
+        let me = self.config.server_id;
+        let voters = self.membership_after_pending().voters();
+        self.raft
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != me && voters.contains(id))
+            .max_by_key(|(id, p)| (p.matched, std::cmp::Reverse(**id)))
+            .map(|(id, _)| *id)
+    }
+
+    /// Raft's voters as of now (the tree's membership follows once the
+    /// change's transaction applies, right after).
+    fn membership_after_pending(&self) -> Membership {
+        let conf = self.raft.raft.prs().conf().to_conf_state();
+        let mut m = self.membership.clone();
+        m.members
+            .retain(|id, _| conf.voters.contains(id) || conf.learners.contains(id));
+        for member in m.members.values_mut() {
+            member.role = if conf.voters.contains(&member.id) {
+                Role::Participant
+            } else {
+                Role::Observer
+            };
+        }
+        m
+    }
+
     /// Leader: asks the most up-to-date participant to take over (rolling
     /// restarts, removal of the leader). False when there is none.
     pub fn transfer_leadership(&mut self) -> bool {
@@ -325,16 +377,7 @@ impl Engine {
             return false;
         }
         let me = self.config.server_id;
-        let voters = self.membership.voters();
-        let best = self
-            .raft
-            .raft
-            .prs()
-            .iter()
-            .filter(|(id, _)| **id != me && voters.contains(id))
-            .max_by_key(|(id, p)| (p.matched, std::cmp::Reverse(**id)))
-            .map(|(id, _)| *id);
-        let Some(to) = best else {
+        let Some(to) = self.most_up_to_date_voter() else {
             return false;
         };
         log::info!("transferring leadership from server {me} to server {to}");
