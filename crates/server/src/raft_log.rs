@@ -206,9 +206,13 @@ impl raft::Storage for RaftLog {
         Ok(RaftLog::last_index(self))
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         if let Some(s) = &self.shippable {
-            if s.get_metadata().index >= request_index {
+            let conf = s.get_metadata().get_conf_state();
+            // One built before `to` joined would be refused by it forever
+            // (raft drops a snapshot whose configuration lacks the receiver).
+            let names_to = conf.voters.contains(&to) || conf.learners.contains(&to);
+            if s.get_metadata().index >= request_index && names_to {
                 return Ok(s.clone());
             }
         }
@@ -272,6 +276,9 @@ mod tests {
         assert_eq!(s.get_metadata().index, 3);
         assert_eq!(s.get_metadata().get_conf_state().learners, vec![3]);
         assert!(log.snapshot(4, 2).is_err(), "too old for the request");
+        let _ = log.take_snapshot_wanted();
+        assert!(log.snapshot(0, 5).is_err(), "built before server 5 joined");
+        assert!(log.take_snapshot_wanted(), "a newer one is asked for");
         log.compact(4);
         assert!(log.snapshot(0, 2).is_err(), "compacted past it");
     }

@@ -534,6 +534,19 @@ impl Sim {
                     e.raft.store().last_index(),
                     s.unsynced.len()
                 );
+                eprintln!(
+                    "  membership v{:x} voters {:?} learners {:?}; raft conf {:?}; progress {:?}",
+                    e.membership().version,
+                    e.membership().voters(),
+                    e.membership().learners(),
+                    e.raft.raft.prs().conf().to_conf_state(),
+                    e.raft
+                        .raft
+                        .prs()
+                        .iter()
+                        .map(|(id, p)| (*id, p.matched, p.next_idx, p.state))
+                        .collect::<Vec<_>>()
+                );
             }
         }
         None
