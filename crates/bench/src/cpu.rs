@@ -8,16 +8,25 @@ pub fn process_cpu_s(pid: u32) -> Option<f64> {
     read_stat(&format!("/proc/{pid}/stat"))
 }
 
-/// CPU seconds the server and this process used since the samples taken
+/// User + system CPU seconds of every process in `pids` together (the
+/// members of an ensemble), or `None` when there is none or one is gone.
+pub fn processes_cpu_s(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().map(|&pid| process_cpu_s(pid)).sum()
+}
+
+/// CPU seconds the servers and this process used since the samples taken
 /// at the start of a measured window.
 pub fn used_since(
-    server_pid: Option<u32>,
+    server_pids: &[u32],
     server_start: Option<f64>,
     client_start: Option<f64>,
 ) -> crate::report::CpuUse {
     crate::report::CpuUse {
         server_s: server_start
-            .zip(server_pid.and_then(process_cpu_s))
+            .zip(processes_cpu_s(server_pids))
             .map(|(a, b)| b - a),
         client_s: client_start.zip(own_cpu_s()).map(|(a, b)| b - a),
     }
@@ -60,6 +69,9 @@ mod tests {
     fn own_cpu_is_readable_on_linux() {
         if cfg!(target_os = "linux") {
             assert!(own_cpu_s().is_some());
+            let me = std::process::id();
+            assert!(processes_cpu_s(&[me, me]).is_some());
         }
+        assert_eq!(processes_cpu_s(&[]), None);
     }
 }

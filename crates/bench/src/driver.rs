@@ -161,10 +161,10 @@ pub async fn measure<B: Backend>(
     });
 
     // CPU time over the measured window: sampled at its start and end.
-    let server_pid = cell.server_pid;
+    let server_pids = cell.server_pids.clone();
     let cpu_at_start = tokio::spawn(async move {
         tokio::time::sleep_until(warmup_end.into()).await;
-        (server_pid.and_then(cpu::process_cpu_s), cpu::own_cpu_s())
+        (cpu::processes_cpu_s(&server_pids), cpu::own_cpu_s())
     });
     let mut handles = Vec::with_capacity(workers);
     for (s, session) in sessions.iter().enumerate() {
@@ -182,7 +182,7 @@ pub async fn measure<B: Backend>(
     let (server_start, client_start) = cpu_at_start
         .await
         .map_err(|e| format!("cpu sampler failed: {e}"))?;
-    let cpu = cpu::used_since(server_pid, server_start, client_start);
+    let cpu = cpu::used_since(&cell.server_pids, server_start, client_start);
     Ok(merge(cell, servers, warmup_end, stats, cpu))
 }
 
@@ -205,8 +205,8 @@ async fn connect_all(servers: &str, sessions: usize) -> Result<Vec<Client>, Stri
         ..ClientOptions::default()
     };
     let mut pending = Vec::with_capacity(sessions);
-    for _ in 0..sessions {
-        let servers = servers.to_owned();
+    for s in 0..sessions {
+        let servers = rotated(servers, s);
         let options = options.clone();
         pending.push(tokio::spawn(async move {
             Client::connect(&servers, options).await
@@ -221,6 +221,28 @@ async fn connect_all(servers: &str, sessions: usize) -> Result<Vec<Client>, Stri
         clients.push(client);
     }
     Ok(clients)
+}
+
+/// `servers` (`"h1,h2,h3"`) starting at host `s mod n`: the client connects
+/// to the first host that answers, so session `s` lands on member `s mod n`
+/// of an ensemble (and keeps the others to fail over to), as etcd's session
+/// `s` uses endpoint `s mod n`.
+fn rotated(servers: &str, s: usize) -> String {
+    let hosts: Vec<&str> = servers
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    if hosts.len() < 2 {
+        return servers.to_owned();
+    }
+    let k = s % hosts.len();
+    hosts[k..]
+        .iter()
+        .chain(&hosts[..k])
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Creates the directories and the keyspace, each key holding `payload`
@@ -456,4 +478,17 @@ fn merge(
     }
     let elapsed = last_done.saturating_duration_since(warmup_end);
     CellResult::new(cell, servers, elapsed, ok, errors, by_op, cpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotated;
+
+    #[test]
+    fn sessions_start_at_successive_servers() {
+        assert_eq!(rotated("a:1,b:2,c:3", 0), "a:1,b:2,c:3");
+        assert_eq!(rotated("a:1,b:2,c:3", 1), "b:2,c:3,a:1");
+        assert_eq!(rotated("a:1, b:2,c:3", 5), "c:3,a:1,b:2");
+        assert_eq!(rotated("a:1", 3), "a:1");
+    }
 }

@@ -424,10 +424,10 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
         },
         tickets: AtomicU64::new(cell.ops.unwrap_or(0)),
     });
-    let server_pid = cell.server_pid;
+    let server_pids = cell.server_pids.clone();
     let cpu_at_start = tokio::spawn(async move {
         tokio::time::sleep_until(warmup_end.into()).await;
-        (server_pid.and_then(cpu::process_cpu_s), cpu::own_cpu_s())
+        (cpu::processes_cpu_s(&server_pids), cpu::own_cpu_s())
     });
     let mut handles = Vec::with_capacity(clients.len());
     for client in &clients {
@@ -452,7 +452,7 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
     let (server_start, client_start) = cpu_at_start
         .await
         .map_err(|e| format!("cpu sampler failed: {e}"))?;
-    let cpu = cpu::used_since(server_pid, server_start, client_start);
+    let cpu = cpu::used_since(&cell.server_pids, server_start, client_start);
     let mut producer_errors = BTreeMap::new();
     if let Some((producer, handle)) = producer {
         queue.stop.store(true, Ordering::Relaxed);

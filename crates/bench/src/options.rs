@@ -9,7 +9,9 @@ use crate::mix::Mix;
 pub const USAGE: &str = "usage: stoa bench [options]
   --target zookeeper|etcd    protocol to drive: ZooKeeper's (Apache ZooKeeper, Stoa;
                              the default) or etcd's v3 gRPC API
-  --servers host:port[,..]   ZooKeeper-protocol servers to drive (default 127.0.0.1:2181)
+  --servers host:port[,..]   ZooKeeper-protocol servers to drive (default 127.0.0.1:2181);
+                             session i tries server i mod n first, so the sessions spread
+                             over the members of an ensemble
   --endpoints host:port[,..] --target etcd: etcd members (default 127.0.0.1:2379); a session
                              is one client connection, session i on endpoint i mod n.
                              create/set are puts, get/exists linearizable ranges
@@ -41,7 +43,8 @@ pub const USAGE: &str = "usage: stoa bench [options]
   --label TEXT               name of this run in the outputs
   --json FILE                write the results as JSON
   --csv FILE                 append one line per result
-  --server-pid PID           also report the server's CPU time per op (Linux, same machine)
+  --server-pid PID[,..]      also report the server's CPU time per op (Linux, same machine;
+                             several PIDs: the members of an ensemble, summed)
   --threads N                load generator threads (default 1: one current-thread runtime)
   --quiet                    no table on stdout";
 
@@ -61,8 +64,9 @@ pub struct Cell {
     /// Offered load over all sessions; `None` is closed loop.
     pub rate_ops_s: Option<f64>,
     pub ephemeral: bool,
-    /// Server process whose CPU time per op to report.
-    pub server_pid: Option<u32>,
+    /// Server processes (an ensemble's members) whose CPU time per op to
+    /// report, summed; empty for none.
+    pub server_pids: Vec<u32>,
     /// What the sessions do: the op mix, or one of the EZK experiments.
     pub workload: Workload,
     /// EZK quota scenarios: pause after a refusal for lack of quota.
@@ -158,7 +162,7 @@ pub struct Args {
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub quiet: bool,
-    pub server_pid: Option<u32>,
+    pub server_pids: Vec<u32>,
     pub threads: Option<usize>,
     pub backoff: Option<Duration>,
     pub queue_depth: Option<usize>,
@@ -225,11 +229,14 @@ impl Args {
                     out.rate_ops_s = Some(r);
                 }
                 "--server-pid" => {
-                    out.server_pid = Some(
-                        value
-                            .parse()
-                            .map_err(|_| format!("{flag} expects a process id, got {value:?}"))?,
-                    )
+                    out.server_pids = value
+                        .split(',')
+                        .map(|pid| {
+                            pid.trim()
+                                .parse()
+                                .map_err(|_| format!("{flag} expects process ids, got {value:?}"))
+                        })
+                        .collect::<Result<_, _>>()?
                 }
                 "--threads" => out.threads = Some(count(flag, value, 1, THREADS_MAX)?),
                 "--queue-depth" => out.queue_depth = Some(count(flag, value, 1, 100_000)?),
@@ -295,7 +302,7 @@ impl Args {
             warmup: self.warmup.unwrap_or(Duration::from_secs(1)),
             rate_ops_s: self.rate_ops_s,
             ephemeral: self.ephemeral,
-            server_pid: self.server_pid,
+            server_pids: self.server_pids.clone(),
             workload: Workload::Mix,
             backoff: self.backoff.unwrap_or(Duration::from_millis(1)),
             queue_depth: self.queue_depth.unwrap_or(100),
@@ -361,6 +368,17 @@ mod tests {
         assert!(parse("--endpoints 127.0.0.1:2379").is_err());
         assert!(parse("--target etcd --servers 127.0.0.1:2181").is_err());
         assert!(parse("--serializable").is_err());
+        assert!(parse("--server-pid 1,x").is_err());
+    }
+
+    #[test]
+    fn server_pids_are_a_list() {
+        assert_eq!(parse("--server-pid 7").unwrap().cell().server_pids, [7]);
+        assert_eq!(
+            parse("--server-pid 7,8,9").unwrap().cell().server_pids,
+            [7, 8, 9]
+        );
+        assert!(parse("").unwrap().cell().server_pids.is_empty());
     }
 
     #[test]
