@@ -401,7 +401,12 @@ impl Loader {
         if digest != self.tree.digest() {
             return Err(corrupt("digest mismatch"));
         }
-        self.tree.check_invariants().map_err(corrupt)
+        // The indexes and child sets were built by `attach` from the node
+        // records themselves (which the digest just vouched for), so a full
+        // invariant pass would only re-prove `attach`: a quarter of the
+        // load time at a million nodes. Debug builds still run it.
+        debug_assert_eq!(self.tree.check_invariants(), Ok(()));
+        Ok(())
     }
 }
 
