@@ -5,6 +5,7 @@ error codes, the membership surviving restarts, and a stopping leader handing
 leadership over. Real server processes on 127.0.0.1."""
 
 import concurrent.futures
+import contextlib
 import re
 import time
 
@@ -79,6 +80,22 @@ def client(member, admin=True, read_only=False):
                     read_only=read_only, connection_retry={"max_tries": 20, "delay": 0.1})
     c.start(timeout=30)
     return c
+
+
+@contextlib.contextmanager
+def connected(member, admin=True):
+    c = client(member, admin=admin)
+    try:
+        yield c
+    finally:
+        c.stop()
+        c.close()
+
+
+def leader_and_others(members):
+    h.wait_until(lambda: leader_of(members) is not None, timeout=30, what="a leader")
+    leader = leader_of(members)
+    return leader, [m for m in members if m is not leader]
 
 
 def mode(member):
@@ -270,16 +287,11 @@ def test_grow_with_a_participant_and_an_observer_then_remove_a_follower(trio):
 
 
 def test_removing_the_leader_hands_leadership_over(trio):
-    members, _, _ = trio
-    h.wait_until(lambda: leader_of(members) is not None, timeout=30, what="a leader")
-    leader = leader_of(members)
-    follower = next(m for m in members if m is not leader)
-    admin = client(follower)
-    try:
+    leader, rest = leader_and_others(trio[0])
+    with connected(rest[0]) as admin:
         admin.create("/kept", b"1")
         data, _ = admin.reconfig(joining=None, leaving=str(leader.sid), new_members=None)
         assert leader.sid not in config_of(data)[0]
-        rest = [m for m in members if m is not leader]
         h.wait_until(lambda: leader_of(rest) is not None, timeout=30,
                      what="a leader among the remaining two")
         h.wait_until(lambda: mode(leader) == "not serving", timeout=30,
@@ -290,18 +302,11 @@ def test_removing_the_leader_hands_leadership_over(trio):
         # Its clients are refused: a session there cannot be established.
         with pytest.raises(Exception):
             h.RawClient(leader.server.hosts, timeout_ms=4000, connect_timeout=2.0)
-    finally:
-        admin.stop()
-        admin.close()
 
 
 def test_a_stopping_leader_hands_over_without_an_election_timeout(trio):
-    members, _, _ = trio
-    h.wait_until(lambda: leader_of(members) is not None, timeout=30, what="a leader")
-    leader = leader_of(members)
-    rest = [m for m in members if m is not leader]
-    admin = client(rest[0])
-    try:
+    leader, rest = leader_and_others(trio[0])
+    with connected(rest[0]) as admin:
         admin.create("/a", b"1")
         started = time.monotonic()
         leader.server.stop()
@@ -309,6 +314,3 @@ def test_a_stopping_leader_hands_over_without_an_election_timeout(trio):
         assert "transferring leadership" in leader.server.log_tail(200)
         admin.create("/b", b"2")
         assert time.monotonic() - started < 20
-    finally:
-        admin.stop()
-        admin.close()
