@@ -7,7 +7,7 @@ import os
 import threading
 
 import pytest
-from kazoo.exceptions import (BadArgumentsError, NoAuthError, NoNodeError,
+from kazoo.exceptions import (BadArgumentsError, NoAuthError, NodeExistsError, NoNodeError,
                               QuotaExceededError, SystemErrorException)
 from kazoo.security import make_digest_acl
 
@@ -61,6 +61,25 @@ def test_priority_queue_serves_smallest_priority_first_in_insertion_order(zk):
         zk.get("/queue/next")
 
 
+def test_priority_queue_orders_negative_and_64_bit_priorities_with_ties_in_insertion_order(zk):
+    """Priorities span the whole signed 64-bit range (leading zeros allowed), equal ones come out
+    in insertion order, an insert's reply names the stored node, and a priority beyond 64 bits is
+    refused."""
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+    inserts = [("9223372036854775807", "max"), ("0", "zero-a"), ("-1", "minus-one"),
+               ("-9223372036854775808", "min"), ("007", "seven-a"), ("-10", "minus-ten"),
+               ("0", "zero-b"), ("7", "seven-b"), ("-9223372036854775808", "min-b"),
+               ("9223372036854775807", "max-b"), ("0", "zero-c")]
+    for prio, item in inserts:
+        path = zk.create("/queue/node-%s-" % prio, item.encode(), sequence=True)
+        assert zk.get(path)[0] == item.encode()
+    for too_big in ("9223372036854775808", "-9223372036854775809"):
+        with pytest.raises(BadArgumentsError):
+            zk.create("/queue/node-%s-" % too_big, b"x", sequence=True)
+    assert drain(zk) == ["min", "min-b", "minus-ten", "minus-one", "zero-a", "zero-b", "zero-c",
+                         "seven-a", "seven-b", "max", "max-b"]
+
+
 def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client, ext_server):
     """Four consumers racing on /queue/next get 300 elements with no loss and no duplicate."""
     register(zk, "pq", "/queue", example("priority_queue.lua"))
@@ -108,6 +127,61 @@ def test_quota_allocates_atomically_and_refuses_only_when_short(zk, make_client,
     assert zk.get("/memory")[0] == b"0"
     zk.set("/memory-quota", b"-100")
     assert zk.get("/memory")[0] == b"100"
+
+
+PAIRS = """
+-- create /pair/<name> makes /pairs/<name> with children a and b in one zk.multi.
+-- If the multi fails, nothing of it remains; the handler records why in
+-- /failures/<name> and succeeds. setData /pair/<name> runs the same multi
+-- without catching its error.
+local function ops(name, data)
+  local base = "/pairs/" .. name
+  return {
+    { op = "create", path = base, data = data },
+    { op = "create", path = base .. "/a", data = "a" },
+    { op = "create", path = base .. "/b", data = "b" },
+    { op = "create", path = "/registry/" .. name, data = "" },
+  }
+end
+return {
+  create = function(req, zk)
+    local name = req.path:match("^/pair/([^/]+)$")
+    if not name then zk.fail("BadArguments") end
+    local ok, r = pcall(zk.multi, ops(name, req.data))
+    if not ok then
+      zk.create("/failures/" .. name, r.name .. "@" .. r.index)
+      return { path = req.path }
+    end
+    return { path = r[1].path }
+  end,
+  setData = function(req, zk)
+    zk.multi(ops(req.path:match("^/pair/([^/]+)$"), req.data))
+    return { stat = zk.exists("/pairs") }
+  end,
+}
+"""
+
+
+def test_multi_inside_an_extension_is_all_or_nothing(zk):
+    """zk.multi commits every operation or none: a failing operation (here the fourth) leaves no
+    trace of the first three, the extension can catch it (name and position) and go on, and an
+    uncaught one reaches the client as that error."""
+    for p in ("/pairs", "/registry", "/failures", "/registry/taken"):
+        zk.create(p)
+    register(zk, "pairs", "/pair", PAIRS)
+    assert zk.create("/pair/ok", b"data") == "/pairs/ok"
+    assert zk.get("/pairs/ok")[0] == b"data"
+    assert sorted(zk.get_children("/pairs/ok")) == ["a", "b"]
+    assert zk.exists("/registry/ok") is not None
+
+    zk.create("/pair/taken", b"x")
+    assert zk.exists("/pairs/taken") is None
+    assert zk.get("/failures/taken")[0] == b"NodeExists@4"
+
+    with pytest.raises(NodeExistsError):
+        zk.set("/pair/taken", b"y")
+    assert zk.exists("/pairs/taken") is None
+    assert zk.get_children("/pairs") == ["ok"]
 
 
 def test_a_broken_extension_is_refused_and_never_registered(zk):

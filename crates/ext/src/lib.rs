@@ -8,7 +8,11 @@
 //! an extension made as a list of [`WriteOp`]s that the engine commits as one
 //! multi transaction (all or nothing). See `docs/extensions.md` for the Lua API.
 
+mod api;
+mod children;
+mod convert;
 mod manager;
+mod multi;
 mod overlay;
 mod registration;
 mod sandbox;
@@ -108,9 +112,39 @@ pub trait TreeView {
     fn exists(&self, path: &str) -> Option<Stat>;
     /// Children names (not full paths); unsorted is fine.
     fn get_children(&self, path: &str) -> Result<Vec<String>, ErrorCode>;
+    /// Up to `limit` children names of `path` that sort (bytewise) after
+    /// `after`, or from the first when `None`, in that order. The default
+    /// sorts [`TreeView::get_children`], O(n); a view over an ordered tree
+    /// should answer in O(log n + limit), which is what keeps a priority
+    /// queue's dequeue cheap however long the queue is.
+    fn children_after(
+        &self,
+        path: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, ErrorCode> {
+        let mut names = self.get_children(path)?;
+        names.sort_unstable();
+        let start = match after {
+            Some(after) => names.partition_point(|n| n.as_str() <= after),
+            None => 0,
+        };
+        Ok(names.into_iter().skip(start).take(limit).collect())
+    }
     /// The suffix a sequential create under `parent` would get now
     /// (ZooKeeper's per-parent counter).
     fn next_sequence(&self, parent: &str) -> Result<i32, ErrorCode>;
+}
+
+/// The zxid and time the call's transaction will carry, when the engine
+/// knows them before running the call (the leader proposes the call's writes
+/// right after it, as the next transaction). With it, the stats an
+/// extension sees and returns for nodes it writes are the ones a client
+/// would read after the commit; without it their zxid and time fields are 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnStamp {
+    pub zxid: i64,
+    pub time_ms: i64,
 }
 
 /// A write an extension made; the engine turns all of a call's writes into
@@ -192,7 +226,7 @@ pub struct ExtOutcome {
 /// The parts of a reply the extension chose to fill; the engine uses what the
 /// client's operation needs (e.g. `path` for create, `data`+`stat` for
 /// getData) and defaults for the rest. Stats of nodes written during the call
-/// carry zxid and time fields of 0: those are only known at commit.
+/// carry the [`TxnStamp`]'s zxid and time, or 0 where the engine passed none.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ExtReply {
     pub data: Option<Vec<u8>>,

@@ -4,14 +4,15 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use mlua::{Table, Value};
+use mlua::Value;
 
+use crate::convert::{error_field, reply_from_table, Keys};
 use crate::overlay::{is_within, parent_of, Overlay};
 use crate::registration::validate_spec;
-use crate::sandbox::{request_table, stat_from_table, Produced, Sandbox};
+use crate::sandbox::{Produced, Sandbox};
 use crate::{
     ErrorCode, EventType, ExtError, ExtOutcome, ExtReply, ExtRequest, ExtensionKind, ExtensionSpec,
-    Limits, TreeView, WriteOp,
+    Limits, TreeView, TxnStamp, WriteOp,
 };
 
 /// Counters for one extension, since it was registered.
@@ -165,25 +166,42 @@ impl ExtensionManager {
 
     /// Runs a node extension. Runtime errors and exhausted limits become Err
     /// (ExtError); then the engine replies with an error code and commits
-    /// nothing. The manager and other extensions stay usable.
+    /// nothing. The manager and other extensions stay usable. Stats of the
+    /// nodes the call writes carry zxid and time 0; see
+    /// [`ExtensionManager::call_stamped`].
     pub fn call(
         &mut self,
         name: &str,
         request: &ExtRequest,
         view: &dyn TreeView,
     ) -> Result<ExtOutcome, ExtError> {
+        self.call_stamped(name, request, view, None)
+    }
+
+    /// [`ExtensionManager::call`] when the engine knows the zxid and time
+    /// the call's writes will commit with (`stamp`): the stats the
+    /// extension sees and replies with for the nodes it writes (and the
+    /// pzxid of their parents) then carry them, as a client reading after
+    /// the commit would see.
+    pub fn call_stamped(
+        &mut self,
+        name: &str,
+        request: &ExtRequest,
+        view: &dyn TreeView,
+        stamp: Option<TxnStamp>,
+    ) -> Result<ExtOutcome, ExtError> {
         let ext = self.get_mut(name, ExtensionKind::Node)?;
-        let overlay = RefCell::new(Overlay::new(view, Some(request.session_id)));
+        let overlay = RefCell::new(Overlay::new(view, Some(request.session_id)).with_stamp(stamp));
         let started = Instant::now();
         let run = ext.sandbox.run(
             ExtensionKind::Node,
             request.op.name(),
-            |lua| request_table(lua, request),
+            |sandbox| sandbox.request_table(request),
             &overlay,
             request.session_id,
         );
         let result = run.and_then(|produced| {
-            node_reply(produced).map_err(|message| ExtError::BadReply {
+            node_reply(ext.sandbox.keys(), produced).map_err(|message| ExtError::BadReply {
                 name: name.to_string(),
                 message,
             })
@@ -224,8 +242,8 @@ impl ExtensionManager {
             let run = ext.sandbox.run(
                 ExtensionKind::Session,
                 key,
-                |lua| {
-                    let arg = lua.create_table()?;
+                |sandbox| {
+                    let arg = sandbox.create_table()?;
                     arg.raw_set("event", key)?;
                     arg.raw_set("session", session_id)?;
                     Ok(arg)
@@ -236,7 +254,7 @@ impl ExtensionManager {
             let result = run.and_then(|produced| {
                 match produced {
                     Ok(Value::Nil) => Ok(true),
-                    Ok(Value::Table(t)) => match error_field(&t) {
+                    Ok(Value::Table(t)) => match error_field(ext.sandbox.keys(), &t) {
                         Ok(None) => Ok(true),
                         Ok(Some(_)) => Ok(false),
                         Err(message) => Err(message),
@@ -294,8 +312,8 @@ impl ExtensionManager {
             let run = ext.sandbox.run(
                 ExtensionKind::Watch,
                 &type_name,
-                |lua| {
-                    let arg = lua.create_table()?;
+                |sandbox| {
+                    let arg = sandbox.create_table()?;
                     arg.raw_set("type", type_name.as_str())?;
                     arg.raw_set("path", path)?;
                     Ok(arg)
@@ -307,7 +325,7 @@ impl ExtensionManager {
                 let decided = match produced {
                     Ok(Value::Nil) | Ok(Value::Boolean(true)) => Ok(Some(true)),
                     Ok(Value::Boolean(false)) => Ok(Some(false)),
-                    Ok(Value::Table(t)) => match error_field(&t) {
+                    Ok(Value::Table(t)) => match error_field(ext.sandbox.keys(), &t) {
                         Ok(None) => {
                             Err("a watch handler returns nil, true, false or {error=...}"
                                 .to_string())
@@ -394,29 +412,8 @@ fn record<T>(
     }
 }
 
-/// `t.error`, as a code: a name ("NoNode", any case) or a number.
-fn error_field(t: &Table) -> Result<Option<ErrorCode>, String> {
-    let v: Value = t.raw_get("error").map_err(|e| e.to_string())?;
-    let code = match v {
-        Value::Nil => return Ok(None),
-        Value::Integer(c) => i32::try_from(c).ok().and_then(ErrorCode::from_i32),
-        Value::String(s) => {
-            let s = s.to_string_lossy();
-            ErrorCode::ALL
-                .iter()
-                .copied()
-                .find(|c| format!("{c:?}").eq_ignore_ascii_case(&s))
-        }
-        _ => None,
-    };
-    match code {
-        Some(ErrorCode::Ok) | None => Err("error must name a ZooKeeper error code".into()),
-        Some(code) => Ok(Some(code)),
-    }
-}
-
 /// Converts a node handler's result to the client's reply.
-fn node_reply(produced: Produced) -> Result<Result<ExtReply, ErrorCode>, String> {
+fn node_reply(keys: &Keys, produced: Produced) -> Result<Result<ExtReply, ErrorCode>, String> {
     let value = match produced {
         Ok(v) => v,
         Err(code) => return Ok(Err(code)),
@@ -428,23 +425,12 @@ fn node_reply(produced: Produced) -> Result<Result<ExtReply, ErrorCode>, String>
             ..ExtReply::default()
         })),
         Value::Table(t) => {
-            if let Some(code) = error_field(&t)? {
+            if let Some(code) = error_field(keys, &t)? {
                 return Ok(Err(code));
             }
-            let reply = (|| -> mlua::Result<ExtReply> {
-                Ok(ExtReply {
-                    data: t
-                        .raw_get::<Option<mlua::LuaString>>("data")?
-                        .map(|s| s.as_bytes().to_vec()),
-                    stat: match t.raw_get::<Option<Table>>("stat")? {
-                        Some(st) => Some(stat_from_table(&st)?),
-                        None => None,
-                    },
-                    path: t.raw_get::<Option<String>>("path")?,
-                    children: t.raw_get::<Option<Vec<String>>>("children")?,
-                })
-            })();
-            reply.map(Ok).map_err(|e| e.to_string())
+            reply_from_table(keys, &t)
+                .map(Ok)
+                .map_err(|e| e.to_string())
         }
         other => Err(format!(
             "a node handler returns nil, a string or a reply table, not a {}",

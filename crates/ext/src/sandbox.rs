@@ -6,12 +6,14 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use mlua::{
-    chunk::ChunkMode, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, LuaString, MultiValue,
-    StdLib, Table, Value, VmState,
+    chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib,
+    Table, Value, VmState,
 };
 
-use crate::overlay::{OpError, Overlay};
-use crate::{ErrorCode, ExtError, ExtRequest, ExtensionKind, Limits, Stat};
+use crate::api::Api;
+use crate::convert::Keys;
+use crate::overlay::Overlay;
+use crate::{CreateMode, ErrorCode, ExtError, ExtOp, ExtRequest, ExtensionKind, Limits};
 
 /// How often (in VM instructions) the budget hook runs: often enough that a
 /// call overruns its budget by at most this much, rarely enough that the
@@ -48,10 +50,10 @@ const REMOVED_GLOBALS: &[&str] = &[
 /// with one that cannot swallow limit errors, turns ZooKeeper errors into
 /// Lua error objects (`{name=, code=}`) and back, and dispatches to the
 /// handler.
-const PRELUDE: &str = r#"
+const PRELUDE: &str = r##"
 local fatal, codes_by_name, names_by_code = ...
 local raw_pcall, raw_error, setmetatable, getmetatable = pcall, error, setmetatable, getmetatable
-local type, tostring, lower = type, tostring, string.lower
+local type, tostring, lower, next, ipairs, select = type, tostring, string.lower, next, ipairs, select
 
 local ZkError = {}
 ZkError.__index = ZkError
@@ -59,8 +61,9 @@ ZkError.__tostring = function(e)
   return "ZooKeeper error " .. tostring(e.name) .. " (" .. tostring(e.code) .. ")"
 end
 
-local function new_error(code)
-  return setmetatable({ code = code, name = names_by_code[code] }, ZkError)
+-- `index`: the failing operation's position, for zk.multi.
+local function new_error(code, index)
+  return setmetatable({ code = code, name = names_by_code[code], index = index }, ZkError)
 end
 
 local function resolve(x)
@@ -78,50 +81,107 @@ pcall = function(f, ...) return pass(raw_pcall(f, ...)) end
 
 local function check(ok, ...)
   if ok then return ... end
-  raw_error(new_error((...)), 0)
+  raw_error(new_error(...), 0)
 end
 
-local OPS = { "create", "delete", "get", "set", "exists", "children", "default" }
+-- The running call's dispatcher, a Rust function that lives only as long
+-- as the call: every zk.* function goes through it, so the functions below
+-- are built once per state instead of once per call.
+local dispatch
 
-local function make_api(raw, session)
-  local zk = {
-    session = session,
-    PERSISTENT = 0, EPHEMERAL = 1, PERSISTENT_SEQUENTIAL = 2, EPHEMERAL_SEQUENTIAL = 3,
-  }
-  for _, k in ipairs(OPS) do
-    local f = raw[k]
-    if f then zk[k] = function(...) return check(f(...)) end end
+local function api_function(name)
+  return function(...) return check(dispatch(name, ...)) end
+end
+
+-- Stats come from Rust as 11 integers (convert.rs, STAT_FIELDS order):
+-- building the table here is far cheaper than field by field from Rust.
+local function stat(czxid, mzxid, ctime, mtime, version, cversion, aversion, ephemeral_owner,
+                    data_length, num_children, pzxid)
+  return { czxid = czxid, mzxid = mzxid, ctime = ctime, mtime = mtime, version = version,
+           cversion = cversion, aversion = aversion, ephemeral_owner = ephemeral_owner,
+           data_length = data_length, num_children = num_children, pzxid = pzxid }
+end
+local function first_and_stat(first, ...) return first, stat(...) end
+local function stat_if_any(...)
+  if select("#", ...) > 0 then return stat(...) end
+  return nil
+end
+
+local BASE = {
+  PERSISTENT = 0, EPHEMERAL = 1, PERSISTENT_SEQUENTIAL = 2, EPHEMERAL_SEQUENTIAL = 3,
+  fail = function(x) raw_error(new_error(resolve(x)), 0) end,
+  code = function(x) return resolve(x) end,
+}
+for _, k in ipairs({ "delete", "first_child", "multi" }) do
+  BASE[k] = api_function(k)
+end
+-- Options are checked here, so a typo fails loudly and Rust gets plain values.
+BASE.children = function(path, opts)
+  local after, limit
+  if opts ~= nil then
+    if type(opts) ~= "table" then raw_error("zk.children: options must be a table", 2) end
+    for k in next, opts do
+      if k ~= "after" and k ~= "limit" then
+        raw_error("zk.children: unknown option " .. tostring(k) .. " (after, limit)", 2)
+      end
+    end
+    after, limit = opts.after, opts.limit
   end
-  if not zk.default then zk.default = function() return nil end end
-  zk.fail = function(x) raw_error(new_error(resolve(x)), 0) end
-  zk.code = function(x) return resolve(x) end
-  return zk
+  return check(dispatch("children", path, after, limit))
 end
+BASE.create = function(...) return first_and_stat(check(dispatch("create", ...))) end
+BASE.get = function(...) return first_and_stat(check(dispatch("get", ...))) end
+BASE.set = function(...) return stat(check(dispatch("set", ...))) end
+BASE.exists = function(...) return stat_if_any(check(dispatch("exists", ...))) end
+-- Node calls get zk.default; session and watch events a no-op in its place.
+local NODE_API, EVENT_API = { default = api_function("default") }, { default = function() end }
+for k, v in next, BASE do NODE_API[k], EVENT_API[k] = v, v end
+-- Each call's `zk` is a fresh table that inherits the functions, so a
+-- handler that changes its `zk` does not change the next call's; the
+-- shared tables cannot be reached (`__metatable`), and a one-field table
+-- per call is much cheaper than a copy.
+local NODE_MT = { __index = NODE_API, __metatable = false }
+local EVENT_MT = { __index = EVENT_API, __metatable = false }
+
+local function new_api(mt, session)
+  return setmetatable({ session = session }, mt)
+end
+
+local function pass_through(req, zk) return zk.default(req) end
 
 local function finish(ok, ...)
+  dispatch = nil
   if ok then return true, (...) end
   local e = (...)
   if getmetatable(e) == ZkError and names_by_code[e.code] then return false, e.code end
   raw_error(e, 0)
 end
 
-local function invoke(entry, key, arg, zk)
+local function invoke(entry, key, arg, call_dispatch, session, node)
+  dispatch = call_dispatch
   local h = entry
   if type(entry) == "table" then h = entry[key] end
-  if h == nil then h = function(a, z) return z.default(a) end end
-  return finish(raw_pcall(h, arg, zk))
+  if h == nil then h = pass_through end
+  return finish(raw_pcall(h, arg, new_api(node and NODE_MT or EVENT_MT, session)))
 end
 
-return invoke, make_api
-"#;
+-- A node call's `req`, built here from its fields (cheaper than field by
+-- field from Rust).
+local function request(op, path, data, version, session, flags, ephemeral, sequential)
+  return { op = op, path = path, data = data, version = version, session = session,
+           flags = flags, ephemeral = ephemeral, sequential = sequential }
+end
+
+return invoke, request
+"##;
 
 /// Per-call accounting shared with the hook and the `fatal` check.
 #[derive(Default)]
-struct Budget {
+pub(crate) struct Budget {
     used: Cell<u64>,
     max: Cell<u64>,
     instructions_hit: Cell<bool>,
-    memory_hit: Cell<bool>,
+    pub(crate) memory_hit: Cell<bool>,
 }
 
 impl Budget {
@@ -143,7 +203,9 @@ pub(crate) struct Sandbox {
     /// The handler function, or a table of handlers keyed by op/event name.
     entry: Value,
     invoke: Function,
-    make_api: Function,
+    /// Builds a node call's `req` from its fields.
+    request: Function,
+    keys: Keys,
     budget: Rc<Budget>,
     limits: Limits,
 }
@@ -195,8 +257,9 @@ impl Sandbox {
                 .set_mode(ChunkMode::Text)
                 .call((fatal, codes_by_name, names_by_code))
         };
-        let (invoke, make_api) =
+        let (invoke, request) =
             setup().map_err(|e| compile(format!("sandbox setup failed: {e}")))?;
+        let keys = Keys::new(&lua).map_err(|e| compile(format!("sandbox setup failed: {e}")))?;
 
         let step = u32::try_from(limits.instructions_max)
             .unwrap_or(u32::MAX)
@@ -225,7 +288,8 @@ impl Sandbox {
             lua,
             entry: Value::Nil,
             invoke,
-            make_api,
+            request,
+            keys,
             budget,
             limits,
         };
@@ -257,104 +321,28 @@ impl Sandbox {
         &self,
         kind: ExtensionKind,
         key: &str,
-        arg_of: impl FnOnce(&Lua) -> mlua::Result<Table>,
+        arg_of: impl FnOnce(&Sandbox) -> mlua::Result<Table>,
         overlay: &RefCell<Overlay<'_>>,
         session: i64,
     ) -> Result<Produced, ExtError> {
         budget_reset(self);
         let budget = &self.budget;
         let result = self.lua.scope(|scope| {
-            let raw = self.lua.create_table()?;
-            raw.raw_set(
-                "create",
-                scope.create_function(
-                    |lua, (path, data, flags): (String, Option<LuaString>, Option<i32>)| {
-                        let r = overlay
-                            .borrow_mut()
-                            .create(&path, bytes(data), flags.unwrap_or(0));
-                        let r = match r {
-                            Ok((p, stat)) => Ok((p, stat_table(lua, &stat)?)),
-                            Err(e) => Err(e),
-                        };
-                        zk_result(lua, budget, r)
-                    },
-                )?,
-            )?;
-            raw.raw_set(
-                "delete",
-                scope.create_function(|lua, (path, version): (String, Option<i32>)| {
-                    let r = overlay.borrow_mut().delete(&path, version.unwrap_or(-1));
-                    zk_result(lua, budget, r)
-                })?,
-            )?;
-            raw.raw_set(
-                "get",
-                scope.create_function(|lua, path: String| {
-                    let r = overlay.borrow().get_data(&path);
-                    let r = match r {
-                        Ok((data, stat)) => {
-                            Ok((lua.create_string(&data)?, stat_table(lua, &stat)?))
-                        }
-                        Err(e) => Err(e),
-                    };
-                    zk_result(lua, budget, r)
-                })?,
-            )?;
-            raw.raw_set(
-                "set",
-                scope.create_function(
-                    |lua, (path, data, version): (String, Option<LuaString>, Option<i32>)| {
-                        let r = overlay.borrow_mut().set_data(
-                            &path,
-                            bytes(data),
-                            version.unwrap_or(-1),
-                        );
-                        let r = match r {
-                            Ok(stat) => Ok(stat_table(lua, &stat)?),
-                            Err(e) => Err(e),
-                        };
-                        zk_result(lua, budget, r)
-                    },
-                )?,
-            )?;
-            raw.raw_set(
-                "exists",
-                scope.create_function(|lua, path: String| {
-                    if crate::overlay::validate_path(&path).is_err() {
-                        return zk_result::<()>(lua, budget, Err(ErrorCode::BadArguments.into()));
-                    }
-                    let stat = overlay.borrow().exists(&path);
-                    let r = match stat {
-                        Some(stat) => Value::Table(stat_table(lua, &stat)?),
-                        None => Value::Nil,
-                    };
-                    zk_result(lua, budget, Ok(r))
-                })?,
-            )?;
-            raw.raw_set(
-                "children",
-                scope.create_function(|lua, path: String| {
-                    let r = overlay.borrow().children(&path);
-                    let r = match r {
-                        Ok(names) => Ok(lua.create_sequence_from(names)?),
-                        Err(e) => Err(e),
-                    };
-                    zk_result(lua, budget, r)
-                })?,
-            )?;
-            if kind == ExtensionKind::Node {
-                raw.raw_set(
-                    "default",
-                    scope.create_function(|lua, req: Table| {
-                        let r = default_op(lua, &mut overlay.borrow_mut(), &req)?;
-                        zk_result(lua, budget, r)
-                    })?,
-                )?;
-            }
-            let api: Table = self.make_api.call((raw, session))?;
-            let arg = arg_of(&self.lua)?;
+            let api = Api {
+                overlay,
+                budget,
+                keys: &self.keys,
+                kind,
+            };
+            let dispatch =
+                scope.create_function(move |lua, (op, args): (LuaString, MultiValue)| {
+                    api.dispatch(lua, &op.as_bytes(), args)
+                })?;
+            let arg = arg_of(self)?;
+            let node = kind == ExtensionKind::Node;
             let (ok, value): (bool, Value) =
-                self.invoke.call((self.entry.clone(), key, arg, api))?;
+                self.invoke
+                    .call((&self.entry, key, arg, dispatch, session, node))?;
             if ok {
                 return Ok(Ok(value));
             }
@@ -377,6 +365,42 @@ impl Sandbox {
                 Err(err)
             }
         }
+    }
+
+    /// The `req` table of a node call.
+    pub(crate) fn request_table(&self, r: &ExtRequest) -> mlua::Result<Table> {
+        let (flags, ephemeral, sequential) = match r.op {
+            ExtOp::Create { flags } => {
+                let mode = CreateMode::from_flags(flags);
+                (
+                    Some(flags),
+                    Some(mode.is_some_and(|m| m.is_ephemeral())),
+                    Some(mode.is_some_and(|m| m.is_sequential())),
+                )
+            }
+            _ => (None, None, None),
+        };
+        let data = self.lua.create_string(&r.data)?;
+        self.request.call((
+            r.op.name(),
+            r.path.as_str(),
+            data,
+            r.version,
+            r.session_id,
+            flags,
+            ephemeral,
+            sequential,
+        ))
+    }
+
+    /// A fresh table, for an event's argument.
+    pub(crate) fn create_table(&self) -> mlua::Result<Table> {
+        self.lua.create_table()
+    }
+
+    /// The field names of this state, for reading a handler's reply.
+    pub(crate) fn keys(&self) -> &Keys {
+        &self.keys
     }
 
     /// Maps a Lua failure to an ExtError, trusting the budget flags over the
@@ -406,7 +430,7 @@ fn budget_reset(sandbox: &Sandbox) {
     sandbox.budget.reset(sandbox.limits.instructions_max);
 }
 
-fn is_memory_error(e: &mlua::Error) -> bool {
+pub(crate) fn is_memory_error(e: &mlua::Error) -> bool {
     match e {
         mlua::Error::MemoryError(_) => true,
         mlua::Error::CallbackError { cause, .. } => is_memory_error(cause),
@@ -426,146 +450,4 @@ fn root_message(e: &mlua::Error) -> String {
         mlua::Error::MemoryError(msg) => msg.clone(),
         other => other.to_string(),
     }
-}
-
-fn bytes(s: Option<LuaString>) -> Vec<u8> {
-    s.map(|s| s.as_bytes().to_vec()).unwrap_or_default()
-}
-
-/// Turns an overlay result into the raw API convention the prelude expects:
-/// `true, results...` or `false, code`. Fatal errors raise.
-fn zk_result<T: IntoLuaMulti>(
-    lua: &Lua,
-    budget: &Budget,
-    r: Result<T, OpError>,
-) -> mlua::Result<MultiValue> {
-    let out = match r {
-        Ok(v) => v.into_lua_multi(lua).map(|mut m| {
-            m.push_front(Value::Boolean(true));
-            m
-        }),
-        Err(OpError::Code(code)) => (false, code as i32).into_lua_multi(lua),
-        Err(OpError::Fatal(msg)) => Err(mlua::Error::RuntimeError(msg)),
-    };
-    if let Err(e) = &out {
-        if is_memory_error(e) {
-            budget.memory_hit.set(true);
-        }
-    }
-    out
-}
-
-/// The regular ZooKeeper behaviour of a request table (`zk.default(req)`),
-/// against the overlay; returns a reply table like a handler would.
-fn default_op(
-    lua: &Lua,
-    overlay: &mut Overlay<'_>,
-    req: &Table,
-) -> mlua::Result<Result<Table, OpError>> {
-    let op: String = req.get("op")?;
-    let path: String = req.get("path")?;
-    let data = bytes(req.get::<Option<LuaString>>("data")?);
-    let version: i32 = req.get::<Option<i32>>("version")?.unwrap_or(-1);
-    let reply = lua.create_table()?;
-    let r = match op.as_str() {
-        "create" => {
-            let flags: i32 = req.get::<Option<i32>>("flags")?.unwrap_or(0);
-            overlay
-                .create(&path, data, flags)
-                .map(|(p, stat)| (Some(p), Some(stat), None, None))
-        }
-        "delete" => overlay
-            .delete(&path, version)
-            .map(|()| (None, None, None, None)),
-        "getData" => overlay
-            .get_data(&path)
-            .map(|(d, stat)| (None, Some(stat), Some(d), None)),
-        "setData" => overlay
-            .set_data(&path, data, version)
-            .map(|stat| (None, Some(stat), None, None)),
-        "exists" => overlay
-            .exists(&path)
-            .map(|stat| (None, Some(stat), None, None))
-            .ok_or(OpError::Code(ErrorCode::NoNode)),
-        "getChildren" => overlay.children(&path).and_then(|names| {
-            let stat = overlay
-                .exists(&path)
-                .ok_or(OpError::Code(ErrorCode::NoNode))?;
-            Ok((None, Some(stat), None, Some(names)))
-        }),
-        other => {
-            return Err(mlua::Error::RuntimeError(format!(
-                "zk.default: unknown op {other:?}"
-            )))
-        }
-    };
-    match r {
-        Ok((p, stat, d, names)) => {
-            if let Some(p) = p {
-                reply.raw_set("path", p)?;
-            }
-            if let Some(stat) = stat {
-                reply.raw_set("stat", stat_table(lua, &stat)?)?;
-            }
-            if let Some(d) = d {
-                reply.raw_set("data", lua.create_string(&d)?)?;
-            }
-            if let Some(names) = names {
-                reply.raw_set("children", lua.create_sequence_from(names)?)?;
-            }
-            Ok(Ok(reply))
-        }
-        Err(e) => Ok(Err(e)),
-    }
-}
-
-/// The Lua table of a stat; field names are `Stat`'s.
-pub(crate) fn stat_table(lua: &Lua, s: &Stat) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.raw_set("czxid", s.czxid)?;
-    t.raw_set("mzxid", s.mzxid)?;
-    t.raw_set("ctime", s.ctime)?;
-    t.raw_set("mtime", s.mtime)?;
-    t.raw_set("version", s.version)?;
-    t.raw_set("cversion", s.cversion)?;
-    t.raw_set("aversion", s.aversion)?;
-    t.raw_set("ephemeral_owner", s.ephemeral_owner)?;
-    t.raw_set("data_length", s.data_length)?;
-    t.raw_set("num_children", s.num_children)?;
-    t.raw_set("pzxid", s.pzxid)?;
-    Ok(t)
-}
-
-/// A stat from a table; missing fields are 0.
-pub(crate) fn stat_from_table(t: &Table) -> mlua::Result<Stat> {
-    Ok(Stat {
-        czxid: t.get::<Option<i64>>("czxid")?.unwrap_or(0),
-        mzxid: t.get::<Option<i64>>("mzxid")?.unwrap_or(0),
-        ctime: t.get::<Option<i64>>("ctime")?.unwrap_or(0),
-        mtime: t.get::<Option<i64>>("mtime")?.unwrap_or(0),
-        version: t.get::<Option<i32>>("version")?.unwrap_or(0),
-        cversion: t.get::<Option<i32>>("cversion")?.unwrap_or(0),
-        aversion: t.get::<Option<i32>>("aversion")?.unwrap_or(0),
-        ephemeral_owner: t.get::<Option<i64>>("ephemeral_owner")?.unwrap_or(0),
-        data_length: t.get::<Option<i32>>("data_length")?.unwrap_or(0),
-        num_children: t.get::<Option<i32>>("num_children")?.unwrap_or(0),
-        pzxid: t.get::<Option<i64>>("pzxid")?.unwrap_or(0),
-    })
-}
-
-/// The `req` table of a node call.
-pub(crate) fn request_table(lua: &Lua, r: &ExtRequest) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.raw_set("op", r.op.name())?;
-    t.raw_set("path", r.path.as_str())?;
-    t.raw_set("data", lua.create_string(&r.data)?)?;
-    t.raw_set("version", r.version)?;
-    t.raw_set("session", r.session_id)?;
-    if let crate::ExtOp::Create { flags } = r.op {
-        t.raw_set("flags", flags)?;
-        let mode = crate::CreateMode::from_flags(flags);
-        t.raw_set("ephemeral", mode.is_some_and(|m| m.is_ephemeral()))?;
-        t.raw_set("sequential", mode.is_some_and(|m| m.is_sequential()))?;
-    }
-    Ok(t)
 }

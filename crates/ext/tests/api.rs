@@ -1,7 +1,7 @@
 mod common;
 
 use common::{Harness, MemTree, CREATE, SEQ, SESSION};
-use stoa_ext::{ErrorCode, ExtOp, WriteOp};
+use stoa_ext::{ErrorCode, ExtOp, ExtRequest, Stat, TxnStamp, WriteOp};
 
 fn harness(src: &str) -> Harness {
     Harness::node("/x", src, MemTree::with(&[("/x", "root"), ("/x/old", "o")]))
@@ -228,4 +228,93 @@ fn reply_tables_carry_stat_and_children() {
     assert_eq!((stat.version, stat.num_children, stat.czxid), (9, 2, 0));
     assert_eq!(r.children.unwrap(), vec!["b".to_string(), "a".to_string()]);
     assert_eq!(r.path.as_deref(), Some("/p"));
+}
+
+#[test]
+fn stats_of_written_nodes_carry_the_commit_stamp_when_the_engine_gives_one() {
+    // Proves with a TxnStamp a created node's zxids/times, a set node's mzxid/mtime and the parent's pzxid are the commit's; without one they stay 0 / as read.
+    let src = r#"
+      return function(req, zk)
+        local _, created = zk.create("/x/a", "1")
+        local set = zk.set("/x/old", "2")
+        local _, parent = zk.get("/x")
+        return { stat = created, data = string.format("%d %d %d %d %d %d %d",
+          created.ctime, created.mtime, created.pzxid, set.mzxid, set.mtime, set.czxid, parent.pzxid) }
+      end"#;
+    let h = harness(src);
+    let mut mgr = h.mgr;
+    let request = ExtRequest {
+        op: ExtOp::Create { flags: 0 },
+        path: "/x".into(),
+        data: Vec::new(),
+        version: -1,
+        session_id: SESSION,
+    };
+    let stamp = TxnStamp {
+        zxid: 0x5_0000_0007,
+        time_ms: 1_700_000_000_123,
+    };
+    let old_czxid = h.tree.nodes["/x/old"].1.czxid;
+    let stamped = mgr
+        .call_stamped("ext", &request, &h.tree, Some(stamp))
+        .unwrap()
+        .reply
+        .unwrap();
+    let stat = stamped.stat.unwrap();
+    assert_eq!((stat.czxid, stat.mzxid), (stamp.zxid, stamp.zxid));
+    assert_eq!(
+        String::from_utf8(stamped.data.unwrap()).unwrap(),
+        format!(
+            "{t} {t} {z} {z} {t} {old_czxid} {z}",
+            t = stamp.time_ms,
+            z = stamp.zxid
+        )
+    );
+    let plain = mgr.call("ext", &request, &h.tree).unwrap().reply.unwrap();
+    let stat = plain.stat.unwrap();
+    assert_eq!(
+        (stat.czxid, stat.mzxid, stat.ctime, stat.pzxid),
+        (0, 0, 0, 0)
+    );
+}
+
+#[test]
+fn every_stat_field_reaches_lua_under_its_own_name() {
+    // Proves zk.get/exists/set/create hand Lua all 11 Stat fields under the right names, and a returned stat table comes back intact.
+    let src = r#"
+      local FIELDS = { "czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion",
+                       "ephemeral_owner", "data_length", "num_children", "pzxid" }
+      local function show(st)
+        local out = {}
+        for i, f in ipairs(FIELDS) do out[i] = f .. "=" .. tostring(st[f]) end
+        return table.concat(out, " ")
+      end
+      return function(req, zk)
+        local _, st = zk.get("/x/old")
+        assert(show(zk.exists("/x/old")) == show(st))
+        return { data = show(st), stat = st }
+      end"#;
+    let mut tree = MemTree::with(&[("/x", "root"), ("/x/old", "o")]);
+    let stat = Stat {
+        czxid: 1,
+        mzxid: 2,
+        ctime: 3,
+        mtime: 4,
+        version: 5,
+        cversion: 6,
+        aversion: 7,
+        ephemeral_owner: 8,
+        data_length: 1,
+        num_children: 0,
+        pzxid: 11,
+    };
+    tree.nodes.get_mut("/x/old").unwrap().1 = stat.clone();
+    let mut h = Harness::node("/x", src, tree);
+    let reply = h.reply(ExtOp::GetData, "/x", "").unwrap();
+    assert_eq!(
+        String::from_utf8(reply.data.unwrap()).unwrap(),
+        "czxid=1 mzxid=2 ctime=3 mtime=4 version=5 cversion=6 aversion=7 ephemeral_owner=8 \
+         data_length=1 num_children=0 pzxid=11"
+    );
+    assert_eq!(reply.stat, Some(stat));
 }

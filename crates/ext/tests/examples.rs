@@ -1,6 +1,7 @@
 mod common;
 
-use common::{Harness, MemTree, CREATE, SEQ};
+use common::{example_source, node_spec, Harness, MemTree, CREATE, SEQ};
+use proptest::prelude::*;
 use stoa_ext::{ErrorCode, ExtOp};
 
 // ---- priority queue -------------------------------------------------------
@@ -9,9 +10,24 @@ fn queue() -> Harness {
     Harness::example("priority_queue.lua", "/queue", MemTree::new())
 }
 
+/// Inserts `item` with priority `prio` (as the client spells it); returns
+/// the stored node's path.
+fn enqueue(h: &mut Harness, prio: &str, item: &str) -> String {
+    let r = h.reply(SEQ, &format!("/queue/node-{prio}-"), item).unwrap();
+    r.path.unwrap()
+}
+
+fn drain(h: &mut Harness) -> Vec<String> {
+    let mut got = Vec::new();
+    while let Ok(item) = h.get("/queue/next") {
+        got.push(item);
+    }
+    got
+}
+
 #[test]
 fn priority_queue_dequeues_by_priority_then_insertion_order() {
-    // Proves smaller priorities come first, ties in insertion order, each getData /queue/next removing the head.
+    // Proves smaller priorities come first, ties in insertion order, each getData /queue/next removing the head; the insert's reply names the stored node.
     let mut h = queue();
     for (prio, item) in [
         (5, "e1"),
@@ -21,15 +37,68 @@ fn priority_queue_dequeues_by_priority_then_insertion_order() {
         (1, "a2"),
         (12, "z"),
     ] {
-        let r = h.reply(SEQ, &format!("/queue/node-{prio}-"), item).unwrap();
-        assert!(r.path.unwrap().starts_with(&format!("/queue/node-{prio}-")));
+        let path = enqueue(&mut h, &prio.to_string(), item);
+        assert!(path.starts_with("/queue/node-"), "{path}");
+        assert_eq!(h.tree.data(&path).as_deref(), Some(item));
     }
-    let mut got = Vec::new();
-    while let Ok(item) = h.get("/queue/next") {
-        got.push(item);
-    }
-    assert_eq!(got, ["neg", "a1", "a2", "e1", "e2", "z"]);
+    assert_eq!(drain(&mut h), ["neg", "a1", "a2", "e1", "e2", "z"]);
     assert_eq!(h.tree.nodes["/queue"].1.num_children, 0);
+}
+
+#[test]
+fn priority_queue_orders_negative_and_64_bit_priorities() {
+    // Proves the stored names order the whole i64 range (both extremes, around zero, leading zeros) with ties in insertion order.
+    let mut h = queue();
+    let min = i64::MIN.to_string();
+    let max = i64::MAX.to_string();
+    for (prio, item) in [
+        (max.as_str(), "max"),
+        ("0", "zero"),
+        ("-1", "minus-one"),
+        (min.as_str(), "min"),
+        ("007", "seven-a"),
+        ("-10", "minus-ten"),
+        ("-0", "zero-b"),
+        ("7", "seven-b"),
+        (min.as_str(), "min-b"),
+        ("1", "one"),
+        (max.as_str(), "max-b"),
+    ] {
+        enqueue(&mut h, prio, item);
+    }
+    assert_eq!(
+        drain(&mut h),
+        [
+            "min",
+            "min-b",
+            "minus-ten",
+            "minus-one",
+            "zero",
+            "zero-b",
+            "one",
+            "seven-a",
+            "seven-b",
+            "max",
+            "max-b"
+        ]
+    );
+}
+
+#[test]
+fn priority_queue_refuses_priorities_beyond_64_bits() {
+    // Proves a priority outside i64 is BadArguments and writes nothing, instead of wrapping or rounding.
+    let mut h = queue();
+    for prio in [
+        "9223372036854775808",
+        "-9223372036854775809",
+        "100000000000000000000",
+    ] {
+        let out = h
+            .run(SEQ, &format!("/queue/node-{prio}-"), "x", -1)
+            .unwrap();
+        assert_eq!(out.reply, Err(ErrorCode::BadArguments), "{prio}");
+        assert!(out.writes.is_empty());
+    }
 }
 
 #[test]
@@ -49,12 +118,15 @@ fn priority_queue_removal_is_one_transaction() {
     // Proves a dequeue returns the head's data and emits exactly one delete (one multi, no retries).
     let mut h = queue();
     h.reply(SEQ, "/queue/node-2-", "b").unwrap();
-    h.reply(SEQ, "/queue/node-1-", "a").unwrap();
+    let head = enqueue(&mut h, "1", "a");
     let out = h.run(ExtOp::GetData, "/queue/next", "", -1).unwrap();
     assert_eq!(out.reply.unwrap().data.as_deref(), Some(&b"a"[..]));
-    assert_eq!(out.writes.len(), 1);
-    assert!(
-        matches!(&out.writes[0], stoa_ext::WriteOp::Delete { path, .. } if path.starts_with("/queue/node-1-"))
+    assert_eq!(
+        out.writes,
+        [stoa_ext::WriteOp::Delete {
+            path: head,
+            version: 0
+        }]
     );
 }
 
@@ -66,14 +138,69 @@ fn priority_queue_refuses_malformed_inserts() {
         h.reply(CREATE, "/queue/node-1-", "x"),
         Err(ErrorCode::BadArguments)
     );
-    assert_eq!(
-        h.reply(SEQ, "/queue/item-", "x"),
-        Err(ErrorCode::BadArguments)
-    );
-    assert_eq!(
-        h.reply(SEQ, "/queue/node-x-", "x"),
-        Err(ErrorCode::BadArguments)
-    );
+    for bad in [
+        "/queue/item-",
+        "/queue/node-x-",
+        "/queue/node-+1-",
+        "/queue/node-1.5-",
+    ] {
+        assert_eq!(
+            h.reply(SEQ, bad, "x"),
+            Err(ErrorCode::BadArguments),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn priority_queue_skips_children_that_are_not_elements() {
+    // Proves nodes under /queue from before the extension (other names, the old node-<prio>-<seq> form) are never served and do not hide elements.
+    let tree = MemTree::with(&[
+        ("/queue", ""),
+        ("/queue/node-5-0000000001", "old"),
+        ("/queue/node-oops", "foreign"),
+        ("/queue/other", "foreign"),
+    ]);
+    let mut h = Harness::example("priority_queue.lua", "/queue", tree);
+    assert_eq!(h.get("/queue/next"), Err(ErrorCode::NoNode));
+    enqueue(&mut h, "9", "late");
+    enqueue(&mut h, "-9", "early");
+    assert_eq!(drain(&mut h), ["early", "late"]);
+    assert_eq!(h.tree.nodes["/queue"].1.num_children, 3);
+}
+
+#[test]
+fn priority_queue_dequeue_cost_does_not_grow_with_the_queue() {
+    // Proves a dequeue from 3,000 elements runs within 5,000 Lua instructions (a scan would need over 40,000).
+    let mut h = Harness::new(MemTree::new());
+    let mut spec = node_spec("pq", "/queue", &example_source("priority_queue.lua"));
+    spec.limits.instructions_max = 5_000;
+    h.mgr.register(spec).unwrap();
+    for i in 0..3_000 {
+        enqueue(&mut h, &(i % 7).to_string(), &i.to_string());
+    }
+    assert_eq!(h.get("/queue/next").unwrap(), "0");
+    assert_eq!(h.get("/queue/next").unwrap(), "7");
+    assert_eq!(h.mgr.metrics()[0].1.limits_hit, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn priority_queue_serves_a_stable_sort_by_priority(
+        prios in prop::collection::vec(prop_oneof![any::<i64>(), -3i64..3], 0..24)
+    ) {
+        // Proves, for any i64 priorities, the drain order equals a stable sort of the inserts by priority.
+        let mut h = queue();
+        for (i, prio) in prios.iter().enumerate() {
+            enqueue(&mut h, &prio.to_string(), &i.to_string());
+        }
+        let mut expected: Vec<(i64, usize)> = prios.iter().copied().zip(0..).collect();
+        expected.sort_by_key(|(prio, _)| *prio);
+        let expected: Vec<String> = expected.iter().map(|(_, i)| i.to_string()).collect();
+        prop_assert_eq!(drain(&mut h), expected);
+    }
 }
 
 // ---- quota ----------------------------------------------------------------

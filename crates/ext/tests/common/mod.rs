@@ -152,6 +152,33 @@ impl TreeView for MemTree {
             .map(String::from)
             .collect())
     }
+    /// Ordered, as the engine's view is (the trait's default sorts the
+    /// whole listing): a range over the full paths, skipping grandchildren.
+    fn children_after(
+        &self,
+        path: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, ErrorCode> {
+        if !self.nodes.contains_key(path) {
+            return Err(ErrorCode::NoNode);
+        }
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
+        let from = format!("{prefix}{}", after.unwrap_or(""));
+        Ok(self
+            .nodes
+            .range(from..)
+            .map_while(|(k, _)| k.strip_prefix(&prefix))
+            .filter(|name| !name.is_empty() && !name.contains('/'))
+            .filter(|name| after.is_none_or(|a| *name > a))
+            .take(limit)
+            .map(String::from)
+            .collect())
+    }
     fn next_sequence(&self, parent: &str) -> Result<i32, ErrorCode> {
         // ZooKeeper derives the suffix from the parent's cversion.
         self.nodes

@@ -52,6 +52,22 @@ impl TreeView for View<'_> {
         Ok(node.children().map(str::to_string).collect())
     }
 
+    /// The ordered child set answers a cursor in O(log n + limit), so an
+    /// extension taking a queue's head does not list the whole queue.
+    fn children_after(
+        &self,
+        path: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, ErrorCode> {
+        let node = self.0.node(path).ok_or(ErrorCode::NoNode)?;
+        Ok(node
+            .children_after(after)
+            .take(limit)
+            .map(str::to_string)
+            .collect())
+    }
+
     fn next_sequence(&self, parent: &str) -> Result<i32, ErrorCode> {
         // The persisted cversion counts child creations: ZooKeeper's counter.
         Ok(self
