@@ -80,6 +80,15 @@ def test_priority_queue_orders_negative_and_64_bit_priorities_with_ties_in_inser
                          "seven-a", "seven-b", "max", "max-b"]
 
 
+def test_an_insert_through_the_queue_replies_with_the_stat_the_node_gets(zk):
+    """The extension's reply carries the zxid its transaction commits with (not 0)."""
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+    path, stat = zk.create("/queue/node-4-", b"x", sequence=True, include_data=True)
+    stored = zk.get(path)[1]
+    assert stat.czxid != 0
+    assert (stat.czxid, stat.mzxid) == (stored.czxid, stored.mzxid)
+
+
 def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client, ext_server):
     """Four consumers racing on /queue/next get 300 elements with no loss and no duplicate."""
     register(zk, "pq", "/queue", example("priority_queue.lua"))

@@ -732,17 +732,24 @@ impl Engine {
         }
     }
 
-    pub(crate) fn next_zxid(&mut self) -> i64 {
+    /// The zxid `next_zxid` will hand out (extension replies carry it in
+    /// the stats of what the call writes).
+    pub(crate) fn peek_next_zxid(&self) -> i64 {
         let term = self.raft.raft.term;
-        if term != self.zxid_epoch {
-            self.zxid_epoch = term;
-            self.zxid_counter = 0;
-        }
-        self.zxid_counter = self
-            .zxid_counter
-            .checked_add(1)
-            .expect("zxid counter overflow within one epoch");
-        let zxid = ((self.zxid_epoch as i64) << 32) | self.zxid_counter as i64;
+        let counter = if term == self.zxid_epoch {
+            self.zxid_counter
+                .checked_add(1)
+                .expect("zxid counter overflow within one epoch")
+        } else {
+            1
+        };
+        ((term as i64) << 32) | counter as i64
+    }
+
+    pub(crate) fn next_zxid(&mut self) -> i64 {
+        let zxid = self.peek_next_zxid();
+        self.zxid_epoch = self.raft.raft.term;
+        self.zxid_counter = zxid as u32;
         assert!(
             zxid > self.tree.last_zxid(),
             "zxid {zxid:#x} not above applied {:#x}",

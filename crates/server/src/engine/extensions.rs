@@ -362,8 +362,17 @@ impl Engine {
             return (ErrorCode::Unimplemented, Response::Empty, Vec::new());
         };
         self.prepare_extension_state();
+        // On the leader the call's writes become the next transaction, so
+        // the stats it replies with can carry that zxid; a follower's run
+        // of a writing call is discarded (the leader runs it again).
+        let stamp = self.is_leader().then(|| stoa_ext::TxnStamp {
+            zxid: self.peek_next_zxid(),
+            time_ms: self.now_ms,
+        });
         let view = View(self.speculative.as_ref().unwrap_or(&self.tree));
-        let outcome = self.extensions.call(name, &ext_request, &view);
+        let outcome = self
+            .extensions
+            .call_stamped(name, &ext_request, &view, stamp);
         match outcome {
             Err(e) => {
                 log::warn!(
