@@ -8,7 +8,7 @@ import threading
 
 import pytest
 from kazoo.exceptions import (BadArgumentsError, NoAuthError, NodeExistsError, NoNodeError,
-                              QuotaExceededError, SystemErrorException)
+                              QuotaExceededError, SystemErrorException, UnimplementedError)
 from kazoo.security import make_digest_acl
 
 import harness as h
@@ -87,6 +87,19 @@ def test_an_insert_through_the_queue_replies_with_the_stat_the_node_gets(zk):
     stored = zk.get(path)[1]
     assert stat.czxid != 0
     assert (stat.czxid, stat.mzxid) == (stored.czxid, stored.mzxid)
+
+
+def test_a_client_multi_touching_an_extension_path_is_refused(zk):
+    """A multi cannot include an extension's virtual node: refused whole, nothing applied."""
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+    t = zk.transaction()
+    t.create("/plain", b"p")
+    t.create("/queue/node-1-", b"x", sequence=True)
+    with pytest.raises(UnimplementedError):
+        t.commit()
+    assert zk.exists("/plain") is None
+    with pytest.raises(NoNodeError):
+        zk.get("/queue/next")
 
 
 def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client, ext_server):

@@ -192,6 +192,20 @@ impl Engine {
         extension_request(request, 0).and_then(|r| self.extensions.node_extension_for(&r.path))
     }
 
+    /// A multi with an op on a node extension's path: the extension cannot
+    /// take part in the multi's all-or-nothing, and running the op on the
+    /// plain tree would bypass it, so the multi is refused.
+    pub(super) fn multi_touches_extension(&self, request: &Request) -> bool {
+        let ops = match request {
+            Request::Multi(ops) | Request::MultiRead(ops) if self.node_extensions > 0 => ops,
+            _ => return false,
+        };
+        ops.iter().any(|op| {
+            op.path()
+                .is_some_and(|p| self.extensions.node_extension_for(p).is_some())
+        })
+    }
+
     /// Runs a node extension for a client request and queues its reply.
     /// A follower runs it on its own state and answers calls that only
     /// read; one that writes goes to the leader, which runs it again on the

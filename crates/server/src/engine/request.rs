@@ -57,6 +57,10 @@ impl Engine {
         if let Some(name) = self.extension_for(&request) {
             return self.on_extension_request(conn, sid, xid, &name, request);
         }
+        if self.multi_touches_extension(&request) {
+            log::info!("connection {conn}: a multi with an op on an extension's path; refused");
+            return self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty);
+        }
         match request {
             Request::Auth(packet) => self.on_auth(conn, xid, &packet.scheme, &packet.auth),
             Request::CloseSession => self.close_session(sid, Some(xid)),
