@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfState};
+use raft::eraftpb::{ConfChangeSingle, ConfChangeType};
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::records::ReconfigRequest;
 
@@ -46,7 +46,7 @@ impl Membership {
         }
     }
 
-    pub fn ids_with(&self, role: Role) -> Vec<u64> {
+    fn ids_with(&self, role: Role) -> Vec<u64> {
         self.members
             .values()
             .filter(|m| m.role == role)
@@ -60,14 +60,6 @@ impl Membership {
 
     pub fn learners(&self) -> Vec<u64> {
         self.ids_with(Role::Observer)
-    }
-
-    pub fn conf_state(&self) -> ConfState {
-        ConfState {
-            voters: self.voters(),
-            learners: self.learners(),
-            ..Default::default()
-        }
     }
 
     pub fn role_of(&self, id: u64) -> Option<Role> {

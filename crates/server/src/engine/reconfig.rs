@@ -340,10 +340,11 @@ impl Engine {
     }
 
     /// The participant (other than this server) whose log matches the
-    /// leader's furthest.
+    /// leader's furthest. Raft's own configuration decides who is one: a
+    /// change applies there just before its transaction reaches the tree.
     fn most_up_to_date_voter(&self) -> Option<u64> {
         let me = self.config.server_id;
-        let voters = self.membership_after_pending().voters();
+        let voters = self.raft.raft.prs().conf().to_conf_state().voters;
         self.raft
             .raft
             .prs()
@@ -351,23 +352,6 @@ impl Engine {
             .filter(|(id, _)| **id != me && voters.contains(id))
             .max_by_key(|(id, p)| (p.matched, std::cmp::Reverse(**id)))
             .map(|(id, _)| *id)
-    }
-
-    /// Raft's voters as of now (the tree's membership follows once the
-    /// change's transaction applies, right after).
-    fn membership_after_pending(&self) -> Membership {
-        let conf = self.raft.raft.prs().conf().to_conf_state();
-        let mut m = self.membership.clone();
-        m.members
-            .retain(|id, _| conf.voters.contains(id) || conf.learners.contains(id));
-        for member in m.members.values_mut() {
-            member.role = if conf.voters.contains(&member.id) {
-                Role::Participant
-            } else {
-                Role::Observer
-            };
-        }
-        m
     }
 
     /// Leader: asks the most up-to-date participant to take over (rolling
