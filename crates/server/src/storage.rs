@@ -105,6 +105,7 @@ pub fn recover(
             replay.torn_tail_bytes
         );
     }
+    remove_unfinished_snapshots(snapshot_dir);
     let (tree, snapshot_index, snapshot_term) = load_newest_snapshot(snapshot_dir)?;
     let (hard_state, entries) = entries_after(&replay, partition, snapshot_index)?;
     log::info!(
@@ -171,6 +172,23 @@ fn snapshot_files(dir: &Path) -> Result<Vec<(u64, u64, PathBuf)>, String> {
     }
     found.sort();
     Ok(found)
+}
+
+/// Deletes the temporary files of snapshots a stop or crash cut short:
+/// never read, they would only take disk space (one tree's worth each).
+fn remove_unfinished_snapshots(dir: &Path) {
+    let Ok(listing) = fs::read_dir(dir) else {
+        return;
+    };
+    for item in listing.flatten() {
+        let name = item.file_name().to_string_lossy().to_string();
+        if name.starts_with(SNAPSHOT_PREFIX) && name.ends_with(".tmp") {
+            match fs::remove_file(item.path()) {
+                Ok(()) => log::info!("removed unfinished snapshot {name}"),
+                Err(e) => log::warn!("cannot remove unfinished snapshot {name}: {e}"),
+            }
+        }
+    }
 }
 
 fn load_newest_snapshot(dir: &Path) -> Result<(DataTree, u64, u64), String> {
@@ -265,5 +283,28 @@ mod tests {
             record_to_hard_state(&hard_state_record(0, &hs)).unwrap(),
             hs
         );
+    }
+
+    #[test]
+    fn recovery_loads_the_newest_snapshot_and_removes_unfinished_ones() {
+        // Proves a snapshot cut short by a stop (its .tmp file) is deleted at
+        // the next start, and the newest complete snapshot is the one loaded.
+        let base = std::env::temp_dir().join(format!(
+            "stoa-storage-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let (snaps, wal) = (base.join("snapshots"), base.join("wal"));
+        fs::create_dir_all(&snaps).unwrap();
+        let tree = DataTree::new();
+        write_snapshot(&snaps, &tree, 5, 1).unwrap();
+        let unfinished = snaps.join(format!("{SNAPSHOT_PREFIX}{:020}-{:020}.tmp", 9, 1));
+        fs::write(&unfinished, b"half a snapshot").unwrap();
+        let (recovered, wal_log) = recover(&snaps, &wal, 0).unwrap();
+        assert_eq!(recovered.snapshot_index, 5);
+        assert!(!unfinished.exists(), "unfinished snapshot left behind");
+        assert_eq!(snapshot_files(&snaps).unwrap().len(), 1);
+        drop(wal_log);
+        fs::remove_dir_all(&base).unwrap();
     }
 }

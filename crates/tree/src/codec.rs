@@ -144,10 +144,12 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn string(&mut self) -> Result<String, DecodeError> {
-        let b = self.bytes()?;
-        std::str::from_utf8(b)
-            .map(str::to_owned)
-            .map_err(|_| DecodeError::BadUtf8)
+        self.str().map(str::to_owned)
+    }
+
+    /// A string borrowed from the input.
+    pub(crate) fn str(&mut self) -> Result<&'a str, DecodeError> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| DecodeError::BadUtf8)
     }
 
     /// A count of items each at least `min_bytes` long, checked against

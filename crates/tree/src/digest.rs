@@ -34,29 +34,46 @@ fn mix(mut z: u64) -> u64 {
 }
 
 pub(crate) fn node_digest(path: &str, node: &Node) -> u64 {
-    let mut h = Fnv(FNV_OFFSET);
-    h.bytes(path.as_bytes());
-    h.bytes(node.data());
-    h.u64(node.acl().len() as u64);
-    for a in node.acl() {
-        h.u64(a.perms as u64);
-        h.bytes(a.id.scheme.as_bytes());
-        h.bytes(a.id.id.as_bytes());
+    NodeDigest::of_record(path, node).finish(node.child_count())
+}
+
+/// A node's digest before its child count is known: everything but the
+/// last field. Lets a snapshot loader hash a record on the thread that
+/// decodes it and finish the hash once the node's children are in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeDigest(u64);
+
+impl NodeDigest {
+    pub(crate) fn of_record(path: &str, node: &Node) -> Self {
+        let mut h = Fnv(FNV_OFFSET);
+        h.bytes(path.as_bytes());
+        h.bytes(node.data());
+        h.u64(node.acl().len() as u64);
+        for a in node.acl() {
+            h.u64(a.perms as u64);
+            h.bytes(a.id.scheme.as_bytes());
+            h.bytes(a.id.id.as_bytes());
+        }
+        let s = node.persisted();
+        for v in [
+            s.czxid,
+            s.mzxid,
+            s.ctime,
+            s.mtime,
+            s.ephemeral_owner,
+            s.pzxid,
+        ] {
+            h.u64(v as u64);
+        }
+        for v in [s.version, s.cversion, s.aversion] {
+            h.u64(v as u64);
+        }
+        NodeDigest(h.0)
     }
-    let s = node.persisted();
-    for v in [
-        s.czxid,
-        s.mzxid,
-        s.ctime,
-        s.mtime,
-        s.ephemeral_owner,
-        s.pzxid,
-    ] {
-        h.u64(v as u64);
+
+    pub(crate) fn finish(self, child_count: usize) -> u64 {
+        let mut h = Fnv(self.0);
+        h.u64(child_count as u64);
+        mix(h.0)
     }
-    for v in [s.version, s.cversion, s.aversion] {
-        h.u64(v as u64);
-    }
-    h.u64(node.child_count() as u64);
-    mix(h.0)
 }

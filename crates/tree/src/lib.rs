@@ -14,6 +14,7 @@ mod prep;
 mod read;
 mod response;
 mod snapshot;
+mod snapshot_load;
 mod tree;
 mod txn;
 

@@ -198,12 +198,18 @@ impl DataTree {
         let parent = path::canonical(path::parent_of(p).unwrap_or_default()).to_owned();
         let name: Arc<str> = Arc::from(path::name_of(p));
         let key: Arc<str> = Arc::from(p);
-        let owner = node.stat.ephemeral_owner;
         let parent_node = self.nodes.get_mut(parent.as_str());
         assert!(parent_node.is_some(), "attach {p}: parent {parent} missing");
         if let Some(parent_node) = parent_node {
             parent_node.children.insert_mut(name);
         }
+        self.insert_indexed(key, node);
+    }
+
+    /// Puts `node` into the node map under `key` and indexes its owner;
+    /// the caller has listed it in its parent's children.
+    pub(crate) fn insert_indexed(&mut self, key: Arc<str>, node: Node) {
+        let owner = node.stat.ephemeral_owner;
         self.nodes.insert_mut(key.clone(), node);
         match EphemeralKind::of(owner) {
             EphemeralKind::Void => {}
