@@ -1,23 +1,31 @@
-//! A seeded simulation of a whole ensemble: three participants and an
-//! observer (raft and all),
+//! A seeded simulation of a whole ensemble: three or five participants
+//! and an observer (raft and all),
 //! their WALs and snapshot directories, the network between them and the
 //! clients, with no sockets, files or clocks. The network delivers each
 //! link in order (as TCP does) but loses messages (full queues, broken
 //! connections) and interleaves links at random; servers are cut off and
 //! healed, crash (losing what their WAL had not made durable) and restart
-//! from their durable state, install snapshots from the leader. Clients
-//! pipeline writes and reads through any member, give up on a silent
-//! member and resume their session elsewhere.
+//! from their durable state, install snapshots from the leader. At most
+//! (participants - 1) / 2 servers are down or cut off at once (one of
+//! three, two of five; two cut off form a minority that still talks
+//! within itself). Clients pipeline writes and reads through any member,
+//! give up on a silent member and resume their session elsewhere, and
+//! reconfigure the ensemble one server at a time (from the leader's view,
+//! keeping the starting number of participants), sometimes asking for two
+//! servers at once, which must be refused.
 //!
 //! Checked after every step: one leader per term; any two members that
 //! applied the same index hold the same state; every client's replies come
 //! in request order, zxids never go back, a read sees its session's
 //! preceding writes and nothing newer than was sent, and the counter
-//! extension (called through any member) never hands out a value twice. At the end (healed,
+//! extension (called through any member) never hands out a value twice;
+//! a reconfig of two servers at once is refused. At the end (healed,
 //! all up): identical states everywhere, no acknowledged write lost, and
 //! each client's writes applied as a prefix of the order it sent them.
-//! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test ensemble_sim`;
-//! `STOA_SIM_SEEDS=n` runs seeds 0..n (default 64).
+//! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test --release
+//! -p stoa-server <the failing test's name>` (one test per ensemble size);
+//! `STOA_SIM_SEEDS=n` runs seeds 0..n of each (default 64);
+//! `STOA_SIM_VERBOSE=1` prints what each seed went through.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -37,12 +45,13 @@ use super::sim::{index_of, key_path, value, Rng};
 use super::tests::config;
 use super::{forward::EngineMessage, Engine, Input, Recovered};
 
-/// Participants 1..=VOTERS, then one observer (a raft learner).
-const VOTERS: u64 = 3;
-const SERVERS: u64 = VOTERS + 1;
+// Participants 1..=voters, then one observer (a raft learner), server
+// voters + 1: `Sim::voters` is the size simulated.
 const CLIENTS: usize = 4;
 const KEYS_PER_CLIENT: usize = 2;
 const STEPS_PER_SEED: usize = 3000;
+/// Per ensemble size; a seed of five participants costs about as much
+/// as one of three (some 80 ms in release).
 const SEEDS_DEFAULT: u64 = 64;
 const IN_FLIGHT_MAX: usize = 4;
 /// A small snapCount so members compact and lagging ones need snapshots.
@@ -136,8 +145,11 @@ enum Op {
         min: Option<usize>,
         max: Option<usize>,
     },
-    /// A membership change (as the super user).
-    Reconfig,
+    /// A membership change (as the super user); `several`: one that asks
+    /// to change two servers at once, which must be refused.
+    Reconfig {
+        several: bool,
+    },
 }
 
 struct Client {
@@ -177,6 +189,9 @@ const RECONFIG_REFUSALS: [ErrorCode; 3] = [
     ErrorCode::NewConfigNoQuorum,
     ErrorCode::BadArguments,
 ];
+/// What a reconfig of two servers at once must answer: refused as such,
+/// unless another change is under way (checked first).
+const SEVERAL_REFUSALS: [ErrorCode; 2] = [ErrorCode::BadArguments, ErrorCode::ReconfigInProgress];
 
 fn json_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 64);
@@ -204,12 +219,15 @@ fn state_of(tree: &DataTree) -> ReplicaState {
 struct Sim {
     rng: Rng,
     seed: u64,
+    /// Participants at the start (3 or 5); one observer besides.
+    voters: u64,
     now_ms: i64,
     servers: Vec<Server>,
     /// Per link (from, to): messages in order.
     links: BTreeMap<(u64, u64), VecDeque<Message>>,
-    /// A server cut off from every peer (clients still reach it).
-    isolated: Option<u64>,
+    /// Servers cut off from the others (clients still reach them); among
+    /// themselves they still talk, a minority partition.
+    isolated: Vec<u64>,
     clients: Vec<Client>,
     next_conn: u64,
     leaders: HashMap<u64, u64>,
@@ -218,34 +236,43 @@ struct Sim {
     /// Why clients lost connections: (closed by a server, gave up, crash).
     drops: (usize, usize, usize),
     applied_states: HashMap<u64, ReplicaState>,
-    /// Reconfig replies: (done, refused).
-    reconfigs: (usize, usize),
+    /// Reconfig replies: (done, refused, of two servers at once refused).
+    reconfigs: (usize, usize, usize),
+    /// Steps run with 0, 1, .. servers down or cut off.
+    fault_steps: Vec<usize>,
+    /// Steps ending with a leader.
+    leader_steps: usize,
 }
 
 /// Each server's election timeout, in ticks: fixed (raft's own random pick
 /// would not replay) but different per server, and varied by seed.
-fn engine_config(seed: u64, id: u64) -> super::EngineConfig {
+fn engine_config(seed: u64, voters: u64, id: u64) -> super::EngineConfig {
+    let servers = voters + 1;
     let mut cfg = config();
     cfg.server_id = id;
-    cfg.voters = (1..=VOTERS).collect();
-    cfg.learners = (VOTERS + 1..=SERVERS).collect();
+    cfg.voters = (1..=voters).collect();
+    cfg.learners = (voters + 1..=servers).collect();
     cfg.snap_count = SNAP_COUNT;
     cfg.super_digest = Some(stoa_tree::digest_id(ADMIN_CREDENTIALS).id);
     // Distinct per server, or equal timeouts split the vote forever.
     let base = crate::session::splitmix64(seed) % 7;
-    let order = (id + seed) % SERVERS;
+    let order = (id + seed) % servers;
     cfg.fixed_election_ticks = Some((10 + base + 3 * order) as usize);
     cfg
 }
 
 impl Sim {
-    fn new(seed: u64) -> Sim {
-        let servers = (1..=SERVERS)
+    fn new(seed: u64, voters: u64) -> Sim {
+        let servers = (1..=voters + 1)
             .map(|id| Server {
                 id,
                 engine: Some(
-                    Engine::new(engine_config(seed, id), Disk::default().recover(), T0_MS)
-                        .expect("engine starts"),
+                    Engine::new(
+                        engine_config(seed, voters, id),
+                        Disk::default().recover(),
+                        T0_MS,
+                    )
+                    .expect("engine starts"),
                 ),
                 unsynced: VecDeque::new(),
                 disk: Disk::default(),
@@ -272,17 +299,20 @@ impl Sim {
         let mut sim = Sim {
             rng: Rng(seed),
             seed,
+            voters,
             now_ms: T0_MS,
             servers,
             links: BTreeMap::new(),
-            isolated: None,
+            isolated: Vec::new(),
             clients,
             next_conn: 1,
             leaders: HashMap::new(),
             counted: BTreeMap::new(),
             drops: (0, 0, 0),
             applied_states: HashMap::new(),
-            reconfigs: (0, 0),
+            reconfigs: (0, 0, 0),
+            fault_steps: vec![0; ((voters - 1) / 2 + 1) as usize],
+            leader_steps: 0,
         };
         sim.setup();
         sim
@@ -290,6 +320,29 @@ impl Sim {
 
     fn engine(&mut self, s: usize) -> Option<&mut Engine> {
         self.servers[s].engine.as_mut()
+    }
+
+    /// Participants and the observer.
+    fn server_count(&self) -> u64 {
+        self.voters + 1
+    }
+
+    /// Servers down or cut off at once that still leave a quorum of the
+    /// participants (never fewer than `voters`) up and in touch.
+    fn faults_max(&self) -> usize {
+        ((self.voters - 1) / 2) as usize
+    }
+
+    /// Servers down or cut off now (one both down and cut off counts
+    /// twice).
+    fn faults(&self) -> usize {
+        let down = self.servers.iter().filter(|s| s.engine.is_none()).count();
+        down + self.isolated.len()
+    }
+
+    /// A message between these two servers is lost to the partition.
+    fn cut(&self, a: u64, b: u64) -> bool {
+        self.isolated.contains(&a) != self.isolated.contains(&b)
     }
 
     /// Elects a leader and creates every client's keys through it.
@@ -396,8 +449,14 @@ impl Sim {
         }
     }
 
+    /// Queues a message, or loses it: cut off, or to a server that is
+    /// down (its connections are refused).
     fn post(&mut self, from: u64, to: u64, message: Message) {
-        if self.isolated.is_some_and(|i| i == from || i == to) {
+        let down = to
+            .checked_sub(1)
+            .and_then(|s| self.servers.get(s as usize))
+            .is_none_or(|s| s.engine.is_none());
+        if down || self.cut(from, to) {
             return;
         }
         self.links.entry((from, to)).or_default().push_back(message);
@@ -491,8 +550,12 @@ impl Sim {
     fn restart(&mut self, s: usize) {
         let id = self.servers[s].id;
         let recovered = self.servers[s].disk.recover();
-        let engine = Engine::new(engine_config(self.seed, id), recovered, self.now_ms)
-            .expect("engine restarts");
+        let engine = Engine::new(
+            engine_config(self.seed, self.voters, id),
+            recovered,
+            self.now_ms,
+        )
+        .expect("engine restarts");
         self.servers[s].engine = Some(engine);
         self.collect(s);
     }
@@ -759,10 +822,13 @@ impl Sim {
         }
     }
 
-    /// A membership change that keeps three participants (so one server
-    /// down or cut off still leaves a quorum), chosen from the leader's
-    /// view, which may be stale by the time it arrives.
+    /// A membership change of one server that keeps at least the starting
+    /// number of participants (so `faults_max` servers down or cut off
+    /// still leave a quorum), chosen from the leader's view, which may be
+    /// stale by the time it arrives; or, now and then, the removal of two
+    /// servers at once, which must be refused whatever the membership.
     fn send_reconfig(&mut self, c: usize) {
+        let several = self.rng.chance(15);
         let Some(membership) = self
             .servers
             .iter()
@@ -775,7 +841,8 @@ impl Sim {
         let spec = |id: u64, role: &str| format!("server.{id}=127.0.0.1:2888:3888:{role}");
         let voters = membership.voters();
         let learners = membership.learners();
-        let absent: Vec<u64> = (1..=SERVERS)
+        let servers = self.server_count();
+        let absent: Vec<u64> = (1..=servers)
             .filter(|id| !membership.members.contains_key(id))
             .collect();
         let mut choices: Vec<(String, String)> = Vec::new();
@@ -783,7 +850,7 @@ impl Sim {
             choices.push((spec(id, "participant"), String::new()));
             choices.push((String::new(), id.to_string()));
         }
-        if voters.len() > 3 {
+        if voters.len() as u64 > self.voters {
             for &id in &voters {
                 choices.push((spec(id, "observer"), String::new()));
                 choices.push((String::new(), id.to_string()));
@@ -791,6 +858,13 @@ impl Sim {
         }
         for &id in &absent {
             choices.push((spec(id, "observer"), String::new()));
+        }
+        if several {
+            // Two servers (each a member or not): two changes, or a server
+            // not in the ensemble; either way refused.
+            let a = 1 + self.rng.below(servers);
+            let b = 1 + (a + self.rng.below(servers - 1)) % servers;
+            choices = vec![(String::new(), format!("{a},{b}"))];
         }
         if choices.is_empty() {
             return;
@@ -816,7 +890,9 @@ impl Sim {
             cur_config_id: -1,
         });
         if let Some(xid) = self.send_request(c, reconfig) {
-            self.clients[c].in_flight.push_back((xid, Op::Reconfig));
+            self.clients[c]
+                .in_flight
+                .push_back((xid, Op::Reconfig { several }));
         }
     }
 
@@ -861,10 +937,22 @@ impl Sim {
                 header.xid, xid,
                 "seed {seed}: client {c} replies out of order"
             );
-            let refused = matches!(op, Op::Reconfig)
-                && RECONFIG_REFUSALS.iter().any(|e| e.as_i32() == header.err);
-            if matches!(op, Op::Reconfig) {
-                reconfigs.push(refused);
+            let refused = match op {
+                Op::Reconfig { several: false } => {
+                    RECONFIG_REFUSALS.iter().any(|e| e.as_i32() == header.err)
+                }
+                Op::Reconfig { several: true } => {
+                    assert!(
+                        SEVERAL_REFUSALS.iter().any(|e| e.as_i32() == header.err),
+                        "seed {seed}: client {c} xid {xid}: a reconfig of two servers at once answered {}",
+                        header.err
+                    );
+                    true
+                }
+                _ => false,
+            };
+            if let Op::Reconfig { several } = op {
+                reconfigs.push((refused, several));
             }
             assert!(
                 header.err == ErrorCode::Ok.as_i32() || refused,
@@ -879,7 +967,7 @@ impl Sim {
             );
             client.last_zxid = header.zxid;
             match op {
-                Op::Create | Op::Reconfig => {}
+                Op::Create | Op::Reconfig { .. } => {}
                 Op::Next => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(rest)).expect("getData reply");
@@ -909,11 +997,11 @@ impl Sim {
             }
         }
         assert_eq!(at, bytes.len(), "partial frame");
-        for refused in reconfigs {
-            if refused {
-                self.reconfigs.1 += 1;
-            } else {
-                self.reconfigs.0 += 1;
+        for (refused, several) in reconfigs {
+            match (refused, several) {
+                (false, _) => self.reconfigs.0 += 1,
+                (true, false) => self.reconfigs.1 += 1,
+                (true, true) => self.reconfigs.2 += 1,
             }
         }
         for value in handed {
@@ -931,21 +1019,24 @@ impl Sim {
                 let c = self.rng.below(CLIENTS as u64) as usize;
                 let client = &self.clients[c];
                 if client.conn.is_none() {
-                    let s = self.rng.below(SERVERS) as usize;
+                    let s = self.rng.below(self.server_count()) as usize;
                     self.connect_to(c, s);
                 } else if client.handshaken && client.in_flight.len() < IN_FLIGHT_MAX {
                     self.send_op(c);
                 }
             }
             35..=64 => {
-                for _ in 0..1 + self.rng.below(4) {
+                // Raft's traffic grows with the servers (four: 1..=4).
+                for _ in 0..1 + self.rng.below(self.server_count()) {
                     self.deliver_one(3);
                 }
             }
             65..=79 => {
-                let s = self.rng.below(SERVERS) as usize;
-                let n = 1 + self.rng.below(3) as usize;
-                self.sync(s, n);
+                let s = self.rng.below(self.server_count()) as usize;
+                // Each server has a disk of its own: as many batches per
+                // server over time whatever their number (four: 1..=3).
+                let n = (1 + self.rng.below(3) as usize) * self.servers.len();
+                self.sync(s, n.div_ceil(4));
             }
             80..=89 => {
                 for c in 0..CLIENTS {
@@ -958,18 +1049,22 @@ impl Sim {
     }
 
     fn fault(&mut self) {
-        let s = self.rng.below(SERVERS) as usize;
+        let s = self.rng.below(self.server_count()) as usize;
         let id = self.servers[s].id;
-        // One server down or cut off at a time: the participants left are a quorum.
-        let all_up = self.servers.iter().all(|s| s.engine.is_some());
+        // At most `faults_max` servers down or cut off at a time: the
+        // participants left are a quorum.
+        let room = self.faults() < self.faults_max();
         match self.rng.below(4) {
-            0 if all_up && self.isolated.is_none() => self.crash(s),
+            0 if room && self.servers[s].engine.is_some() => self.crash(s),
             1 if self.servers[s].engine.is_none() => self.restart(s),
-            2 if all_up && self.isolated.is_none() => {
-                self.isolated = Some(id);
-                self.links.retain(|(from, to), _| *from != id && *to != id);
+            2 if room && !self.isolated.contains(&id) => {
+                self.isolated.push(id);
+                let isolated = std::mem::take(&mut self.isolated);
+                self.links
+                    .retain(|(from, to), _| isolated.contains(from) == isolated.contains(to));
+                self.isolated = isolated;
             }
-            3 => self.isolated = None,
+            3 => self.isolated.clear(),
             _ => {}
         }
     }
@@ -977,7 +1072,7 @@ impl Sim {
     /// Heals and restarts everything, lets the ensemble settle, and checks
     /// the end state.
     fn finish(&mut self) {
-        self.isolated = None;
+        self.isolated.clear();
         for s in 0..self.servers.len() {
             if self.servers[s].engine.is_none() {
                 self.restart(s);
@@ -1059,12 +1154,27 @@ impl Sim {
     }
 }
 
-fn run(seed: u64) {
-    let mut sim = Sim::new(seed);
+fn run(seed: u64, voters: u64) {
+    let mut sim = Sim::new(seed, voters);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
         sim.check_replicas();
+        let faults = sim.faults();
+        sim.fault_steps[faults] += 1;
+        if sim
+            .servers
+            .iter()
+            .any(|s| s.engine.as_ref().is_some_and(Engine::is_leader))
+        {
+            sim.leader_steps += 1;
+        }
     }
+    let participants = sim
+        .servers
+        .iter()
+        .filter_map(|s| s.engine.as_ref())
+        .find(|e| e.is_leader())
+        .map(|e| e.membership().voters());
     sim.finish();
     if std::env::var("STOA_SIM_VERBOSE").is_ok() {
         let acked: usize = sim
@@ -1079,31 +1189,49 @@ fn run(seed: u64) {
             .map(|s| s.engine.as_ref().map_or(0, |e| e.stats.snapshots_installed))
             .sum();
         eprintln!(
-            "seed {seed}: {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}, reconfigs done/refused {:?}",
+            "seed {seed} ({voters} participants): {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}, reconfigs done/refused/two-at-once refused {:?}, final participants {:?}",
             sim.leaders.len(),
             sim.counted.len(),
             sim.next_conn,
             sim.drops,
-            sim.reconfigs
+            sim.reconfigs,
+            participants,
         );
+        eprintln!(
+            "  steps with 0, 1, .. servers down or cut off: {:?}; with a leader: {}",
+            sim.fault_steps, sim.leader_steps
+        );
+    }
+}
+
+/// Runs `STOA_SIM_SEED` alone, else seeds 0..`STOA_SIM_SEEDS` (default
+/// `seeds_default`), each with `voters` participants and an observer.
+fn run_seeds(voters: u64, seeds_default: u64) {
+    match std::env::var("STOA_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => run(seed, voters),
+        None => {
+            let seeds = std::env::var("STOA_SIM_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(seeds_default);
+            for seed in 0..seeds {
+                run(seed, voters);
+            }
+        }
     }
 }
 
 #[test]
 fn ensembles_under_simulated_faults_keep_the_contract() {
-    match std::env::var("STOA_SIM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        Some(seed) => run(seed),
-        None => {
-            let seeds = std::env::var("STOA_SIM_SEEDS")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(SEEDS_DEFAULT);
-            for seed in 0..seeds {
-                run(seed);
-            }
-        }
-    }
+    run_seeds(3, SEEDS_DEFAULT);
+}
+
+/// Five participants: two servers down or cut off at once, reconfigs
+/// between five and six participants.
+#[test]
+fn five_participant_ensembles_under_simulated_faults_keep_the_contract() {
+    run_seeds(5, SEEDS_DEFAULT);
 }
