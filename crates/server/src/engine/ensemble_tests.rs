@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use stoa_proto::frame::{encode_connect_request, encode_request};
-use stoa_proto::records::{Acl, ConnectRequest, CreateRequest, RequestHeader};
+use stoa_proto::records::{Acl, ConnectRequest, CreateRequest, RequestHeader, SyncRequest};
 use stoa_proto::request::Request;
 
 use super::tests::{config, empty};
@@ -153,14 +153,19 @@ impl Cluster {
             acl: vec![Acl::open_unsafe()],
             flags: 0,
         });
+        self.send(i, xid, &create);
+    }
+
+    /// Sends `request` on connection 1 of engine `i`.
+    fn send(&mut self, i: usize, xid: i32, request: &Request) {
         let mut bytes = Vec::new();
         encode_request(
             &mut bytes,
             &RequestHeader {
                 xid,
-                kind: create.opcode() as i32,
+                kind: request.opcode() as i32,
             },
-            &create,
+            request,
         );
         self.engines[i].handle(Input::Frame {
             conn: 1,
@@ -290,4 +295,35 @@ fn a_follower_behind_the_compacted_log_catches_up_from_a_snapshot() {
     cluster.send_create(leader, 100, "/after", vec![]);
     cluster.pump();
     assert!(cluster.engines[lagging].tree().node("/after").is_some());
+}
+
+#[test]
+fn a_leader_answers_a_sync_only_through_its_log() {
+    // Proves a leader cut off from the quorum (deposed without knowing it
+    // yet) does not answer a sync from its own tree: the sync waits for a
+    // log entry that only a quorum commits, then is answered.
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    cluster.connect_client(leader);
+    let before = cluster.client_bytes[leader];
+    assert!(before > 0, "connected");
+    cluster.isolated = Some(IDS[leader]);
+    let sync = Request::Sync(SyncRequest { path: "/".into() });
+    cluster.send(leader, 1, &sync);
+    cluster.pump();
+    assert_eq!(
+        cluster.client_bytes[leader], before,
+        "a leader without its quorum answered a sync"
+    );
+    cluster.isolated = None;
+    for _ in 0..5 {
+        cluster.tick();
+        if cluster.client_bytes[leader] > before {
+            break;
+        }
+    }
+    assert!(
+        cluster.client_bytes[leader] > before,
+        "the sync was answered once the quorum was back"
+    );
 }

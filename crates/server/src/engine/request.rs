@@ -75,9 +75,12 @@ impl Engine {
                 self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty)
             }
             request if request.is_write() => self.on_write(conn, sid, xid, request),
-            // A follower's sync goes through the leader's log, so the reads
-            // after it see everything committed before it.
-            request @ Request::Sync(_) if !self.is_leader() => {
+            // In an ensemble a sync goes through the leader's log, the
+            // leader's own included, so the reads after it see everything
+            // committed before it: a leader answering from its tree could
+            // be deposed without knowing yet, or be behind a follower that
+            // applied a commit before the leader's own disk write finished.
+            request @ Request::Sync(_) if !self.standalone() => {
                 self.on_write(conn, sid, xid, request)
             }
             request => {
@@ -121,7 +124,11 @@ impl Engine {
             // Lent out for prep and returned, so the hot path copies nothing.
             let ids = std::mem::take(&mut c.ids);
             let zxid = self.next_zxid();
-            self.prepare_and_propose(zxid, sid, xid, &ids, is_super, &request);
+            if let Request::Sync(_) = request {
+                self.propose_noop(sid, xid, zxid);
+            } else {
+                self.prepare_and_propose(zxid, sid, xid, &ids, is_super, &request);
+            }
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.ids = ids;
             }
@@ -274,8 +281,8 @@ impl Engine {
                 Ok(Response::Empty)
             }
             Request::Sync(r) => {
-                // One voter: everything committed is applied already; the
-                // ensemble (issue 5) turns this into a ReadIndex.
+                // Standalone: everything committed is applied already (an
+                // ensemble's sync goes through the log instead).
                 stoa_tree::validate_path(&r.path)?;
                 Ok(Response::Sync(SyncResponse {
                     path: r.path.clone(),
