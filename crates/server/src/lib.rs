@@ -8,6 +8,7 @@ pub mod ensemble;
 pub mod fourlw;
 pub mod logging;
 pub mod membership;
+pub mod memory;
 pub mod metrics;
 pub mod net;
 pub mod partition;

@@ -129,6 +129,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     }
     let ensemble = config.ensemble().map_err(|e| e.to_string())?;
     let (recovered, log) = storage::recover(&config.snapshot_dir(), &config.wal_dir(), PARTITION)?;
+    crate::memory::return_free_memory();
     let mut engine_cfg = engine_config(&config);
     if let Some(e) = &ensemble {
         engine_cfg.voters = e.voters.clone();
