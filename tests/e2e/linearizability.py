@@ -6,8 +6,16 @@ another was invoked comes first) and the register's sequential behaviour.
 Operations whose outcome the client never learned (connection lost
 mid-call) are indeterminate: they may have taken effect at any point after
 their invocation, or not at all.
+
+Several registers (znodes) are checked one at a time (check_per_key):
+linearizability is local (Herlihy & Wing), so a history is linearizable iff
+each register's sub-history is. corrupt_stale_read/corrupt_duplicate_version
+turn a history into one that is certainly not linearizable (a read one
+version stale; two updates reporting the same version), to show that a
+check of a recorded history could have failed.
 """
 
+import copy
 import math
 
 READ, WRITE, CAS = "read", "write", "cas"
@@ -92,6 +100,57 @@ def check(ops, initial, budget=2_000_000):
         sys.setrecursionlimit(old)
 
 
+def check_per_key(history, initial, budget=2_000_000):
+    """history: {key: [Op]}, every register starting in `initial`. Returns
+    the keys whose sub-history is not linearizable (empty: all are)."""
+    return sorted(k for k, ops in history.items() if not check(ops, initial, budget=budget))
+
+
+def _determinate_updates(ops):
+    return [o for o in ops if o.kind in (WRITE, CAS) and not o.indeterminate and o.result is not None]
+
+
+def corrupt_stale_read(ops, initial):
+    """A copy of ops in which a completed read that began after an
+    acknowledged update to version k had returned now says it saw version
+    k-1 (with the value version k-1 had): one acknowledged write lost to
+    that read. Versions never go down, so that copy is not linearizable.
+    The first such read whose version k-1 value is known (written by an
+    acknowledged update, or `initial`); None when there is none."""
+    updates = _determinate_updates(ops)
+    value_at = {initial[1]: initial[0]}
+    for u in updates:
+        value_at[u.result] = u.arg if u.kind == WRITE else u.arg[1]
+    for i, r in sorted(enumerate(ops), key=lambda p: p[1].start):
+        if r.kind != READ or r.indeterminate:
+            continue
+        done = [u.result for u in updates if u.end < r.start]
+        if not done:
+            continue
+        k = max(done)
+        if k - 1 in value_at:
+            out = copy.copy(ops)
+            out[i] = Op(READ, None, (value_at[k - 1], k - 1), r.start, r.end, r.client)
+            return out
+    return None
+
+
+def corrupt_duplicate_version(ops):
+    """A copy of ops in which an acknowledged update reports the version of
+    another acknowledged update that returned before it began: two updates
+    cannot both make the same version, so that copy is not linearizable.
+    None when the history has no such pair."""
+    updates = sorted(_determinate_updates(ops), key=lambda o: o.start)
+    for later in updates:
+        earlier = next((u for u in updates if u.end < later.start), None)
+        if earlier is not None:
+            i = ops.index(later)
+            out = copy.copy(ops)
+            out[i] = Op(later.kind, later.arg, earlier.result, later.start, later.end, later.client)
+            return out
+    return None
+
+
 def _selftest():
     t = lambda k, a, r, s, e: Op(k, a, r, s, e, 0)
     # Two overlapping writes, a read after both sees one of them: fine.
@@ -103,6 +162,11 @@ def _selftest():
     # An indeterminate write may or may not have happened.
     assert check([t(WRITE, "a", None, 0, math.inf), t(READ, None, ("", 0), 1, 2)], ("", 0))
     assert check([t(WRITE, "a", None, 0, math.inf), t(READ, None, ("a", 1), 1, 2)], ("", 0))
+    # Per key: each register on its own.
+    ok = [t(WRITE, "a", 1, 0, 1), t(READ, None, ("a", 1), 2, 3)]
+    assert check_per_key({"/x": ok, "/y": ok}, ("", 0)) == []
+    assert check_per_key({"/x": ok, "/y": corrupt_stale_read(ok, ("", 0))}, ("", 0)) == ["/y"]
+    assert not check(corrupt_duplicate_version(ok + [t(WRITE, "b", 2, 4, 5)]), ("", 0))
 
 
 _selftest()

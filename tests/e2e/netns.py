@@ -14,6 +14,13 @@ down: its packets to the peers and theirs to it are dropped silently (no
 RST, no ICMP from the far side, established TCP connections just stall),
 while its client LAN link stays up, so a client can still talk to a member
 that cannot reach its peers. heal(N) brings the port back up.
+partition(group) moves the group's quorum ports to a bridge of their own
+(<tag>pb): the group's members still reach each other but none of the rest
+(a minority partition, not just isolated members); rejoin() moves them back.
+
+NsServer (a harness.Server in a namespace) and start_cluster() (a leader-
+elected ensemble of them, torn down by PID and name through the pytest
+request's finalizers) are shared by the partition and linearizability tests.
 
 Only iproute2 and the kernel's veth and bridge drivers are needed (no
 netem, tc actions or nftables). Every command is bounded in time; destroy()
@@ -22,12 +29,15 @@ sweep removes what a killed earlier run left behind.
 """
 
 import atexit
+import concurrent.futures
 import ipaddress
 import os
 import random
 import re
 import subprocess
 import threading
+
+import harness as h
 
 NS_PREFIX = "stoa-pt-"
 CMD_TIMEOUT = 10.0
@@ -90,7 +100,7 @@ def sweep_stale():
             ip("netns", "del", m.group(1), check=False)
     r = ip("-o", "link", "show", check=False)
     for line in r.stdout.decode(errors="replace").splitlines():
-        m = re.match(r"\d+: (s([0-9a-f]+)x[0-9a-f]+(?:cb|qb|[cq]\d+h))[@:]", line)
+        m = re.match(r"\d+: (s([0-9a-f]+)x[0-9a-f]+(?:cb|qb|pb|[cq]\d+h))[@:]", line)
         if m and _stale(int(m.group(2), 16)):
             ip("link", "del", m.group(1), check=False)
 
@@ -127,9 +137,11 @@ class Topology:
         self.gateway = str(self.client_net.network_address + 1)
         self.client_bridge = self.tag + "cb"
         self.quorum_bridge = self.tag + "qb"
+        self.partition_bridge = self.tag + "pb"
         self._made_links = []
         self._made_ns = []
         self._cut = set()
+        self._partitioned = set()
 
     # addresses of member i (0-based)
     def client_ip(self, i):
@@ -177,6 +189,27 @@ class Topology:
         ip("link", "set", self._host_end("q", i), "up")
         self._cut.discard(i)
 
+    def partition(self, group):
+        """The members in group (0-based indexes) reach each other but none
+        of the others, nor they them: their quorum ports move to a bridge of
+        their own. Client LANs untouched; rejoin() undoes it."""
+        group = sorted(set(group))
+        assert group and len(group) < self.n, group
+        assert not self._partitioned, "already partitioned: %s" % sorted(self._partitioned)
+        if self.partition_bridge not in self._made_links:
+            ip("link", "add", self.partition_bridge, "type", "bridge")
+            self._made_links.append(self.partition_bridge)
+            ip("link", "set", self.partition_bridge, "up")
+        for i in group:
+            ip("link", "set", self._host_end("q", i), "master", self.partition_bridge)
+            self._partitioned.add(i)
+
+    def rejoin(self):
+        """Undo partition(): every member's quorum port back on the quorum bridge."""
+        for i in sorted(self._partitioned):
+            ip("link", "set", self._host_end("q", i), "master", self.quorum_bridge)
+            self._partitioned.discard(i)
+
     def exec_prefix(self, i):
         return ["ip", "netns", "exec", self.namespaces[i]]
 
@@ -196,6 +229,97 @@ class Topology:
                 pass
         self._made_ns, self._made_links = [], []
         _LIVE.discard(self)
+
+
+def unavailable_reason():
+    """None when namespaces can be used here (after sweeping what killed
+    earlier runs left behind), else why not."""
+    try:
+        probe()
+    except NetnsUnavailable as e:
+        return str(e)
+    sweep_stale()
+    return None
+
+
+class NsServer(h.Server):
+    """A harness.Server whose process runs in a network namespace, serving
+    clients on its client LAN address."""
+
+    def __init__(self, topo, index, **kw):
+        super().__init__(kind="stoa", **kw)
+        self.topo, self.index = topo, index
+        self.host = topo.client_ip(index)
+        self.hosts = "%s:%d" % (self.host, self.port)
+        # harness.Server wrote clientPortAddress=127.0.0.1: point it at the LAN.
+        with open(self.cfg_path) as f:
+            lines = f.read().splitlines()
+        lines = ["clientPortAddress=%s" % self.host if l.startswith("clientPortAddress=") else l
+                 for l in lines]
+        with open(self.cfg_path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(self.data_dir + "/myid", "w") as f:
+            f.write("%d\n" % (index + 1))
+
+    def _argv(self):
+        return self.topo.exec_prefix(self.index) + super()._argv()
+
+    def _ready(self, serving=True):
+        try:
+            if h.four_letter(self.host, self.port, "ruok", timeout=1.0).strip() == "imok":
+                if not serving:
+                    return True
+                c = h.RawClient(self.hosts, timeout_ms=self.min_session_timeout, connect_timeout=2.0)
+                c.close()
+                return True
+        except (OSError, h.RawError, AssertionError):
+            return False
+        return False
+
+    def four_letter(self, cmd, timeout=5.0):
+        return h.four_letter(self.host, self.port, cmd, timeout=timeout)
+
+    def __repr__(self):
+        return "<NsServer %d %s pid=%s>" % (self.index + 1, self.hosts, self.pid)
+
+
+# Every server has a namespace of its own, so fixed quorum ports never clash.
+QUORUM_PORT, ELECTION_PORT = 2888, 3888
+
+
+def _report_logs(servers):
+    """Let conftest's failure hook print these servers' log tails."""
+    try:
+        import conftest
+        conftest._SERVERS.extend(servers)
+        return lambda: [conftest._SERVERS.remove(s) for s in servers if s in conftest._SERVERS]
+    except Exception:
+        return lambda: None
+
+
+def _one_leader(servers):
+    leaders = [s for s in servers if s.running() and h.srvr_mode(s) == "leader"]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+def start_cluster(request, size, tick_ms=200, election_s=15, start_timeout=30):
+    """(Topology, [NsServer] * size) started together, one leader elected.
+    Torn down through request's finalizers: servers stopped by PID (and
+    their directories removed), then the namespaces and links deleted."""
+    topo = Topology(size)
+    request.addfinalizer(topo.destroy)  # runs last
+    topo.setup()
+    quorum = {"server.%d" % (i + 1): "%s:%d:%d" % (topo.quorum_ip(i), QUORUM_PORT, ELECTION_PORT)
+              for i in range(size)}
+    servers = []
+    request.addfinalizer(lambda: [s.cleanup() for s in servers])
+    for i in range(size):
+        servers.append(NsServer(topo, i, tick_time=tick_ms, extra_cfg=quorum))
+    request.addfinalizer(_report_logs(servers))
+    with concurrent.futures.ThreadPoolExecutor(size) as pool:
+        list(pool.map(lambda s: s.start(timeout=start_timeout), servers))
+    h.wait_until(lambda: _one_leader(servers) is not None, timeout=election_s, what="one leader")
+    return topo, servers
 
 
 @atexit.register

@@ -15,7 +15,6 @@ must hash the same. Needs root (ip netns); skipped with the reason when the
 machine does not allow it. Stoa-only: the ensemble is Stoa's.
 """
 
-import concurrent.futures
 import re
 import threading
 import time
@@ -35,8 +34,6 @@ pytestmark = [
 
 SIZE = 3
 TICK_MS = 200
-# Every server has a namespace of its own, so fixed quorum ports never clash.
-QUORUM_PORT, ELECTION_PORT = 2888, 3888
 SESSION_TIMEOUT_S = 6.0  # clamped by the server to 20 ticks = 4 s
 
 # Bounds (seconds). Raft's election timeout is a fraction of a second.
@@ -45,86 +42,13 @@ STEP_DOWN_S = 10
 CATCH_UP_S = 25
 
 
-class NsServer(h.Server):
-    """A harness.Server whose process runs in a network namespace, serving
-    clients on its client LAN address."""
-
-    def __init__(self, topo, index, **kw):
-        super().__init__(kind="stoa", **kw)
-        self.topo, self.index = topo, index
-        self.host = topo.client_ip(index)
-        self.hosts = "%s:%d" % (self.host, self.port)
-        # harness.Server wrote clientPortAddress=127.0.0.1: point it at the LAN.
-        with open(self.cfg_path) as f:
-            lines = f.read().splitlines()
-        lines = ["clientPortAddress=%s" % self.host if l.startswith("clientPortAddress=") else l
-                 for l in lines]
-        with open(self.cfg_path, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        with open(self.data_dir + "/myid", "w") as f:
-            f.write("%d\n" % (index + 1))
-
-    def _argv(self):
-        return self.topo.exec_prefix(self.index) + super()._argv()
-
-    def _ready(self, serving=True):
-        try:
-            if h.four_letter(self.host, self.port, "ruok", timeout=1.0).strip() == "imok":
-                if not serving:
-                    return True
-                c = h.RawClient(self.hosts, timeout_ms=self.min_session_timeout, connect_timeout=2.0)
-                c.close()
-                return True
-        except (OSError, h.RawError, AssertionError):
-            return False
-        return False
-
-    def four_letter(self, cmd, timeout=5.0):
-        return h.four_letter(self.host, self.port, cmd, timeout=timeout)
-
-    def __repr__(self):
-        return "<NsServer %d %s pid=%s>" % (self.index + 1, self.hosts, self.pid)
-
-
 # --------------------------------------------------------------------------
 # fixtures and helpers
 
-@pytest.fixture(scope="module")
-def namespaces_allowed():
-    try:
-        netns.probe()
-    except netns.NetnsUnavailable as e:
-        pytest.skip("network namespaces unavailable: %s" % e)
-    netns.sweep_stale()
-
-
-def _report_logs(servers):
-    """Let conftest's failure hook print these servers' log tails."""
-    try:
-        import conftest
-        conftest._SERVERS.extend(servers)
-        return lambda: [conftest._SERVERS.remove(s) for s in servers if s in conftest._SERVERS]
-    except Exception:
-        return lambda: None
-
-
 @pytest.fixture
 def cluster(namespaces_allowed, request):
-    """(topology, [NsServer]*3) with one leader elected; torn down by PID and name."""
-    topo = netns.Topology(SIZE)
-    request.addfinalizer(topo.destroy)  # runs last
-    topo.setup()
-    quorum = {"server.%d" % (i + 1): "%s:%d:%d" % (topo.quorum_ip(i), QUORUM_PORT, ELECTION_PORT)
-              for i in range(SIZE)}
-    servers = []
-    request.addfinalizer(lambda: [s.cleanup() for s in servers])
-    for i in range(SIZE):
-        servers.append(NsServer(topo, i, tick_time=TICK_MS, extra_cfg=quorum))
-    request.addfinalizer(_report_logs(servers))
-    with concurrent.futures.ThreadPoolExecutor(SIZE) as pool:
-        list(pool.map(lambda s: s.start(timeout=30), servers))
-    h.wait_until(lambda: leader_of(servers) is not None, timeout=ELECTION_S, what="one leader")
-    return topo, servers
+    """(topology, [netns.NsServer]*3) with one leader elected; torn down by PID and name."""
+    return netns.start_cluster(request, SIZE, tick_ms=TICK_MS, election_s=ELECTION_S)
 
 
 @pytest.fixture
