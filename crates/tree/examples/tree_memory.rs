@@ -40,9 +40,14 @@ fn create(tree: &mut DataTree, zxid: i64, path: String, data: Vec<u8>) {
 fn main() {
     if let Some(file) = std::env::var_os("LOAD_ONLY") {
         let image = std::fs::read(file).expect("snapshot file");
+        let before = rss_bytes();
         let started = Instant::now();
         let loaded = read_snapshot(&mut image.as_slice()).expect("read");
-        println!("snapshot load {:.2} s", started.elapsed().as_secs_f64());
+        println!(
+            "snapshot load {:.2} s, RSS +{} MiB",
+            started.elapsed().as_secs_f64(),
+            (rss_bytes() - before) >> 20
+        );
         std::mem::forget(loaded);
         return;
     }
