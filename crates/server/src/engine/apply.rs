@@ -24,7 +24,12 @@ impl Engine {
             self.applied_term = entry.term;
             match entry.get_entry_type() {
                 EntryType::EntryConfChangeV2 => {
-                    self.apply_conf_change_entry(&entry);
+                    // Entries after one that cannot be applied are not
+                    // applied either: stop rather than diverge.
+                    if let Err(why) = self.apply_conf_change_entry(&entry) {
+                        self.out.fatal = Some(format!("raft index {}: {why}", entry.index));
+                        return;
+                    }
                     continue;
                 }
                 EntryType::EntryConfChange => {

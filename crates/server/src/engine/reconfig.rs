@@ -227,42 +227,22 @@ impl Engine {
     }
 
     /// Applies a committed configuration change: raft's, then the tree's.
-    pub(super) fn apply_conf_change_entry(&mut self, entry: &Entry) {
-        let cc: ConfChangeV2 = match protobuf::Message::parse_from_bytes(&entry.data) {
-            Ok(cc) => cc,
-            Err(e) => {
-                self.out.fatal = Some(format!(
-                    "undecodable configuration change at raft index {}: {e}",
-                    entry.index
-                ));
-                return;
-            }
-        };
-        match self.raft.apply_conf_change(&cc) {
-            Ok(conf_state) => {
-                self.raft.mut_store().set_conf_state(conf_state);
-                self.step_down_if_removed();
-            }
-            Err(e) => {
-                self.out.fatal = Some(format!(
-                    "configuration change at raft index {} does not apply: {e}",
-                    entry.index
-                ));
-                return;
-            }
+    /// An error means the log cannot be followed: the caller stops.
+    pub(super) fn apply_conf_change_entry(&mut self, entry: &Entry) -> Result<(), String> {
+        let cc: ConfChangeV2 = protobuf::Message::parse_from_bytes(&entry.data)
+            .map_err(|e| format!("undecodable configuration change: {e}"))?;
+        let conf_state = self
+            .raft
+            .apply_conf_change(&cc)
+            .map_err(|e| format!("configuration change does not apply: {e}"))?;
+        self.raft.mut_store().set_conf_state(conf_state);
+        self.step_down_if_removed();
+        if !cc.context.is_empty() {
+            let txn = Txn::decode(&cc.context)
+                .map_err(|e| format!("undecodable transaction in the configuration change: {e}"))?;
+            self.apply_txn(txn);
         }
-        if cc.context.is_empty() {
-            return;
-        }
-        match Txn::decode(&cc.context) {
-            Ok(txn) => self.apply_txn(txn),
-            Err(e) => {
-                self.out.fatal = Some(format!(
-                    "undecodable transaction in the configuration change at raft index {}: {e}",
-                    entry.index
-                ))
-            }
-        }
+        Ok(())
     }
 
     /// `/zookeeper/config` changed in the tree (applied, or installed with
