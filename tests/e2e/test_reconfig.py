@@ -169,7 +169,7 @@ def test_refusals_carry_zookeepers_error_codes(trio):
         with pytest.raises(BadArgumentsError):
             admin.reconfig(joining=None, leaving="9", new_members=None)
         with pytest.raises(BadArgumentsError):
-            admin.reconfig(joining=None, leaving="2,3", new_members=None)
+            admin.reconfig(joining=None, leaving="3,9", new_members=None)
         with pytest.raises(BadArgumentsError):
             admin.reconfig(joining="server.7=not-a-spec", leaving=None, new_members=None)
         # With one member down, a fourth participant that is not running
@@ -284,6 +284,37 @@ def test_grow_with_a_participant_and_an_observer_then_remove_a_follower(trio):
     finally:
         admin.stop()
         admin.close()
+
+
+def test_one_reconfig_replaces_the_leader_with_a_newcomer(trio):
+    """Two servers in one reconfig (as ZooKeeper allows): a newcomer joins as a
+    participant and the leader leaves; the client gets the final configuration,
+    the leader hands over, and nothing written before or after is lost."""
+    members, lines, extra = trio
+    leader, rest = leader_and_others(members)
+    fourth = new_member(4, lines)
+    extra.append(fourth)
+    fourth.server.start(timeout=60, serving=False)
+    with connected(rest[0]) as admin:
+        admin.create("/before", b"1")
+        data, stat = admin.reconfig(joining=fourth.spec, leaving=str(leader.sid),
+                                    new_members=None)
+        participants, observers, version = config_of(data)
+        expected = sorted([m.sid for m in rest] + [4])
+        assert (participants, observers) == (expected, []), data
+        assert version == stat.mzxid
+        now = rest + [fourth]
+        h.wait_until(lambda: leader_of(now) is not None, timeout=30, what="a leader among the new three")
+        h.wait_until(lambda: mode(leader) == "not serving", timeout=30,
+                     what="the replaced leader stops serving")
+        admin.create("/after", b"2")
+        for m in now:
+            with connected(m, admin=False) as c:
+                h.wait_until(lambda: c.exists("/after") is not None, timeout=20,
+                             what="server %d caught up" % m.sid)
+                assert c.get("/before")[0] == b"1"
+                assert config_of(c.get("/zookeeper/config")[0])[:2] == (expected, [])
+        h.wait_until(lambda: digests_agree(now), timeout=30, what="equal trees")
 
 
 def test_removing_the_leader_hands_leadership_over(trio):

@@ -262,6 +262,8 @@ pub struct Engine {
     membership: crate::membership::Membership,
     /// Leader: a membership change proposed and not yet applied.
     membership_pending: Option<crate::membership::Membership>,
+    /// Leader: the rest of a reconfig of several servers.
+    reconfig_plan: Option<reconfig::ReconfigPlan>,
     /// When each peer was last heard from (a reconfig needs its new
     /// quorum in touch; raft-rs's own activity flags reset periodically).
     peer_heard_ms: HashMap<u64, i64>,
@@ -348,6 +350,7 @@ impl Engine {
             snapshot_wait_ticks: HashMap::new(),
             membership,
             membership_pending: None,
+            reconfig_plan: None,
             peer_heard_ms: HashMap::new(),
             last_container_check_ms: now_ms,
             out: Output::default(),

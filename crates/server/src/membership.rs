@@ -4,9 +4,10 @@
 //! lines, then `version=<hex zxid>`), and the `reconfig` arithmetic on it.
 //!
 //! Raft applies a membership change one server at a time (raft-rs's simple
-//! change; no joint consensus), so a reconfig that would add, remove or
-//! re-role more than one server at once is refused; addresses may change
-//! alongside.
+//! change; no joint consensus, whose intermediate configuration
+//! `/zookeeper/config` could not express), so a reconfig of several servers
+//! is carried out as a sequence of one-server memberships ([`Membership::steps_to`]),
+//! each a valid configuration of its own.
 
 use std::collections::BTreeMap;
 
@@ -151,29 +152,59 @@ impl Membership {
             }
             next
         };
-        self.check_step(&next)?;
-        Ok(next)
-    }
-
-    /// Refuses what raft cannot do in one simple step. raft-rs turns more
-    /// than one change into joint consensus, whose intermediate
-    /// configuration `/zookeeper/config` cannot express (a restart from a
-    /// snapshot taken in it would not know it), so one server changes per
-    /// reconfig; addresses may change alongside.
-    fn check_step(&self, next: &Membership) -> Result<(), Refusal> {
         if next.voters().is_empty() {
             return Err(refuse(
                 ErrorCode::BadArguments,
                 "the new configuration has no participant",
             ));
         }
-        if self.changes_to(next).len() > 1 {
-            return Err(refuse(
-                ErrorCode::BadArguments,
-                "a reconfig may add, remove or change the role of one server at a time",
-            ));
+        Ok(next)
+    }
+
+    /// The memberships leading from `self` to `target` one raft change at
+    /// a time, `target` (members, roles, addresses) last; versions are the
+    /// caller's to stamp. Servers joining or promoted come first and those
+    /// leaving or demoted after them, so every step keeps at least the
+    /// participants both ends share plus the newcomers; server `last` (the
+    /// leader carrying the steps out) changes in the final step, as it
+    /// cannot lead on once removed or demoted. Address changes ride along
+    /// with the first step.
+    pub fn steps_to(&self, target: &Membership, last: u64) -> Vec<Membership> {
+        let mut current = self.clone();
+        // Addresses first: members kept keep their role until their step.
+        for (id, m) in &mut current.members {
+            if let Some(t) = target.members.get(id) {
+                *m = Member {
+                    role: m.role,
+                    ..t.clone()
+                };
+            }
         }
-        Ok(())
+        let rank = |id: u64| -> (bool, bool) {
+            let growing = matches!(
+                (self.role_of(id), target.role_of(id)),
+                (None, _) | (Some(Role::Observer), Some(Role::Participant))
+            );
+            (!growing, id == last)
+        };
+        let mut ids: Vec<u64> = self.changes_to(target).iter().map(|c| c.node_id).collect();
+        ids.sort_by_key(|&id| (rank(id), id));
+        let mut steps = Vec::with_capacity(ids.len().max(1));
+        for id in ids {
+            match target.members.get(&id) {
+                Some(m) => current.members.insert(id, m.clone()),
+                None => current.members.remove(&id),
+            };
+            steps.push(current.clone());
+        }
+        match steps.last_mut() {
+            Some(final_step) => final_step.members = target.members.clone(),
+            None => steps.push(Membership {
+                members: target.members.clone(),
+                version: current.version,
+            }),
+        }
+        steps
     }
 
     /// The raft steps from `self` to `next`; empty when only addresses
@@ -355,12 +386,15 @@ mod tests {
             (observer.voters(), observer.learners()),
             (vec![1, 2, 3], vec![5])
         );
-        // Two servers at once would need joint consensus.
-        let two = request("server.5=h:1:2:observer", "3", "", -1);
-        assert_eq!(
-            m.reconfigure(&two).unwrap_err().code,
-            ErrorCode::BadArguments
-        );
+        // Two servers at once: accepted, carried out in two steps.
+        let two = m
+            .reconfigure(&request("server.5=h:1:2:observer", "3", "", -1))
+            .unwrap();
+        assert_eq!((two.voters(), two.learners()), (vec![1, 2], vec![5]));
+        let steps = m.steps_to(&two, 1);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0].learners(), vec![5], "the newcomer joins first");
+        assert_eq!(steps[0].voters(), vec![1, 2, 3]);
     }
 
     #[test]
@@ -386,7 +420,6 @@ mod tests {
         assert_eq!(code(request("", "", "", -1)), ErrorCode::BadArguments);
         assert_eq!(code(request("", "9", "", -1)), ErrorCode::BadArguments);
         assert_eq!(code(request("", "x", "", -1)), ErrorCode::BadArguments);
-        assert_eq!(code(request("", "1,2", "", -1)), ErrorCode::BadArguments);
         assert_eq!(
             code(request("garbage", "", "", -1)),
             ErrorCode::BadArguments
@@ -457,11 +490,34 @@ mod tests {
             let text: Vec<String> = b.members.values()
                 .map(|m| format!("server.{}={}", m.id, member_spec(m))).collect();
             match a.reconfigure(&request("", "", &text.join(","), -1)) {
-                Ok(next) => {
-                    prop_assert_eq!(&next.members, &b.members);
-                    prop_assert!(a.changes_to(&next).len() <= 1);
+                Ok(next) => prop_assert_eq!(&next.members, &b.members),
+                Err(r) => {
+                    prop_assert_eq!(r.code, ErrorCode::BadArguments);
+                    prop_assert!(b.voters().is_empty());
                 }
-                Err(r) => prop_assert_eq!(r.code, ErrorCode::BadArguments),
+            }
+        }
+
+        /// Each step is one raft change from the one before, none is
+        /// without a participant when the ends are not, the leader's own
+        /// change comes last, and the steps end at the target.
+        #[test]
+        fn steps_change_one_server_at_a_time(a in arb_membership(), b in arb_membership(), last in 1u64..8) {
+            prop_assume!(!a.voters().is_empty() && !b.voters().is_empty());
+            let steps = a.steps_to(&b, last);
+            prop_assert!(!steps.is_empty());
+            prop_assert_eq!(&steps.last().unwrap().members, &b.members);
+            prop_assert_eq!(steps.len(), a.changes_to(&b).len().max(1));
+            let mut previous = a.clone();
+            for (i, step) in steps.iter().enumerate() {
+                let changes = previous.changes_to(step);
+                prop_assert!(changes.len() <= 1, "step {} changes {:?}", i, changes);
+                prop_assert!(!step.voters().is_empty(), "step {} has no participant", i);
+                // The leader is a participant: its change (if any) shrinks it.
+                if i + 1 < steps.len() && a.role_of(last) == Some(Role::Participant) {
+                    prop_assert!(changes.iter().all(|c| c.node_id != last));
+                }
+                previous = step.clone();
             }
         }
     }

@@ -67,6 +67,7 @@ impl Engine {
         self.report_applied();
         self.serve_snapshot_requests();
         self.complete_attaches();
+        self.continue_reconfig();
         self.release_held_writes();
         self.publish_membership();
         self.maybe_snapshot();

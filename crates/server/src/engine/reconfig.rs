@@ -3,11 +3,15 @@
 //! membership (so it reaches new servers in snapshots and survives
 //! restarts), and leader transfer.
 //!
-//! A reconfig becomes one raft entry: a `ConfChangeV2` whose context is the
-//! transaction writing the new `/zookeeper/config`. Applying the entry
+//! A reconfig becomes one raft entry per server it changes: a `ConfChangeV2`
+//! whose context is the transaction writing the new `/zookeeper/config`
+//! (one step of [`Membership::steps_to`]; the last step's transaction
+//! answers the client, and writes wait while the steps run). Applying the entry
 //! switches raft's configuration and the tree together, on every server, at
 //! the same log position. A change of addresses only needs no raft step and
 //! goes as an ordinary entry.
+
+use std::collections::VecDeque;
 
 use raft::eraftpb::{ConfChangeSingle, ConfChangeV2, Entry};
 use stoa_proto::codes::ErrorCode;
@@ -18,6 +22,14 @@ use stoa_tree::{check_acl, Caller, DataTree, PrepContext, Txn, TxnHeader, TxnOp,
 use super::{Engine, EngineConfig};
 use crate::ensemble::{Member, Role};
 use crate::membership::Membership;
+
+/// A reconfig of several servers under way on the leader: the one-server
+/// memberships still to go through, and the request the last one answers.
+pub(super) struct ReconfigPlan {
+    steps: VecDeque<Membership>,
+    session_id: i64,
+    cxid: i32,
+}
 
 /// A peer heard from within this long counts toward the quorum a
 /// reconfig's new configuration needs (ZooKeeper's NewConfigNoQuorum).
@@ -128,29 +140,123 @@ impl Engine {
             is_super: ctx.is_super,
         };
         check_acl(&acl, perms::WRITE, caller)?;
-        if self.membership_pending.is_some() || self.raft.raft.has_pending_conf() {
+        if self.membership_pending.is_some()
+            || self.reconfig_plan.is_some()
+            || self.raft.raft.has_pending_conf()
+        {
             return Err(ErrorCode::ReconfigInProgress);
         }
-        let mut next = self.membership.reconfigure(request).map_err(|r| {
+        let target = self.membership.reconfigure(request).map_err(|r| {
             log::warn!("reconfig refused ({}): {}", r.code.as_i32(), r.reason);
             r.code
         })?;
-        self.check_new_quorum(&next)?;
+        let mut steps: VecDeque<Membership> = self
+            .membership
+            .steps_to(&target, self.config.server_id)
+            .into();
+        for step in &steps {
+            self.check_new_quorum(step)?;
+        }
+        let mut next = steps.pop_front().expect("a reconfig has a step");
         next.version = ctx.zxid;
         let changes = self.membership.changes_to(&next);
-        let txn = self
-            .preparer
-            .prepare_set_config(&self.tree, ctx, next.render().into_bytes())?;
+        // Only the last step answers the client; earlier ones are the
+        // leader's own transactions.
+        let step_ctx = if steps.is_empty() {
+            PrepContext { ..*ctx }
+        } else {
+            self.internal_ctx(0, ctx.zxid)
+        };
+        let txn =
+            self.preparer
+                .prepare_set_config(&self.tree, &step_ctx, next.render().into_bytes())?;
         log::info!(
-            "reconfig: participants {:?} observers {:?} -> participants {:?} observers {:?} (version {:x})",
+            "reconfig: participants {:?} observers {:?} -> participants {:?} observers {:?} ({} step{}; version {:x})",
             self.membership.voters(),
             self.membership.learners(),
-            next.voters(),
-            next.learners(),
+            target.voters(),
+            target.learners(),
+            steps.len() + 1,
+            if steps.is_empty() { "" } else { "s" },
             next.version
         );
+        if !steps.is_empty() {
+            self.reconfig_plan = Some(ReconfigPlan {
+                steps,
+                session_id: ctx.session_id,
+                cxid: ctx.cxid,
+            });
+        }
         self.membership_pending = Some(next);
         Ok((txn, changes))
+    }
+
+    /// Leader: proposes the next step of a reconfig of several servers
+    /// once the previous one applied; the last step answers the client.
+    /// A step refused on the way (its quorum out of touch) answers the
+    /// client with that refusal; the steps done stay done.
+    pub(super) fn continue_reconfig(&mut self) {
+        if self.reconfig_plan.is_none() {
+            return;
+        }
+        if !self.is_leader() {
+            log::warn!("reconfig abandoned part way: no longer the leader");
+            self.reconfig_plan = None;
+            return;
+        }
+        if self.membership_pending.is_some()
+            || self.raft.raft.has_pending_conf()
+            || !self.log_applied()
+        {
+            return;
+        }
+        let Some(plan) = self.reconfig_plan.as_mut() else {
+            return;
+        };
+        let Some(mut next) = plan.steps.pop_front() else {
+            self.reconfig_plan = None;
+            return;
+        };
+        let (session_id, cxid, last) = (plan.session_id, plan.cxid, plan.steps.is_empty());
+        if last {
+            self.reconfig_plan = None;
+        }
+        let zxid = self.next_zxid();
+        next.version = zxid;
+        let mut ctx = self.internal_ctx(if last { session_id } else { 0 }, zxid);
+        if last {
+            ctx.cxid = cxid;
+        }
+        let prepared = self.check_new_quorum(&next).and_then(|()| {
+            self.preparer
+                .prepare_set_config(&self.tree, &ctx, next.render().into_bytes())
+        });
+        match prepared {
+            Ok(txn) => {
+                let changes = self.membership.changes_to(&next);
+                self.membership_pending = Some(next);
+                if changes.is_empty() {
+                    self.propose(txn);
+                } else {
+                    self.propose_conf_change(txn, changes);
+                }
+            }
+            Err(code) => {
+                log::warn!("reconfig stopped part way: {code:?}");
+                self.reconfig_plan = None;
+                self.stats.request_errors += 1;
+                let header = TxnHeader {
+                    session_id,
+                    cxid,
+                    zxid,
+                    time_ms: self.now_ms,
+                };
+                self.propose(Txn {
+                    header,
+                    op: TxnOp::Error(code),
+                });
+            }
+        }
     }
 
     /// ZooKeeper refuses a configuration whose quorum is not up and in

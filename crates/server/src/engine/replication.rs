@@ -204,6 +204,9 @@ impl Engine {
     pub(super) fn may_prepare(&self) -> bool {
         self.log_applied()
             && self.raft.raft.lead_transferee.is_none()
+            // A reconfig's later steps and its answer come before any
+            // write received after it.
+            && self.reconfig_plan.is_none()
             && (self.standalone()
                 || self.membership.role_of(self.config.server_id)
                     == Some(crate::ensemble::Role::Participant))
@@ -274,6 +277,7 @@ impl Engine {
         self.preparer.clear();
         self.in_flight.clear();
         self.membership_pending = None;
+        self.reconfig_plan = None;
         self.drop_speculative();
     }
 }
