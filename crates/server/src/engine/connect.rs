@@ -266,8 +266,20 @@ impl Engine {
         self.propose(txn);
     }
 
-    /// A transaction that changes nothing: a forwarded sync's barrier.
+    /// A transaction that changes nothing: a sync's barrier.
     pub(super) fn propose_noop(&mut self, sid: SessionId, xid: i32, zxid: i64) {
+        self.propose_error(sid, xid, zxid, stoa_proto::codes::ErrorCode::Ok);
+    }
+
+    /// A transaction that changes nothing and answers request `xid` of
+    /// session `sid` with `code` where it applies.
+    pub(super) fn propose_error(
+        &mut self,
+        sid: SessionId,
+        xid: i32,
+        zxid: i64,
+        code: stoa_proto::codes::ErrorCode,
+    ) {
         let header = stoa_tree::TxnHeader {
             session_id: sid,
             cxid: xid,
@@ -276,7 +288,7 @@ impl Engine {
         };
         self.propose(Txn {
             header,
-            op: stoa_tree::TxnOp::Error(stoa_proto::codes::ErrorCode::Ok),
+            op: stoa_tree::TxnOp::Error(code),
         });
     }
 }

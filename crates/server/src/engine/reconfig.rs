@@ -17,7 +17,7 @@ use raft::eraftpb::{ConfChangeSingle, ConfChangeV2, Entry};
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::opcode::perms;
 use stoa_proto::records::ReconfigRequest;
-use stoa_tree::{check_acl, Caller, DataTree, PrepContext, Txn, TxnHeader, TxnOp, CONFIG};
+use stoa_tree::{check_acl, Caller, DataTree, PrepContext, Txn, CONFIG};
 
 use super::{Engine, EngineConfig};
 use crate::ensemble::{Member, Role};
@@ -106,20 +106,10 @@ impl Engine {
     /// committed as an error transaction, like any refused write.
     pub(super) fn propose_reconfig(&mut self, ctx: &PrepContext<'_>, request: &ReconfigRequest) {
         match self.decide_reconfig(ctx, request) {
-            Ok((txn, changes)) if changes.is_empty() => self.propose(txn),
-            Ok((txn, changes)) => self.propose_conf_change(txn, changes),
+            Ok((txn, changes)) => self.propose_membership_step(txn, changes),
             Err(code) => {
                 self.stats.request_errors += 1;
-                let header = TxnHeader {
-                    session_id: ctx.session_id,
-                    cxid: ctx.cxid,
-                    zxid: ctx.zxid,
-                    time_ms: ctx.time_ms,
-                };
-                self.propose(Txn {
-                    header,
-                    op: TxnOp::Error(code),
-                });
+                self.propose_error(ctx.session_id, ctx.cxid, ctx.zxid, code);
             }
         }
     }
@@ -163,7 +153,7 @@ impl Engine {
         // Only the last step answers the client; earlier ones are the
         // leader's own transactions.
         let step_ctx = if steps.is_empty() {
-            PrepContext { ..*ctx }
+            *ctx
         } else {
             self.internal_ctx(0, ctx.zxid)
         };
@@ -235,26 +225,13 @@ impl Engine {
             Ok(txn) => {
                 let changes = self.membership.changes_to(&next);
                 self.membership_pending = Some(next);
-                if changes.is_empty() {
-                    self.propose(txn);
-                } else {
-                    self.propose_conf_change(txn, changes);
-                }
+                self.propose_membership_step(txn, changes);
             }
             Err(code) => {
                 log::warn!("reconfig stopped part way: {code:?}");
                 self.reconfig_plan = None;
                 self.stats.request_errors += 1;
-                let header = TxnHeader {
-                    session_id,
-                    cxid,
-                    zxid,
-                    time_ms: self.now_ms,
-                };
-                self.propose(Txn {
-                    header,
-                    op: TxnOp::Error(code),
-                });
+                self.propose_error(session_id, cxid, zxid, code);
             }
         }
     }
@@ -282,7 +259,12 @@ impl Engine {
         Ok(())
     }
 
-    fn propose_conf_change(&mut self, txn: Txn, changes: Vec<ConfChangeSingle>) {
+    /// Proposes one membership step: a raft configuration change carrying
+    /// `txn`, or `txn` alone when only addresses change.
+    fn propose_membership_step(&mut self, txn: Txn, changes: Vec<ConfChangeSingle>) {
+        if changes.is_empty() {
+            return self.propose(txn);
+        }
         let mut context = Vec::new();
         txn.encode(&mut context);
         let cc = ConfChangeV2 {
