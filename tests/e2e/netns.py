@@ -297,7 +297,8 @@ def _report_logs(servers):
         return lambda: None
 
 
-def _one_leader(servers):
+def leader_of(servers):
+    """The one running server whose srvr says leader, else None."""
     leaders = [s for s in servers if s.running() and h.srvr_mode(s) == "leader"]
     return leaders[0] if len(leaders) == 1 else None
 
@@ -318,7 +319,7 @@ def start_cluster(request, size, tick_ms=200, election_s=15, start_timeout=30):
     request.addfinalizer(_report_logs(servers))
     with concurrent.futures.ThreadPoolExecutor(size) as pool:
         list(pool.map(lambda s: s.start(timeout=start_timeout), servers))
-    h.wait_until(lambda: _one_leader(servers) is not None, timeout=election_s, what="one leader")
+    h.wait_until(lambda: leader_of(servers) is not None, timeout=election_s, what="one leader")
     return topo, servers
 
 

@@ -32,8 +32,7 @@ import netns
 from linearizability import (CAS, READ, WRITE, Op, check, check_per_key, corrupt_duplicate_version,
                              corrupt_stale_read)
 from test_ensemble import SIZE, leader_of, start_ensemble
-from test_partition import mode as ns_mode
-from test_partition import leader_of as ns_leader_of
+from netns import leader_of as ns_leader_of
 from test_partition import stop_client
 
 stoa_only = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: ensemble harness")
@@ -368,7 +367,7 @@ class Faults(threading.Thread):
         running = [s for s in self.servers if s.running()]
 
         def settled():
-            modes = [ns_mode(s) for s in running]
+            modes = [h.srvr_mode(s) for s in running]
             if modes.count("leader") == 1 and modes.count("follower") == len(running) - 1:
                 return running[modes.index("leader")]
             return None

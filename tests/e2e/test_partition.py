@@ -26,6 +26,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 import harness as h
 import netns
+from netns import leader_of
 
 pytestmark = [
     pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: ensemble in network namespaces"),
@@ -81,14 +82,6 @@ def stop_client(c, timeout=10.0):
     t.join(timeout)
 
 
-def mode(server):
-    try:
-        m = re.search(r"^Mode: (\S+)$", server.four_letter("srvr", timeout=2.0), re.M)
-    except OSError:
-        return None
-    return m.group(1) if m else None
-
-
 def stepped_down(server):
     """The server answers and no longer leads: following, or (as ZooKeeper
     while it looks for a leader) not serving."""
@@ -97,11 +90,6 @@ def stepped_down(server):
     except OSError:
         return False
     return "not currently serving" in text or re.search(r"^Mode: follower$", text, re.M)
-
-
-def leader_of(servers):
-    leaders = [s for s in servers if s.running() and mode(s) == "leader"]
-    return leaders[0] if len(leaders) == 1 else None
 
 
 def tree_hash(server):
@@ -208,7 +196,7 @@ def wait_caught_up(servers, what):
     wait_for(lambda: hashes_agree(servers), CATCH_UP_S,
              lambda: "identical tree hashes (%s); hashes by member: %s, modes: %s"
              % (what, [(s.index + 1, tree_hash(s)) for s in servers],
-                [(s.index + 1, mode(s)) for s in servers]), interval=0.1)
+                [(s.index + 1, h.srvr_mode(s)) for s in servers]), interval=0.1)
 
 
 def assert_all_present(server, make_client, expected_by_parent):
@@ -267,7 +255,7 @@ def test_a_cut_off_follower_commits_nothing_and_catches_up_when_healed(cluster, 
     # Cut off for several election timeouts (and longer than a session timeout).
     time.sleep(max(0.0, t_cut + 5.0 - time.monotonic()))
     assert tree_hash(minority) != tree_hash(leader), "the cut did not isolate the minority"
-    assert mode(leader) == "leader"
+    assert h.srvr_mode(leader) == "leader"
     writer.stop()
     in_cut = writer.outcomes()
     acked_in_cut = writer.acked()  # all acknowledged before the heal
@@ -282,7 +270,7 @@ def test_a_cut_off_follower_commits_nothing_and_catches_up_when_healed(cluster, 
 
     topo.heal(minority.index)
     t_heal = time.monotonic()
-    h.wait_until(lambda: mode(minority) == "follower", timeout=CATCH_UP_S, what="the healed member follows")
+    h.wait_until(lambda: h.srvr_mode(minority) == "follower", timeout=CATCH_UP_S, what="the healed member follows")
     wait_caught_up(servers, "after heal")
     t_caught_up = time.monotonic()
     # The minority client's requests are settled once it is stopped; any
@@ -325,7 +313,7 @@ def test_a_cut_off_leader_steps_down_and_rejoins_without_losing_acknowledged_wri
     new = h.wait_until(lambda: leader_of(others), timeout=ELECTION_S, what="a new leader among the other two")
     t_elected = time.monotonic()
     wait_for(lambda: stepped_down(old), STEP_DOWN_S,
-             lambda: "the cut-off leader to step down (mode now %r)" % mode(old))
+             lambda: "the cut-off leader to step down (mode now %r)" % h.srvr_mode(old))
     t_stepped_down = time.monotonic()
     # The majority goes on committing after the election.
     base = len(w_maj.acked())
@@ -344,7 +332,7 @@ def test_a_cut_off_leader_steps_down_and_rejoins_without_losing_acknowledged_wri
     old_outcomes = w_old.outcomes()
     topo.heal(old.index)  # the majority's writer is still running
     t_heal = time.monotonic()
-    h.wait_until(lambda: mode(old) == "follower", timeout=CATCH_UP_S, what="the old leader follows")
+    h.wait_until(lambda: h.srvr_mode(old) == "follower", timeout=CATCH_UP_S, what="the old leader follows")
     base = len(w_maj.acked())
     h.wait_until(lambda: len(w_maj.acked()) >= base + 20, timeout=20, what="writes after the heal")
     w_maj.stop()
@@ -359,7 +347,7 @@ def test_a_cut_off_leader_steps_down_and_rejoins_without_losing_acknowledged_wri
     # replay to the same tree after a crash.
     old.kill9()
     old.start(timeout=30)
-    h.wait_until(lambda: mode(old) == "follower", timeout=CATCH_UP_S, what="the restarted old leader follows")
+    h.wait_until(lambda: h.srvr_mode(old) == "follower", timeout=CATCH_UP_S, what="the restarted old leader follows")
     wait_caught_up(servers, "after restarting the old leader")
     assert_all_present(old, clients, acked)
     wait_caught_up(servers, "at the end")
