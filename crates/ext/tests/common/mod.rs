@@ -24,6 +24,19 @@ fn parent_of(path: &str) -> &str {
 }
 
 impl MemTree {
+    /// What the full paths of `path`'s children start with; NoNode if
+    /// `path` is not a node.
+    fn child_prefix(&self, path: &str) -> Result<String, ErrorCode> {
+        if !self.nodes.contains_key(path) {
+            return Err(ErrorCode::NoNode);
+        }
+        Ok(if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        })
+    }
+
     pub fn new() -> Self {
         let mut t = MemTree::default();
         t.nodes.insert("/".into(), (Vec::new(), Stat::default()));
@@ -134,14 +147,7 @@ impl TreeView for MemTree {
         self.nodes.get(path).map(|(_, s)| s.clone())
     }
     fn get_children(&self, path: &str) -> Result<Vec<String>, ErrorCode> {
-        if !self.nodes.contains_key(path) {
-            return Err(ErrorCode::NoNode);
-        }
-        let prefix = if path == "/" {
-            "/".to_string()
-        } else {
-            format!("{path}/")
-        };
+        let prefix = self.child_prefix(path)?;
         // Reverse order on purpose: the crate must not rely on the view sorting.
         Ok(self
             .nodes
@@ -160,14 +166,7 @@ impl TreeView for MemTree {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<String>, ErrorCode> {
-        if !self.nodes.contains_key(path) {
-            return Err(ErrorCode::NoNode);
-        }
-        let prefix = if path == "/" {
-            "/".to_string()
-        } else {
-            format!("{path}/")
-        };
+        let prefix = self.child_prefix(path)?;
         let from = format!("{prefix}{}", after.unwrap_or(""));
         Ok(self
             .nodes
