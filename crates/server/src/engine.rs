@@ -47,6 +47,8 @@ const RAFT_ELECTION_TICKS: usize = 10;
 const RAFT_HEARTBEAT_TICKS: usize = 1;
 /// Bytes of entries raft may put into one append message.
 const RAFT_MAX_MSG_BYTES: u64 = 4 << 20;
+/// First allocation of a connection's outgoing buffer in one flush.
+const OUT_BUF_BYTES_INITIAL: usize = 2048;
 
 /// Settings the engine needs, derived from the server config.
 #[derive(Debug, Clone)]
@@ -590,11 +592,17 @@ impl Engine {
 
     // ----- output helpers -----
 
-    pub(crate) fn send_raw(&mut self, conn: ConnId, bytes: Vec<u8>) {
+    /// The bytes waiting for `conn` until the next `take_output`. Starts
+    /// with room for a flush's worth of small replies: growing from empty
+    /// reallocated several times per connection per flush.
+    fn out_buf_of(&mut self, conn: ConnId) -> &mut Vec<u8> {
         self.out_buf
             .entry(conn)
-            .or_default()
-            .extend_from_slice(&bytes);
+            .or_insert_with(|| Vec::with_capacity(OUT_BUF_BYTES_INITIAL))
+    }
+
+    pub(crate) fn send_raw(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        self.out_buf_of(conn).extend_from_slice(&bytes);
     }
 
     pub(crate) fn send_reply(
@@ -615,7 +623,7 @@ impl Engine {
             zxid,
             err: err.as_i32(),
         };
-        let buf = self.out_buf.entry(conn).or_default();
+        let buf = self.out_buf_of(conn);
         encode_reply(buf, &header, response);
     }
 
@@ -647,7 +655,7 @@ impl Engine {
                 read_only: self.read_only(),
             }
         };
-        let buf = self.out_buf.entry(conn).or_default();
+        let buf = self.out_buf_of(conn);
         encode_connect_response(buf, &response, sent_read_only);
     }
 
@@ -658,7 +666,7 @@ impl Engine {
             path: path.to_string(),
         };
         self.stats.notifications_sent += 1;
-        let buf = self.out_buf.entry(conn).or_default();
+        let buf = self.out_buf_of(conn);
         encode_notification(buf, zxid, &event);
     }
 
@@ -763,8 +771,9 @@ impl Engine {
 
     /// Proposes a transaction through raft.
     pub(crate) fn propose(&mut self, txn: Txn) {
-        let mut data = Vec::new();
+        let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);
+        debug_assert_eq!(data.len(), txn.encoded_len());
         if let Some(to) = self.raft.raft.lead_transferee {
             // raft-rs drops proposals while it hands leadership over; client
             // writes are held meanwhile, and what cannot wait (a session's

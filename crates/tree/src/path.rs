@@ -18,31 +18,35 @@ pub const CONFIG: &str = "/zookeeper/config";
 /// Multilingual Plane is a surrogate pair there, which it rejects, so every
 /// such `char` is rejected here too.
 pub fn validate_path(path: &str) -> Result<(), ErrorCode> {
-    let chars: Vec<char> = path.chars().collect();
-    if chars.first() != Some(&'/') {
+    // Runs for every request naming a path: no allocation. '/' and '.' are
+    // ASCII, so the byte after a '.' tells whether its component ends.
+    let bytes = path.as_bytes();
+    if bytes.first() != Some(&b'/') {
         return Err(ErrorCode::BadArguments);
     }
-    if chars.len() == 1 {
+    if bytes.len() == 1 {
         return Ok(());
     }
-    if chars.last() == Some(&'/') {
+    if bytes.last() == Some(&b'/') {
         return Err(ErrorCode::BadArguments);
     }
-    let is_separator_or_end = |i: usize| i == chars.len() || chars[i] == '/';
-    for i in 1..chars.len() {
-        let c = chars[i];
-        let last = chars[i - 1];
+    let component_ends_after = |i: usize| bytes.get(i + 1).is_none_or(|&b| b == b'/');
+    let mut last = '/';
+    let mut before_last = '/';
+    for (i, c) in path.char_indices().skip(1) {
         let bad = match c {
             '\0' => true,
             '/' => last == '/',
             // ".." and "." as whole path components are relative paths.
-            '.' if last == '.' => chars[i - 2] == '/' && is_separator_or_end(i + 1),
-            '.' => last == '/' && is_separator_or_end(i + 1),
+            '.' if last == '.' => before_last == '/' && component_ends_after(i),
+            '.' => last == '/' && component_ends_after(i),
             _ => is_invalid_char(c),
         };
         if bad {
             return Err(ErrorCode::BadArguments);
         }
+        before_last = last;
+        last = c;
     }
     Ok(())
 }
@@ -97,6 +101,36 @@ pub fn join(parent: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// ZooKeeper's rules stated per component: a different formulation from
+    /// the scanner's, as an oracle.
+    fn valid_by_components(p: &str) -> bool {
+        p == "/"
+            || p.strip_prefix('/').is_some_and(|rest| {
+                rest.split('/').all(|c| {
+                    !c.is_empty()
+                        && c != "."
+                        && c != ".."
+                        && c.chars().all(|ch| ch != '\0' && !is_invalid_char(ch))
+                })
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
+        #[test]
+        fn validate_path_agrees_with_the_component_rules(
+            chars in proptest::collection::vec(
+                prop::sample::select(vec!['/', '.', 'a', '\0', '\u{1}', 'é', '\u{e000}', '\u{1f600}']),
+                0..10,
+            )
+        ) {
+            // Proves the allocation-free scanner accepts exactly ZooKeeper's paths.
+            let p: String = chars.into_iter().collect();
+            prop_assert_eq!(validate_path(&p).is_ok(), valid_by_components(&p), "{:?}", p);
+        }
+    }
 
     #[test]
     fn validate_path_accepts_what_zookeeper_accepts() {

@@ -108,6 +108,12 @@ impl Txn {
         self.op.encode(out);
     }
 
+    /// Exactly the bytes `encode` appends, so a buffer can be sized once
+    /// (growing it op by op was a visible share of the write path).
+    pub fn encoded_len(&self) -> usize {
+        TXN_HEADER_BYTES + self.op.encoded_len()
+    }
+
     /// Decodes exactly one txn; never panics, allocates at most in
     /// proportion to `bytes.len()`.
     pub fn decode(bytes: &[u8]) -> Result<Txn, DecodeError> {
@@ -127,7 +133,44 @@ impl Txn {
     }
 }
 
+/// The version byte and the header's fields.
+const TXN_HEADER_BYTES: usize = 1 + 8 + 4 + 8 + 8;
+
+fn str_len(s: &str) -> usize {
+    LEN_PREFIX_BYTES + s.len()
+}
+
+fn acl_len(acl: &[Acl]) -> usize {
+    LEN_PREFIX_BYTES
+        + acl
+            .iter()
+            .map(|a| 4 + str_len(&a.id.scheme) + str_len(&a.id.id))
+            .sum::<usize>()
+}
+
 impl TxnOp {
+    fn encoded_len(&self) -> usize {
+        // Each arm mirrors the same arm of `encode`; the tag byte is added once.
+        1 + match self {
+            TxnOp::CreateSession { .. } => 4,
+            TxnOp::CloseSession { paths } => {
+                LEN_PREFIX_BYTES + paths.iter().map(|p| str_len(p)).sum::<usize>()
+            }
+            TxnOp::Create(c) => {
+                str_len(&c.path) + LEN_PREFIX_BYTES + c.data.len() + acl_len(&c.acl) + 8 + 4
+            }
+            TxnOp::Delete { path } | TxnOp::DeleteContainer { path } | TxnOp::Check { path } => {
+                str_len(path)
+            }
+            TxnOp::SetData { path, data, .. } => str_len(path) + LEN_PREFIX_BYTES + data.len() + 4,
+            TxnOp::SetAcl { path, acl, .. } => str_len(path) + acl_len(acl) + 4,
+            TxnOp::Multi(ops) => {
+                LEN_PREFIX_BYTES + ops.iter().map(TxnOp::encoded_len).sum::<usize>()
+            }
+            TxnOp::Error(_) => 4,
+        }
+    }
+
     fn encode(&self, out: &mut Vec<u8>) {
         match self {
             TxnOp::CreateSession { timeout_ms } => {
@@ -312,6 +355,7 @@ mod tests {
             };
             let mut buf = Vec::new();
             txn.encode(&mut buf);
+            assert_eq!(buf.len(), txn.encoded_len(), "encoded_len of {:?}", txn.op);
             assert_eq!(Txn::decode(&buf), Ok(txn.clone()));
             assert!(
                 Txn::decode(&buf[..buf.len() - 1]).is_err(),
