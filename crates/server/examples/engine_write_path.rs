@@ -182,7 +182,6 @@ fn main() {
         [("setData", OpCode::SetData), ("getData", OpCode::GetData)];
     for (name, op) in workloads {
         let mut frames = Vec::with_capacity(conns as usize * batch);
-        let mut xid = 1_000_000;
         for i in 0..conns as usize * batch {
             let path = key(i * 7919 % keys);
             let request = match op {
@@ -194,11 +193,10 @@ fn main() {
                 _ => Request::GetData(GetDataRequest { path, watch: false }),
             };
             let mut bytes = Vec::new();
-            xid += 1;
             encode_request(
                 &mut bytes,
                 &RequestHeader {
-                    xid,
+                    xid: 1_000_000 + i as i32,
                     kind: op as i32,
                 },
                 &request,
@@ -207,7 +205,7 @@ fn main() {
         }
         let allocations_before = ALLOCATIONS.load(Ordering::Relaxed);
         let started = Instant::now();
-        let mut replies_before = d.replies_bytes;
+        let replies_before = d.replies_bytes;
         for _ in 0..rounds {
             for (conn, body) in &frames {
                 // xids need not increase for the engine; the copy stands for
@@ -222,12 +220,12 @@ fn main() {
         let elapsed = started.elapsed();
         let ops = (rounds * frames.len()) as f64;
         let allocations = ALLOCATIONS.load(Ordering::Relaxed) - allocations_before;
-        replies_before = d.replies_bytes - replies_before;
+        let reply_bytes = d.replies_bytes - replies_before;
         println!(
             "{name:8} {conns} conns x {batch}: {:7.0} ns/op  {:5.1} allocations/op  {:5.0} reply bytes/op",
             elapsed.as_nanos() as f64 / ops,
             allocations as f64 / ops,
-            replies_before as f64 / ops,
+            reply_bytes as f64 / ops,
         );
     }
 }
