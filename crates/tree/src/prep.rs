@@ -86,13 +86,14 @@ struct Record {
 struct Pending {
     zxid: i64,
     seq: u64,
-    path: String,
+    /// Shared with the `by_path` key: one allocation per prepared op.
+    path: Arc<str>,
     /// The owner of the record's node; `None` for a deletion.
     owner: Option<i64>,
 }
 
 /// A path and the `by_path` entry it had before a multi touched it.
-type Undo = (String, Option<(u64, Record)>);
+type Undo = (Arc<str>, Option<(u64, Record)>);
 
 /// Pending changes of prepared, not yet applied, txns.
 ///
@@ -103,7 +104,7 @@ pub struct Preparer {
     /// In zxid order.
     queue: VecDeque<Pending>,
     /// Latest record per path; `seq` ties it to its queue entry.
-    by_path: HashMap<String, (u64, Record)>,
+    by_path: HashMap<Arc<str>, (u64, Record)>,
     next_seq: u64,
     /// While preparing a multi: previous `by_path` values, for rollback.
     undo: Option<Vec<Undo>>,
@@ -136,10 +137,10 @@ impl Preparer {
             };
             if self
                 .by_path
-                .get(&p.path)
+                .get(&*p.path)
                 .is_some_and(|(seq, _)| *seq == p.seq)
             {
-                self.by_path.remove(&p.path);
+                self.by_path.remove(&*p.path);
             }
         }
     }
@@ -165,10 +166,10 @@ impl Preparer {
         for p in &self.queue {
             match p.owner {
                 None => {
-                    paths.remove(&p.path);
+                    paths.remove(&*p.path);
                 }
                 Some(owner) if owner == session => {
-                    paths.insert(p.path.clone());
+                    paths.insert(p.path.to_string());
                 }
                 Some(_) => {}
             }
@@ -578,15 +579,16 @@ impl Preparer {
         self.next_seq += 1;
         let seq = self.next_seq;
         let owner = rec.stat.map(|s| s.ephemeral_owner);
+        let path: Arc<str> = Arc::from(p);
         self.queue.push_back(Pending {
             zxid,
             seq,
-            path: p.to_owned(),
+            path: Arc::clone(&path),
             owner,
         });
-        let old = self.by_path.insert(p.to_owned(), (seq, rec));
+        let old = self.by_path.insert(Arc::clone(&path), (seq, rec));
         if let Some(undo) = self.undo.as_mut() {
-            undo.push((p.to_owned(), old));
+            undo.push((path, old));
         }
     }
 }

@@ -114,6 +114,15 @@ impl Txn {
         TXN_HEADER_BYTES + self.op.encoded_len()
     }
 
+    /// The zxid in an encoded txn's header, without decoding the rest.
+    pub fn zxid_of(bytes: &[u8]) -> Option<i64> {
+        if bytes.first() != Some(&TXN_FORMAT_VERSION) {
+            return None;
+        }
+        let field = bytes.get(ZXID_OFFSET..ZXID_OFFSET + 8)?;
+        Some(i64::from_be_bytes(field.try_into().ok()?))
+    }
+
     /// Decodes exactly one txn; never panics, allocates at most in
     /// proportion to `bytes.len()`.
     pub fn decode(bytes: &[u8]) -> Result<Txn, DecodeError> {
@@ -135,6 +144,8 @@ impl Txn {
 
 /// The version byte and the header's fields.
 const TXN_HEADER_BYTES: usize = 1 + 8 + 4 + 8 + 8;
+/// Where the header's zxid starts: after the version, session id and cxid.
+const ZXID_OFFSET: usize = 1 + 8 + 4;
 
 fn str_len(s: &str) -> usize {
     LEN_PREFIX_BYTES + s.len()
@@ -356,6 +367,7 @@ mod tests {
             let mut buf = Vec::new();
             txn.encode(&mut buf);
             assert_eq!(buf.len(), txn.encoded_len(), "encoded_len of {:?}", txn.op);
+            assert_eq!(Txn::zxid_of(&buf), Some(txn.header.zxid));
             assert_eq!(Txn::decode(&buf), Ok(txn.clone()));
             assert!(
                 Txn::decode(&buf[..buf.len() - 1]).is_err(),

@@ -43,6 +43,10 @@ impl Engine {
                 EntryType::EntryNormal if entry.data.is_empty() => continue,
                 EntryType::EntryNormal => {}
             }
+            if let Some(txn) = self.own_proposal(&entry.data) {
+                self.apply_txn(txn);
+                continue;
+            }
             match Txn::decode(&entry.data) {
                 Ok(txn) => self.apply_txn(txn),
                 Err(e) => {
@@ -56,6 +60,19 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The leader keeps every txn it proposed until it applies: a committed
+    /// entry that is the oldest of them is taken from there instead of
+    /// decoded (zxids are unique: the epoch is in their high bits).
+    fn own_proposal(&mut self, data: &[u8]) -> Option<Txn> {
+        let zxid = Txn::zxid_of(data)?;
+        if self.in_flight.front()?.header.zxid != zxid {
+            return None;
+        }
+        let txn = self.in_flight.pop_front()?;
+        debug_assert_eq!(Txn::decode(data).as_ref(), Ok(&txn));
+        Some(txn)
     }
 
     pub(super) fn apply_txn(&mut self, txn: Txn) {
