@@ -91,6 +91,7 @@ def test_one_leader_and_writes_through_any_member_are_seen_everywhere(ensemble):
     assert rows["zk_server_state"] == "leader" and rows["zk_quorum_size"] == "3"
     assert (rows["zk_followers"], rows["zk_synced_followers"]) == ("2", "2")
     assert float(rows["stoa_commit_latency_avg_ms"]) >= 0 and int(rows["stoa_wal_batches"]) > 0
+    assert float(rows["stoa_wal_fsync_avg_ms"]) > 0 and float(rows["stoa_wal_fsync_max_ms"]) > 0
 
 
 def test_killing_the_leader_loses_no_acknowledged_write_and_the_old_leader_rejoins(ensemble):

@@ -170,6 +170,14 @@ pub fn monitor(engine: &Engine) -> String {
             s.commit_latency_max_ms.to_string(),
         ),
         ("stoa_wal_batches", s.wal_batches.to_string()),
+        (
+            "stoa_wal_fsync_avg_ms",
+            format!("{:.4}", s.wal_sync_avg_ms()),
+        ),
+        (
+            "stoa_wal_fsync_max_ms",
+            format!("{:.3}", s.wal_sync.sync_micros_max as f64 / 1000.0),
+        ),
         ("stoa_snapshots_sent", s.snapshots_sent.to_string()),
         (
             "stoa_snapshots_installed",

@@ -412,6 +412,7 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
             durable = durable_rx.recv() => {
                 let token = durable.ok_or("WAL writer stopped")??;
                 engine.set_time(wall_clock_ms());
+                engine.set_wal_sync_stats(shell.wal.sync_stats());
                 if let Some(number) = shell.tokens.durable(token) {
                     engine.handle(Input::Persisted { number });
                 }

@@ -35,6 +35,9 @@ pub struct Stats {
     pub wal_batches: u64,
     pub wal_batch_entries: u64,
     pub wal_batch_entries_max: u64,
+    /// The WAL writer's groups: write plus fdatasync (copied from the
+    /// writer thread's counters as groups complete).
+    pub wal_sync: stoa_wal::SyncStats,
     /// Snapshots sent to lagging peers (leader) and installed (follower).
     pub snapshots_sent: u64,
     pub snapshots_installed: u64,
@@ -70,6 +73,10 @@ impl Stats {
 
     pub fn commit_latency_avg_ms(&self) -> f64 {
         ratio(self.commit_latency_total_ms, self.commits_timed)
+    }
+
+    pub fn wal_sync_avg_ms(&self) -> f64 {
+        ratio(self.wal_sync.sync_micros_total, self.wal_sync.groups) / 1000.0
     }
 
     pub fn wal_batch_entries_avg(&self) -> f64 {

@@ -30,4 +30,4 @@ pub use replay::{PartitionReplay, Replay};
 pub use segment::{Preallocate, SEGMENT_HEADER_BYTES};
 pub use sim_log::SimLog;
 pub use store::LogStore;
-pub use writer::{WalWriter, WRITER_QUEUE_BATCHES_MAX};
+pub use writer::{SyncStats, WalWriter, WRITER_QUEUE_BATCHES_MAX};

@@ -159,6 +159,74 @@ pub(crate) fn create_segment(
     Ok(file)
 }
 
+/// Name of the next segment while a helper thread prepares it; not a
+/// segment name, so open ignores it (and deletes it).
+pub(crate) const SPARE_FILE_NAME: &str = "wal-spare.tmp";
+/// The spare is synced every this many bytes while it is zero-filled, with
+/// a pause after each slice, so its writeback reaches the disk in small
+/// slices instead of bursts that the WAL's own fdatasyncs would queue
+/// behind (1 MiB slices tripled the write p99 under load; 256 KiB ones
+/// cost it little).
+const SPARE_SYNC_BYTES: u64 = 256 * 1024;
+const SPARE_SLICE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Writes zeros over `segment_bytes` of a new spare file and syncs it:
+/// every block is then allocated and written, so later fdatasyncs of
+/// records in it carry no metadata (about 40% faster than into fallocated,
+/// unwritten extents, measured on ext4).
+pub(crate) fn prepare_spare(path: &Path, segment_bytes: u64) -> Result<(), WalError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| WalError::io("create spare segment", path, e))?;
+    let mut done = 0;
+    while done < segment_bytes {
+        let to = (done + SPARE_SYNC_BYTES).min(segment_bytes);
+        zero_fill(&file, done, to).map_err(|e| WalError::io("zero-fill spare segment", path, e))?;
+        file.sync_data()
+            .map_err(|e| WalError::io("fsync spare segment", path, e))?;
+        done = to;
+        // Leaves the disk to the WAL's own syncs between slices: a full
+        // segment still takes well under a second, while filling one takes
+        // seconds even at peak write rates.
+        std::thread::sleep(SPARE_SLICE_PAUSE);
+    }
+    file.sync_all()
+        .map_err(|e| WalError::io("fsync spare segment", path, e))
+}
+
+/// Makes a prepared spare segment `header.seq`: header written and synced
+/// first, then the rename and the directory sync. A crash before the rename
+/// leaves only the spare (deleted at open); after it, a complete segment.
+pub(crate) fn install_spare(
+    dir: &Path,
+    spare: &Path,
+    header: SegmentHeader,
+) -> Result<File, WalError> {
+    let path = segment_path(dir, header.seq);
+    if path.exists() {
+        return Err(WalError::io(
+            "install spare segment",
+            &path,
+            io::Error::from(io::ErrorKind::AlreadyExists),
+        ));
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(spare)
+        .map_err(|e| WalError::io("open spare segment", spare, e))?;
+    file.write_all_at(&header.encode(), 0)
+        .map_err(|e| WalError::io("write segment header", spare, e))?;
+    file.sync_data()
+        .map_err(|e| WalError::io("fsync segment header", spare, e))?;
+    std::fs::rename(spare, &path).map_err(|e| WalError::io("rename spare segment", &path, e))?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
 /// Makes bytes `[from, to)` of `file` read as zeros, allocated on disk.
 pub(crate) fn reserve(
     file: &File,

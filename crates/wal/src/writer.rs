@@ -2,10 +2,11 @@
 //! the thread appends every batch queued so far and syncs once for the whole
 //! group (group commit), then reports the highest token made durable.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
+use std::time::Instant;
 
 use crate::error::WalError;
 use crate::record::Record;
@@ -30,11 +31,37 @@ struct Submitter {
     last_token: Option<u64>,
 }
 
+/// How long the writer's groups took to reach the disk: the write and the
+/// fdatasync of each group, as operators see it in `mntr`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    pub groups: u64,
+    pub sync_micros_total: u64,
+    pub sync_micros_max: u64,
+}
+
+/// Written by the writer thread only; read by anyone.
+#[derive(Default)]
+struct SyncCounters {
+    groups: AtomicU64,
+    sync_micros_total: AtomicU64,
+    sync_micros_max: AtomicU64,
+}
+
+impl SyncCounters {
+    fn record(&self, micros: u64) {
+        self.groups.fetch_add(1, Ordering::Relaxed);
+        self.sync_micros_total.fetch_add(micros, Ordering::Relaxed);
+        self.sync_micros_max.fetch_max(micros, Ordering::Relaxed);
+    }
+}
+
 pub struct WalWriter {
     /// Token check and send under one lock, so queue order is token order
     /// even with several submitting threads.
     submitter: Mutex<Submitter>,
     stopped: Arc<AtomicBool>,
+    sync_counters: Arc<SyncCounters>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -51,9 +78,11 @@ impl WalWriter {
         let (sender, receiver) = mpsc::sync_channel(WRITER_QUEUE_BATCHES_MAX);
         let stopped = Arc::new(AtomicBool::new(false));
         let thread_stopped = Arc::clone(&stopped);
+        let sync_counters = Arc::new(SyncCounters::default());
+        let thread_counters = Arc::clone(&sync_counters);
         let thread = thread::Builder::new()
             .name("stoa-wal".to_string())
-            .spawn(move || run(log, on_durable, receiver, &thread_stopped))
+            .spawn(move || run(log, on_durable, receiver, &thread_stopped, &thread_counters))
             .map_err(|e| WalError::io("spawn wal writer thread", "", e))?;
         Ok(WalWriter {
             submitter: Mutex::new(Submitter {
@@ -61,6 +90,7 @@ impl WalWriter {
                 last_token: None,
             }),
             stopped,
+            sync_counters,
             thread: Some(thread),
         })
     }
@@ -88,6 +118,16 @@ impl WalWriter {
             .map_err(|_| WalError::WriterStopped)?;
         submitter.last_token = Some(token);
         Ok(())
+    }
+
+    /// Time spent writing and syncing groups so far.
+    pub fn sync_stats(&self) -> SyncStats {
+        let c = &self.sync_counters;
+        SyncStats {
+            groups: c.groups.load(Ordering::Relaxed),
+            sync_micros_total: c.sync_micros_total.load(Ordering::Relaxed),
+            sync_micros_max: c.sync_micros_max.load(Ordering::Relaxed),
+        }
     }
 
     /// True once a write or sync failed; `submit` then returns
@@ -126,8 +166,13 @@ impl Drop for WalWriter {
     }
 }
 
-fn run<L, F>(mut log: L, mut on_durable: F, receiver: Receiver<Batch>, stopped: &AtomicBool)
-where
+fn run<L, F>(
+    mut log: L,
+    mut on_durable: F,
+    receiver: Receiver<Batch>,
+    stopped: &AtomicBool,
+    counters: &SyncCounters,
+) where
     L: LogStore,
     F: FnMut(u64, Result<(), WalError>),
 {
@@ -144,10 +189,12 @@ where
             Some(batch) => batch.token,
             None => unreachable!("group holds at least the first batch"),
         };
+        let started = Instant::now();
         let result = group
             .iter()
             .try_for_each(|batch| log.append(&batch.records))
             .and_then(|()| log.sync());
+        counters.record(started.elapsed().as_micros() as u64);
         group.clear();
         let failed = result.is_err();
         if failed {

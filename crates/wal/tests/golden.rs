@@ -18,6 +18,7 @@ fn options() -> FileLogOptions {
     FileLogOptions {
         segment_bytes: 1024,
         preallocate: Preallocate::ZeroFill,
+        prepare_next_segment: false,
     }
 }
 

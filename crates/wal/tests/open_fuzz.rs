@@ -10,6 +10,7 @@ fn options() -> FileLogOptions {
     FileLogOptions {
         segment_bytes: 2048,
         preallocate: Preallocate::Fallocate,
+        prepare_next_segment: true,
     }
 }
 
