@@ -43,10 +43,14 @@ const SEGMENT_FILE_BYTES_MAX: u64 =
     SEGMENT_BYTES_MAX + SEGMENT_HEADER_BYTES + (RECORD_FRAME_BYTES + RECORD_BODY_BYTES_MAX) as u64;
 /// The sequence number of the very first segment of a log.
 const SEGMENT_SEQ_FIRST: u64 = 1;
-/// With `prepare_next_segment`, a new log's first segment is zero-filled
-/// on the spot, so it is kept this small (milliseconds to write); the full
-/// sized spare is ready long before it fills up.
-const FIRST_SEGMENT_BYTES_MAX: u64 = 8 * 1024 * 1024;
+/// With `prepare_next_segment`, a segment made on the writer's path (a new
+/// log's first, or when the spare is not ready) is zero-filled on the spot,
+/// so it is kept this small: milliseconds to write.
+const BRIDGE_SEGMENT_BYTES_MAX: u64 = 8 * 1024 * 1024;
+/// The spare is started once the active segment holds this many bytes of
+/// records (or is half full): a log that stays small, like most test
+/// servers', never writes one, and a busy log has it ready in time.
+const SPARE_START_BYTES: u64 = 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileLogOptions {
@@ -70,6 +74,16 @@ impl Default for FileLogOptions {
 }
 
 impl FileLogOptions {
+    /// Size and preallocation of a segment made on the writer's path.
+    fn inline_segment(&self) -> (u64, Preallocate) {
+        if self.prepare_next_segment {
+            let bytes = self.segment_bytes.min(BRIDGE_SEGMENT_BYTES_MAX);
+            (bytes, Preallocate::ZeroFill)
+        } else {
+            (self.segment_bytes, self.preallocate)
+        }
+    }
+
     fn validate(&self) -> Result<(), WalError> {
         if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&self.segment_bytes) {
             return Err(WalError::InvalidOptions(
@@ -145,12 +159,7 @@ impl FileLog {
                     seq,
                     prev_end_bytes: 0,
                 };
-                let (bytes, preallocate) = if options.prepare_next_segment {
-                    let bytes = options.segment_bytes.min(FIRST_SEGMENT_BYTES_MAX);
-                    (bytes, Preallocate::ZeroFill)
-                } else {
-                    (options.segment_bytes, options.preallocate)
-                };
+                let (bytes, preallocate) = options.inline_segment();
                 let file = create_segment(&dir, header, bytes, preallocate)?;
                 opened.segments.push_back(UnitSummary::new(seq));
                 (file, SEGMENT_HEADER_BYTES, bytes)
@@ -172,7 +181,6 @@ impl FileLog {
             compaction: opened.compaction,
             failed: false,
         };
-        log.start_spare();
         log.delete_compactable_prefix()?;
         Ok((log, replay))
     }
@@ -221,6 +229,10 @@ impl FileLog {
             .map_err(|e| WalError::io("fdatasync segment", &path, e))?;
         self.active_end_bytes += self.pending.len() as u64;
         self.pending.clear();
+        let written = self.active_end_bytes - SEGMENT_HEADER_BYTES;
+        if written >= SPARE_START_BYTES.min(self.active_capacity_bytes / 2) {
+            self.start_spare();
+        }
         Ok(())
     }
 
@@ -233,21 +245,17 @@ impl FileLog {
             prev_end_bytes: self.active_end_bytes,
         };
         let spare = self.dir.join(SPARE_FILE_NAME);
-        self.active = if self.take_ready_spare() {
+        if self.take_ready_spare() {
             self.spares_used += 1;
-            install_spare(&self.dir, &spare, header)?
+            self.active = install_spare(&self.dir, &spare, header)?;
+            self.active_capacity_bytes = self.options.segment_bytes;
         } else {
-            create_segment(
-                &self.dir,
-                header,
-                self.options.segment_bytes,
-                self.options.preallocate,
-            )?
-        };
-        self.active_capacity_bytes = self.options.segment_bytes;
+            let (bytes, preallocate) = self.options.inline_segment();
+            self.active = create_segment(&self.dir, header, bytes, preallocate)?;
+            self.active_capacity_bytes = bytes;
+        }
         self.active_end_bytes = SEGMENT_HEADER_BYTES;
         self.segments.push_back(UnitSummary::new(header.seq));
-        self.start_spare();
         Ok(())
     }
 

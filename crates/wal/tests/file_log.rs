@@ -220,10 +220,11 @@ fn snapshot_marker_compacts_on_reopen_and_hides_covered_entries() {
 
 /// Small segments keep the per-offset copies and reopens cheap.
 fn crash_options() -> FileLogOptions {
+    // Segments made on the writer's path, fallocated: the other way in.
     FileLogOptions {
         segment_bytes: 4096,
         preallocate: Preallocate::Fallocate,
-        prepare_next_segment: true,
+        prepare_next_segment: false,
     }
 }
 
