@@ -374,13 +374,13 @@ impl Engine {
         self.now_ms = self.now_ms.max(now_ms);
     }
 
-    /// True once every entry in the recovered log has been applied, so the
-    /// tree is what clients acknowledged before the restart.
     /// The WAL writer's timings, for `mntr` (the writer owns the counters).
     pub fn set_wal_sync_stats(&mut self, stats: stoa_wal::SyncStats) {
         self.stats.wal_sync = stats;
     }
 
+    /// True once every entry in the recovered log has been applied, so the
+    /// tree is what clients acknowledged before the restart.
     pub fn caught_up(&self) -> bool {
         self.applied_index >= self.raft.store().last_index()
             && self.is_leader()

@@ -28,8 +28,8 @@ use crate::record::{encode_record, Record, RecordKind, RECORD_BODY_BYTES_MAX, RE
 use crate::replay::{Replay, ReplayBuilder};
 use crate::segment::{
     create_segment, install_spare, lock_dir, parse_segment_file_name, prepare_spare, reserve,
-    scan_records, segment_path, sync_dir, Preallocate, ScanStop, SegmentHeader,
-    SEGMENT_HEADER_BYTES, SPARE_FILE_NAME,
+    scan_records, segment_path, spare_path, sync_dir, Preallocate, ScanStop, SegmentHeader,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::store::{check_payload_bounds, LogStore};
 
@@ -244,10 +244,9 @@ impl FileLog {
             seq: self.active_seq() + 1,
             prev_end_bytes: self.active_end_bytes,
         };
-        let spare = self.dir.join(SPARE_FILE_NAME);
         if self.take_ready_spare() {
             self.spares_used += 1;
-            self.active = install_spare(&self.dir, &spare, header)?;
+            self.active = install_spare(&self.dir, header)?;
             self.active_capacity_bytes = self.options.segment_bytes;
         } else {
             let (bytes, preallocate) = self.options.inline_segment();
@@ -264,7 +263,7 @@ impl FileLog {
         if !self.options.prepare_next_segment || self.spare.is_some() {
             return;
         }
-        let path = self.dir.join(SPARE_FILE_NAME);
+        let path = spare_path(&self.dir);
         let bytes = self.options.segment_bytes;
         let spawned = std::thread::Builder::new()
             .name("stoa-wal-spare".into())
@@ -343,7 +342,7 @@ impl Drop for FileLog {
 
 /// A spare left by an earlier run may be incomplete; a new one is made.
 fn remove_spare(dir: &Path) -> Result<(), WalError> {
-    let path = dir.join(SPARE_FILE_NAME);
+    let path = spare_path(dir);
     match fs::remove_file(&path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

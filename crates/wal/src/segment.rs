@@ -159,9 +159,11 @@ pub(crate) fn create_segment(
     Ok(file)
 }
 
-/// Name of the next segment while a helper thread prepares it; not a
-/// segment name, so open ignores it (and deletes it).
-pub(crate) const SPARE_FILE_NAME: &str = "wal-spare.tmp";
+/// Where the next segment is prepared by a helper thread; not a segment
+/// name, so listing segments ignores it (open deletes it).
+pub(crate) fn spare_path(dir: &Path) -> PathBuf {
+    dir.join("wal-spare.tmp")
+}
 /// The spare is synced every this many bytes while it is zero-filled, with
 /// a pause after each slice, so its writeback reaches the disk in small
 /// slices instead of bursts that the WAL's own fdatasyncs would queue
@@ -200,11 +202,8 @@ pub(crate) fn prepare_spare(path: &Path, segment_bytes: u64) -> Result<(), WalEr
 /// Makes a prepared spare segment `header.seq`: header written and synced
 /// first, then the rename and the directory sync. A crash before the rename
 /// leaves only the spare (deleted at open); after it, a complete segment.
-pub(crate) fn install_spare(
-    dir: &Path,
-    spare: &Path,
-    header: SegmentHeader,
-) -> Result<File, WalError> {
+pub(crate) fn install_spare(dir: &Path, header: SegmentHeader) -> Result<File, WalError> {
+    let spare = &spare_path(dir);
     let path = segment_path(dir, header.seq);
     if path.exists() {
         return Err(WalError::io(
