@@ -6,6 +6,15 @@ use std::process::ExitCode;
 
 use stoa_server::ServerConfig;
 
+/// mimalloc rather than glibc's malloc: with glibc, the frees of a large
+/// batch (a compacted raft log, a snapshot's tree copy dropped on its own
+/// thread) left the partition thread's next large allocation consolidating
+/// them, 20-50 ms pauses that were most of the write p99 at 55k writes/s;
+/// with mimalloc the same load's p99 stays at 3-9 ms. Throughput and
+/// resident memory came out the same.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage:
   stoa server [--config zoo.cfg] [--port N] [--bind ADDR] [--data-dir DIR] [--set key=value]...
       Runs a standalone server. Without --config: port 2181, data in ./data.

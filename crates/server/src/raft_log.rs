@@ -4,6 +4,7 @@
 //! owns this value outright (no lock, unlike raft-rs's MemStorage).
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
@@ -15,7 +16,9 @@ pub struct RaftLog {
     /// Index and term of the last entry folded into a tree snapshot.
     /// Invariant: `entries[0].index == snapshot.index + 1` when entries exist.
     snapshot: SnapshotMetadata,
-    entries: Vec<Entry>,
+    entries: VecDeque<Entry>,
+    /// Entries up to here may be dropped; `compact_step` gets there.
+    compact_target: u64,
     /// A serialized tree a lagging peer can be sent; valid while the log
     /// still holds every entry after it.
     shippable: Option<Snapshot>,
@@ -54,7 +57,7 @@ impl RaftLog {
         if self.hard_state.term < self.snapshot.term {
             self.hard_state.term = self.snapshot.term;
         }
-        self.entries = entries;
+        self.entries = entries.into();
     }
 
     /// The configuration as of the last applied change.
@@ -75,7 +78,7 @@ impl RaftLog {
     }
 
     pub fn last_index(&self) -> u64 {
-        self.entries.last().map_or(self.snapshot.index, |e| e.index)
+        self.entries.back().map_or(self.snapshot.index, |e| e.index)
     }
 
     /// Appends, truncating any conflicting suffix as raft requires.
@@ -88,17 +91,27 @@ impl RaftLog {
         assert!(first.index <= self.last_index() + 1, "gap in raft log");
         let keep = (first.index - self.first_index()) as usize;
         self.entries.truncate(keep);
-        self.entries.extend_from_slice(new);
+        self.entries.extend(new.iter().cloned());
     }
 
-    /// Drops entries up to `index` once a snapshot covers them.
+    /// Lets entries up to `index` go once a snapshot covers them; they are
+    /// dropped by later `compact_step` calls.
     pub fn compact(&mut self, index: u64) {
-        if index <= self.snapshot.index {
+        assert!(index <= self.last_index(), "compacting past the log end");
+        self.compact_target = self.compact_target.max(index);
+    }
+
+    /// Drops at most `budget` entries toward the compaction target.
+    pub fn compact_step(&mut self, budget: usize) {
+        let target = self.compact_target.min(self.last_index());
+        if target <= self.snapshot.index {
             return;
         }
-        assert!(index <= self.last_index(), "compacting past the log end");
-        let term = self.entries[(index - self.first_index()) as usize].term;
-        let drop = (index - self.snapshot.index) as usize;
+        let drop = ((target - self.snapshot.index) as usize).min(budget);
+        let Some(last_dropped) = self.entries.get(drop - 1) else {
+            unreachable!("entries after the snapshot index reach the target")
+        };
+        let (index, term) = (last_dropped.index, last_dropped.term);
         self.entries.drain(..drop);
         self.snapshot.index = index;
         self.snapshot.term = term;
@@ -146,6 +159,7 @@ impl RaftLog {
     /// A follower installs the leader's snapshot: the whole log is replaced.
     pub fn install(&mut self, meta: &SnapshotMetadata) {
         self.entries.clear();
+        self.compact_target = self.compact_target.max(meta.index);
         self.shippable = None;
         self.snapshot.index = meta.index;
         self.snapshot.term = meta.term;
@@ -189,7 +203,7 @@ impl raft::Storage for RaftLog {
         assert!(high <= self.last_index() + 1, "entries past the log end");
         let lo = (low - self.first_index()) as usize;
         let hi = (high - self.first_index()) as usize;
-        let mut out = self.entries[lo..hi].to_vec();
+        let mut out: Vec<Entry> = self.entries.range(lo..hi).cloned().collect();
         raft::util::limit_size(&mut out, max_size.into());
         Ok(out)
     }
@@ -252,6 +266,7 @@ mod tests {
         let mut log = RaftLog::new(vec![1], vec![]);
         log.append(&[entry(1, 1), entry(2, 1), entry(3, 2)]);
         log.compact(2);
+        log.compact_step(usize::MAX);
         assert_eq!(log.term(2).unwrap(), 1);
         assert!(log.term(1).is_err());
         assert_eq!(
@@ -263,10 +278,33 @@ mod tests {
     }
 
     #[test]
+    fn compaction_drops_at_most_the_budget_per_step() {
+        let mut log = RaftLog::new(vec![1], vec![]);
+        let entries: Vec<Entry> = (1..=10).map(|i| entry(i, 1 + i / 6)).collect();
+        log.append(&entries);
+        log.compact(7);
+        assert_eq!(log.first_index(), 1, "nothing dropped before a step");
+        log.compact_step(3);
+        assert_eq!(log.first_index(), 4);
+        assert_eq!(log.term(3).unwrap(), 1);
+        log.compact_step(3);
+        assert_eq!(log.first_index(), 7);
+        log.compact_step(3);
+        assert_eq!((log.first_index(), log.term(7).unwrap()), (8, 2));
+        log.compact_step(3);
+        assert_eq!(log.first_index(), 8, "stops at the target");
+        assert_eq!(log.last_index(), 10);
+        log.compact(5);
+        log.compact_step(3);
+        assert_eq!(log.first_index(), 8, "a lower target never goes back");
+    }
+
+    #[test]
     fn a_snapshot_is_built_on_request_and_dropped_once_compacted_past() {
         let mut log = RaftLog::new(vec![1, 2], vec![3]);
         log.append(&[entry(1, 1), entry(2, 1), entry(3, 2), entry(4, 2)]);
         log.compact(2);
+        log.compact_step(usize::MAX);
         assert!(log.snapshot(0, 2).is_err(), "nothing built yet");
         assert!(log.take_snapshot_wanted());
         assert!(!log.take_snapshot_wanted(), "reported once");
@@ -280,6 +318,7 @@ mod tests {
         assert!(log.snapshot(0, 5).is_err(), "built before server 5 joined");
         assert!(log.take_snapshot_wanted(), "a newer one is asked for");
         log.compact(4);
+        log.compact_step(usize::MAX);
         assert!(log.snapshot(0, 2).is_err(), "compacted past it");
     }
 
