@@ -11,6 +11,7 @@ pub mod membership;
 pub mod memory;
 pub mod metrics;
 pub mod net;
+pub mod paced_file;
 pub mod partition;
 pub mod peer;
 pub mod raft_log;

@@ -3,7 +3,7 @@
 //! raft entries the WAL holds after it.
 
 use std::fs::{self, File};
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -12,6 +12,7 @@ use stoa_tree::DataTree;
 use stoa_wal::{FileLog, FileLogOptions, Record, Replay};
 
 use crate::engine::{PersistJob, Recovered};
+use crate::paced_file::PacedFile;
 
 const SNAPSHOT_PREFIX: &str = "snap-";
 /// Large reads: a snapshot is read once, front to back.
@@ -247,18 +248,16 @@ fn write_snapshot_with(
     dir: &Path,
     index: u64,
     term: u64,
-    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+    write: impl FnOnce(&mut PacedFile) -> std::io::Result<()>,
 ) -> Result<Option<u64>, String> {
     let name = format!("{SNAPSHOT_PREFIX}{index:020}-{term:020}");
     let tmp = dir.join(format!("{name}.tmp"));
     let fail = |what: &str, e: std::io::Error| format!("snapshot {}: {what}: {e}", tmp.display());
     let file = File::create(&tmp).map_err(|e| fail("create", e))?;
-    let mut writer = BufWriter::new(file);
+    // Paced, so the WAL's syncs meanwhile do not wait behind the file.
+    let mut writer = PacedFile::new(file);
     write(&mut writer).map_err(|e| fail("write", e))?;
-    writer.flush().map_err(|e| fail("flush", e))?;
-    let file = writer
-        .into_inner()
-        .map_err(|e| fail("flush", e.into_error()))?;
+    let file = writer.finish().map_err(|e| fail("write", e))?;
     file.sync_all().map_err(|e| fail("fsync", e))?;
     fs::rename(&tmp, dir.join(&name)).map_err(|e| fail("rename", e))?;
     File::open(dir)
