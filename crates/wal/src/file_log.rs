@@ -11,6 +11,10 @@
 //!   writes its header and renames it. Written blocks make each record's
 //!   fdatasync cheaper than fallocated ones would (no extent conversion),
 //!   and the zero-filling stays off the writer's path.
+//! - Segments a durable snapshot marker makes compactable are deleted on a
+//!   helper thread, oldest first with a directory fsync after each, so the
+//!   writer never waits for an unlink; open deletes any the helper did not
+//!   get to.
 //! - On open, a bad record in the last segment is a torn tail: the bytes
 //!   after the last valid record are zeroed before anything new is written,
 //!   so stale fragments can never be read as data later. A bad record in
@@ -20,6 +24,8 @@ use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::compaction::{CompactionState, UnitSummary};
@@ -110,6 +116,11 @@ pub struct FileLog {
     active_capacity_bytes: u64,
     /// The helper thread preparing the spare segment, if one runs or ran.
     spare: Option<JoinHandle<Result<(), WalError>>>,
+    /// Tells the spare's helper to give up (the log is being dropped).
+    spare_stop: Arc<AtomicBool>,
+    /// The helper thread deleting the oldest segments, if one runs or ran:
+    /// how many it deleted (in order) and why it stopped short, if it did.
+    deleting: Option<JoinHandle<(usize, Result<(), WalError>)>>,
     /// Rollovers that found the spare ready.
     spares_used: u64,
     /// Records appended but not yet written, encoded.
@@ -175,6 +186,8 @@ impl FileLog {
             active_end_bytes,
             active_capacity_bytes,
             spare: None,
+            spare_stop: Arc::new(AtomicBool::new(false)),
+            deleting: None,
             spares_used: 0,
             pending: Vec::new(),
             pending_state: Vec::new(),
@@ -265,9 +278,10 @@ impl FileLog {
         }
         let path = spare_path(&self.dir);
         let bytes = self.options.segment_bytes;
+        let stop = Arc::clone(&self.spare_stop);
         let spawned = std::thread::Builder::new()
             .name("stoa-wal-spare".into())
-            .spawn(move || prepare_spare(&path, bytes));
+            .spawn(move || prepare_spare(&path, bytes, &stop));
         // Without the thread, segments are made on the writer's path.
         self.spare = spawned.ok();
     }
@@ -313,30 +327,85 @@ impl FileLog {
     /// compactable. Never the active one. Not fail-stop: a failed delete
     /// loses nothing and is retried on the next call.
     fn delete_compactable_prefix(&mut self) -> Result<(), WalError> {
-        while self.segments.len() > 1 {
-            let Some(oldest) = self.segments.front() else {
-                break;
-            };
-            if !self.compaction.is_compactable(oldest) {
-                break;
-            }
-            let path = segment_path(&self.dir, oldest.seq);
-            fs::remove_file(&path).map_err(|e| WalError::io("delete segment", &path, e))?;
-            // One directory fsync per deletion keeps deletions in order on
-            // disk, so a crash never leaves a hole in the sequence.
-            sync_dir(&self.dir)?;
-            self.segments.pop_front();
-        }
-        Ok(())
+        // One deleter at a time keeps deletions in order.
+        self.reap_deletions(true);
+        let (deleted, result) = delete_segments(&self.dir, &self.compactable_prefix());
+        self.segments.drain(..deleted);
+        result
     }
+
+    /// The compactable prefix (never the active segment), oldest first.
+    fn compactable_prefix(&self) -> Vec<u64> {
+        let deletable = self.segments.len().saturating_sub(1);
+        self.segments
+            .iter()
+            .take(deletable)
+            .take_while(|unit| self.compaction.is_compactable(unit))
+            .map(|unit| unit.seq)
+            .collect()
+    }
+
+    /// Starts deleting the compactable prefix on a helper thread, unless a
+    /// deletion is still under way (the next snapshot marker retries).
+    fn delete_in_background(&mut self) {
+        if self.deleting.is_some() {
+            return;
+        }
+        let seqs = self.compactable_prefix();
+        if seqs.is_empty() {
+            return;
+        }
+        let dir = self.dir.clone();
+        let spawned = std::thread::Builder::new()
+            .name("stoa-wal-delete".into())
+            .spawn(move || delete_segments(&dir, &seqs));
+        // Without the thread the segments wait for the next open.
+        self.deleting = spawned.ok();
+    }
+
+    /// Forgets the segments the helper deleted, once it is done (or waits
+    /// for it). A failed deletion loses nothing; those segments stay listed
+    /// and are tried again later.
+    fn reap_deletions(&mut self, wait: bool) {
+        let Some(thread) = self.deleting.take() else {
+            return;
+        };
+        if !wait && !thread.is_finished() {
+            self.deleting = Some(thread);
+            return;
+        }
+        if let Ok((deleted, _)) = thread.join() {
+            assert!(deleted < self.segments.len(), "deleted the active segment");
+            self.segments.drain(..deleted);
+        }
+    }
+}
+
+/// Deletes segments `seqs` in order, each followed by a directory fsync
+/// (which keeps deletions in order on disk, so a crash never leaves a hole
+/// in the sequence); returns how many went and the error that stopped it.
+fn delete_segments(dir: &Path, seqs: &[u64]) -> (usize, Result<(), WalError>) {
+    for (deleted, &seq) in seqs.iter().enumerate() {
+        let path = segment_path(dir, seq);
+        let result = fs::remove_file(&path)
+            .map_err(|e| WalError::io("delete segment", &path, e))
+            .and_then(|()| sync_dir(dir));
+        if result.is_err() {
+            return (deleted, result);
+        }
+    }
+    (seqs.len(), Ok(()))
 }
 
 impl Drop for FileLog {
     fn drop(&mut self) {
-        // The helper writes into this directory: done before the lock goes.
+        // The helpers write into this directory: done before the lock goes.
+        // An unfinished spare is abandoned (open deletes it).
+        self.spare_stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.spare.take() {
             let _ = thread.join();
         }
+        self.reap_deletions(true);
     }
 }
 
@@ -373,8 +442,14 @@ impl LogStore for FileLog {
             self.failed = true;
             return Err(e);
         }
+        let mut snapshot_marked = false;
         for (seq, record) in self.pending_state.drain(..) {
+            snapshot_marked |= record.kind == RecordKind::Snapshot;
             self.compaction.note_durable(seq, &record);
+        }
+        self.reap_deletions(false);
+        if snapshot_marked {
+            self.delete_in_background();
         }
         Ok(())
     }

@@ -468,3 +468,61 @@ fn a_spare_left_by_an_earlier_run_never_brings_its_bytes_back() {
         expected
     );
 }
+
+#[test]
+fn a_durable_snapshot_marker_deletes_covered_segments_while_running() {
+    // A running server never reopens its log: the marker alone must free
+    // the disk. The deletion runs on a helper thread, so wait (bounded).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = FileLog::open(dir.path(), small_segments()).expect("open").0;
+    let records: Vec<Record> = (1..=200).map(|i| entry(0, i, 1)).collect();
+    log.append(&records).expect("append");
+    log.append(&[Record::hard_state(0, 1, 200, vec![])])
+        .expect("append");
+    log.sync().expect("sync");
+    let before = segment_files(dir.path()).len();
+    assert!(before > 5, "expected rollovers");
+    log.append(&[Record::snapshot(0, 1, 190, vec![])])
+        .expect("append");
+    log.sync().expect("sync");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while segment_files(dir.path()).len() > 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let left = segment_files(dir.path()).len();
+    assert!(left <= 2, "{left} of {before} segments left");
+    // The next sync forgets the deleted segments.
+    log.append(&[entry(0, 201, 1)]).expect("append");
+    log.sync().expect("sync");
+    assert_eq!(log.segment_seqs().len(), left);
+    drop(log);
+    let replay = reopen(dir.path(), small_segments());
+    let indexes: Vec<u64> = entries_of(&replay, 0).iter().map(|e| e.index).collect();
+    assert_eq!(indexes, (191..=201).collect::<Vec<_>>());
+}
+
+#[test]
+fn dropping_the_log_abandons_a_spare_being_written() {
+    // Default 64 MiB segments: the spare takes hundreds of slices, so a
+    // drop right after it starts finds it unfinished and must not wait
+    // for the rest (a stopping server would).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = FileLogOptions::default();
+    let mut log = FileLog::open(dir.path(), options).expect("open").0;
+    let payload = vec![7u8; 64 * 1024];
+    let records: Vec<Record> = (1..=32)
+        .map(|i| Record::entry(0, 1, i, payload.clone()))
+        .collect();
+    log.append(&records).expect("append");
+    log.sync().expect("sync"); // 2 MiB of records: the spare starts
+    drop(log);
+    let spare = dir.path().join("wal-spare.tmp");
+    let spare_bytes = fs::metadata(&spare).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        spare_bytes < options.segment_bytes,
+        "the spare was finished ({spare_bytes} bytes) instead of abandoned"
+    );
+    let (_, replay) = FileLog::open(dir.path(), options).expect("reopen");
+    assert_eq!(entries_of(&replay, 0), records);
+    assert!(!spare.exists(), "open deletes an unfinished spare");
+}
