@@ -364,12 +364,17 @@ mod tests {
     /// (parent choice, name, kind) where kind 0 = persistent, 1 = ephemeral,
     /// 2 = container, 3 = delete the chosen node if it is a leaf.
     fn random_tree(ops: &[(usize, u8, u8)]) -> DataTree {
+        random_tree_named(ops, &["a", "b", "c", "d", "e", "f"])
+    }
+
+    /// [`random_tree`] with the names drawn from `names`.
+    fn random_tree_named(ops: &[(usize, u8, u8)], names: &[&str]) -> DataTree {
         use crate::testutil::{create_mode, delete, World};
         let mut w = World::new();
         let mut paths = vec!["".to_owned()];
         for &(pick, name, kind) in ops {
             let parent = paths[pick % paths.len()].clone();
-            let path = format!("{parent}/{}", (b'a' + name % 6) as char);
+            let path = format!("{parent}/{}", names[name as usize % names.len()]);
             let request = match kind % 4 {
                 3 => delete(&parent, -1),
                 mode => create_mode(&path, [0, 1, 4][mode as usize]),
@@ -446,6 +451,34 @@ mod tests {
             framed.truncate(HEADER_BYTES);
             framed.extend_from_slice(&bytes);
             let _ = read_snapshot(&mut framed.as_slice());
+        }
+    }
+
+    /// The order `nodes_depth_first` promises, the slow way: a walk from
+    /// the root, each node's children in name order.
+    fn walk_from_root(t: &DataTree) -> Vec<Arc<str>> {
+        let mut out = Vec::new();
+        let mut stack: Vec<String> = vec!["/".to_owned()];
+        while let Some(p) = stack.pop() {
+            let node = t.node(&p).expect("listed child exists");
+            for name in node.children().collect::<Vec<_>>().into_iter().rev() {
+                stack.push(crate::path::join(&p, name));
+            }
+            out.push(Arc::from(p));
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #[test]
+        fn depth_first_order_is_a_walk_from_the_root(
+            ops in proptest::collection::vec((0usize..64, any::<u8>(), any::<u8>()), 0..80)
+        ) {
+            // Names where byte order and walk order part ways ('-' and '.'
+            // sort before '/'; "a" is a prefix of its siblings).
+            let t = random_tree_named(&ops, &["a", "a-", "a-b", "a.b", "ab", "a0", "b", "z"]);
+            prop_assert_eq!(t.paths_depth_first(), walk_from_root(&t));
         }
     }
 
