@@ -345,3 +345,40 @@ def test_a_stopping_leader_hands_over_without_an_election_timeout(trio):
         assert "transferring leadership" in leader.server.log_tail(200)
         admin.create("/b", b"2")
         assert time.monotonic() - started < 20
+
+
+def test_a_server_removed_while_down_learns_it_when_it_comes_back():
+    """A follower is removed while it is down, so it never sees the change
+    commit; restarted with its old configuration, it learns of its removal
+    from a member refusing its connection and stops serving, read-only
+    clients included (with readonlymode.enabled it would otherwise serve
+    them its stale tree for good)."""
+    members, lines = start_ensemble(3, extra={"readonlymode.enabled": "true"})
+    try:
+        leader, rest = leader_and_others(members)
+        victim, survivor = rest
+        with connected(leader) as admin:
+            admin.create("/before", b"1")
+            victim.server.kill9()
+            data, _ = admin.reconfig(joining=None, leaving=str(victim.sid), new_members=None)
+            assert victim.sid not in config_of(data)[0]
+            admin.create("/after", b"2")
+        victim.server.start(timeout=60, serving=False)
+        h.wait_until(lambda: "removed, or not added yet" in victim.server.log_tail(400), timeout=30,
+                     what="the removed server to learn of its removal")
+        assert mode(victim) == "not serving"
+        ro = KazooClient(hosts=victim.server.hosts, timeout=4.0, read_only=True,
+                         connection_retry={"max_tries": 1, "delay": 0.1})
+        try:
+            with pytest.raises(Exception):
+                ro.start(timeout=5)
+        finally:
+            ro.stop()
+            ro.close()
+        # The members go on, and do not count it.
+        with connected(survivor, admin=False) as c:
+            c.create("/still-writable", b"3")
+            assert c.get("/after")[0] == b"2"
+    finally:
+        for m in members:
+            m.server.cleanup()

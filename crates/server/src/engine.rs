@@ -137,6 +137,12 @@ pub enum Input {
     PersistFailed {
         reason: String,
     },
+    /// Peer `from` refused our connection: its membership, at this
+    /// version, does not include this server.
+    RefusedByPeer {
+        from: u64,
+        membership_version: i64,
+    },
     /// The tree asked for by `Output::snapshot_to_ship`, serialized.
     SnapshotBuilt {
         index: u64,
@@ -183,7 +189,7 @@ pub struct Output {
     /// `Input::SnapshotBuilt`.
     pub snapshot_to_ship: Option<SnapshotJob>,
     /// The ensemble's members changed: the peer transport's new list.
-    pub members: Option<Vec<crate::ensemble::Member>>,
+    pub members: Option<(i64, Vec<crate::ensemble::Member>)>,
     /// Raft messages for peers (`to` names the peer).
     pub messages: Vec<raft::eraftpb::Message>,
     /// Engine messages for peers: (to, message).
@@ -264,6 +270,11 @@ pub struct Engine {
     membership: crate::membership::Membership,
     /// Leader: a membership change proposed and not yet applied.
     membership_pending: Option<crate::membership::Membership>,
+    /// A member refused this server's connection: its applied membership,
+    /// at this version, leaves this server out. Set only when newer than
+    /// what this server applied (it missed its own removal); any membership
+    /// it applies at this version or later supersedes it.
+    removed_at_version: Option<i64>,
     /// Leader: the rest of a reconfig of several servers.
     reconfig_plan: Option<reconfig::ReconfigPlan>,
     /// When each peer was last heard from (a reconfig needs its new
@@ -352,6 +363,7 @@ impl Engine {
             snapshot_wait_ticks: HashMap::new(),
             membership,
             membership_pending: None,
+            removed_at_version: None,
             reconfig_plan: None,
             peer_heard_ms: HashMap::new(),
             last_container_check_ms: now_ms,
@@ -366,7 +378,7 @@ impl Engine {
         // A lone voter is leader from the start; that is no change of leader.
         engine.known_leader = engine.leader_id();
         engine.load_extensions();
-        engine.out.members = Some(engine.membership.members.values().cloned().collect());
+        engine.publish_members();
         Ok(engine)
     }
 
@@ -477,6 +489,10 @@ impl Engine {
                 self.out.fatal = Some(format!("WAL write failed: {reason}"))
             }
             Input::SnapshotBuilt { index, term, data } => self.on_snapshot_built(index, term, data),
+            Input::RefusedByPeer {
+                from,
+                membership_version,
+            } => self.on_refused_by_peer(from, membership_version),
         }
     }
 

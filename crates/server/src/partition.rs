@@ -326,8 +326,8 @@ impl Shell {
                 .submit(token, records)
                 .map_err(|e| format!("WAL: {e}"))?;
         }
-        if let (Some(peers), Some(members)) = (&mut self.peers, members) {
-            peers.set_peers(&peer_addresses(&members));
+        if let (Some(peers), Some((version, members))) = (&mut self.peers, members) {
+            peers.set_peers(version, &peer_addresses(&members));
         }
         if let Some(peers) = &self.peers {
             // A full queue drops the message; raft retransmits.
@@ -448,6 +448,9 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                         Ok(message) => engine.handle(Input::Peer { from, message }),
                         Err(e) => log::warn!("server {from} sent a bad engine message: {e}"),
                     },
+                    PeerMessage::Refused { membership_version } => {
+                        engine.handle(Input::RefusedByPeer { from, membership_version })
+                    }
                 }
             }
             Some(reply) = scrapes.recv() => {

@@ -9,6 +9,11 @@
 //! message too large for one frame is cut into consecutive PART frames,
 //! each `[total: u64 BE][piece]`; the pieces concatenated are the frame
 //! body (`kind` + payload) the message would have had.
+//!
+//! A server not in the acceptor's membership is refused: the acceptor
+//! answers its hello with one REFUSED frame carrying its membership
+//! version and closes. That is how a server that missed its own removal
+//! (the leader stops talking to a removed server) learns of it.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -57,6 +62,7 @@ mod kind {
     pub const RAFT: u8 = 1;
     pub const ENGINE: u8 = 2;
     pub const PART: u8 = 3;
+    pub const REFUSED: u8 = 4;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +71,11 @@ pub enum PeerMessage {
     /// The engine's own messages (forwarded requests, session liveness);
     /// opaque here.
     Engine(Vec<u8>),
+    /// The peer refused our connection: its membership, at this version,
+    /// does not list us. Sent by the accepting side only.
+    Refused {
+        membership_version: i64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +96,9 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<(), Peer
                 .map_err(|e| PeerError(format!("encode raft message: {e}")))?,
         ),
         PeerMessage::Engine(bytes) => (kind::ENGINE, bytes.clone()),
+        PeerMessage::Refused { membership_version } => {
+            (kind::REFUSED, membership_version.to_be_bytes().to_vec())
+        }
     };
     let len = payload.len() + 1;
     if len as u64 > PEER_MESSAGE_BYTES_MAX {
@@ -168,6 +182,14 @@ pub fn decode_body(body: &[u8]) -> Result<PeerMessage, PeerError> {
             Ok(PeerMessage::Raft(m))
         }
         kind::ENGINE => Ok(PeerMessage::Engine(payload.to_vec())),
+        kind::REFUSED => {
+            let version: [u8; 8] = payload
+                .try_into()
+                .map_err(|_| PeerError("refusal of the wrong size".into()))?;
+            Ok(PeerMessage::Refused {
+                membership_version: i64::from_be_bytes(version),
+            })
+        }
         kind::PART => Err(PeerError("a part frame inside a message".into())),
         other => Err(PeerError(format!("unknown peer frame kind {other}"))),
     }
@@ -203,7 +225,17 @@ pub struct PeerNetwork {
     dialers: HashMap<u64, Dialer>,
     /// Who may connect to us: shared with the accept loop, which runs on
     /// the same thread.
-    known: Rc<RefCell<HashSet<u64>>>,
+    known: Rc<RefCell<Known>>,
+    /// Where dialers report a refusal (as if the peer had sent it).
+    inbound: mpsc::Sender<(u64, PeerMessage)>,
+}
+
+/// The membership as the accept loop needs it.
+#[derive(Default)]
+struct Known {
+    ids: HashSet<u64>,
+    /// Told to a server we refuse.
+    membership_version: i64,
 }
 
 struct Dialer {
@@ -231,20 +263,24 @@ impl PeerNetwork {
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|e| PeerError(format!("cannot listen on quorum port {listen}: {e}")))?;
-        let known = Rc::new(RefCell::new(HashSet::new()));
-        tokio::task::spawn_local(accept_loop(listener, known.clone(), inbound));
+        let known = Rc::new(RefCell::new(Known::default()));
+        tokio::task::spawn_local(accept_loop(listener, known.clone(), inbound.clone()));
         let mut network = PeerNetwork {
             my_id,
             dialers: HashMap::new(),
             known,
+            inbound,
         };
-        network.set_peers(peers);
+        // The configuration file's ensemble (version 0) until the engine
+        // publishes the membership it recovered.
+        network.set_peers(0, peers);
         Ok(network)
     }
 
-    /// Makes `peers` the set this server talks to: dials new ones (and
-    /// moved ones at their new address), forgets the others.
-    pub fn set_peers(&mut self, peers: &[(u64, SocketAddr)]) {
+    /// Makes `peers` (membership `version`) the set this server talks to:
+    /// dials new ones (and moved ones at their new address), forgets the
+    /// others.
+    pub fn set_peers(&mut self, version: i64, peers: &[(u64, SocketAddr)]) {
         let me = self.my_id;
         self.dialers
             .retain(|id, d| peers.iter().any(|&(p, a)| p == *id && a == d.address));
@@ -253,7 +289,8 @@ impl PeerNetwork {
                 continue;
             }
             let (outbox, rx) = mpsc::channel(PEER_QUEUE_MESSAGES_MAX);
-            let task = tokio::task::spawn_local(dial_loop(me, id, address, rx));
+            let task =
+                tokio::task::spawn_local(dial_loop(me, id, address, rx, self.inbound.clone()));
             self.dialers.insert(
                 id,
                 Dialer {
@@ -263,7 +300,10 @@ impl PeerNetwork {
                 },
             );
         }
-        *self.known.borrow_mut() = peers.iter().map(|(id, _)| *id).collect();
+        *self.known.borrow_mut() = Known {
+            ids: peers.iter().map(|(id, _)| *id).collect(),
+            membership_version: version,
+        };
     }
 
     /// Queues a message; false when the peer is unknown or its queue is full
@@ -297,15 +337,20 @@ async fn dial_loop(
     peer: u64,
     address: SocketAddr,
     mut queue: mpsc::Receiver<PeerMessage>,
+    inbound: mpsc::Sender<(u64, PeerMessage)>,
 ) {
     let mut delay = RECONNECT_DELAY_MIN;
+    // The last refusal's version: logged once, not on every redial.
+    let mut refused_at: Option<i64> = None;
     loop {
         let dialed = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await;
         let mut stream = match dialed.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())) {
             Ok(s) => s,
             Err(e) => {
                 log::debug!("peer {peer} at {address}: {e}; retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
+                if !discard_for(&mut queue, delay).await {
+                    return;
+                }
                 delay = (delay * 2).min(RECONNECT_DELAY_MAX);
                 continue;
             }
@@ -314,34 +359,103 @@ async fn dial_loop(
         if stream.write_all(&hello(my_id)).await.is_err() {
             continue;
         }
-        log::info!("connected to peer {peer} at {address}");
+        if refused_at.is_none() {
+            log::info!("connected to peer {peer} at {address}");
+        }
         delay = RECONNECT_DELAY_MIN;
+        let (mut from_peer, mut to_peer) = stream.split();
+        // The accepting side sends nothing on this connection but a refusal.
+        let mut received = Vec::new();
+        let mut read_buf = [0u8; 64];
         let mut buf = Vec::new();
         loop {
-            let Some(first) = queue.recv().await else {
-                return;
-            };
-            buf.clear();
-            let mut next = Some(first);
-            while let Some(message) = next.take() {
-                if let Err(e) = encode_frame(&mut buf, &message) {
-                    log::error!("peer {peer}: {e}");
+            tokio::select! {
+                first = queue.recv() => {
+                    let Some(first) = first else { return };
+                    buf.clear();
+                    let mut next = Some(first);
+                    while let Some(message) = next.take() {
+                        if let Err(e) = encode_frame(&mut buf, &message) {
+                            log::error!("peer {peer}: {e}");
+                        }
+                        if buf.len() < WRITE_COALESCE_BYTES_MAX {
+                            next = queue.try_recv().ok();
+                        }
+                    }
+                    if let Err(e) = to_peer.write_all(&buf).await {
+                        if refused_at.is_none() {
+                            log::warn!("peer {peer} at {address}: {e}; reconnecting");
+                        }
+                        break;
+                    }
                 }
-                if buf.len() < WRITE_COALESCE_BYTES_MAX {
-                    next = queue.try_recv().ok();
+                read = from_peer.read(&mut read_buf) => {
+                    let n = read.unwrap_or(0);
+                    received.extend_from_slice(&read_buf[..n]);
+                    if let Some(version) = refusal_in(&received) {
+                        if refused_at != Some(version) {
+                            log::warn!(
+                                "peer {peer} refused this server: it is not in membership \
+                                 version {version:x} there"
+                            );
+                        }
+                        refused_at = Some(version);
+                        let refusal = PeerMessage::Refused { membership_version: version };
+                        let _ = inbound.try_send((peer, refusal));
+                        if !discard_for(&mut queue, RECONNECT_DELAY_MAX).await {
+                            return;
+                        }
+                        break;
+                    }
+                    // Closed (redial), or bytes that are no refusal of ours.
+                    if n == 0 || received.len() > read_buf.len() {
+                        break;
+                    }
                 }
             }
-            if let Err(e) = stream.write_all(&buf).await {
-                log::warn!("peer {peer} at {address}: {e}; reconnecting");
-                break;
+        }
+        if refused_at.is_some() && received.is_empty() {
+            // Closed without a refusal: no longer refused, or not yet known.
+            refused_at = None;
+        }
+        // What was queued for the lost connection is stale; raft resends
+        // what the peer still needs once it is back.
+        while queue.try_recv().is_ok() {}
+    }
+}
+
+/// Waits `delay`, dropping whatever is queued meanwhile: with no connection
+/// to the peer, messages would only pile up (a leader's appends to a peer
+/// that is down, up to the queue's bound) and reach it stale when it comes
+/// back. False once the sending side is gone.
+async fn discard_for(queue: &mut mpsc::Receiver<PeerMessage>, delay: Duration) -> bool {
+    let deadline = tokio::time::sleep(delay);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            () = &mut deadline => return true,
+            message = queue.recv() => {
+                if message.is_none() {
+                    return false;
+                }
             }
         }
     }
 }
 
+/// The refusal in the bytes an accepting peer sent, once complete.
+fn refusal_in(received: &[u8]) -> Option<i64> {
+    let len = u32::from_be_bytes(received.get(..4)?.try_into().ok()?) as usize;
+    let body = received.get(4..4 + len)?;
+    match decode_body(body) {
+        Ok(PeerMessage::Refused { membership_version }) => Some(membership_version),
+        _ => None,
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
-    known: Rc<RefCell<HashSet<u64>>>,
+    known: Rc<RefCell<Known>>,
     inbound: mpsc::Sender<(u64, PeerMessage)>,
 ) {
     loop {
@@ -362,7 +476,7 @@ async fn accept_loop(
 
 async fn read_peer(
     stream: TcpStream,
-    known: &RefCell<HashSet<u64>>,
+    known: &RefCell<Known>,
     inbound: &mpsc::Sender<(u64, PeerMessage)>,
 ) -> Result<(), PeerError> {
     let mut reader = BufReader::with_capacity(256 * 1024, stream);
@@ -372,8 +486,18 @@ async fn read_peer(
         .map_err(|_| PeerError("no hello in time".into()))?
         .map_err(|e| PeerError(format!("reading hello: {e}")))?;
     let from = parse_hello(&hello_bytes)?;
-    if !known.borrow().contains(&from) {
-        return Err(PeerError(format!("server {from} is not in this ensemble")));
+    let refusal = {
+        let known = known.borrow();
+        (!known.ids.contains(&from)).then_some(known.membership_version)
+    };
+    if let Some(membership_version) = refusal {
+        // Quietly: a removed server keeps dialing (about once a second)
+        // and logs the refusal itself.
+        log::debug!("refusing server {from}: not in membership version {membership_version:x}");
+        let mut frame = Vec::with_capacity(13);
+        encode_frame(&mut frame, &PeerMessage::Refused { membership_version })?;
+        let _ = reader.get_mut().write_all(&frame).await;
+        return Ok(());
     }
     let mut assembler = Assembler::default();
     loop {
@@ -431,6 +555,17 @@ mod tests {
         assert!(decode_body(&[]).is_err());
         assert!(decode_body(&[9, 1, 2]).is_err());
         assert!(decode_body(&[kind::RAFT, 0xff, 0xff, 0xff]).is_err());
+        let refusal = PeerMessage::Refused {
+            membership_version: -2,
+        };
+        let mut out2 = Vec::new();
+        encode_frame(&mut out2, &refusal).unwrap();
+        assert_eq!(refusal_in(&out2), Some(-2));
+        assert_eq!(refusal_in(&out2[..out2.len() - 1]), None, "incomplete");
+        assert!(
+            decode_body(&[kind::REFUSED, 1, 2]).is_err(),
+            "short refusal"
+        );
         for cut in 1..len {
             let _ = decode_body(&out[4..4 + cut]); // never panics
         }
@@ -523,6 +658,49 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!((from, got), (2, PeerMessage::Engine(b"touch".to_vec())));
+        });
+    }
+
+    #[test]
+    fn a_server_left_out_of_the_membership_is_told_so() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async {
+            let free = || {
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+            };
+            let (a, b) = (free(), free());
+            let (a_tx, mut a_rx) = mpsc::channel(16);
+            let (b_tx, mut b_rx) = mpsc::channel(16);
+            // Server 1 applied a membership (version 0x500000002) without 2;
+            // server 2 still thinks it is a member and dials 1.
+            let mut net_a = PeerNetwork::start(1, a, &[], a_tx).await.unwrap();
+            net_a.set_peers(0x5_0000_0002, &[(1, a)]);
+            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx).await.unwrap();
+            assert!(net_b.send(1, PeerMessage::Engine(b"hello?".to_vec())));
+            let within = Duration::from_secs(10);
+            let (from, got) = tokio::time::timeout(within, b_rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (from, got),
+                (
+                    1,
+                    PeerMessage::Refused {
+                        membership_version: 0x5_0000_0002
+                    }
+                )
+            );
+            // Nothing from the refused server reached server 1.
+            let nothing = tokio::time::timeout(Duration::from_millis(300), a_rx.recv()).await;
+            assert!(nothing.is_err(), "{nothing:?}");
         });
     }
 }

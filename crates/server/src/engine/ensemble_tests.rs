@@ -327,3 +327,32 @@ fn a_leader_answers_a_sync_only_through_its_log() {
         "the sync was answered once the quorum was back"
     );
 }
+
+#[test]
+fn a_server_refused_at_a_newer_membership_stops_serving_clients() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    let (refused, other) = ((leader + 1) % 3, (leader + 2) % 3);
+    let version = cluster.engines[refused].membership().version;
+    // A peer behind this server (or at the same membership) proves nothing.
+    cluster.engines[refused].handle(Input::RefusedByPeer {
+        from: IDS[other],
+        membership_version: version,
+    });
+    assert!(
+        cluster.engines[refused].is_member(),
+        "a stale refusal counts"
+    );
+    cluster.engines[refused].handle(Input::RefusedByPeer {
+        from: IDS[other],
+        membership_version: version + 1,
+    });
+    assert!(!cluster.engines[refused].is_member());
+    cluster.connect_client(refused);
+    assert_eq!(
+        cluster.client_bytes[refused], 0,
+        "a removed server took a session"
+    );
+    cluster.connect_client(other);
+    assert!(cluster.client_bytes[other] > 0, "the members still serve");
+}

@@ -90,8 +90,39 @@ impl Engine {
     }
 
     /// False once a reconfig removed this server: it serves nobody then.
+    /// It learns that by applying the change, or, when it missed that
+    /// entry (down or cut off while the change committed, after which the
+    /// leader no longer talks to it), from a member refusing its connection.
     pub(crate) fn is_member(&self) -> bool {
-        self.standalone() || self.membership.members.contains_key(&self.config.server_id)
+        self.standalone()
+            || (self.membership.members.contains_key(&self.config.server_id)
+                && self.removed_at_version.is_none())
+    }
+
+    /// Hands the membership to the transport: whom to dial and accept,
+    /// and the version it tells a server it refuses.
+    pub(super) fn publish_members(&mut self) {
+        let members = self.membership.members.values().cloned().collect();
+        self.out.members = Some((self.membership.version, members));
+    }
+
+    /// A member's applied membership leaves this server out. Only news
+    /// when newer than the membership applied here: a member behind us
+    /// (say, one that has not applied our addition yet) proves nothing.
+    pub(super) fn on_refused_by_peer(&mut self, from: u64, membership_version: i64) {
+        if membership_version <= self.membership.version || !self.is_member() {
+            return;
+        }
+        let me = self.config.server_id;
+        log::warn!(
+            "server {from} does not list this server in membership version \
+             {membership_version:x} (this server applied {:x}): removed, or not added yet; \
+             no clients are served until a membership listing this server applies",
+            self.membership.version
+        );
+        self.removed_at_version = Some(membership_version);
+        debug_assert!(!self.is_member(), "server {me} still counts as a member");
+        self.drop_clients();
     }
 
     pub(crate) fn voter_count(&self) -> usize {
@@ -361,7 +392,13 @@ impl Engine {
         let me = self.config.server_id;
         let was_member = self.is_member();
         self.membership = next;
-        self.out.members = Some(self.membership.members.values().cloned().collect());
+        if self
+            .removed_at_version
+            .is_some_and(|v| v <= self.membership.version)
+        {
+            self.removed_at_version = None;
+        }
+        self.publish_members();
         log::info!(
             "membership version {:x}: participants {:?}, observers {:?}",
             self.membership.version,
