@@ -1,5 +1,7 @@
 //! One znode: data, ACL, persisted stat and child names.
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -41,14 +43,68 @@ impl PersistedStat {
     }
 }
 
+/// A child as its parent lists it: the child's whole path, the very
+/// allocation that keys it in the node map, ordered and looked up by its
+/// name (the part after the last `/`). A separate name string per child
+/// cost an allocation and some 32 bytes per znode.
+#[derive(Debug, Clone)]
+pub(crate) struct ChildKey {
+    path: Arc<str>,
+    /// Byte offset of the name in `path`.
+    name_at: u32,
+}
+
+impl ChildKey {
+    pub(crate) fn new(path: Arc<str>) -> ChildKey {
+        let name_at = path.rfind('/').map_or(0, |i| i + 1);
+        let name_at = u32::try_from(name_at).unwrap_or_else(|_| panic!("path of {name_at} bytes"));
+        ChildKey { path, name_at }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.path[self.name_at as usize..]
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+impl PartialEq for ChildKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ChildKey {}
+
+impl PartialOrd for ChildKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// By name, as `Borrow<str>` requires (lookups pass a bare name).
+impl Ord for ChildKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl Borrow<str> for ChildKey {
+    fn borrow(&self) -> &str {
+        self.name()
+    }
+}
+
 /// A znode. Cloning is cheap: data, ACL and children are shared.
 #[derive(Debug, Clone)]
 pub struct Node {
     pub(crate) data: Arc<[u8]>,
     pub(crate) acl: Arc<[Acl]>,
     pub(crate) stat: PersistedStat,
-    /// Child names, sorted (ZooKeeper's order is unspecified).
-    pub(crate) children: RedBlackTreeSetSync<Arc<str>>,
+    /// The children, sorted by name (ZooKeeper's order is unspecified).
+    pub(crate) children: RedBlackTreeSetSync<ChildKey>,
 }
 
 impl Node {
@@ -98,7 +154,7 @@ impl Node {
 
     /// Child names in sorted order.
     pub fn children(&self) -> impl Iterator<Item = &str> + '_ {
-        self.children.iter().map(|c| &**c)
+        self.children.iter().map(ChildKey::name)
     }
 
     /// Child names that sort (bytewise) after `after`, or all of them from
@@ -112,7 +168,7 @@ impl Node {
         let start = after.map_or(Bound::Unbounded, Bound::Excluded);
         self.children
             .range::<str, _>((start, Bound::Unbounded))
-            .map(|c| &**c)
+            .map(ChildKey::name)
     }
 
     pub fn child_count(&self) -> usize {
@@ -133,7 +189,8 @@ mod tests {
             PersistedStat::default(),
         );
         for name in ["b", "a", "b0", "B", "c"] {
-            node.children.insert_mut(Arc::from(name));
+            node.children
+                .insert_mut(ChildKey::new(Arc::from(format!("/p/{name}"))));
         }
         let all: Vec<&str> = node.children_after(None).collect();
         assert_eq!(all, ["B", "a", "b", "b0", "c"]);

@@ -15,7 +15,7 @@ use stoa_proto::records::Acl;
 use crate::codec::Reader;
 use crate::digest::{node_digest, NodeDigest};
 use crate::ephemeral::session_of;
-use crate::node::{Node, PersistedStat};
+use crate::node::{ChildKey, Node, PersistedStat};
 use crate::path;
 use crate::snapshot::{
     corrupt, kind, SnapshotError, ACL_LIST_MIN_BYTES, CHUNK_HEAD_BYTES, CHUNK_PAYLOAD_MAX_BYTES,
@@ -129,7 +129,6 @@ fn read_chunk(input: &mut impl Read, offset: u64) -> Result<(u8, u32, Vec<u8>), 
 /// One decoded node, hashed as far as its record allows.
 struct NodeRecord {
     path: Arc<str>,
-    name: Arc<str>,
     node: Node,
     digest: NodeDigest,
 }
@@ -241,7 +240,6 @@ fn node_record(r: &mut Reader<'_>, acls: &[Arc<[Acl]>]) -> Result<NodeRecord, Sn
     Ok(NodeRecord {
         digest: NodeDigest::of_record(p, &node),
         path: Arc::from(p),
-        name: Arc::from(path::name_of(p)),
         node,
     })
 }
@@ -324,7 +322,6 @@ impl Builder<'_> {
     fn add(&mut self, record: NodeRecord) -> Result<(), SnapshotError> {
         let NodeRecord {
             path: p,
-            name,
             node,
             digest,
         } = record;
@@ -339,6 +336,7 @@ impl Builder<'_> {
         let parent = path::parent_of(&p)
             .map(path::canonical)
             .ok_or_else(|| corrupt(format!("bad path {p}")))?;
+        let name = path::name_of(&p);
         if name.is_empty() || *p == *path::ROOT {
             return Err(corrupt(format!("bad node {p}")));
         }
@@ -369,14 +367,14 @@ impl Builder<'_> {
         let in_order = parent_node
             .children
             .last()
-            .is_none_or(|last| **last < *name);
-        if !in_order && parent_node.children.contains(&*name) {
+            .is_none_or(|last| last.name() < name);
+        if !in_order && parent_node.children.contains(name) {
             return Err(corrupt(format!("node {p} twice")));
         }
         if reopened {
             self.digest = self.digest.wrapping_sub(node_digest(parent, parent_node));
         }
-        parent_node.children.insert_mut(name);
+        parent_node.children.insert_mut(ChildKey::new(p.clone()));
         if reopened {
             self.digest = self.digest.wrapping_add(node_digest(parent, parent_node));
         }

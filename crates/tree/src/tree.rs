@@ -8,7 +8,7 @@ use stoa_proto::records::{Acl, Id};
 
 use crate::digest::node_digest;
 use crate::ephemeral::EphemeralKind;
-use crate::node::{Node, PersistedStat};
+use crate::node::{ChildKey, Node, PersistedStat};
 use crate::path::{self, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 
 type PathSet = RedBlackTreeSetSync<Arc<str>>;
@@ -191,12 +191,11 @@ impl DataTree {
     /// owner. Does not touch the parent's stat.
     pub(crate) fn attach(&mut self, p: &str, node: Node) {
         let parent = path::canonical(path::parent_of(p).unwrap_or_default()).to_owned();
-        let name: Arc<str> = Arc::from(path::name_of(p));
         let key: Arc<str> = Arc::from(p);
         let parent_node = self.nodes.get_mut(parent.as_str());
         assert!(parent_node.is_some(), "attach {p}: parent {parent} missing");
         if let Some(parent_node) = parent_node {
-            parent_node.children.insert_mut(name);
+            parent_node.children.insert_mut(ChildKey::new(key.clone()));
         }
         self.insert_indexed(key, node);
     }
@@ -263,8 +262,12 @@ impl DataTree {
         let mut ttl_count = 0usize;
         for (p, n) in self.nodes.iter() {
             for c in n.children.iter() {
-                if self.nodes.get(path::join(p, c).as_str()).is_none() {
-                    return Err(format!("{p} lists missing child {c}"));
+                let child = path::join(p, c.name());
+                if c.path() != child {
+                    return Err(format!("{p} lists {} as child {}", c.path(), c.name()));
+                }
+                if self.nodes.get(child.as_str()).is_none() {
+                    return Err(format!("{p} lists missing child {}", c.name()));
                 }
             }
             match EphemeralKind::of(n.stat.ephemeral_owner) {
