@@ -1,12 +1,10 @@
 //! Applying a [`Txn`] to the tree: deterministic, and the only way the
 //! committed state changes.
 
-use std::sync::Arc;
-
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::records::{Acl, Stat};
+use stoa_proto::records::Stat;
 
-use crate::node::{Node, PersistedStat};
+use crate::node::{shared_acl, shared_bytes, Node, PersistedStat};
 use crate::path;
 use crate::tree::DataTree;
 use crate::txn::{CreateTxn, Txn, TxnHeader, TxnOp};
@@ -128,7 +126,7 @@ impl DataTree {
                 let Some(node) = self.nodes.get_mut(path.as_str()) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
-                node.data = Arc::from(data.as_slice());
+                node.data = shared_bytes(data);
                 node.stat.mtime = h.time_ms;
                 node.stat.mzxid = h.zxid;
                 node.stat.version = *version;
@@ -144,7 +142,7 @@ impl DataTree {
                 let Some(node) = self.nodes.get_mut(path.as_str()) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
-                node.acl = Arc::from(acl.as_slice());
+                node.acl = shared_acl(acl);
                 node.stat.aversion = *aversion;
                 TxnResult::SetAcl { stat: node.stat() }
             }
@@ -172,13 +170,13 @@ impl DataTree {
             parent.stat.pzxid = h.zxid;
         }
         // Children usually carry their parent's ACL: share it.
-        let acl: Arc<[Acl]> = if *parent.acl == *c.acl {
+        let acl = if parent.acl() == c.acl.as_slice() {
             parent.acl.clone()
         } else {
-            Arc::from(c.acl.as_slice())
+            shared_acl(&c.acl)
         };
         let stat = PersistedStat::created(h.zxid, h.time_ms, c.ephemeral_owner);
-        let node = Node::new(Arc::from(c.data.as_slice()), acl, stat);
+        let node = Node::new(shared_bytes(&c.data), acl, stat);
         let client_stat = node.stat();
         self.attach(&c.path, node);
         ev.push(event(TreeEventKind::NodeCreated, &c.path));

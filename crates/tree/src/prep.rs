@@ -13,7 +13,7 @@ use stoa_proto::request::Request;
 
 use crate::acl::{self, Caller};
 use crate::ephemeral::{self, EphemeralKind, CONTAINER_OWNER};
-use crate::node::PersistedStat;
+use crate::node::{shared_acl, PersistedStat, SharedAcl};
 use crate::path;
 use crate::tree::DataTree;
 use crate::txn::{CreateTxn, Txn, TxnHeader, TxnOp};
@@ -79,7 +79,7 @@ struct Record {
     /// `None`: deleted by a pending txn.
     stat: Option<PersistedStat>,
     child_count: usize,
-    acl: Arc<[Acl]>,
+    acl: SharedAcl,
 }
 
 #[derive(Debug)]
@@ -119,7 +119,7 @@ impl Preparer {
     /// node (or a pending txn deletes it).
     pub fn current_acl(&self, tree: &DataTree, path: &str) -> Option<Vec<Acl>> {
         match self.by_path.get(path) {
-            Some((_, record)) => record.stat.as_ref().map(|_| record.acl.to_vec()),
+            Some((_, record)) => record.stat.as_ref().map(|_| record.acl.slice.to_vec()),
             None => tree.node(path).map(|n| n.acl().to_vec()),
         }
     }
@@ -400,7 +400,7 @@ impl Preparer {
         };
         let acl = acl::fixup(req_acl, ctx.ids)?;
         let mut parent = self.record(tree, parent_path)?;
-        acl::check(&parent.acl, perms::CREATE, ctx.caller())?;
+        acl::check(&parent.acl.slice, perms::CREATE, ctx.caller())?;
         let parent_stat = parent.stat.unwrap_or_default();
         let final_path = if mode.is_sequential() {
             format!("{req_path}{:010}", parent_stat.cversion)
@@ -427,7 +427,7 @@ impl Preparer {
             s.pzxid = ctx.zxid;
         }
         self.add(ctx.zxid, parent_path, parent);
-        let acl_shared: Arc<[Acl]> = Arc::from(acl.as_slice());
+        let acl_shared = shared_acl(&acl);
         let node = Record {
             stat: Some(PersistedStat::created(ctx.zxid, ctx.time_ms, owner)),
             child_count: 0,
@@ -452,7 +452,7 @@ impl Preparer {
     ) -> Result<TxnOp, ErrorCode> {
         let parent_path = parent_for_delete(p)?;
         let parent = self.record(tree, parent_path)?;
-        acl::check(&parent.acl, perms::DELETE, ctx.caller())?;
+        acl::check(&parent.acl.slice, perms::DELETE, ctx.caller())?;
         let node = self.record(tree, p)?;
         check_version(node.stat.unwrap_or_default().version, version)?;
         if node.child_count > 0 {
@@ -501,7 +501,7 @@ impl Preparer {
     ) -> Result<TxnOp, ErrorCode> {
         path::validate_path(p)?;
         let mut node = self.record(tree, p)?;
-        acl::check(&node.acl, perms::WRITE, ctx.caller())?;
+        acl::check(&node.acl.slice, perms::WRITE, ctx.caller())?;
         let mut stat = node.stat.unwrap_or_default();
         check_version(stat.version, version)?;
         stat.version = stat.version.wrapping_add(1);
@@ -527,7 +527,7 @@ impl Preparer {
         path::validate_path(p)?;
         let acl = acl::fixup(req_acl, ctx.ids)?;
         let mut node = self.record(tree, p)?;
-        acl::check(&node.acl, perms::ADMIN, ctx.caller())?;
+        acl::check(&node.acl.slice, perms::ADMIN, ctx.caller())?;
         let mut stat = node.stat.unwrap_or_default();
         check_version(stat.aversion, version)?;
         stat.aversion = stat.aversion.wrapping_add(1);
@@ -551,7 +551,7 @@ impl Preparer {
     ) -> Result<TxnOp, ErrorCode> {
         path::validate_path(p)?;
         let node = self.record(tree, p)?;
-        acl::check(&node.acl, perms::READ, ctx.caller())?;
+        acl::check(&node.acl.slice, perms::READ, ctx.caller())?;
         check_version(node.stat.unwrap_or_default().version, version)?;
         Ok(TxnOp::Check { path: p.to_owned() })
     }
@@ -605,7 +605,7 @@ fn deleted() -> Record {
     Record {
         stat: None,
         child_count: 0,
-        acl: Arc::from(Vec::new()),
+        acl: shared_acl(&[]),
     }
 }
 

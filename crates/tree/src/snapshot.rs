@@ -6,8 +6,6 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use stoa_proto::records::Acl;
-
 use crate::codec::{self, DecodeError};
 use crate::digest::node_digest;
 use crate::node::Node;
@@ -121,7 +119,7 @@ fn write_nodes_in_order(
     // Nodes share ACL lists; the pointer finds a list already indexed
     // without encoding it again. The tree outlives this function, so the
     // pointers stay valid and distinct.
-    let mut acl_by_ptr: HashMap<*const Acl, u32> = HashMap::new();
+    let mut acl_by_ptr: HashMap<*const std::ffi::c_void, u32> = HashMap::new();
     let mut node_acl = Vec::with_capacity(nodes.len());
     let mut enc = Vec::new();
     chunks.kind = kind::ACLS;
@@ -233,6 +231,7 @@ mod tests {
     use super::*;
     use crate::txn::{CreateTxn, Txn, TxnHeader, TxnOp};
     use proptest::prelude::*;
+    use stoa_proto::records::Acl;
 
     /// `/`, the system nodes, one session and `/a` holding "hi".
     fn tiny_tree() -> DataTree {

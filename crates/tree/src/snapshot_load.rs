@@ -10,12 +10,11 @@ use std::sync::Arc;
 use std::thread::ScopedJoinHandle;
 
 use rpds::RedBlackTreeMapSync;
-use stoa_proto::records::Acl;
 
 use crate::codec::Reader;
 use crate::digest::{node_digest, NodeDigest};
 use crate::ephemeral::session_of;
-use crate::node::{ChildKey, Node, PersistedStat};
+use crate::node::{shared_acl, shared_bytes, ChildKey, Node, PersistedStat, SharedAcl};
 use crate::path;
 use crate::snapshot::{
     corrupt, kind, SnapshotError, ACL_LIST_MIN_BYTES, CHUNK_HEAD_BYTES, CHUNK_PAYLOAD_MAX_BYTES,
@@ -147,7 +146,7 @@ struct Decoded {
 
 /// Reads every chunk to the end, handing the node records to `builder`.
 fn decode(input: &mut impl Read, builder: &mut Builder<'_>) -> Result<Decoded, SnapshotError> {
-    let mut acls: Vec<Arc<[Acl]>> = Vec::new();
+    let mut acls: Vec<SharedAcl> = Vec::new();
     let mut sessions = RedBlackTreeMapSync::new_sync();
     let mut nodes_read = 0u64;
     let mut stage = 0u8;
@@ -203,7 +202,7 @@ fn decode(input: &mut impl Read, builder: &mut Builder<'_>) -> Result<Decoded, S
                     }
                     sessions.insert_mut(id, timeout);
                 }
-                kind::ACLS => acls.push(Arc::from(r.acl()?)),
+                kind::ACLS => acls.push(shared_acl(&r.acl()?)),
                 _ => {
                     builder.add(node_record(&mut r, &acls)?)?;
                     nodes_read += 1;
@@ -214,9 +213,9 @@ fn decode(input: &mut impl Read, builder: &mut Builder<'_>) -> Result<Decoded, S
     }
 }
 
-fn node_record(r: &mut Reader<'_>, acls: &[Arc<[Acl]>]) -> Result<NodeRecord, SnapshotError> {
+fn node_record(r: &mut Reader<'_>, acls: &[SharedAcl]) -> Result<NodeRecord, SnapshotError> {
     let p = r.str()?;
-    let data: Arc<[u8]> = Arc::from(r.bytes()?);
+    let data = shared_bytes(r.bytes()?);
     let acl_idx = r.u32()? as usize;
     let acl = acls
         .get(acl_idx)

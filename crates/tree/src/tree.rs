@@ -8,7 +8,7 @@ use stoa_proto::records::{Acl, Id};
 
 use crate::digest::node_digest;
 use crate::ephemeral::EphemeralKind;
-use crate::node::{ChildKey, Node, PersistedStat};
+use crate::node::{shared_acl, shared_bytes, ChildKey, Node, PersistedStat};
 use crate::path::{self, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 
 type PathSet = RedBlackTreeSetSync<Arc<str>>;
@@ -48,15 +48,15 @@ impl DataTree {
     /// zeroed stats; config is `world:anyone` READ with aversion -1 (set by
     /// `setACL(..., -1)`), the others `world:anyone` ALL.
     pub fn new() -> Self {
-        let open: Arc<[Acl]> = Arc::from(vec![Acl::open_unsafe()]);
-        let read_only: Arc<[Acl]> = Arc::from(vec![Acl {
+        let open = shared_acl(&[Acl::open_unsafe()]);
+        let read_only = shared_acl(&[Acl {
             perms: perms::READ,
             id: Id {
                 scheme: "world".to_owned(),
                 id: "anyone".to_owned(),
             },
         }]);
-        let empty: Arc<[u8]> = Arc::from(Vec::new());
+        let empty = shared_bytes(&[]);
         let mut tree = DataTree::empty();
         let zeroed = PersistedStat::default();
         tree.nodes.insert_mut(
