@@ -625,21 +625,27 @@ mod tests {
         assert!(parse_hello(&bad).is_err());
     }
 
-    #[test]
-    fn two_servers_exchange_messages_over_loopback() {
+    /// Runs `body` the way the partition thread runs the transport: on a
+    /// current-thread runtime, inside a `LocalSet`.
+    fn run_local<F: std::future::Future>(body: F) -> F::Output {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&runtime, async {
-            let free = || {
-                std::net::TcpListener::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-            };
-            let (a, b) = (free(), free());
+        tokio::task::LocalSet::new().block_on(&runtime, body)
+    }
+
+    fn free_address() -> SocketAddr {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    }
+
+    #[test]
+    fn two_servers_exchange_messages_over_loopback() {
+        run_local(async {
+            let (a, b) = (free_address(), free_address());
             let (a_tx, mut a_rx) = mpsc::channel(16);
             let (b_tx, mut b_rx) = mpsc::channel(16);
             let net_a = PeerNetwork::start(1, a, &[(2, b)], a_tx).await.unwrap();
@@ -663,19 +669,8 @@ mod tests {
 
     #[test]
     fn a_server_left_out_of_the_membership_is_told_so() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&runtime, async {
-            let free = || {
-                std::net::TcpListener::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-            };
-            let (a, b) = (free(), free());
+        run_local(async {
+            let (a, b) = (free_address(), free_address());
             let (a_tx, mut a_rx) = mpsc::channel(16);
             let (b_tx, mut b_rx) = mpsc::channel(16);
             // Server 1 applied a membership (version 0x500000002) without 2;
