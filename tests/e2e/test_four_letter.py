@@ -76,6 +76,22 @@ def test_mntr(server, busy):
     assert int(kv["zk_num_alive_connections"]) >= 1
 
 
+def _mntr_value(server, key):
+    kv = dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines() if "\t" in line)
+    return int(kv[key])
+
+
+def test_mntr_data_size_follows_creates_sets_and_deletes(server, raw):
+    """zk_approximate_data_size counts each node's path and data bytes, as nodes come, change and go."""
+    before = _mntr_value(server, "zk_approximate_data_size")
+    raw.create("/ds-node", b"0123456789")
+    assert _mntr_value(server, "zk_approximate_data_size") == before + len("/ds-node") + 10
+    raw.set("/ds-node", b"abc")
+    assert _mntr_value(server, "zk_approximate_data_size") == before + len("/ds-node") + 3
+    raw.delete("/ds-node")
+    assert _mntr_value(server, "zk_approximate_data_size") == before
+
+
 def test_conf(server):
     """conf lists key=value lines including clientPort, dataDir, tickTime and session bounds."""
     out = server.four_letter("conf")

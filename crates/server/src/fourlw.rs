@@ -106,13 +106,10 @@ fn zookeeper_node_count(engine: &Engine) -> usize {
     engine.tree().node_count() + 1
 }
 
-/// ZooKeeper's estimate: path and data bytes of every node.
-fn approximate_data_size(engine: &Engine) -> usize {
-    let tree = engine.tree();
-    tree.nodes_depth_first()
-        .iter()
-        .map(|(path, node)| path.len() + node.data().len())
-        .sum()
+/// ZooKeeper's estimate: path and data bytes of every node (kept by the
+/// tree, not summed here: every metrics scrape asks).
+fn approximate_data_size(engine: &Engine) -> u64 {
+    engine.tree().approximate_data_size()
 }
 
 /// A follower this close to the leader's log counts as synced in `mntr`.
@@ -120,11 +117,7 @@ const SYNCED_LAG_ENTRIES_MAX: u64 = 100;
 
 pub fn monitor(engine: &Engine) -> String {
     let s = &engine.stats;
-    let ephemerals: usize = engine
-        .sessions()
-        .keys()
-        .map(|&sid| engine.tree().ephemerals(sid).count())
-        .sum();
+    let ephemerals = engine.tree().ephemeral_count();
     let uptime_ms = engine.now_ms() - s.started_at_ms;
     let rows: Vec<(&str, String)> = vec![
         ("zk_version", version_line()),

@@ -126,7 +126,9 @@ impl DataTree {
                 let Some(node) = self.nodes.get_mut(path.as_str()) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
+                let (old, new) = (node.data().len() as u64, data.len() as u64);
                 node.data = shared_bytes(data);
+                self.data_bytes = self.data_bytes - old + new;
                 node.stat.mtime = h.time_ms;
                 node.stat.mzxid = h.zxid;
                 node.stat.version = *version;
