@@ -489,6 +489,50 @@ impl Sim {
         }
     }
 
+    /// A crash can leave on disk part of what the WAL writer was handed and
+    /// had not synced: its records go out in order and open cuts a torn
+    /// tail, so any prefix of them (installed-snapshot marker, entries, hard
+    /// state, batch after batch), not only whole synced batches. Half the
+    /// crashes keep none.
+    fn persist_torn_prefix(&mut self, s: usize) {
+        let records: usize = self.servers[s]
+            .unsynced
+            .iter()
+            .map(|b| {
+                usize::from(b.installed_at.is_some())
+                    + b.entries.len()
+                    + usize::from(b.hard_state.is_some())
+            })
+            .sum();
+        if records == 0 || self.rng.chance(50) {
+            return;
+        }
+        let mut left = 1 + self.rng.below(records as u64) as usize;
+        let server = &mut self.servers[s];
+        let disk = &mut server.disk;
+        for batch in &server.unsynced {
+            if left == 0 {
+                break;
+            }
+            if batch.installed_at.is_some() {
+                disk.log.clear();
+                left -= 1;
+            }
+            for e in &batch.entries {
+                if left == 0 {
+                    break;
+                }
+                disk.log.retain(|old| old.index < e.index);
+                disk.log.push(e.clone());
+                left -= 1;
+            }
+            if let (Some(hs), true) = (&batch.hard_state, left > 0) {
+                disk.hard_state = hs.clone();
+                left -= 1;
+            }
+        }
+    }
+
     /// Delivers the head of one non-empty link (chosen at random), or loses it.
     fn deliver_one(&mut self, lose_percent: u64) -> bool {
         let busy: Vec<(u64, u64)> = self
@@ -536,6 +580,7 @@ impl Sim {
     fn crash(&mut self, s: usize) {
         let id = self.servers[s].id;
         self.servers[s].engine = None;
+        self.persist_torn_prefix(s);
         self.servers[s].unsynced.clear();
         self.links.retain(|(from, to), _| *from != id && *to != id);
         for c in 0..CLIENTS {
