@@ -76,6 +76,19 @@ impl Engine {
         self.release_held_writes();
         self.publish_membership();
         self.maybe_snapshot();
+        self.release_applied_entries();
+    }
+
+    /// Frees in-memory raft log entries toward the compaction target, a
+    /// bounded number per step. Standalone, that target is the applied
+    /// index itself: no peer ever reads entries behind it, and the WAL
+    /// keeps them for restarts (holding up to snapCount of them until the
+    /// next snapshot was ~5% of the RSS).
+    fn release_applied_entries(&mut self) {
+        if self.standalone() {
+            let applied = self.applied_index.min(self.raft.raft.raft_log.applied);
+            self.raft.mut_store().compact(applied);
+        }
         self.raft.mut_store().compact_step(COMPACT_STEP_ENTRIES);
     }
 
@@ -88,13 +101,6 @@ impl Engine {
     }
 
     fn maybe_snapshot(&mut self) {
-        if self.standalone() {
-            // No peer ever reads entries behind the applied index here, and
-            // the WAL keeps them for restarts: holding up to snapCount of
-            // them in memory until the next snapshot was ~5% of the RSS.
-            let applied = self.applied_index.min(self.raft.raft.raft_log.applied);
-            self.raft.mut_store().compact(applied);
-        }
         if self.applied_index < self.snapshot_index + self.config.snap_count {
             return;
         }

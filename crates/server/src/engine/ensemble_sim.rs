@@ -84,6 +84,16 @@ struct Unsynced {
     hard_state: Option<HardState>,
 }
 
+impl Unsynced {
+    /// The WAL records it becomes: the installed-snapshot marker, the
+    /// entries, the hard state (`storage::persist_job_records`' order).
+    fn records(&self) -> usize {
+        usize::from(self.installed_at.is_some())
+            + self.entries.len()
+            + usize::from(self.hard_state.is_some())
+    }
+}
+
 /// What survives a crash of one server.
 #[derive(Default)]
 struct Disk {
@@ -93,6 +103,30 @@ struct Disk {
 }
 
 impl Disk {
+    /// Writes the first `records_max` of `batch`'s records (in WAL order,
+    /// with replay's meaning: the marker drops the log, an entry replaces
+    /// any from its index on); returns how many it wrote.
+    fn write(&mut self, batch: &Unsynced, records_max: usize) -> usize {
+        let mut written = 0;
+        if batch.installed_at.is_some() && written < records_max {
+            self.log.clear();
+            written += 1;
+        }
+        for e in &batch.entries {
+            if written == records_max {
+                return written;
+            }
+            self.log.retain(|old| old.index < e.index);
+            self.log.push(e.clone());
+            written += 1;
+        }
+        if let (Some(hs), true) = (&batch.hard_state, written < records_max) {
+            self.hard_state = hs.clone();
+            written += 1;
+        }
+        written
+    }
+
     fn recover(&self) -> Recovered {
         let newest = self.snapshots.iter().max_by_key(|(index, _, _)| *index);
         let (tree, index, term) = match newest {
@@ -469,16 +503,7 @@ impl Sim {
             let Some(batch) = server.unsynced.pop_front() else {
                 break;
             };
-            if batch.installed_at.is_some() {
-                server.disk.log.clear();
-            }
-            for e in batch.entries {
-                server.disk.log.retain(|old| old.index < e.index);
-                server.disk.log.push(e);
-            }
-            if let Some(hs) = batch.hard_state {
-                server.disk.hard_state = hs;
-            }
+            server.disk.write(&batch, batch.records());
             last = Some(batch.number);
         }
         if let Some(number) = last {
@@ -495,40 +520,16 @@ impl Sim {
     /// state, batch after batch), not only whole synced batches. Half the
     /// crashes keep none.
     fn persist_torn_prefix(&mut self, s: usize) {
-        let records: usize = self.servers[s]
-            .unsynced
-            .iter()
-            .map(|b| {
-                usize::from(b.installed_at.is_some())
-                    + b.entries.len()
-                    + usize::from(b.hard_state.is_some())
-            })
-            .sum();
+        let server = &mut self.servers[s];
+        let records: usize = server.unsynced.iter().map(Unsynced::records).sum();
         if records == 0 || self.rng.chance(50) {
             return;
         }
         let mut left = 1 + self.rng.below(records as u64) as usize;
-        let server = &mut self.servers[s];
-        let disk = &mut server.disk;
         for batch in &server.unsynced {
+            left -= server.disk.write(batch, left);
             if left == 0 {
                 break;
-            }
-            if batch.installed_at.is_some() {
-                disk.log.clear();
-                left -= 1;
-            }
-            for e in &batch.entries {
-                if left == 0 {
-                    break;
-                }
-                disk.log.retain(|old| old.index < e.index);
-                disk.log.push(e.clone());
-                left -= 1;
-            }
-            if let (Some(hs), true) = (&batch.hard_state, left > 0) {
-                disk.hard_state = hs.clone();
-                left -= 1;
             }
         }
     }
