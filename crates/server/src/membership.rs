@@ -469,6 +469,17 @@ mod tests {
         })
     }
 
+    /// Generating and then rejecting memberships without a participant
+    /// threw away a third of the cases, enough to abort larger runs.
+    fn with_a_participant(mut m: Membership) -> Membership {
+        if m.voters().is_empty() {
+            if let Some(first) = m.members.values_mut().next() {
+                first.role = Role::Participant;
+            }
+        }
+        m
+    }
+
     proptest! {
         /// Applying `changes_to` to the old voters/learners yields exactly
         /// the new ones, and an accepted reconfig moves one voter at most.
@@ -502,8 +513,11 @@ mod tests {
         /// without a participant when the ends are not, the leader's own
         /// change comes last, and the steps end at the target.
         #[test]
-        fn steps_change_one_server_at_a_time(a in arb_membership(), b in arb_membership(), last in 1u64..8) {
-            prop_assume!(!a.voters().is_empty() && !b.voters().is_empty());
+        fn steps_change_one_server_at_a_time(
+            a in arb_membership().prop_map(with_a_participant),
+            b in arb_membership().prop_map(with_a_participant),
+            last in 1u64..8,
+        ) {
             let steps = a.steps_to(&b, last);
             prop_assert!(!steps.is_empty());
             prop_assert_eq!(&steps.last().unwrap().members, &b.members);
