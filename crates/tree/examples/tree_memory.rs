@@ -7,6 +7,10 @@ use std::time::Instant;
 use stoa_proto::records::Acl;
 use stoa_tree::{read_snapshot, write_snapshot, CreateTxn, DataTree, Txn, TxnHeader, TxnOp};
 
+/// The server binary's allocator: size classes decide what a node costs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
     let pages: u64 = statm
