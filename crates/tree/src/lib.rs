@@ -9,6 +9,7 @@ mod codec;
 mod digest;
 mod ephemeral;
 mod node;
+mod ord_set;
 mod path;
 mod prep;
 mod read;

@@ -2,14 +2,13 @@
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
-use std::ops::Bound;
 use std::sync::Arc;
 
-use rpds::RedBlackTreeSetSync;
 use stoa_proto::records::{Acl, Stat};
 use triomphe::ThinArc;
 
 use crate::ephemeral::client_owner;
+use crate::ord_set::OrdSet;
 
 /// The stat ZooKeeper persists (`StatPersisted`). `cversion` counts child
 /// creations and `ephemeral_owner` is raw (containers and TTL nodes carry
@@ -126,7 +125,7 @@ pub struct Node {
     pub(crate) acl: SharedAcl,
     pub(crate) stat: PersistedStat,
     /// The children, sorted by name (ZooKeeper's order is unspecified).
-    pub(crate) children: RedBlackTreeSetSync<ChildKey>,
+    pub(crate) children: OrdSet<ChildKey>,
 }
 
 impl Node {
@@ -135,7 +134,7 @@ impl Node {
             data,
             acl,
             stat,
-            children: RedBlackTreeSetSync::new_sync(),
+            children: OrdSet::new(),
         }
     }
 
@@ -187,14 +186,11 @@ impl Node {
         &'a self,
         after: Option<&'a str>,
     ) -> impl Iterator<Item = &'a str> + 'a {
-        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-        self.children
-            .range::<str, _>((start, Bound::Unbounded))
-            .map(ChildKey::name)
+        self.children.iter_after(after).map(ChildKey::name)
     }
 
     pub fn child_count(&self) -> usize {
-        self.children.size()
+        self.children.len()
     }
 }
 
@@ -208,7 +204,7 @@ mod tests {
         let mut node = Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default());
         for name in ["b", "a", "b0", "B", "c"] {
             node.children
-                .insert_mut(ChildKey::new(Arc::from(format!("/p/{name}"))));
+                .insert(ChildKey::new(Arc::from(format!("/p/{name}"))));
         }
         let all: Vec<&str> = node.children_after(None).collect();
         assert_eq!(all, ["B", "a", "b", "b0", "c"]);

@@ -373,7 +373,7 @@ impl Builder<'_> {
         if reopened {
             self.digest = self.digest.wrapping_sub(node_digest(parent, parent_node));
         }
-        parent_node.children.insert_mut(ChildKey::new(p.clone()));
+        parent_node.children.insert(ChildKey::new(p.clone()));
         if reopened {
             self.digest = self.digest.wrapping_add(node_digest(parent, parent_node));
         }

@@ -212,7 +212,7 @@ impl DataTree {
         let parent_node = self.nodes.get_mut(parent.as_str());
         assert!(parent_node.is_some(), "attach {p}: parent {parent} missing");
         if let Some(parent_node) = parent_node {
-            parent_node.children.insert_mut(ChildKey::new(key.clone()));
+            parent_node.children.insert(ChildKey::new(key.clone()));
         }
         self.insert_indexed(key, node);
     }
@@ -243,7 +243,7 @@ impl DataTree {
         assert_eq!(node.child_count(), 0, "detach {p}: node has children");
         let parent = path::canonical(path::parent_of(p).unwrap_or_default()).to_owned();
         if let Some(parent_node) = self.nodes.get_mut(parent.as_str()) {
-            parent_node.children.remove_mut(path::name_of(p));
+            parent_node.children.remove(path::name_of(p));
         }
         self.nodes.remove_mut(p);
         self.data_bytes -= node_bytes(p, &node);
@@ -288,6 +288,9 @@ impl DataTree {
             ));
         }
         for (p, n) in self.nodes.iter() {
+            n.children
+                .check()
+                .map_err(|e| format!("children of {p}: {e}"))?;
             for c in n.children.iter() {
                 let child = path::join(p, c.name());
                 if c.path() != child {
