@@ -123,16 +123,16 @@ impl DataTree {
                 data,
                 version,
             } => {
-                let Some(node) = self.nodes.get_mut(path.as_str()) else {
+                let Some(node) = self.node_mut(path) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
-                let (old, new) = (node.data().len() as u64, data.len() as u64);
+                let old = node.data().len() as u64;
                 node.data = shared_bytes(data);
-                self.data_bytes = self.data_bytes - old + new;
                 node.stat.mtime = h.time_ms;
                 node.stat.mzxid = h.zxid;
                 node.stat.version = *version;
                 let stat = node.stat();
+                self.data_bytes = self.data_bytes - old + data.len() as u64;
                 ev.push(event(TreeEventKind::NodeDataChanged, path));
                 TxnResult::SetData { stat }
             }
@@ -141,7 +141,7 @@ impl DataTree {
                 acl,
                 aversion,
             } => {
-                let Some(node) = self.nodes.get_mut(path.as_str()) else {
+                let Some(node) = self.node_mut(path) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
                 node.acl = shared_acl(acl);
@@ -161,10 +161,10 @@ impl DataTree {
             return TxnResult::Error(ErrorCode::BadArguments);
         };
         let parent_path = parent_path.to_owned();
-        let Some(parent) = self.nodes.get_mut(parent_path.as_str()) else {
+        let Some(parent) = self.node_mut(&parent_path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
-        if parent.children.contains(path::name_of(&c.path)) || c.path == path::ROOT {
+        if parent.children.contains_key(path::name_of(&c.path)) || c.path == path::ROOT {
             return TxnResult::Error(ErrorCode::NodeExists);
         }
         if c.parent_cversion > parent.stat.cversion {
@@ -195,13 +195,13 @@ impl DataTree {
             .map(path::canonical)
             .ok_or(ErrorCode::BadArguments)?;
         let parent_path = parent_path.to_owned();
-        match self.nodes.get(p) {
+        match self.node(p) {
             None => return Err(ErrorCode::NoNode),
             Some(n) if n.child_count() > 0 || p == path::ROOT => return Err(ErrorCode::NotEmpty),
             Some(_) => {}
         }
         self.detach(p);
-        if let Some(parent) = self.nodes.get_mut(parent_path.as_str()) {
+        if let Some(parent) = self.node_mut(&parent_path) {
             if zxid > parent.stat.pzxid {
                 parent.stat.pzxid = zxid;
             }

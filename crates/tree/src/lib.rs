@@ -9,7 +9,7 @@ mod codec;
 mod digest;
 mod ephemeral;
 mod node;
-mod ord_set;
+mod ord_map;
 mod path;
 mod prep;
 mod read;

@@ -1,14 +1,10 @@
 //! One znode: data, ACL, persisted stat and child names.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
-use std::sync::Arc;
-
 use stoa_proto::records::{Acl, Stat};
 use triomphe::ThinArc;
 
 use crate::ephemeral::client_owner;
-use crate::ord_set::OrdSet;
+use crate::ord_map::OrdMap;
 
 /// The stat ZooKeeper persists (`StatPersisted`). `cversion` counts child
 /// creations and `ephemeral_owner` is raw (containers and TTL nodes carry
@@ -43,64 +39,8 @@ impl PersistedStat {
     }
 }
 
-/// A child as its parent lists it: the child's whole path, the very
-/// allocation that keys it in the node map, ordered and looked up by its
-/// name (the part after the last `/`). A separate name string per child
-/// cost an allocation and some 32 bytes per znode.
-#[derive(Debug, Clone)]
-pub(crate) struct ChildKey {
-    path: Arc<str>,
-    /// Byte offset of the name in `path`.
-    name_at: u32,
-}
-
-impl ChildKey {
-    pub(crate) fn new(path: Arc<str>) -> ChildKey {
-        let name_at = path.rfind('/').map_or(0, |i| i + 1);
-        let name_at = u32::try_from(name_at).unwrap_or_else(|_| panic!("path of {name_at} bytes"));
-        ChildKey { path, name_at }
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        &self.path[self.name_at as usize..]
-    }
-
-    pub(crate) fn path(&self) -> &str {
-        &self.path
-    }
-}
-
-impl PartialEq for ChildKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.name() == other.name()
-    }
-}
-
-impl Eq for ChildKey {}
-
-impl PartialOrd for ChildKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// By name, as `Borrow<str>` requires (lookups pass a bare name).
-impl Ord for ChildKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.name().cmp(other.name())
-    }
-}
-
-impl Borrow<str> for ChildKey {
-    fn borrow(&self) -> &str {
-        self.name()
-    }
-}
-
 /// A node's data behind a thin pointer (the length lives in the
-/// allocation). Thin data and ACL fields bring the node map's entry (path,
-/// node and count) from 144 bytes to 128, one allocator size class down:
-/// 32 bytes less per znode.
+/// allocation): 8 bytes in the node rather than 16, for every znode.
 pub type SharedBytes = ThinArc<(), u8>;
 /// A node's ACL list, thin for the same reason; nodes share lists.
 pub type SharedAcl = ThinArc<(), Acl>;
@@ -113,10 +53,12 @@ pub(crate) fn shared_acl(acl: &[Acl]) -> SharedAcl {
     ThinArc::from_header_and_iter((), acl.iter().cloned())
 }
 
-// The node map stores each (path, node) pair in one refcounted allocation:
-// 8 + 16 + 104 = 128 bytes, an allocator size class. A larger node costs
-// 32 bytes more per znode.
-const _: () = assert!(std::mem::size_of::<Node>() <= 104);
+/// A child's name, inline up to 24 bytes (what nearly every name is).
+pub(crate) type Name = compact_str::CompactString;
+
+// A node sits inline in its parent's child map, beside its name: every
+// byte here is a byte per znode.
+const _: () = assert!(std::mem::size_of::<Node>() <= 96);
 
 /// A znode. Cloning is cheap: data, ACL and children are shared.
 #[derive(Debug, Clone)]
@@ -124,8 +66,8 @@ pub struct Node {
     pub(crate) data: SharedBytes,
     pub(crate) acl: SharedAcl,
     pub(crate) stat: PersistedStat,
-    /// The children, sorted by name (ZooKeeper's order is unspecified).
-    pub(crate) children: OrdSet<ChildKey>,
+    /// The children by name, sorted (ZooKeeper's order is unspecified).
+    pub(crate) children: OrdMap<Name, Node>,
 }
 
 impl Node {
@@ -134,7 +76,7 @@ impl Node {
             data,
             acl,
             stat,
-            children: OrdSet::new(),
+            children: OrdMap::new(),
         }
     }
 
@@ -175,7 +117,7 @@ impl Node {
 
     /// Child names in sorted order.
     pub fn children(&self) -> impl Iterator<Item = &str> + '_ {
-        self.children.iter().map(ChildKey::name)
+        self.children.iter().map(|(name, _)| name.as_str())
     }
 
     /// Child names that sort (bytewise) after `after`, or all of them from
@@ -186,7 +128,9 @@ impl Node {
         &'a self,
         after: Option<&'a str>,
     ) -> impl Iterator<Item = &'a str> + 'a {
-        self.children.iter_after(after).map(ChildKey::name)
+        self.children
+            .iter_after(after)
+            .map(|(name, _)| name.as_str())
     }
 
     pub fn child_count(&self) -> usize {
@@ -203,8 +147,8 @@ mod tests {
         // Proves the ordered child query skips to the cursor and keeps byte order.
         let mut node = Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default());
         for name in ["b", "a", "b0", "B", "c"] {
-            node.children
-                .insert(ChildKey::new(Arc::from(format!("/p/{name}"))));
+            let child = Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default());
+            node.children.insert_new(name.into(), child);
         }
         let all: Vec<&str> = node.children_after(None).collect();
         assert_eq!(all, ["B", "a", "b", "b0", "c"]);

@@ -89,38 +89,6 @@ pub fn is_special(path: &str) -> bool {
     matches!(path, ROOT | ZOOKEEPER | QUOTA | CONFIG)
 }
 
-/// The order of a depth-first walk that visits siblings sorted by name:
-/// byte order, except that `/` sorts before every other byte, so a node's
-/// whole subtree comes before a sibling whose name extends its own
-/// (`/a/x` < `/a-b` < `/ab`). Paths never hold a NUL byte.
-pub fn depth_first_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    match first_difference(a, b) {
-        Some(i) => {
-            let rank = |byte: u8| if byte == b'/' { 0 } else { byte };
-            rank(a[i]).cmp(&rank(b[i]))
-        }
-        None => a.len().cmp(&b.len()),
-    }
-}
-
-/// Where `a` and `b` first differ, within the shorter one. Eight bytes at
-/// a time: sibling paths share long prefixes, and sorting a snapshot's
-/// paths compares them millions of times.
-fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
-    let len = a.len().min(b.len());
-    let mut i = 0;
-    while i + 8 <= len {
-        let word = |s: &[u8]| u64::from_le_bytes(s[i..i + 8].try_into().unwrap_or([0; 8]));
-        let diff = word(a) ^ word(b);
-        if diff != 0 {
-            return Some(i + diff.trailing_zeros() as usize / 8);
-        }
-        i += 8;
-    }
-    (i..len).find(|&j| a[j] != b[j])
-}
-
 /// The path of `name` under `parent` (`parent` in canonical form).
 pub fn join(parent: &str, name: &str) -> String {
     if parent == ROOT {
@@ -161,20 +129,6 @@ mod tests {
             // Proves the allocation-free scanner accepts exactly ZooKeeper's paths.
             let p: String = chars.into_iter().collect();
             prop_assert_eq!(validate_path(&p).is_ok(), valid_by_components(&p), "{:?}", p);
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
-        #[test]
-        fn depth_first_cmp_is_component_wise_order(
-            a in "[/.a-]{0,20}",
-            b in "[/.a-]{0,20}",
-        ) {
-            // Proves the word-at-a-time comparison equals comparing the paths
-            // component by component (which is what a walk visits).
-            let reference = a.split('/').cmp(b.split('/'));
-            prop_assert_eq!(depth_first_cmp(&a, &b), reference, "{:?} {:?}", a, b);
         }
     }
 

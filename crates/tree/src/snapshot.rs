@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::sync::Arc;
 
 use crate::codec::{self, DecodeError};
 use crate::digest::node_digest;
@@ -80,17 +79,17 @@ pub(crate) fn corrupt(why: impl Into<String>) -> SnapshotError {
 
 /// Writes `tree` (typically a clone taken while writes continue).
 pub fn write_snapshot(tree: &DataTree, out: &mut impl Write) -> io::Result<()> {
-    write_nodes_in_order(tree, &tree.nodes_depth_first(), out)
+    write_nodes_in_order(tree, |visit| tree.walk(visit), out)
 }
 
-/// Writes `tree` with its nodes in the order of `nodes` (every node of the
-/// tree, parents before children).
-fn write_nodes_in_order(
-    tree: &DataTree,
-    nodes: &[(Arc<str>, &Node)],
+/// Writes `tree` with its nodes in the order `for_each` hands them to its
+/// visitor (every node of the tree, parents before children). It is
+/// called twice: once for the ACL lists, once for the nodes.
+fn write_nodes_in_order<'t>(
+    tree: &'t DataTree,
+    for_each: impl Fn(&mut dyn FnMut(&str, &'t Node)),
     out: &mut impl Write,
 ) -> io::Result<()> {
-    debug_assert_eq!(nodes.len(), tree.node_count());
     let mut header = Vec::with_capacity(HEADER_BYTES);
     header.extend_from_slice(MAGIC);
     codec::put_u32(&mut header, FORMAT_VERSION);
@@ -120,10 +119,13 @@ fn write_nodes_in_order(
     // without encoding it again. The tree outlives this function, so the
     // pointers stay valid and distinct.
     let mut acl_by_ptr: HashMap<*const std::ffi::c_void, u32> = HashMap::new();
-    let mut node_acl = Vec::with_capacity(nodes.len());
+    let mut node_acl = Vec::with_capacity(tree.node_count());
     let mut enc = Vec::new();
+    // The visitor cannot return an error: the first one stops the writing
+    // once the walk is over.
+    let mut failed: io::Result<()> = Ok(());
     chunks.kind = kind::ACLS;
-    for (_, n) in nodes {
+    for_each(&mut |_, n| {
         let ptr = n.acl.as_ptr();
         let idx = match acl_by_ptr.get(&ptr) {
             Some(&idx) => idx,
@@ -136,7 +138,9 @@ fn write_nodes_in_order(
                         let idx = acl_index.len() as u32;
                         acl_index.insert(enc.clone(), idx);
                         chunks.payload.extend_from_slice(&enc);
-                        chunks.record_done()?;
+                        if failed.is_ok() {
+                            failed = chunks.record_done();
+                        }
                         idx
                     }
                 };
@@ -145,14 +149,19 @@ fn write_nodes_in_order(
             }
         };
         node_acl.push(idx);
-    }
+    });
+    std::mem::replace(&mut failed, Ok(()))?;
     chunks.flush()?;
 
     chunks.kind = kind::NODES;
     // The digest is summed here, from nodes at hand, rather than by a
     // second walk of the tree.
     let mut digest = 0u64;
-    for ((p, n), acl) in nodes.iter().zip(node_acl) {
+    let mut acls = node_acl.into_iter();
+    let mut written = 0usize;
+    for_each(&mut |p, n| {
+        written += 1;
+        let acl = acls.next().expect("the walk visits the same nodes twice");
         digest = digest.wrapping_add(node_digest(p, n));
         let b = &mut chunks.payload;
         codec::put_str(b, p);
@@ -167,8 +176,12 @@ fn write_nodes_in_order(
         }
         codec::put_i64(b, s.ephemeral_owner);
         codec::put_i64(b, s.pzxid);
-        chunks.record_done()?;
-    }
+        if failed.is_ok() {
+            failed = chunks.record_done();
+        }
+    });
+    failed?;
+    debug_assert_eq!(written, tree.node_count());
     chunks.flush()?;
 
     chunks.kind = kind::END;
@@ -231,6 +244,7 @@ mod tests {
     use super::*;
     use crate::txn::{CreateTxn, Txn, TxnHeader, TxnOp};
     use proptest::prelude::*;
+    use std::sync::Arc;
     use stoa_proto::records::Acl;
 
     /// `/`, the system nodes, one session and `/a` holding "hi".
@@ -406,11 +420,11 @@ mod tests {
         assert!(t.node_count() > 8, "tree too small: {}", t.node_count());
         // By depth, siblings in reverse order: parents first, nothing else kept.
         let depth = |p: &str| if p == "/" { 0 } else { p.matches('/').count() };
-        let mut nodes = t.nodes_depth_first();
+        let mut nodes = listed(&t);
         nodes.sort_by(|a, b| b.0.cmp(&a.0));
         nodes.sort_by_key(|(p, _)| depth(p));
         let mut buf = Vec::new();
-        write_nodes_in_order(&t, &nodes, &mut buf).unwrap();
+        write_listed(&t, &nodes, &mut buf);
         let back = read_snapshot(&mut buf.as_slice()).unwrap();
         assert_eq!(back.digest(), t.digest());
         assert_eq!(back.check_invariants(), Ok(()));
@@ -422,12 +436,12 @@ mod tests {
         // Proves the loader's duplicate check (sibling order first, lookup
         // otherwise) catches a repeated record wherever it appears.
         let t = random_tree(&[(0, 0, 0), (1, 1, 0), (0, 2, 0), (0, 3, 0)]);
-        let nodes = t.nodes_depth_first();
+        let nodes = listed(&t);
         for (from, to) in [(4, 5), (4, nodes.len())] {
             let mut twice = nodes.clone();
             twice.insert(to, nodes[from].clone());
             let mut buf = Vec::new();
-            write_nodes_in_order(&t, &twice, &mut buf).unwrap();
+            write_listed(&t, &twice, &mut buf);
             assert!(
                 matches!(
                     read_snapshot(&mut buf.as_slice()),
@@ -453,8 +467,25 @@ mod tests {
         }
     }
 
-    /// The order `nodes_depth_first` promises, the slow way: a walk from
-    /// the root, each node's children in name order.
+    /// Every node with its path, in walk order.
+    fn listed(t: &DataTree) -> Vec<(Arc<str>, &Node)> {
+        let mut out = Vec::new();
+        t.walk(|p, n| out.push((Arc::from(p), n)));
+        out
+    }
+
+    /// A snapshot listing exactly `nodes`, in their order.
+    fn write_listed<'t>(t: &'t DataTree, nodes: &[(Arc<str>, &'t Node)], out: &mut Vec<u8>) {
+        let for_each = |visit: &mut dyn FnMut(&str, &'t Node)| {
+            for (p, n) in nodes {
+                visit(p, n);
+            }
+        };
+        write_nodes_in_order(t, for_each, out).unwrap();
+    }
+
+    /// The order `walk` promises, the slow way: paths looked up one by one
+    /// from the root, each node's children in name order.
     fn walk_from_root(t: &DataTree) -> Vec<Arc<str>> {
         let mut out = Vec::new();
         let mut stack: Vec<String> = vec!["/".to_owned()];

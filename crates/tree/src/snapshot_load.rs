@@ -1,20 +1,16 @@
-//! Reading a snapshot. The calling thread checks, decodes and hashes the
-//! records and links each node into its parent's child set; a second
-//! thread puts the finished nodes into the node map (a hash trie whose
-//! inserts are mostly cache misses at a million nodes). The halves cost
-//! about the same, so a restart uses both cores of a small machine.
+//! Reading a snapshot: checks, decodes and hashes the records and builds
+//! the tree as they come, each node finished (its children in) before it
+//! joins its parent.
 
 use std::io::{self, Read};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
-use std::thread::ScopedJoinHandle;
 
 use rpds::RedBlackTreeMapSync;
 
 use crate::codec::Reader;
 use crate::digest::{node_digest, NodeDigest};
 use crate::ephemeral::session_of;
-use crate::node::{shared_acl, shared_bytes, ChildKey, Node, PersistedStat, SharedAcl};
+use crate::node::{shared_acl, shared_bytes, Node, PersistedStat, SharedAcl};
 use crate::path;
 use crate::snapshot::{
     corrupt, kind, SnapshotError, ACL_LIST_MIN_BYTES, CHUNK_HEAD_BYTES, CHUNK_PAYLOAD_MAX_BYTES,
@@ -23,33 +19,17 @@ use crate::snapshot::{
 };
 use crate::tree::DataTree;
 
-/// Batches of finished nodes in flight to the map thread; bounds how far
-/// the decoder runs ahead.
-const BATCHES_IN_FLIGHT: usize = 16;
-const BATCH_NODES: usize = 512;
-
 /// Reads a snapshot, verifying every checksum, the structure of the tree,
 /// the counts and the digest. Memory use is bounded by the input's size.
 pub fn read_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
     let last_zxid = read_header(input)?;
-    let (end, built) = std::thread::scope(|scope| {
-        let (to_map, from_builder) = sync_channel::<Vec<(Arc<str>, Node)>>(BATCHES_IN_FLIGHT);
-        let map = scope.spawn(move || fill_map(from_builder));
-        let mut builder = Builder {
-            open: Vec::new(),
-            started: false,
-            digest: 0,
-            sink: Sink::Thread {
-                to_map,
-                map,
-                batch: Vec::with_capacity(BATCH_NODES),
-            },
-        };
-        let end = decode(input, &mut builder);
-        (end, builder.finish())
-    });
-    let end = end?;
-    let (mut tree, digest) = built;
+    let mut builder = Builder {
+        open: Vec::new(),
+        digest: 0,
+        tree: DataTree::empty(),
+    };
+    let end = decode(input, &mut builder)?;
+    let (mut tree, digest) = builder.finish()?;
     tree.last_zxid = last_zxid;
     tree.sessions = end.sessions;
     if end.nodes != end.nodes_read
@@ -62,7 +42,7 @@ pub fn read_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
     if end.digest != digest {
         return Err(corrupt("digest mismatch"));
     }
-    // The indexes and child sets were built from the node records
+    // The indexes and child maps were built from the node records
     // themselves (which the digest just vouched for), so a full invariant
     // pass would only re-prove the builder: a quarter of the load time at
     // a million nodes. Debug builds still run it.
@@ -145,7 +125,7 @@ struct Decoded {
 }
 
 /// Reads every chunk to the end, handing the node records to `builder`.
-fn decode(input: &mut impl Read, builder: &mut Builder<'_>) -> Result<Decoded, SnapshotError> {
+fn decode(input: &mut impl Read, builder: &mut Builder) -> Result<Decoded, SnapshotError> {
     let mut acls: Vec<SharedAcl> = Vec::new();
     let mut sessions = RedBlackTreeMapSync::new_sync();
     let mut nodes_read = 0u64;
@@ -243,92 +223,31 @@ fn node_record(r: &mut Reader<'_>, acls: &[SharedAcl]) -> Result<NodeRecord, Sna
     })
 }
 
-/// The map thread: inserts finished nodes until the builder hangs up.
-fn fill_map(from_builder: Receiver<Vec<(Arc<str>, Node)>>) -> DataTree {
-    let mut tree = DataTree::empty();
-    for batch in from_builder {
-        for (key, node) in batch {
-            tree.insert_indexed(key, node);
-        }
-    }
-    tree
-}
-
-/// Where finished nodes go.
-enum Sink<'scope> {
-    Thread {
-        to_map: SyncSender<Vec<(Arc<str>, Node)>>,
-        map: ScopedJoinHandle<'scope, DataTree>,
-        batch: Vec<(Arc<str>, Node)>,
-    },
-    /// The map on this thread: after a record whose parent was already
-    /// finished (not depth first), or once the map thread is done.
-    Here(DataTree),
-}
-
-impl Sink<'_> {
-    fn put(&mut self, key: Arc<str>, node: Node) {
-        match self {
-            Sink::Thread { to_map, batch, .. } => {
-                batch.push((key, node));
-                if batch.len() == BATCH_NODES {
-                    let full = std::mem::replace(batch, Vec::with_capacity(BATCH_NODES));
-                    // Only a panic ends the map thread early; join reports it.
-                    let _ = to_map.send(full);
-                }
-            }
-            Sink::Here(tree) => tree.insert_indexed(key, node),
-        }
-    }
-
-    /// The map with everything put so far, on this thread.
-    fn tree(&mut self) -> &mut DataTree {
-        if let Sink::Thread { .. } = self {
-            let Sink::Thread { to_map, map, batch } =
-                std::mem::replace(self, Sink::Here(DataTree::empty()))
-            else {
-                unreachable!("matched above");
-            };
-            if !batch.is_empty() {
-                let _ = to_map.send(batch);
-            }
-            drop(to_map);
-            let tree = map.join().expect("snapshot map thread panicked");
-            *self = Sink::Here(tree);
-        }
-        match self {
-            Sink::Here(tree) => tree,
-            Sink::Thread { .. } => unreachable!("replaced above"),
-        }
-    }
-}
-
-struct Builder<'scope> {
-    /// The node just read and its ancestors, root first, not yet in
-    /// the map. Snapshots list nodes depth first, so a node's parent is
-    /// almost always on this stack: children are added to an owned node
-    /// and each node enters the map once, complete, instead of costing
-    /// several lookups of its parent in a map of a million entries.
+struct Builder {
+    /// The node just read and its ancestors, root first, not yet in the
+    /// tree. Snapshots list nodes depth first, so a node's parent is almost
+    /// always on this stack: children join an owned node, and each node
+    /// joins the tree once, complete.
     open: Vec<(Arc<str>, Node, NodeDigest)>,
-    started: bool,
     /// Sum of the node digests, each finished as its node is closed (the
     /// child count is part of it) rather than in a second pass.
     digest: u64,
-    sink: Sink<'scope>,
+    /// Counts and owner indexes as nodes are read; nodes as they close.
+    tree: DataTree,
 }
 
-impl Builder<'_> {
+impl Builder {
     fn add(&mut self, record: NodeRecord) -> Result<(), SnapshotError> {
         let NodeRecord {
             path: p,
             node,
             digest,
         } = record;
-        if !self.started {
+        if self.tree.node_count() == 0 {
             if *p != *path::ROOT {
                 return Err(corrupt("first node is not the root"));
             }
-            self.started = true;
+            self.tree.note_added(&p, &node);
             self.open.push((p, node, digest));
             return Ok(());
         }
@@ -344,57 +263,72 @@ impl Builder<'_> {
             .last()
             .is_some_and(|(open, _, _)| **open != *parent)
         {
-            self.close_last();
+            self.close_last()?;
         }
         // Not depth first (no writer of ours does that): the parent, if
-        // any, is already in the map, its digest counted with fewer children.
-        let reopened = self.open.is_empty();
-        let parent_node = match self.open.last_mut() {
+        // any, is already in the tree.
+        let parent_node = match self.open.last() {
             Some((_, parent_node, _)) => parent_node,
             None => self
-                .sink
-                .tree()
-                .nodes
-                .get_mut(parent)
+                .tree
+                .node(parent)
                 .ok_or_else(|| corrupt(format!("{p} before its parent")))?,
         };
         // Ephemerals never have children: such a snapshot was not ours.
         if session_of(parent_node.stat.ephemeral_owner).is_some() {
             return Err(corrupt(format!("bad node {p}")));
         }
-        // Siblings come sorted, so only an out-of-order name needs a lookup.
+        // Earlier siblings have all closed into the parent by now, and come
+        // sorted: only a name out of order needs a lookup.
         let in_order = parent_node
             .children
-            .last()
-            .is_none_or(|last| last.name() < name);
-        if !in_order && parent_node.children.contains(name) {
+            .last_key()
+            .is_none_or(|last| last.as_str() < name);
+        if !in_order && parent_node.children.contains_key(name) {
             return Err(corrupt(format!("node {p} twice")));
         }
-        if reopened {
-            self.digest = self.digest.wrapping_sub(node_digest(parent, parent_node));
-        }
-        parent_node.children.insert(ChildKey::new(p.clone()));
-        if reopened {
-            self.digest = self.digest.wrapping_add(node_digest(parent, parent_node));
-        }
+        self.tree.note_added(&p, &node);
         self.open.push((p, node, digest));
         Ok(())
     }
 
-    /// Finishes the innermost open node and sends it to the map.
-    fn close_last(&mut self) {
-        if let Some((key, node, digest)) = self.open.pop() {
-            self.digest = self.digest.wrapping_add(digest.finish(node.child_count()));
-            self.sink.put(key, node);
+    /// Finishes the innermost open node: into its parent, the next one
+    /// down the stack, or the tree.
+    fn close_last(&mut self) -> Result<(), SnapshotError> {
+        let Some((p, node, digest)) = self.open.pop() else {
+            return Ok(());
+        };
+        self.digest = self.digest.wrapping_add(digest.finish(node.child_count()));
+        let name = path::name_of(&p);
+        if let Some((_, parent_node, _)) = self.open.last_mut() {
+            let children = &mut parent_node.children;
+            if let Err((name, node)) = children.push_last(name.into(), node) {
+                children.insert_new(name, node);
+            }
+            return Ok(());
         }
+        if *p == *path::ROOT {
+            self.tree.root = node;
+            return Ok(());
+        }
+        // Its parent was finished before it was read: that parent's digest
+        // was counted with fewer children.
+        let parent = path::canonical(path::parent_of(&p).unwrap_or_default());
+        let parent_node = self
+            .tree
+            .node_mut(parent)
+            .ok_or_else(|| corrupt(format!("{p} before its parent")))?;
+        self.digest = self.digest.wrapping_sub(node_digest(parent, parent_node));
+        parent_node.children.insert_new(name.into(), node);
+        self.digest = self.digest.wrapping_add(node_digest(parent, parent_node));
+        Ok(())
     }
 
-    /// The node map with every node read, and the digest sum.
-    fn finish(mut self) -> (DataTree, u64) {
+    /// The tree with every node read, and the digest sum.
+    fn finish(mut self) -> Result<(DataTree, u64), SnapshotError> {
         while !self.open.is_empty() {
-            self.close_last();
+            self.close_last()?;
         }
-        let tree = std::mem::replace(self.sink.tree(), DataTree::empty());
-        (tree, self.digest)
+        Ok((self.tree, self.digest))
     }
 }

@@ -2,30 +2,35 @@
 
 use std::sync::Arc;
 
-use rpds::{HashTrieMapSync, RedBlackTreeMapSync, RedBlackTreeSetSync};
+use rpds::{RedBlackTreeMapSync, RedBlackTreeSetSync};
 use stoa_proto::opcode::perms;
 use stoa_proto::records::{Acl, Id};
 
 use crate::digest::node_digest;
 use crate::ephemeral::EphemeralKind;
-use crate::node::{shared_acl, shared_bytes, ChildKey, Node, PersistedStat};
+use crate::node::{shared_acl, shared_bytes, Node, PersistedStat};
 use crate::path::{self, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 
 type PathSet = RedBlackTreeSetSync<Arc<str>>;
 
-/// Nodes by full path plus the indexes ZooKeeper keeps beside them.
+/// The znodes, each in its parent's child map, plus the indexes ZooKeeper
+/// keeps beside them.
 ///
 /// Every map is persistent, so `clone()` is O(1) and the clone is a frozen
 /// view: a snapshot writer serializes a clone while the owner keeps
-/// applying transactions to the original.
+/// applying transactions to the original. There is no map of full paths: a
+/// lookup walks from the root, one child map per path component, which
+/// costs about what a hash map of a million paths did in cache misses and
+/// saves the path string and index entry of every znode.
 ///
-/// Invariants (checked by [`DataTree::check_invariants`]): every node but
-/// the root has its parent in `nodes`, listed in the parent's children;
-/// `ephemerals`, `containers` and `ttls` list exactly the nodes whose owner
-/// says so; ephemeral nodes have no children.
+/// Invariants (checked by [`DataTree::check_invariants`]): `ephemerals`,
+/// `containers` and `ttls` list exactly the nodes whose owner says so;
+/// ephemeral nodes have no children; the counts kept match the nodes.
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    pub(crate) nodes: HashTrieMapSync<Arc<str>, Node>,
+    pub(crate) root: Node,
+    /// Nodes, the root included.
+    pub(crate) node_count: usize,
     /// Session id → paths of its ephemeral nodes; no empty sets.
     pub(crate) ephemerals: RedBlackTreeMapSync<i64, PathSet>,
     pub(crate) containers: PathSet,
@@ -62,12 +67,9 @@ impl DataTree {
             },
         }]);
         let empty = shared_bytes(&[]);
-        let mut tree = DataTree::empty();
         let zeroed = PersistedStat::default();
-        tree.insert_indexed(
-            Arc::from(ROOT),
-            Node::new(empty.clone(), open.clone(), zeroed),
-        );
+        let mut tree = DataTree::empty();
+        tree.set_root(Node::new(empty.clone(), open.clone(), zeroed));
         for p in [ZOOKEEPER, QUOTA] {
             tree.attach(p, Node::new(empty.clone(), open.clone(), zeroed));
         }
@@ -79,10 +81,12 @@ impl DataTree {
         tree
     }
 
-    /// A tree without even a root, for the snapshot reader to fill.
+    /// A tree without even a root (an empty placeholder not counted as a
+    /// node), for the snapshot reader to fill.
     pub(crate) fn empty() -> Self {
         DataTree {
-            nodes: HashTrieMapSync::new_sync(),
+            root: Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default()),
+            node_count: 0,
             ephemerals: RedBlackTreeMapSync::new_sync(),
             containers: RedBlackTreeSetSync::new_sync(),
             ttls: RedBlackTreeSetSync::new_sync(),
@@ -92,13 +96,34 @@ impl DataTree {
         }
     }
 
+    /// Puts in the root of an empty tree.
+    pub(crate) fn set_root(&mut self, root: Node) {
+        assert_eq!(self.node_count, 0, "the tree has a root");
+        self.note_added(ROOT, &root);
+        self.root = root;
+    }
+
     /// The node at `path`; `""` is the root, as in ZooKeeper.
     pub fn node(&self, path: &str) -> Option<&Node> {
-        self.nodes.get(path::canonical(path))
+        let mut node = &self.root;
+        for name in components(path)? {
+            node = node.children.get(name)?;
+        }
+        Some(node)
+    }
+
+    /// The node at `path`, for changing (copies what a clone shares on the
+    /// way down).
+    pub(crate) fn node_mut(&mut self, path: &str) -> Option<&mut Node> {
+        let mut node = &mut self.root;
+        for name in components(path)? {
+            node = node.children.get_mut(name)?;
+        }
+        Some(node)
     }
 
     pub fn node_count(&self) -> usize {
-        self.nodes.size()
+        self.node_count
     }
 
     /// ZooKeeper's approximate data size: path and data bytes of every
@@ -146,9 +171,9 @@ impl DataTree {
     /// An order-independent hash of every node's path, data, ACL and
     /// persisted stat, for comparing replicas.
     pub fn digest(&self) -> u64 {
-        self.nodes
-            .iter()
-            .fold(0u64, |acc, (p, n)| acc.wrapping_add(node_digest(p, n)))
+        let mut sum = 0u64;
+        self.walk(|p, n| sum = sum.wrapping_add(node_digest(p, n)));
+        sum
     }
 
     /// What ZooKeeper's `ContainerManager.getCandidates` would reap at
@@ -158,7 +183,7 @@ impl DataTree {
     pub fn expiry_candidates(&self, now_ms: i64, max_never_used_ms: i64) -> Vec<String> {
         let mut out = Vec::new();
         for p in self.containers.iter() {
-            let Some(n) = self.nodes.get(&**p) else {
+            let Some(n) = self.node(p) else {
                 continue;
             };
             let elapsed = now_ms.saturating_sub(n.stat.mtime);
@@ -169,7 +194,7 @@ impl DataTree {
             }
         }
         for p in self.ttls.iter() {
-            let Some(n) = self.nodes.get(&**p) else {
+            let Some(n) = self.node(p) else {
                 continue;
             };
             if let EphemeralKind::Ttl(ttl) = EphemeralKind::of(n.stat.ephemeral_owner) {
@@ -183,69 +208,80 @@ impl DataTree {
         out
     }
 
-    /// Paths in depth-first order, each parent before its children,
-    /// siblings sorted: the order of a snapshot.
-    pub fn paths_depth_first(&self) -> Vec<Arc<str>> {
-        self.nodes_depth_first()
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect()
+    /// Calls `visit` with every node and its path in depth-first order,
+    /// each parent before its children, siblings sorted: the order of a
+    /// snapshot.
+    pub fn walk<'a>(&'a self, mut visit: impl FnMut(&str, &'a Node)) {
+        if self.node_count == 0 {
+            return;
+        }
+        visit(ROOT, &self.root);
+        // Explicit stack: paths may nest deeper than a thread's stack.
+        let mut path = String::new();
+        let mut stack = vec![(self.root.children.iter(), 0)];
+        while let Some((siblings, parent_len)) = stack.last_mut() {
+            let Some((name, node)) = siblings.next() else {
+                stack.pop();
+                continue;
+            };
+            path.truncate(*parent_len);
+            path.push('/');
+            path.push_str(name);
+            visit(&path, node);
+            if node.child_count() > 0 {
+                stack.push((node.children.iter(), path.len()));
+            }
+        }
     }
 
-    /// Every node with its path, parents before children (one lookup per
-    /// node: what snapshot writing and size estimates walk).
-    pub fn nodes_depth_first(&self) -> Vec<(Arc<str>, &Node)> {
-        // One pass over the map and a sort, rather than a walk from the root
-        // that builds every child's path and looks it up (a cache miss or
-        // more per node): 150k znodes took 180 ms that way.
-        let mut out: Vec<(Arc<str>, &Node)> =
-            self.nodes.iter().map(|(p, n)| (p.clone(), n)).collect();
-        out.sort_unstable_by(|(a, _), (b, _)| path::depth_first_cmp(a, b));
+    /// Paths in [`DataTree::walk`] order.
+    pub fn paths_depth_first(&self) -> Vec<Arc<str>> {
+        let mut out = Vec::with_capacity(self.node_count);
+        self.walk(|p, _| out.push(Arc::from(p)));
         out
     }
 
     /// Inserts `node` at `path` under its existing parent and indexes its
     /// owner. Does not touch the parent's stat.
     pub(crate) fn attach(&mut self, p: &str, node: Node) {
-        let parent = path::canonical(path::parent_of(p).unwrap_or_default()).to_owned();
-        let key: Arc<str> = Arc::from(p);
-        let parent_node = self.nodes.get_mut(parent.as_str());
-        assert!(parent_node.is_some(), "attach {p}: parent {parent} missing");
-        if let Some(parent_node) = parent_node {
-            parent_node.children.insert(ChildKey::new(key.clone()));
-        }
-        self.insert_indexed(key, node);
+        let parent = path::canonical(path::parent_of(p).unwrap_or_default());
+        self.note_added(p, &node);
+        let parent_node = self.node_mut(parent);
+        let parent_node = parent_node.unwrap_or_else(|| panic!("attach {p}: parent missing"));
+        let fresh = parent_node
+            .children
+            .insert_new(path::name_of(p).into(), node);
+        assert!(fresh, "{p} attached twice");
     }
 
-    /// Puts `node` into the node map under `key` and indexes its owner;
-    /// the caller has listed it in its parent's children.
-    pub(crate) fn insert_indexed(&mut self, key: Arc<str>, node: Node) {
+    /// Counts a node about to join the tree and indexes its owner.
+    pub(crate) fn note_added(&mut self, p: &str, node: &Node) {
+        self.node_count += 1;
+        self.data_bytes += node_bytes(p, node);
         let owner = node.stat.ephemeral_owner;
-        debug_assert!(!self.nodes.contains_key(&*key), "{key} inserted twice");
-        self.data_bytes += node_bytes(&key, &node);
-        self.nodes.insert_mut(key.clone(), node);
         match EphemeralKind::of(owner) {
             EphemeralKind::Void => {}
-            EphemeralKind::Container => self.containers.insert_mut(key),
-            EphemeralKind::Ttl(_) => self.ttls.insert_mut(key),
+            EphemeralKind::Container => self.containers.insert_mut(Arc::from(p)),
+            EphemeralKind::Ttl(_) => self.ttls.insert_mut(Arc::from(p)),
             EphemeralKind::Normal => {
                 let mut set = self.ephemerals.get(&owner).cloned().unwrap_or_default();
-                set.insert_mut(key);
+                set.insert_mut(Arc::from(p));
                 self.ephemerals.insert_mut(owner, set);
             }
         }
     }
 
-    /// Removes the leaf at `path` from the maps, its parent's children and
-    /// the owner indexes. Does not touch the parent's stat.
+    /// Removes the leaf at `path` from its parent's children and the owner
+    /// indexes. Does not touch the parent's stat.
     pub(crate) fn detach(&mut self, p: &str) -> Option<Node> {
-        let node = self.nodes.get(p)?.clone();
-        assert_eq!(node.child_count(), 0, "detach {p}: node has children");
-        let parent = path::canonical(path::parent_of(p).unwrap_or_default()).to_owned();
-        if let Some(parent_node) = self.nodes.get_mut(parent.as_str()) {
-            parent_node.children.remove(path::name_of(p));
-        }
-        self.nodes.remove_mut(p);
+        assert_eq!(
+            self.node(p)?.child_count(),
+            0,
+            "detach {p}: node has children"
+        );
+        let parent = path::canonical(path::parent_of(p)?);
+        let node = self.node_mut(parent)?.children.remove(path::name_of(p))?;
+        self.node_count -= 1;
         self.data_bytes -= node_bytes(p, &node);
         let owner = node.stat.ephemeral_owner;
         match EphemeralKind::of(owner) {
@@ -274,65 +310,36 @@ impl DataTree {
     /// Checks every structural invariant; returns the first violation.
     /// O(n): for tests and after loading a snapshot.
     pub fn check_invariants(&self) -> Result<(), String> {
-        if self.nodes.get(ROOT).is_none() {
+        if self.node_count == 0 {
             return Err("no root".into());
         }
-        let mut ephemeral_count = 0usize;
-        let mut container_count = 0usize;
-        let mut ttl_count = 0usize;
-        let data_bytes: u64 = self.nodes.iter().map(|(p, n)| node_bytes(p, n)).sum();
+        let (mut nodes, mut data_bytes) = (0usize, 0u64);
+        let (mut ephemeral_count, mut container_count, mut ttl_count) = (0usize, 0usize, 0usize);
+        let mut first_error = None;
+        self.walk(|p, n| {
+            nodes += 1;
+            data_bytes += node_bytes(p, n);
+            if first_error.is_none() {
+                first_error = check_node(self, p, n).err();
+            }
+            match EphemeralKind::of(n.stat.ephemeral_owner) {
+                EphemeralKind::Void => {}
+                EphemeralKind::Container => container_count += 1,
+                EphemeralKind::Ttl(_) => ttl_count += 1,
+                EphemeralKind::Normal => ephemeral_count += 1,
+            }
+        });
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        if nodes != self.node_count {
+            return Err(format!("{nodes} nodes, count kept as {}", self.node_count));
+        }
         if data_bytes != self.data_bytes {
             return Err(format!(
                 "data size kept as {} but the nodes hold {data_bytes}",
                 self.data_bytes
             ));
-        }
-        for (p, n) in self.nodes.iter() {
-            n.children
-                .check()
-                .map_err(|e| format!("children of {p}: {e}"))?;
-            for c in n.children.iter() {
-                let child = path::join(p, c.name());
-                if c.path() != child {
-                    return Err(format!("{p} lists {} as child {}", c.path(), c.name()));
-                }
-                if self.nodes.get(child.as_str()).is_none() {
-                    return Err(format!("{p} lists missing child {}", c.name()));
-                }
-            }
-            match EphemeralKind::of(n.stat.ephemeral_owner) {
-                EphemeralKind::Void => {}
-                EphemeralKind::Container => {
-                    container_count += 1;
-                    if !self.containers.contains(&**p) {
-                        return Err(format!("container {p} not indexed"));
-                    }
-                }
-                EphemeralKind::Ttl(_) => {
-                    ttl_count += 1;
-                    if !self.ttls.contains(&**p) {
-                        return Err(format!("ttl {p} not indexed"));
-                    }
-                }
-                EphemeralKind::Normal => {
-                    ephemeral_count += 1;
-                    if n.child_count() != 0 {
-                        return Err(format!("ephemeral {p} has children"));
-                    }
-                    let indexed = self.ephemerals.get(&n.stat.ephemeral_owner);
-                    if !indexed.is_some_and(|s| s.contains(&**p)) {
-                        return Err(format!("ephemeral {p} not indexed"));
-                    }
-                }
-            }
-            if &**p == ROOT {
-                continue;
-            }
-            let parent = path::canonical(path::parent_of(p).unwrap_or_default());
-            match self.nodes.get(parent) {
-                Some(pn) if pn.children.contains(path::name_of(p)) => {}
-                _ => return Err(format!("{p}: parent {parent} missing or not listing it")),
-            }
         }
         let indexed: usize = self.ephemerals.values().map(|s| s.size()).sum();
         if indexed != ephemeral_count || self.ephemerals.values().any(|s| s.is_empty()) {
@@ -343,6 +350,49 @@ impl DataTree {
         }
         Ok(())
     }
+}
+
+/// The names along `path` from the root (none for the root itself);
+/// `None` for a path that does not start at the root.
+fn components(path: &str) -> Option<impl Iterator<Item = &str>> {
+    let p = path::canonical(path);
+    let rest = p.strip_prefix('/')?;
+    Some(rest.split('/').filter(move |_| !rest.is_empty()))
+}
+
+/// One node's share of [`DataTree::check_invariants`].
+fn check_node(tree: &DataTree, p: &str, n: &Node) -> Result<(), String> {
+    n.children
+        .check()
+        .map_err(|e| format!("children of {p}: {e}"))?;
+    for name in n.children() {
+        if name.is_empty() || name.contains('/') {
+            return Err(format!("{p} has a child named {name:?}"));
+        }
+    }
+    match EphemeralKind::of(n.stat.ephemeral_owner) {
+        EphemeralKind::Void => {}
+        EphemeralKind::Container => {
+            if !tree.containers.contains(p) {
+                return Err(format!("container {p} not indexed"));
+            }
+        }
+        EphemeralKind::Ttl(_) => {
+            if !tree.ttls.contains(p) {
+                return Err(format!("ttl {p} not indexed"));
+            }
+        }
+        EphemeralKind::Normal => {
+            if n.child_count() != 0 {
+                return Err(format!("ephemeral {p} has children"));
+            }
+            let indexed = tree.ephemerals.get(&n.stat.ephemeral_owner);
+            if !indexed.is_some_and(|s| s.contains(p)) {
+                return Err(format!("ephemeral {p} not indexed"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What a node adds to ZooKeeper's approximate data size.

@@ -1,0 +1,702 @@
+//! A persistent ordered map: a copy-on-write B+tree.
+//!
+//! A parent's children live here, keyed by name, each child node inline in
+//! a leaf. The red-black tree of names plus hash map of paths this
+//! replaces spent five allocations (~250 bytes) on every child besides the
+//! node itself. Cloning is O(1) and a clone is a frozen view, as with the
+//! other persistent maps of the tree: nodes are shared until one side
+//! changes them, and a change copies only the nodes on its path
+//! ([`Arc::make_mut`]), in place when nothing shares them.
+//!
+//! Invariants (checked by [`OrdMap::check`]): keys strictly ascending;
+//! every leaf at the same depth; no node empty or above its capacity;
+//! a branch's entry carries the least key of its subtree exactly.
+
+use std::borrow::Borrow;
+use std::sync::Arc;
+
+/// Entries per leaf. Each holds a whole znode (about 120 bytes), and a
+/// write after a snapshot clone copies the leaf it lands in: small leaves
+/// keep that copy (and the memory a snapshot pins) small.
+const LEAF_MAX: usize = if cfg!(test) { 8 } else { 16 };
+/// Children per branch.
+const BRANCH_MAX: usize = if cfg!(test) { 8 } else { 64 };
+
+/// Below a quarter full a node is merged with (or topped up from) a
+/// sibling after a removal.
+fn min_entries(max: usize) -> usize {
+    (max / 4).max(2)
+}
+
+#[derive(Debug, Clone)]
+enum Node<K, V> {
+    Leaf(Vec<(K, V)>),
+    Branch(Vec<Child<K, V>>),
+}
+
+/// A branch's entry: a subtree and its least key, which routes lookups.
+#[derive(Debug, Clone)]
+struct Child<K, V> {
+    least: K,
+    node: Arc<Node<K, V>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OrdMap<K, V> {
+    root: Option<Arc<Node<K, V>>>,
+    len: usize,
+}
+
+impl<K, V> Default for OrdMap<K, V> {
+    fn default() -> Self {
+        OrdMap { root: None, len: 0 }
+    }
+}
+
+impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
+    /// An empty map; allocates nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let mut node = self.root.as_deref()?;
+        loop {
+            match node {
+                Node::Leaf(items) => {
+                    let at = items.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
+                    return Some(&items[at].1);
+                }
+                Node::Branch(children) => node = &children[route(children, key)].node,
+            }
+        }
+    }
+
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.get(key).is_some()
+    }
+
+    /// The value under `key`, for changing; copies the shared nodes on
+    /// its path first.
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        if !self.contains_key(key) {
+            // Checked first so that a miss copies no shared node.
+            return None;
+        }
+        let mut node = Arc::make_mut(self.root.as_mut()?);
+        loop {
+            match node {
+                Node::Leaf(items) => {
+                    let at = items.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
+                    return Some(&mut items[at].1);
+                }
+                Node::Branch(children) => {
+                    let i = route(children, key);
+                    node = Arc::make_mut(&mut children[i].node);
+                }
+            }
+        }
+    }
+
+    /// Adds `value` under `key`; false (and the map unchanged) if the key
+    /// is there.
+    pub fn insert_new(&mut self, key: K, value: V) -> bool {
+        if self.contains_key(&key) {
+            return false;
+        }
+        let Some(root) = self.root.as_mut() else {
+            self.root = Some(Arc::new(Node::Leaf(vec![(key, value)])));
+            self.len = 1;
+            return true;
+        };
+        if let Some(right) = insert_into(root, key, value) {
+            let left = self.root.take().expect("a root was split");
+            let least = least_of(&left).clone();
+            self.root = Some(Arc::new(Node::Branch(vec![
+                Child { least, node: left },
+                right,
+            ])));
+        }
+        self.len += 1;
+        true
+    }
+
+    /// Adds an entry whose key is above every key in the map, down the
+    /// rightmost path without a search (a snapshot lists siblings in
+    /// order); hands the entry back if the key is not above them.
+    pub fn push_last(&mut self, key: K, value: V) -> Result<(), (K, V)> {
+        if self.last_key().is_some_and(|last| *last >= key) {
+            return Err((key, value));
+        }
+        let Some(root) = self.root.as_mut() else {
+            self.insert_new(key, value);
+            return Ok(());
+        };
+        if let Some(right) = push_into_last(root, key, value) {
+            let left = self.root.take().expect("a root was split");
+            let least = least_of(&left).clone();
+            self.root = Some(Arc::new(Node::Branch(vec![
+                Child { least, node: left },
+                right,
+            ])));
+        }
+        self.len += 1;
+        Ok(())
+    }
+
+    /// The greatest key.
+    pub fn last_key(&self) -> Option<&K> {
+        let mut node = self.root.as_deref()?;
+        loop {
+            match node {
+                Node::Leaf(items) => return items.last().map(|(k, _)| k),
+                Node::Branch(children) => node = &children.last()?.node,
+            }
+        }
+    }
+
+    /// Removes the entry under `key` and returns its value.
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        if !self.contains_key(key) {
+            return None;
+        }
+        let root = self.root.as_mut()?;
+        let value = remove_from(root, key);
+        self.len -= 1;
+        // A branch left with one child hands the root down; an empty node
+        // (the last entry gone) leaves no root.
+        loop {
+            match self.root.as_deref() {
+                Some(Node::Branch(children)) if children.len() == 1 => {
+                    self.root = Some(children[0].node.clone());
+                }
+                Some(node) if entries(node) == 0 => self.root = None,
+                _ => break,
+            }
+        }
+        Some(value)
+    }
+
+    /// Entries in ascending key order.
+    pub fn iter(&self) -> Iter<'_, K, V> {
+        self.iter_after(None)
+    }
+
+    /// Entries whose key is above `after` (all when `None`), ascending.
+    /// Reaching the first costs one descent, not a scan.
+    pub fn iter_after<Q>(&self, after: Option<&Q>) -> Iter<'_, K, V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let mut iter = Iter {
+            pending: Vec::new(),
+            leaf: &[],
+        };
+        let Some(mut node) = self.root.as_deref() else {
+            return iter;
+        };
+        loop {
+            match node {
+                Node::Branch(children) => {
+                    let i = after.map_or(0, |key| route(children, key));
+                    iter.pending.push(&children[i + 1..]);
+                    node = &children[i].node;
+                }
+                Node::Leaf(items) => {
+                    let start =
+                        after.map_or(0, |key| items.partition_point(|(k, _)| k.borrow() <= key));
+                    iter.leaf = &items[start..];
+                    return iter;
+                }
+            }
+        }
+    }
+
+    /// Checks the invariants in the module comment.
+    pub fn check(&self) -> Result<(), String> {
+        let Some(root) = &self.root else {
+            return if self.len == 0 {
+                Ok(())
+            } else {
+                Err(format!("no root but a length of {}", self.len))
+            };
+        };
+        let mut leaf_depth = None;
+        let mut count = 0;
+        check_node(root, 0, &mut leaf_depth, &mut count)?;
+        if count != self.len {
+            return Err(format!("{count} entries, length says {}", self.len));
+        }
+        let mut previous: Option<&K> = None;
+        for (k, _) in self.iter() {
+            if previous.is_some_and(|p| p >= k) {
+                return Err("keys not strictly ascending".into());
+            }
+            previous = Some(k);
+        }
+        Ok(())
+    }
+}
+
+/// The entry of `children` whose subtree would hold `key`: the last one
+/// whose least key is not above it (the first if none).
+fn route<K, V, Q>(children: &[Child<K, V>], key: &Q) -> usize
+where
+    K: Borrow<Q>,
+    Q: Ord + ?Sized,
+{
+    children
+        .partition_point(|c| c.least.borrow() <= key)
+        .saturating_sub(1)
+}
+
+fn least_of<K, V>(node: &Node<K, V>) -> &K {
+    match node {
+        Node::Leaf(items) => &items[0].0,
+        Node::Branch(children) => &children[0].least,
+    }
+}
+
+fn entries<K, V>(node: &Node<K, V>) -> usize {
+    match node {
+        Node::Leaf(items) => items.len(),
+        Node::Branch(children) => children.len(),
+    }
+}
+
+/// Where a node that outgrew `max` splits. Ascending inserts (sequential
+/// znodes) land at the end: the left node stays full there rather than
+/// every node being left half empty.
+fn split_point(len: usize, inserted_at: usize, max: usize) -> usize {
+    if inserted_at + 1 == len {
+        max
+    } else {
+        len / 2
+    }
+}
+
+/// Inserts an absent key; returns the new right sibling when the node
+/// split.
+fn insert_into<K: Ord + Clone, V: Clone>(
+    node: &mut Arc<Node<K, V>>,
+    key: K,
+    value: V,
+) -> Option<Child<K, V>> {
+    match Arc::make_mut(node) {
+        Node::Leaf(items) => {
+            let at = items.partition_point(|(k, _)| *k < key);
+            items.insert(at, (key, value));
+            if items.len() <= LEAF_MAX {
+                return None;
+            }
+            let right = items.split_off(split_point(items.len(), at, LEAF_MAX));
+            // The insert that overflowed doubled the capacity: a leaf holds
+            // whole znodes, so the spare half would be most of its memory.
+            items.shrink_to_fit();
+            Some(Child {
+                least: right[0].0.clone(),
+                node: Arc::new(Node::Leaf(right)),
+            })
+        }
+        Node::Branch(children) => {
+            let i = route(children, &key);
+            if key < children[i].least {
+                children[i].least = key.clone();
+            }
+            let right = insert_into(&mut children[i].node, key, value)?;
+            children.insert(i + 1, right);
+            if children.len() <= BRANCH_MAX {
+                return None;
+            }
+            let right = children.split_off(split_point(children.len(), i + 1, BRANCH_MAX));
+            children.shrink_to_fit();
+            Some(Child {
+                least: right[0].least.clone(),
+                node: Arc::new(Node::Branch(right)),
+            })
+        }
+    }
+}
+
+/// [`insert_into`] for a key above every other: always the last entry.
+fn push_into_last<K: Ord + Clone, V: Clone>(
+    node: &mut Arc<Node<K, V>>,
+    key: K,
+    value: V,
+) -> Option<Child<K, V>> {
+    match Arc::make_mut(node) {
+        Node::Leaf(items) => {
+            items.push((key, value));
+            if items.len() <= LEAF_MAX {
+                return None;
+            }
+            let right = items.split_off(LEAF_MAX);
+            items.shrink_to_fit();
+            Some(Child {
+                least: right[0].0.clone(),
+                node: Arc::new(Node::Leaf(right)),
+            })
+        }
+        Node::Branch(children) => {
+            let last = children.len() - 1;
+            let right = push_into_last(&mut children[last].node, key, value)?;
+            children.push(right);
+            if children.len() <= BRANCH_MAX {
+                return None;
+            }
+            let right = children.split_off(BRANCH_MAX);
+            children.shrink_to_fit();
+            Some(Child {
+                least: right[0].least.clone(),
+                node: Arc::new(Node::Branch(right)),
+            })
+        }
+    }
+}
+
+/// Removes a key known to be present and returns its value.
+fn remove_from<K, V, Q>(node: &mut Arc<Node<K, V>>, key: &Q) -> V
+where
+    K: Ord + Clone + Borrow<Q>,
+    V: Clone,
+    Q: Ord + ?Sized,
+{
+    match Arc::make_mut(node) {
+        Node::Leaf(items) => {
+            let at = items
+                .binary_search_by(|(k, _)| k.borrow().cmp(key))
+                .unwrap_or_else(|_| panic!("remove_from: key absent"));
+            items.remove(at).1
+        }
+        Node::Branch(children) => {
+            let i = route(children, key);
+            let value = remove_from(&mut children[i].node, key);
+            let max = match *children[i].node {
+                Node::Leaf(_) => LEAF_MAX,
+                Node::Branch(_) => BRANCH_MAX,
+            };
+            match entries(&children[i].node) {
+                // Its last entry gone (a node may hold one: see
+                // `split_point`).
+                0 => {
+                    children.remove(i);
+                }
+                n if n < min_entries(max) && children.len() > 1 => rebalance(children, i),
+                _ => {}
+            }
+            // The removed key may have been a subtree's least one.
+            for c in children.iter_mut() {
+                if c.least.borrow() == key {
+                    c.least = least_of(&c.node).clone();
+                }
+            }
+            value
+        }
+    }
+}
+
+/// Joins the underfull child `i` with a neighbour; splits the two evenly
+/// again if together they are more than a node holds.
+fn rebalance<K: Ord + Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize) {
+    let left = if i > 0 { i - 1 } else { i };
+    let right_child = children.remove(left + 1);
+    let mut right_node = Arc::unwrap_or_clone(right_child.node);
+    let left_node = Arc::make_mut(&mut children[left].node);
+    let tail = match (left_node, &mut right_node) {
+        (Node::Leaf(a), Node::Leaf(b)) => {
+            a.append(b);
+            (a.len() > LEAF_MAX).then(|| {
+                let tail = a.split_off(a.len() / 2);
+                Child {
+                    least: tail[0].0.clone(),
+                    node: Arc::new(Node::Leaf(tail)),
+                }
+            })
+        }
+        (Node::Branch(a), Node::Branch(b)) => {
+            a.append(b);
+            (a.len() > BRANCH_MAX).then(|| {
+                let tail = a.split_off(a.len() / 2);
+                Child {
+                    least: tail[0].least.clone(),
+                    node: Arc::new(Node::Branch(tail)),
+                }
+            })
+        }
+        _ => unreachable!("siblings at different depths"),
+    };
+    if let Some(tail) = tail {
+        children.insert(left + 1, tail);
+    }
+}
+
+fn check_node<K: Ord, V>(
+    node: &Node<K, V>,
+    depth: usize,
+    leaf_depth: &mut Option<usize>,
+    count: &mut usize,
+) -> Result<(), String> {
+    let n = entries(node);
+    let max = match node {
+        Node::Leaf(_) => LEAF_MAX,
+        Node::Branch(_) => BRANCH_MAX,
+    };
+    if n == 0 || n > max {
+        return Err(format!("a node with {n} entries at depth {depth}"));
+    }
+    match node {
+        Node::Leaf(items) => {
+            if *leaf_depth.get_or_insert(depth) != depth {
+                return Err("leaves at different depths".into());
+            }
+            *count += items.len();
+        }
+        Node::Branch(children) => {
+            for c in children {
+                if c.least != *least_of_subtree(&c.node) {
+                    return Err(format!("stale least key at depth {depth}"));
+                }
+                check_node(&c.node, depth + 1, leaf_depth, count)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn least_of_subtree<K, V>(mut node: &Node<K, V>) -> &K {
+    loop {
+        match node {
+            Node::Leaf(items) => return &items[0].0,
+            Node::Branch(children) => node = &children[0].node,
+        }
+    }
+}
+
+/// Ascending iteration: the rest of the current leaf, then the subtrees
+/// still to visit, innermost last.
+pub struct Iter<'a, K, V> {
+    pending: Vec<&'a [Child<K, V>]>,
+    leaf: &'a [(K, V)],
+}
+
+impl<'a, K, V> Iter<'a, K, V> {
+    fn descend(&mut self, mut node: &'a Node<K, V>) {
+        loop {
+            match node {
+                Node::Leaf(items) => {
+                    self.leaf = items;
+                    return;
+                }
+                Node::Branch(children) => {
+                    self.pending.push(&children[1..]);
+                    node = &children[0].node;
+                }
+            }
+        }
+    }
+}
+
+impl<'a, K, V> Iterator for Iter<'a, K, V> {
+    type Item = (&'a K, &'a V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(((k, v), rest)) = self.leaf.split_first() {
+                self.leaf = rest;
+                return Some((k, v));
+            }
+            let siblings = self.pending.last_mut()?;
+            match siblings.split_first() {
+                Some((next, rest)) => {
+                    *siblings = rest;
+                    self.descend(&next.node);
+                }
+                None => {
+                    self.pending.pop();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u16),
+        Remove(u16),
+        Bump(u16),
+        Clone,
+    }
+
+    fn op(keys: u16) -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..keys).prop_map(Op::Insert),
+            3 => (0..keys).prop_map(Op::Remove),
+            1 => (0..keys).prop_map(Op::Bump),
+            1 => Just(Op::Clone),
+        ]
+    }
+
+    type Model = BTreeMap<u16, u32>;
+
+    fn assert_same(map: &OrdMap<u16, u32>, model: &Model) {
+        assert_eq!(map.check(), Ok(()));
+        assert_eq!(map.len(), model.len());
+        assert!(map.iter().eq(model.iter()));
+        assert_eq!(map.last_key(), model.keys().last());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Proves the map behaves as a `BTreeMap` under inserts, removes
+        /// and changes in place, keeps its invariants, and that clones
+        /// taken along the way stay as they were (copy-on-write never
+        /// writes through to a clone).
+        #[test]
+        fn behaves_as_a_btree_map(
+            keys in prop_oneof![Just(40u16), Just(3000u16)],
+            ops in prop::collection::vec(op(3000), 1..1500),
+        ) {
+            let mut map = OrdMap::new();
+            let mut model = Model::new();
+            let mut frozen: Vec<(OrdMap<u16, u32>, Model)> = Vec::new();
+            for (n, op) in ops.into_iter().enumerate() {
+                let n = n as u32;
+                match op {
+                    Op::Insert(k) => {
+                        let k = k % keys;
+                        let fresh = !model.contains_key(&k);
+                        let above = model.keys().last().is_none_or(|last| *last < k);
+                        if fresh {
+                            model.insert(k, n);
+                        }
+                        match map.push_last(k, n) {
+                            Ok(()) => prop_assert!(above && fresh),
+                            Err((k, n)) => {
+                                prop_assert!(!above);
+                                prop_assert_eq!(map.insert_new(k, n), fresh);
+                            }
+                        }
+                    }
+                    Op::Remove(k) => {
+                        let k = k % keys;
+                        prop_assert_eq!(map.remove(&k), model.remove(&k));
+                    }
+                    Op::Bump(k) => {
+                        let k = k % keys;
+                        if let Some(v) = model.get_mut(&k) {
+                            *v += 1;
+                        }
+                        if let Some(v) = map.get_mut(&k) {
+                            *v += 1;
+                        }
+                    }
+                    Op::Clone => frozen.push((map.clone(), model.clone())),
+                }
+                prop_assert_eq!(map.len(), model.len());
+            }
+            assert_same(&map, &model);
+            for (map, model) in &frozen {
+                assert_same(map, model);
+            }
+            for k in 0..keys {
+                prop_assert_eq!(map.get(&k), model.get(&k));
+                let after: Vec<_> = map.iter_after(Some(&k)).map(|(k, _)| *k).collect();
+                let expected: Vec<_> = model.range(k + 1..).map(|(k, _)| *k).collect();
+                prop_assert_eq!(after, expected);
+            }
+        }
+    }
+
+    fn leaf_count<K, V>(map: &OrdMap<K, V>) -> usize {
+        let mut leaves = 0;
+        let mut stack: Vec<&Node<K, V>> = map.root.as_deref().into_iter().collect();
+        while let Some(node) = stack.pop() {
+            match node {
+                Node::Leaf(_) => leaves += 1,
+                Node::Branch(children) => stack.extend(children.iter().map(|c| &*c.node)),
+            }
+        }
+        leaves
+    }
+
+    #[test]
+    fn ascending_inserts_fill_leaves() {
+        // Proves sequential names (the common znode pattern) pack leaves
+        // full rather than half empty, that a thinned map merges its
+        // leaves, and that removing everything leaves no root.
+        let mut map = OrdMap::new();
+        for k in 0..10_000u32 {
+            assert!(map.insert_new(k, ()));
+        }
+        assert_eq!(map.check(), Ok(()));
+        assert_eq!(leaf_count(&map), 10_000usize.div_ceil(LEAF_MAX));
+        let frozen = map.clone();
+        let keep = LEAF_MAX as u32;
+        for k in (0..10_000u32).filter(|k| k % keep != 0) {
+            assert!(map.remove(&k).is_some());
+        }
+        assert_eq!(map.check(), Ok(()));
+        let most = map.len().div_ceil(min_entries(LEAF_MAX));
+        assert!(leaf_count(&map) <= most, "{} leaves", leaf_count(&map));
+        for k in (0..10_000u32).step_by(LEAF_MAX).rev() {
+            assert!(map.remove(&k).is_some());
+            if k % 997 == 0 {
+                assert_eq!(map.check(), Ok(()));
+            }
+        }
+        assert!(map.is_empty() && map.root.is_none());
+        assert_eq!(frozen.len(), 10_000);
+        assert!(frozen.iter().map(|(k, _)| *k).eq(0..10_000));
+    }
+
+    #[test]
+    fn lookups_by_borrowed_key() {
+        // Proves a map keyed by owned strings is searched and trimmed by &str.
+        let mut map: OrdMap<String, u8> = OrdMap::new();
+        for (i, name) in ["b", "a", "c"].into_iter().enumerate() {
+            map.insert_new(name.to_owned(), i as u8);
+        }
+        assert_eq!(map.get("a"), Some(&1));
+        let after: Vec<&str> = map.iter_after(Some("a")).map(|(k, _)| k.as_str()).collect();
+        assert_eq!(after, ["b", "c"]);
+        assert_eq!(map.remove("b"), Some(0));
+        assert_eq!(map.remove("b"), None);
+        assert!(map.get_mut("b").is_none());
+        *map.get_mut("c").unwrap() = 9;
+        let all: Vec<(&str, u8)> = map.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(all, [("a", 1), ("c", 9)]);
+    }
+}
