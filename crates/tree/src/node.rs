@@ -70,6 +70,27 @@ pub struct Node {
     pub(crate) children: OrdMap<Name, Node>,
 }
 
+/// Children are nested inside their parent, so the default drop recurses
+/// once per level of the tree: a chain of a few thousand znodes (any
+/// client may create one) would overflow a thread's stack when the last
+/// copy of it goes. This drop takes apart, with a loop, whatever no
+/// snapshot clone still shares.
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.children.len() == 0 {
+            return;
+        }
+        let mut pending = vec![std::mem::take(&mut self.children)];
+        while let Some(mut children) = pending.pop() {
+            children.drain_unshared(|mut child| {
+                if child.children.len() > 0 {
+                    pending.push(std::mem::take(&mut child.children));
+                }
+            });
+        }
+    }
+}
+
 impl Node {
     pub(crate) fn new(data: SharedBytes, acl: SharedAcl, stat: PersistedStat) -> Self {
         Node {

@@ -238,6 +238,24 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
         }
     }
 
+    /// Empties the map, handing `take` each value nothing else shares; the
+    /// nodes a clone still holds are only released. Lets a tree of maps
+    /// inside values be dismantled with a loop instead of a recursive drop.
+    pub fn drain_unshared(&mut self, mut take: impl FnMut(V)) {
+        let Some(root) = self.root.take() else {
+            return;
+        };
+        self.len = 0;
+        let mut pending = vec![root];
+        while let Some(node) = pending.pop() {
+            match Arc::try_unwrap(node) {
+                Ok(Node::Leaf(items)) => items.into_iter().for_each(|(_, v)| take(v)),
+                Ok(Node::Branch(children)) => pending.extend(children.into_iter().map(|c| c.node)),
+                Err(_shared) => {}
+            }
+        }
+    }
+
     /// Checks the invariants in the module comment.
     pub fn check(&self) -> Result<(), String> {
         let Some(root) = &self.root else {
@@ -680,6 +698,31 @@ mod tests {
         assert!(map.is_empty() && map.root.is_none());
         assert_eq!(frozen.len(), 10_000);
         assert!(frozen.iter().map(|(k, _)| *k).eq(0..10_000));
+    }
+
+    #[test]
+    fn drain_unshared_hands_over_only_what_no_clone_holds() {
+        // Proves draining yields every value of an unshared map and none
+        // of a leaf a clone still holds, and leaves the clone intact.
+        let mut map = OrdMap::new();
+        for k in 0..100u32 {
+            map.insert_new(k, k);
+        }
+        let mut all = Vec::new();
+        map.clone().drain_unshared(|v| all.push(v));
+        assert!(all.is_empty(), "the original shares every node");
+        let frozen = map.clone();
+        *map.get_mut(&0).unwrap() = 1000;
+        map.drain_unshared(|v| all.push(v));
+        assert!(map.is_empty() && map.check().is_ok());
+        // Only the copied leaf (with key 0) belonged to `map` alone.
+        all.sort();
+        assert_eq!(all.len(), LEAF_MAX.min(100));
+        assert_eq!(all.last(), Some(&1000));
+        assert!(frozen
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .eq((0..100).map(|k| (k, k))));
     }
 
     #[test]

@@ -434,6 +434,44 @@ mod tests {
     }
 
     #[test]
+    fn a_deep_chain_is_walked_and_dropped_without_recursion() {
+        // Proves a chain of 5,000 nested znodes (a client can make one) is
+        // walked, snapshotted and dropped, clone and original, on a thread
+        // whose 128 KiB stack a recursive drop would overflow.
+        let depth = 5_000;
+        let run = move || {
+            let mut t = DataTree::new();
+            let mut p = String::new();
+            for _ in 0..depth {
+                p.push_str("/a");
+                let node = Node::new(
+                    shared_bytes(b"x"),
+                    shared_acl(&[]),
+                    PersistedStat::default(),
+                );
+                t.attach(&p, node);
+            }
+            assert_eq!(t.node(&p).map(|n| n.data()), Some(&b"x"[..]));
+            assert_eq!(t.paths_depth_first().len(), depth + 4);
+            let mut image = Vec::new();
+            crate::write_snapshot(&t, &mut image).unwrap();
+            let back = crate::read_snapshot(&mut image.as_slice()).unwrap();
+            assert_eq!(back.digest(), t.digest());
+            let frozen = t.clone();
+            t.detach(&p);
+            drop(t);
+            drop(back);
+            assert_eq!(frozen.node_count(), depth + 4);
+        };
+        std::thread::Builder::new()
+            .stack_size(128 << 10)
+            .spawn(run)
+            .unwrap()
+            .join()
+            .expect("no stack overflow");
+    }
+
+    #[test]
     fn clone_is_a_frozen_view() {
         // Proves a clone does not see later changes to the original.
         let t = DataTree::new();
