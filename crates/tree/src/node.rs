@@ -77,13 +77,13 @@ pub struct Node {
 /// snapshot clone still shares.
 impl Drop for Node {
     fn drop(&mut self) {
-        if self.children.len() == 0 {
+        if self.children.is_empty() {
             return;
         }
         let mut pending = vec![std::mem::take(&mut self.children)];
         while let Some(mut children) = pending.pop() {
             children.drain_unshared(|mut child| {
-                if child.children.len() > 0 {
+                if !child.children.is_empty() {
                     pending.push(std::mem::take(&mut child.children));
                 }
             });

@@ -63,7 +63,6 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
         self.len
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
