@@ -161,15 +161,12 @@ impl DataTree {
             return TxnResult::Error(ErrorCode::BadArguments);
         };
         let parent_path = parent_path.to_owned();
-        let Some(parent) = self.node_mut(&parent_path) else {
+        let name = path::name_of(&c.path);
+        let Some(parent) = self.node(&parent_path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
-        if parent.children.contains_key(path::name_of(&c.path)) || c.path == path::ROOT {
+        if parent.children.contains_key(name) || c.path == path::ROOT {
             return TxnResult::Error(ErrorCode::NodeExists);
-        }
-        if c.parent_cversion > parent.stat.cversion {
-            parent.stat.cversion = c.parent_cversion;
-            parent.stat.pzxid = h.zxid;
         }
         // Children usually carry their parent's ACL: share it.
         let acl = if parent.acl() == c.acl.as_slice() {
@@ -180,7 +177,18 @@ impl DataTree {
         let stat = PersistedStat::created(h.zxid, h.time_ms, c.ephemeral_owner);
         let node = Node::new(shared_bytes(&c.data), acl, stat);
         let client_stat = node.stat();
-        self.attach(&c.path, node);
+        self.note_added(&c.path, &node);
+        let parent = self.node_mut(&parent_path).expect("parent found above");
+        if c.parent_cversion > parent.stat.cversion {
+            parent.stat.cversion = c.parent_cversion;
+            parent.stat.pzxid = h.zxid;
+        }
+        // Sequential names (and most others made in a row) sort last: no
+        // search of a large child map.
+        if let Err((name, node)) = parent.children.push_last(name.into(), node) {
+            let fresh = parent.children.insert_new(name, node);
+            debug_assert!(fresh, "checked absent above");
+        }
         ev.push(event(TreeEventKind::NodeCreated, &c.path));
         ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));
         TxnResult::Created {
