@@ -129,13 +129,8 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
             self.len = 1;
             return true;
         };
-        if let Some(right) = insert_into(root, key, value) {
-            let left = self.root.take().expect("a root was split");
-            let least = least_of(&left).clone();
-            self.root = Some(Arc::new(Node::Branch(vec![
-                Child { least, node: left },
-                right,
-            ])));
+        if let Some(right) = insert_into(root, key, value, false) {
+            self.grow_root(right);
         }
         self.len += 1;
         true
@@ -152,16 +147,21 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
             self.insert_new(key, value);
             return Ok(());
         };
-        if let Some(right) = push_into_last(root, key, value) {
-            let left = self.root.take().expect("a root was split");
-            let least = least_of(&left).clone();
-            self.root = Some(Arc::new(Node::Branch(vec![
-                Child { least, node: left },
-                right,
-            ])));
+        if let Some(right) = insert_into(root, key, value, true) {
+            self.grow_root(right);
         }
         self.len += 1;
         Ok(())
+    }
+
+    /// The root split: a new root over it and `right`, its new sibling.
+    fn grow_root(&mut self, right: Child<K, V>) {
+        let left = self.root.take().expect("a root was split");
+        let least = least_of(&left).clone();
+        self.root = Some(Arc::new(Node::Branch(vec![
+            Child { least, node: left },
+            right,
+        ])));
     }
 
     /// The greatest key.
@@ -318,81 +318,68 @@ fn split_point(len: usize, inserted_at: usize, max: usize) -> usize {
     }
 }
 
+/// Moves the entries from `at` on into a new right sibling. The insert that
+/// overflowed the leaf doubled its capacity: a leaf holds whole znodes, so
+/// the spare half would be most of its memory.
+fn split_leaf<K: Clone, V>(items: &mut Vec<(K, V)>, at: usize) -> Child<K, V> {
+    let right = items.split_off(at);
+    items.shrink_to_fit();
+    Child {
+        least: right[0].0.clone(),
+        node: Arc::new(Node::Leaf(right)),
+    }
+}
+
+/// [`split_leaf`] for a branch.
+fn split_branch<K: Clone, V>(children: &mut Vec<Child<K, V>>, at: usize) -> Child<K, V> {
+    let right = children.split_off(at);
+    children.shrink_to_fit();
+    Child {
+        least: right[0].least.clone(),
+        node: Arc::new(Node::Branch(right)),
+    }
+}
+
 /// Inserts an absent key; returns the new right sibling when the node
-/// split.
+/// split. `last`: the key is above every other, so it goes at the end
+/// without a search.
 fn insert_into<K: Ord + Clone, V: Clone>(
     node: &mut Arc<Node<K, V>>,
     key: K,
     value: V,
+    last: bool,
 ) -> Option<Child<K, V>> {
     match Arc::make_mut(node) {
         Node::Leaf(items) => {
-            let at = items.partition_point(|(k, _)| *k < key);
+            let at = if last {
+                items.len()
+            } else {
+                items.partition_point(|(k, _)| *k < key)
+            };
             items.insert(at, (key, value));
             if items.len() <= LEAF_MAX {
                 return None;
             }
-            let right = items.split_off(split_point(items.len(), at, LEAF_MAX));
-            // The insert that overflowed doubled the capacity: a leaf holds
-            // whole znodes, so the spare half would be most of its memory.
-            items.shrink_to_fit();
-            Some(Child {
-                least: right[0].0.clone(),
-                node: Arc::new(Node::Leaf(right)),
-            })
+            Some(split_leaf(items, split_point(items.len(), at, LEAF_MAX)))
         }
         Node::Branch(children) => {
-            let i = route(children, &key);
+            let i = if last {
+                children.len() - 1
+            } else {
+                route(children, &key)
+            };
             if key < children[i].least {
                 children[i].least = key.clone();
             }
-            let right = insert_into(&mut children[i].node, key, value)?;
+            let right = insert_into(&mut children[i].node, key, value, last)?;
             children.insert(i + 1, right);
             if children.len() <= BRANCH_MAX {
                 return None;
             }
-            let right = children.split_off(split_point(children.len(), i + 1, BRANCH_MAX));
-            children.shrink_to_fit();
-            Some(Child {
-                least: right[0].least.clone(),
-                node: Arc::new(Node::Branch(right)),
-            })
-        }
-    }
-}
-
-/// [`insert_into`] for a key above every other: always the last entry.
-fn push_into_last<K: Ord + Clone, V: Clone>(
-    node: &mut Arc<Node<K, V>>,
-    key: K,
-    value: V,
-) -> Option<Child<K, V>> {
-    match Arc::make_mut(node) {
-        Node::Leaf(items) => {
-            items.push((key, value));
-            if items.len() <= LEAF_MAX {
-                return None;
-            }
-            let right = items.split_off(LEAF_MAX);
-            items.shrink_to_fit();
-            Some(Child {
-                least: right[0].0.clone(),
-                node: Arc::new(Node::Leaf(right)),
-            })
-        }
-        Node::Branch(children) => {
-            let last = children.len() - 1;
-            let right = push_into_last(&mut children[last].node, key, value)?;
-            children.push(right);
-            if children.len() <= BRANCH_MAX {
-                return None;
-            }
-            let right = children.split_off(BRANCH_MAX);
-            children.shrink_to_fit();
-            Some(Child {
-                least: right[0].least.clone(),
-                node: Arc::new(Node::Branch(right)),
-            })
+            Some(split_branch(
+                children,
+                split_point(children.len(), i + 1, BRANCH_MAX),
+            ))
         }
     }
 }
@@ -448,23 +435,11 @@ fn rebalance<K: Ord + Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize
     let tail = match (left_node, &mut right_node) {
         (Node::Leaf(a), Node::Leaf(b)) => {
             a.append(b);
-            (a.len() > LEAF_MAX).then(|| {
-                let tail = a.split_off(a.len() / 2);
-                Child {
-                    least: tail[0].0.clone(),
-                    node: Arc::new(Node::Leaf(tail)),
-                }
-            })
+            (a.len() > LEAF_MAX).then(|| split_leaf(a, a.len() / 2))
         }
         (Node::Branch(a), Node::Branch(b)) => {
             a.append(b);
-            (a.len() > BRANCH_MAX).then(|| {
-                let tail = a.split_off(a.len() / 2);
-                Child {
-                    least: tail[0].least.clone(),
-                    node: Arc::new(Node::Branch(tail)),
-                }
-            })
+            (a.len() > BRANCH_MAX).then(|| split_branch(a, a.len() / 2))
         }
         _ => unreachable!("siblings at different depths"),
     };
