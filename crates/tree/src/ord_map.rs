@@ -12,7 +12,7 @@
 //! every leaf at the same depth; no node empty or above its capacity;
 //! a branch's entry carries the least key of its subtree exactly.
 
-use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// Entries per leaf. Each holds a whole znode (about 120 bytes), and a
@@ -53,7 +53,7 @@ impl<K, V> Default for OrdMap<K, V> {
     }
 }
 
-impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
+impl<K: AsRef<[u8]> + Clone, V: Clone> OrdMap<K, V> {
     /// An empty map; allocates nothing.
     pub fn new() -> Self {
         Self::default()
@@ -69,14 +69,14 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
 
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: AsRef<[u8]> + ?Sized,
     {
+        let key = key.as_ref();
         let mut node = self.root.as_deref()?;
         loop {
             match node {
                 Node::Leaf(items) => {
-                    let at = items.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
+                    let at = items.binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key)).ok()?;
                     return Some(&items[at].1);
                 }
                 Node::Branch(children) => node = &children[route(children, key)].node,
@@ -86,28 +86,24 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
 
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: AsRef<[u8]> + ?Sized,
     {
         self.get(key).is_some()
     }
 
     /// The value under `key`, for changing; copies the shared nodes on
-    /// its path first.
+    /// its path first (a miss may copy some for nothing: callers look up
+    /// what they know is there).
     pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: AsRef<[u8]> + ?Sized,
     {
-        if !self.contains_key(key) {
-            // Checked first so that a miss copies no shared node.
-            return None;
-        }
+        let key = key.as_ref();
         let mut node = Arc::make_mut(self.root.as_mut()?);
         loop {
             match node {
                 Node::Leaf(items) => {
-                    let at = items.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
+                    let at = items.binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key)).ok()?;
                     return Some(&mut items[at].1);
                 }
                 Node::Branch(children) => {
@@ -121,7 +117,7 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
     /// Adds `value` under `key`; false (and the map unchanged) if the key
     /// is there.
     pub fn insert_new(&mut self, key: K, value: V) -> bool {
-        if self.contains_key(&key) {
+        if self.contains_key(key.as_ref()) {
             return false;
         }
         let Some(root) = self.root.as_mut() else {
@@ -140,7 +136,8 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
     /// rightmost path without a search (a snapshot lists siblings in
     /// order); hands the entry back if the key is not above them.
     pub fn push_last(&mut self, key: K, value: V) -> Result<(), (K, V)> {
-        if self.last_key().is_some_and(|last| *last >= key) {
+        let above = |last: &K| cmp_bytes(last.as_ref(), key.as_ref()) == Ordering::Less;
+        if self.last_key().is_some_and(|last| !above(last)) {
             return Err((key, value));
         }
         let Some(root) = self.root.as_mut() else {
@@ -178,9 +175,9 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
     /// Removes the entry under `key` and returns its value.
     pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: AsRef<[u8]> + ?Sized,
     {
+        let key = key.as_ref();
         if !self.contains_key(key) {
             return None;
         }
@@ -203,16 +200,16 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
 
     /// Entries in ascending key order.
     pub fn iter(&self) -> Iter<'_, K, V> {
-        self.iter_after(None)
+        self.iter_after::<[u8]>(None)
     }
 
     /// Entries whose key is above `after` (all when `None`), ascending.
     /// Reaching the first costs one descent, not a scan.
     pub fn iter_after<Q>(&self, after: Option<&Q>) -> Iter<'_, K, V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: AsRef<[u8]> + ?Sized,
     {
+        let after = after.map(AsRef::as_ref);
         let mut iter = Iter {
             pending: Vec::new(),
             leaf: &[],
@@ -228,8 +225,9 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
                     node = &children[i].node;
                 }
                 Node::Leaf(items) => {
-                    let start =
-                        after.map_or(0, |key| items.partition_point(|(k, _)| k.borrow() <= key));
+                    let start = after.map_or(0, |key| {
+                        items.partition_point(|(k, _)| cmp_bytes(k.as_ref(), key).is_le())
+                    });
                     iter.leaf = &items[start..];
                     return iter;
                 }
@@ -270,9 +268,10 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
         if count != self.len {
             return Err(format!("{count} entries, length says {}", self.len));
         }
-        let mut previous: Option<&K> = None;
+        let mut previous: Option<&[u8]> = None;
         for (k, _) in self.iter() {
-            if previous.is_some_and(|p| p >= k) {
+            let k = k.as_ref();
+            if previous.is_some_and(|p| cmp_bytes(p, k).is_ge()) {
                 return Err("keys not strictly ascending".into());
             }
             previous = Some(k);
@@ -281,15 +280,36 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
     }
 }
 
+/// Byte order, as `[u8]::cmp`, eight bytes at a time: a lookup compares
+/// names some twenty times, and siblings share long prefixes
+/// (`lock-0000000042`).
+fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let common = a.len().min(b.len());
+    let (mut a_words, mut b_words) = (a[..common].chunks_exact(8), b[..common].chunks_exact(8));
+    for (x, y) in (&mut a_words).zip(&mut b_words) {
+        let word = |w: &[u8]| u64::from_be_bytes(w.try_into().unwrap_or([0; 8]));
+        let (x, y) = (word(x), word(y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    // The last partial words, zero-padded: when they tie, the shorter name
+    // is a prefix of the longer and sorts first.
+    let tail = |rest: &[u8]| {
+        let mut word = [0u8; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        u64::from_be_bytes(word)
+    };
+    tail(a_words.remainder())
+        .cmp(&tail(b_words.remainder()))
+        .then(a.len().cmp(&b.len()))
+}
+
 /// The entry of `children` whose subtree would hold `key`: the last one
 /// whose least key is not above it (the first if none).
-fn route<K, V, Q>(children: &[Child<K, V>], key: &Q) -> usize
-where
-    K: Borrow<Q>,
-    Q: Ord + ?Sized,
-{
+fn route<K: AsRef<[u8]>, V>(children: &[Child<K, V>], key: &[u8]) -> usize {
     children
-        .partition_point(|c| c.least.borrow() <= key)
+        .partition_point(|c| cmp_bytes(c.least.as_ref(), key).is_le())
         .saturating_sub(1)
 }
 
@@ -343,7 +363,7 @@ fn split_branch<K: Clone, V>(children: &mut Vec<Child<K, V>>, at: usize) -> Chil
 /// Inserts an absent key; returns the new right sibling when the node
 /// split. `last`: the key is above every other, so it goes at the end
 /// without a search.
-fn insert_into<K: Ord + Clone, V: Clone>(
+fn insert_into<K: AsRef<[u8]> + Clone, V: Clone>(
     node: &mut Arc<Node<K, V>>,
     key: K,
     value: V,
@@ -354,7 +374,7 @@ fn insert_into<K: Ord + Clone, V: Clone>(
             let at = if last {
                 items.len()
             } else {
-                items.partition_point(|(k, _)| *k < key)
+                items.partition_point(|(k, _)| cmp_bytes(k.as_ref(), key.as_ref()).is_lt())
             };
             items.insert(at, (key, value));
             if items.len() <= LEAF_MAX {
@@ -366,9 +386,9 @@ fn insert_into<K: Ord + Clone, V: Clone>(
             let i = if last {
                 children.len() - 1
             } else {
-                route(children, &key)
+                route(children, key.as_ref())
             };
-            if key < children[i].least {
+            if cmp_bytes(key.as_ref(), children[i].least.as_ref()).is_lt() {
                 children[i].least = key.clone();
             }
             let right = insert_into(&mut children[i].node, key, value, last)?;
@@ -385,16 +405,11 @@ fn insert_into<K: Ord + Clone, V: Clone>(
 }
 
 /// Removes a key known to be present and returns its value.
-fn remove_from<K, V, Q>(node: &mut Arc<Node<K, V>>, key: &Q) -> V
-where
-    K: Ord + Clone + Borrow<Q>,
-    V: Clone,
-    Q: Ord + ?Sized,
-{
+fn remove_from<K: AsRef<[u8]> + Clone, V: Clone>(node: &mut Arc<Node<K, V>>, key: &[u8]) -> V {
     match Arc::make_mut(node) {
         Node::Leaf(items) => {
             let at = items
-                .binary_search_by(|(k, _)| k.borrow().cmp(key))
+                .binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key))
                 .unwrap_or_else(|_| panic!("remove_from: key absent"));
             items.remove(at).1
         }
@@ -416,7 +431,7 @@ where
             }
             // The removed key may have been a subtree's least one.
             for c in children.iter_mut() {
-                if c.least.borrow() == key {
+                if c.least.as_ref() == key {
                     c.least = least_of(&c.node).clone();
                 }
             }
@@ -427,7 +442,7 @@ where
 
 /// Joins the underfull child `i` with a neighbour; splits the two evenly
 /// again if together they are more than a node holds.
-fn rebalance<K: Ord + Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize) {
+fn rebalance<K: Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize) {
     let left = if i > 0 { i - 1 } else { i };
     let right_child = children.remove(left + 1);
     let mut right_node = Arc::unwrap_or_clone(right_child.node);
@@ -448,7 +463,7 @@ fn rebalance<K: Ord + Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize
     }
 }
 
-fn check_node<K: Ord, V>(
+fn check_node<K: AsRef<[u8]>, V>(
     node: &Node<K, V>,
     depth: usize,
     leaf_depth: &mut Option<usize>,
@@ -471,7 +486,7 @@ fn check_node<K: Ord, V>(
         }
         Node::Branch(children) => {
             for c in children {
-                if c.least != *least_of_subtree(&c.node) {
+                if c.least.as_ref() != least_of_subtree(&c.node).as_ref() {
                     return Err(format!("stale least key at depth {depth}"));
                 }
                 check_node(&c.node, depth + 1, leaf_depth, count)?;
@@ -542,6 +557,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+    use std::ops::Bound;
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -560,9 +576,15 @@ mod tests {
         ]
     }
 
-    type Model = BTreeMap<u16, u32>;
+    type Model = BTreeMap<String, u32>;
 
-    fn assert_same(map: &OrdMap<u16, u32>, model: &Model) {
+    /// Names of mixed lengths under a shared prefix, so that byte order,
+    /// prefixes and the word-at-a-time comparison all come into play.
+    fn name(k: u16) -> String {
+        format!("node-{k:x}{}", "-".repeat(usize::from(k % 7)))
+    }
+
+    fn assert_same(map: &OrdMap<String, u32>, model: &Model) {
         assert_eq!(map.check(), Ok(()));
         assert_eq!(map.len(), model.len());
         assert!(map.iter().eq(model.iter()));
@@ -583,16 +605,16 @@ mod tests {
         ) {
             let mut map = OrdMap::new();
             let mut model = Model::new();
-            let mut frozen: Vec<(OrdMap<u16, u32>, Model)> = Vec::new();
+            let mut frozen: Vec<(OrdMap<String, u32>, Model)> = Vec::new();
             for (n, op) in ops.into_iter().enumerate() {
                 let n = n as u32;
                 match op {
                     Op::Insert(k) => {
-                        let k = k % keys;
+                        let k = name(k % keys);
                         let fresh = !model.contains_key(&k);
                         let above = model.keys().last().is_none_or(|last| *last < k);
                         if fresh {
-                            model.insert(k, n);
+                            model.insert(k.clone(), n);
                         }
                         match map.push_last(k, n) {
                             Ok(()) => prop_assert!(above && fresh),
@@ -603,11 +625,11 @@ mod tests {
                         }
                     }
                     Op::Remove(k) => {
-                        let k = k % keys;
+                        let k = name(k % keys);
                         prop_assert_eq!(map.remove(&k), model.remove(&k));
                     }
                     Op::Bump(k) => {
-                        let k = k % keys;
+                        let k = name(k % keys);
                         if let Some(v) = model.get_mut(&k) {
                             *v += 1;
                         }
@@ -623,12 +645,25 @@ mod tests {
             for (map, model) in &frozen {
                 assert_same(map, model);
             }
-            for k in 0..keys {
+            for k in (0..keys).map(name) {
                 prop_assert_eq!(map.get(&k), model.get(&k));
-                let after: Vec<_> = map.iter_after(Some(&k)).map(|(k, _)| *k).collect();
-                let expected: Vec<_> = model.range(k + 1..).map(|(k, _)| *k).collect();
+                let after: Vec<_> = map.iter_after(Some(&k)).map(|(k, _)| k).collect();
+                let expected: Vec<_> = model
+                    .range::<String, _>((Bound::Excluded(&k), Bound::Unbounded))
+                    .map(|(k, _)| k)
+                    .collect();
                 prop_assert_eq!(after, expected);
             }
+        }
+
+        /// Proves the word-at-a-time comparison is byte order.
+        #[test]
+        fn cmp_bytes_is_byte_order(
+            a in prop::collection::vec(prop::sample::select(vec![0u8, b'a', b'b', 0xff]), 0..20),
+            b in prop::collection::vec(prop::sample::select(vec![0u8, b'a', b'b', 0xff]), 0..20),
+        ) {
+            prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
+            prop_assert_eq!(cmp_bytes(&a, &a), Ordering::Equal);
         }
     }
 
@@ -649,44 +684,46 @@ mod tests {
         // Proves sequential names (the common znode pattern) pack leaves
         // full rather than half empty, that a thinned map merges its
         // leaves, and that removing everything leaves no root.
+        let key = |k: u32| format!("k{k:05}");
         let mut map = OrdMap::new();
         for k in 0..10_000u32 {
-            assert!(map.insert_new(k, ()));
+            assert!(map.insert_new(key(k), ()));
         }
         assert_eq!(map.check(), Ok(()));
         assert_eq!(leaf_count(&map), 10_000usize.div_ceil(LEAF_MAX));
         let frozen = map.clone();
         let keep = LEAF_MAX as u32;
         for k in (0..10_000u32).filter(|k| k % keep != 0) {
-            assert!(map.remove(&k).is_some());
+            assert!(map.remove(&key(k)).is_some());
         }
         assert_eq!(map.check(), Ok(()));
         let most = map.len().div_ceil(min_entries(LEAF_MAX));
         assert!(leaf_count(&map) <= most, "{} leaves", leaf_count(&map));
         for k in (0..10_000u32).step_by(LEAF_MAX).rev() {
-            assert!(map.remove(&k).is_some());
+            assert!(map.remove(&key(k)).is_some());
             if k % 997 == 0 {
                 assert_eq!(map.check(), Ok(()));
             }
         }
         assert!(map.is_empty() && map.root.is_none());
         assert_eq!(frozen.len(), 10_000);
-        assert!(frozen.iter().map(|(k, _)| *k).eq(0..10_000));
+        assert!(frozen.iter().map(|(k, _)| k.clone()).eq((0..10_000).map(key)));
     }
 
     #[test]
     fn drain_unshared_hands_over_only_what_no_clone_holds() {
         // Proves draining yields every value of an unshared map and none
         // of a leaf a clone still holds, and leaves the clone intact.
+        let key = |k: u32| format!("k{k:03}");
         let mut map = OrdMap::new();
         for k in 0..100u32 {
-            map.insert_new(k, k);
+            map.insert_new(key(k), k);
         }
         let mut all = Vec::new();
         map.clone().drain_unshared(|v| all.push(v));
         assert!(all.is_empty(), "the original shares every node");
         let frozen = map.clone();
-        *map.get_mut(&0).unwrap() = 1000;
+        *map.get_mut(&key(0)).unwrap() = 1000;
         map.drain_unshared(|v| all.push(v));
         assert!(map.is_empty() && map.check().is_ok());
         // Only the copied leaf (with key 0) belonged to `map` alone.
@@ -695,8 +732,8 @@ mod tests {
         assert_eq!(all.last(), Some(&1000));
         assert!(frozen
             .iter()
-            .map(|(k, v)| (*k, *v))
-            .eq((0..100).map(|k| (k, k))));
+            .map(|(k, v)| (k.clone(), *v))
+            .eq((0..100).map(|k| (key(k), k))));
     }
 
     #[test]
