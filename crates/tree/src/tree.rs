@@ -19,9 +19,11 @@ type PathSet = RedBlackTreeSetSync<Arc<str>>;
 /// Every map is persistent, so `clone()` is O(1) and the clone is a frozen
 /// view: a snapshot writer serializes a clone while the owner keeps
 /// applying transactions to the original. There is no map of full paths: a
-/// lookup walks from the root, one child map per path component, which
-/// costs about what a hash map of a million paths did in cache misses and
-/// saves the path string and index entry of every znode.
+/// lookup walks from the root, one child map per path component. That saves
+/// the path string and index entry of every znode (about 200 bytes each);
+/// the price is some twenty name comparisons per lookup among a million
+/// siblings, about 100 ns more than a hash map of paths on the engine
+/// alone, and not measurable in end-to-end throughput.
 ///
 /// Invariants (checked by [`DataTree::check_invariants`]): `ephemerals`,
 /// `containers` and `ttls` list exactly the nodes whose owner says so;
