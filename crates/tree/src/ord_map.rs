@@ -38,7 +38,54 @@ enum Node<K, V> {
 #[derive(Debug, Clone)]
 struct Child<K, V> {
     least: K,
+    /// How many leading bytes all least keys of this branch share (the same
+    /// in every entry of a branch), and the eight bytes of `least` after
+    /// them: a lookup compares these words as integers and reads a name
+    /// only on a tie. Siblings share long prefixes (`lock-0000000042`), so
+    /// comparing names from their start spent most of a lookup. Set by
+    /// [`reword`] whenever a branch's entries change.
+    skip: u32,
+    word: u64,
     node: Arc<Node<K, V>>,
+}
+
+impl<K, V> Child<K, V> {
+    fn new(least: K, node: Arc<Node<K, V>>) -> Self {
+        Child {
+            least,
+            skip: 0,
+            word: 0,
+            node,
+        }
+    }
+}
+
+/// The eight bytes of `key` from `at` on, zero-padded, as an integer that
+/// orders like the bytes. (Shifted in byte by byte: copying a slice of
+/// variable length is a library call.)
+fn word_at(key: &[u8], at: usize) -> u64 {
+    key.get(at..)
+        .unwrap_or_default()
+        .iter()
+        .take(8)
+        .enumerate()
+        .fold(0u64, |word, (i, &b)| word | u64::from(b) << (56 - 8 * i))
+}
+
+/// Sets every entry's `skip` and `word` after a branch's entries changed.
+/// The entries are sorted, so the prefix all least keys share is the one
+/// the first and last share.
+fn reword<K: AsRef<[u8]>, V>(children: &mut [Child<K, V>]) {
+    let (Some(first), Some(last)) = (children.first(), children.last()) else {
+        return;
+    };
+    let (a, b) = (first.least.as_ref(), last.least.as_ref());
+    let skip = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let skip_u32 = u32::try_from(skip).unwrap_or(u32::MAX);
+    for c in children {
+        c.skip = skip_u32;
+        c.word = word_at(c.least.as_ref(), skip);
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -76,7 +123,9 @@ impl<K: AsRef<[u8]> + Clone, V: Clone> OrdMap<K, V> {
         loop {
             match node {
                 Node::Leaf(items) => {
-                    let at = items.binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key)).ok()?;
+                    let at = items
+                        .binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key))
+                        .ok()?;
                     return Some(&items[at].1);
                 }
                 Node::Branch(children) => node = &children[route(children, key)].node,
@@ -103,7 +152,9 @@ impl<K: AsRef<[u8]> + Clone, V: Clone> OrdMap<K, V> {
         loop {
             match node {
                 Node::Leaf(items) => {
-                    let at = items.binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key)).ok()?;
+                    let at = items
+                        .binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key))
+                        .ok()?;
                     return Some(&mut items[at].1);
                 }
                 Node::Branch(children) => {
@@ -155,10 +206,9 @@ impl<K: AsRef<[u8]> + Clone, V: Clone> OrdMap<K, V> {
     fn grow_root(&mut self, right: Child<K, V>) {
         let left = self.root.take().expect("a root was split");
         let least = least_of(&left).clone();
-        self.root = Some(Arc::new(Node::Branch(vec![
-            Child { least, node: left },
-            right,
-        ])));
+        let mut children = vec![Child::new(least, left), right];
+        reword(&mut children);
+        self.root = Some(Arc::new(Node::Branch(children)));
     }
 
     /// The greatest key.
@@ -295,22 +345,32 @@ fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
     }
     // The last partial words, zero-padded: when they tie, the shorter name
     // is a prefix of the longer and sorts first.
-    // (Shifted in byte by byte: a copy of a variable length is a call.)
-    let tail = |rest: &[u8]| {
-        rest.iter()
-            .enumerate()
-            .fold(0u64, |word, (i, &b)| word | u64::from(b) << (56 - 8 * i))
-    };
-    tail(a_words.remainder())
-        .cmp(&tail(b_words.remainder()))
+    word_at(a_words.remainder(), 0)
+        .cmp(&word_at(b_words.remainder(), 0))
         .then(a.len().cmp(&b.len()))
 }
 
 /// The entry of `children` whose subtree would hold `key`: the last one
 /// whose least key is not above it (the first if none).
 fn route<K: AsRef<[u8]>, V>(children: &[Child<K, V>], key: &[u8]) -> usize {
+    let first = &children[0];
+    let skip = first.skip as usize;
+    let head = skip.min(key.len());
+    match cmp_bytes(&key[..head], &first.least.as_ref()[..head]) {
+        // Below the prefix every least key starts with, or a proper prefix
+        // of it: below them all.
+        Ordering::Less => return 0,
+        Ordering::Equal if key.len() < skip => return 0,
+        Ordering::Greater => return children.len() - 1,
+        Ordering::Equal => {}
+    }
+    let word = word_at(key, skip);
     children
-        .partition_point(|c| cmp_bytes(c.least.as_ref(), key).is_le())
+        .partition_point(|c| match c.word.cmp(&word) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => cmp_bytes(c.least.as_ref(), key).is_le(),
+        })
         .saturating_sub(1)
 }
 
@@ -345,20 +405,19 @@ fn split_point(len: usize, inserted_at: usize, max: usize) -> usize {
 fn split_leaf<K: Clone, V>(items: &mut Vec<(K, V)>, at: usize) -> Child<K, V> {
     let right = items.split_off(at);
     items.shrink_to_fit();
-    Child {
-        least: right[0].0.clone(),
-        node: Arc::new(Node::Leaf(right)),
-    }
+    Child::new(right[0].0.clone(), Arc::new(Node::Leaf(right)))
 }
 
 /// [`split_leaf`] for a branch.
-fn split_branch<K: Clone, V>(children: &mut Vec<Child<K, V>>, at: usize) -> Child<K, V> {
-    let right = children.split_off(at);
+fn split_branch<K: AsRef<[u8]> + Clone, V>(
+    children: &mut Vec<Child<K, V>>,
+    at: usize,
+) -> Child<K, V> {
+    let mut right = children.split_off(at);
     children.shrink_to_fit();
-    Child {
-        least: right[0].least.clone(),
-        node: Arc::new(Node::Branch(right)),
-    }
+    reword(children);
+    reword(&mut right);
+    Child::new(right[0].least.clone(), Arc::new(Node::Branch(right)))
 }
 
 /// Inserts an absent key; returns the new right sibling when the node
@@ -389,12 +448,19 @@ fn insert_into<K: AsRef<[u8]> + Clone, V: Clone>(
             } else {
                 route(children, key.as_ref())
             };
-            if cmp_bytes(key.as_ref(), children[i].least.as_ref()).is_lt() {
+            let new_least = cmp_bytes(key.as_ref(), children[i].least.as_ref()).is_lt();
+            if new_least {
                 children[i].least = key.clone();
             }
-            let right = insert_into(&mut children[i].node, key, value, last)?;
+            let Some(right) = insert_into(&mut children[i].node, key, value, last) else {
+                if new_least {
+                    reword(children);
+                }
+                return None;
+            };
             children.insert(i + 1, right);
             if children.len() <= BRANCH_MAX {
+                reword(children);
                 return None;
             }
             Some(split_branch(
@@ -421,6 +487,7 @@ fn remove_from<K: AsRef<[u8]> + Clone, V: Clone>(node: &mut Arc<Node<K, V>>, key
                 Node::Leaf(_) => LEAF_MAX,
                 Node::Branch(_) => BRANCH_MAX,
             };
+            let mut changed = true;
             match entries(&children[i].node) {
                 // Its last entry gone (a node may hold one: see
                 // `split_point`).
@@ -428,13 +495,17 @@ fn remove_from<K: AsRef<[u8]> + Clone, V: Clone>(node: &mut Arc<Node<K, V>>, key
                     children.remove(i);
                 }
                 n if n < min_entries(max) && children.len() > 1 => rebalance(children, i),
-                _ => {}
+                _ => changed = false,
             }
             // The removed key may have been a subtree's least one.
             for c in children.iter_mut() {
                 if c.least.as_ref() == key {
                     c.least = least_of(&c.node).clone();
+                    changed = true;
                 }
+            }
+            if changed {
+                reword(children);
             }
             value
         }
@@ -443,7 +514,7 @@ fn remove_from<K: AsRef<[u8]> + Clone, V: Clone>(node: &mut Arc<Node<K, V>>, key
 
 /// Joins the underfull child `i` with a neighbour; splits the two evenly
 /// again if together they are more than a node holds.
-fn rebalance<K: Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize) {
+fn rebalance<K: AsRef<[u8]> + Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize) {
     let left = if i > 0 { i - 1 } else { i };
     let right_child = children.remove(left + 1);
     let mut right_node = Arc::unwrap_or_clone(right_child.node);
@@ -455,7 +526,12 @@ fn rebalance<K: Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize) {
         }
         (Node::Branch(a), Node::Branch(b)) => {
             a.append(b);
-            (a.len() > BRANCH_MAX).then(|| split_branch(a, a.len() / 2))
+            if a.len() > BRANCH_MAX {
+                Some(split_branch(a, a.len() / 2))
+            } else {
+                reword(a);
+                None
+            }
         }
         _ => unreachable!("siblings at different depths"),
     };
@@ -464,7 +540,7 @@ fn rebalance<K: Clone, V: Clone>(children: &mut Vec<Child<K, V>>, i: usize) {
     }
 }
 
-fn check_node<K: AsRef<[u8]>, V>(
+fn check_node<K: AsRef<[u8]> + Clone, V: Clone>(
     node: &Node<K, V>,
     depth: usize,
     leaf_depth: &mut Option<usize>,
@@ -486,7 +562,12 @@ fn check_node<K: AsRef<[u8]>, V>(
             *count += items.len();
         }
         Node::Branch(children) => {
-            for c in children {
+            let mut reworded = children.to_vec();
+            reword(&mut reworded);
+            for (c, expected) in children.iter().zip(&reworded) {
+                if (c.skip, c.word) != (expected.skip, expected.word) {
+                    return Err(format!("stale routing word at depth {depth}"));
+                }
                 if c.least.as_ref() != least_of_subtree(&c.node).as_ref() {
                     return Err(format!("stale least key at depth {depth}"));
                 }
@@ -646,7 +727,10 @@ mod tests {
             for (map, model) in &frozen {
                 assert_same(map, model);
             }
-            for k in (0..keys).map(name) {
+            // Every name, and probes outside the prefix the names share (a
+            // branch routes those without its words).
+            let probes = ["", "a", "node", "node-", "node-0", "nodf", "z", "node-\u{7f}\u{7f}"];
+            for k in (0..keys).map(name).chain(probes.map(String::from)) {
                 prop_assert_eq!(map.get(&k), model.get(&k));
                 let after: Vec<_> = map.iter_after(Some(&k)).map(|(k, _)| k).collect();
                 let expected: Vec<_> = model
@@ -708,7 +792,10 @@ mod tests {
         }
         assert!(map.is_empty() && map.root.is_none());
         assert_eq!(frozen.len(), 10_000);
-        assert!(frozen.iter().map(|(k, _)| k.clone()).eq((0..10_000).map(key)));
+        assert!(frozen
+            .iter()
+            .map(|(k, _)| k.clone())
+            .eq((0..10_000).map(key)));
     }
 
     #[test]
