@@ -122,12 +122,7 @@ impl<K: AsRef<[u8]> + Clone, V: Clone> OrdMap<K, V> {
         let mut node = self.root.as_deref()?;
         loop {
             match node {
-                Node::Leaf(items) => {
-                    let at = items
-                        .binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key))
-                        .ok()?;
-                    return Some(&items[at].1);
-                }
+                Node::Leaf(items) => return Some(&items[position(items, key)?].1),
                 Node::Branch(children) => node = &children[route(children, key)].node,
             }
         }
@@ -152,9 +147,7 @@ impl<K: AsRef<[u8]> + Clone, V: Clone> OrdMap<K, V> {
         loop {
             match node {
                 Node::Leaf(items) => {
-                    let at = items
-                        .binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key))
-                        .ok()?;
+                    let at = position(items, key)?;
                     return Some(&mut items[at].1);
                 }
                 Node::Branch(children) => {
@@ -350,6 +343,13 @@ fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
         .then(a.len().cmp(&b.len()))
 }
 
+/// Where `key` is in a leaf.
+fn position<K: AsRef<[u8]>, V>(items: &[(K, V)], key: &[u8]) -> Option<usize> {
+    items
+        .binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key))
+        .ok()
+}
+
 /// The entry of `children` whose subtree would hold `key`: the last one
 /// whose least key is not above it (the first if none).
 fn route<K: AsRef<[u8]>, V>(children: &[Child<K, V>], key: &[u8]) -> usize {
@@ -475,9 +475,7 @@ fn insert_into<K: AsRef<[u8]> + Clone, V: Clone>(
 fn remove_from<K: AsRef<[u8]> + Clone, V: Clone>(node: &mut Arc<Node<K, V>>, key: &[u8]) -> V {
     match Arc::make_mut(node) {
         Node::Leaf(items) => {
-            let at = items
-                .binary_search_by(|(k, _)| cmp_bytes(k.as_ref(), key))
-                .unwrap_or_else(|_| panic!("remove_from: key absent"));
+            let at = position(items, key).expect("remove_from: key present");
             items.remove(at).1
         }
         Node::Branch(children) => {
