@@ -1,4 +1,4 @@
-//! One znode: data, ACL, persisted stat and child names.
+//! One znode: data, ACL, persisted stat and its children.
 
 use stoa_proto::records::{Acl, Stat};
 use triomphe::ThinArc;

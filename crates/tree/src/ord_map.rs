@@ -2,15 +2,19 @@
 //!
 //! A parent's children live here, keyed by name, each child node inline in
 //! a leaf. The red-black tree of names plus hash map of paths this
-//! replaces spent five allocations (~250 bytes) on every child besides the
-//! node itself. Cloning is O(1) and a clone is a frozen view, as with the
+//! replaced spent four allocations (some 200 bytes) on every child besides
+//! the node itself. Cloning is O(1) and a clone is a frozen view, as with the
 //! other persistent maps of the tree: nodes are shared until one side
 //! changes them, and a change copies only the nodes on its path
 //! ([`Arc::make_mut`]), in place when nothing shares them.
 //!
+//! Keys are byte strings (`AsRef<[u8]>`) in byte order, so a branch can
+//! route by integer words (see [`Child`]).
+//!
 //! Invariants (checked by [`OrdMap::check`]): keys strictly ascending;
 //! every leaf at the same depth; no node empty or above its capacity;
-//! a branch's entry carries the least key of its subtree exactly.
+//! a branch's entry carries the least key of its subtree exactly, and
+//! routing words that match it.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
