@@ -208,12 +208,7 @@ impl DataTree {
             Some(n) if n.child_count() > 0 || p == path::ROOT => return Err(ErrorCode::NotEmpty),
             Some(_) => {}
         }
-        self.detach(p);
-        if let Some(parent) = self.node_mut(&parent_path) {
-            if zxid > parent.stat.pzxid {
-                parent.stat.pzxid = zxid;
-            }
-        }
+        self.detach(p, Some(zxid));
         ev.push(event(TreeEventKind::NodeDeleted, p));
         ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));
         Ok(())

@@ -274,15 +274,16 @@ impl DataTree {
     }
 
     /// Removes the leaf at `path` from its parent's children and the owner
-    /// indexes. Does not touch the parent's stat.
-    pub(crate) fn detach(&mut self, p: &str) -> Option<Node> {
-        assert_eq!(
-            self.node(p)?.child_count(),
-            0,
-            "detach {p}: node has children"
-        );
+    /// indexes; with `zxid`, moves the parent's pzxid up to it (one walk
+    /// for both).
+    pub(crate) fn detach(&mut self, p: &str, zxid: Option<i64>) -> Option<Node> {
         let parent = path::canonical(path::parent_of(p)?);
-        let node = self.node_mut(parent)?.children.remove(path::name_of(p))?;
+        let parent_node = self.node_mut(parent)?;
+        let node = parent_node.children.remove(path::name_of(p))?;
+        if let Some(zxid) = zxid {
+            parent_node.stat.pzxid = parent_node.stat.pzxid.max(zxid);
+        }
+        assert!(node.children.is_empty(), "detach {p}: node has children");
         self.node_count -= 1;
         self.data_bytes -= node_bytes(p, &node);
         let owner = node.stat.ephemeral_owner;
@@ -460,7 +461,7 @@ mod tests {
             let back = crate::read_snapshot(&mut image.as_slice()).unwrap();
             assert_eq!(back.digest(), t.digest());
             let frozen = t.clone();
-            t.detach(&p);
+            t.detach(&p, None);
             drop(t);
             drop(back);
             assert_eq!(frozen.node_count(), depth + 4);
@@ -479,7 +480,7 @@ mod tests {
         let t = DataTree::new();
         let frozen = t.clone();
         let mut t = t;
-        t.detach("/zookeeper/quota");
+        t.detach("/zookeeper/quota", None);
         assert!(frozen.node("/zookeeper/quota").is_some());
         assert!(t.node("/zookeeper/quota").is_none());
     }
