@@ -15,6 +15,7 @@
 //! version and closes. That is how a server that missed its own removal
 //! (the leader stops talking to a removed server) learns of it.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -57,6 +58,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(1);
 const WRITE_COALESCE_BYTES_MAX: usize = 1 << 20;
+/// A write buffer grown past this (by a snapshot) is let go after use.
+const WRITE_BUFFER_KEPT_BYTES_MAX: usize = 4 * WRITE_COALESCE_BYTES_MAX;
 
 mod kind {
     pub const RAFT: u8 = 1;
@@ -89,16 +92,18 @@ impl std::fmt::Display for PeerError {
 
 /// Appends one whole frame.
 pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<(), PeerError> {
-    let (kind, payload) = match message {
+    let (kind, payload): (u8, Cow<'_, [u8]>) = match message {
         PeerMessage::Raft(m) => (
             kind::RAFT,
             m.write_to_bytes()
-                .map_err(|e| PeerError(format!("encode raft message: {e}")))?,
+                .map_err(|e| PeerError(format!("encode raft message: {e}")))?
+                .into(),
         ),
-        PeerMessage::Engine(bytes) => (kind::ENGINE, bytes.clone()),
-        PeerMessage::Refused { membership_version } => {
-            (kind::REFUSED, membership_version.to_be_bytes().to_vec())
-        }
+        PeerMessage::Engine(bytes) => (kind::ENGINE, bytes.as_slice().into()),
+        PeerMessage::Refused { membership_version } => (
+            kind::REFUSED,
+            membership_version.to_be_bytes().to_vec().into(),
+        ),
     };
     let len = payload.len() + 1;
     if len as u64 > PEER_MESSAGE_BYTES_MAX {
@@ -112,15 +117,20 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<(), Peer
         out.extend_from_slice(&payload);
         return Ok(());
     }
-    let mut body = Vec::with_capacity(len);
-    body.push(kind);
-    body.extend_from_slice(&payload);
-    for piece in body.chunks(PART_BYTES) {
-        let frame_len = 1 + 8 + piece.len();
-        out.extend_from_slice(&(frame_len as u32).to_be_bytes());
+    // The message (kind byte, then payload) cut into parts straight from
+    // the payload: a snapshot is hundreds of megabytes, and a joined copy
+    // of it was one more.
+    let mut start = 0;
+    while start < len {
+        let end = (start + PART_BYTES).min(len);
+        out.extend_from_slice(&((1 + 8 + end - start) as u32).to_be_bytes());
         out.push(kind::PART);
         out.extend_from_slice(&(len as u64).to_be_bytes());
-        out.extend_from_slice(piece);
+        if start == 0 {
+            out.push(kind);
+        }
+        out.extend_from_slice(&payload[start.max(1) - 1..end - 1]);
+        start = end;
     }
     Ok(())
 }
@@ -382,7 +392,12 @@ async fn dial_loop(
                             next = queue.try_recv().ok();
                         }
                     }
-                    if let Err(e) = to_peer.write_all(&buf).await {
+                    let written = to_peer.write_all(&buf).await;
+                    if buf.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
+                        // A snapshot went out: do not hold its size for good.
+                        buf = Vec::new();
+                    }
+                    if let Err(e) = written {
                         if refused_at.is_none() {
                             log::warn!("peer {peer} at {address}: {e}; reconnecting");
                         }
