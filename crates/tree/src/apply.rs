@@ -183,12 +183,8 @@ impl DataTree {
             parent.stat.cversion = c.parent_cversion;
             parent.stat.pzxid = h.zxid;
         }
-        // Sequential names (and most others made in a row) sort last: no
-        // search of a large child map.
-        if let Err((name, node)) = parent.children.push_last(name.into(), node) {
-            let fresh = parent.children.insert_new(name, node);
-            debug_assert!(fresh, "checked absent above");
-        }
+        let fresh = parent.children.insert_new(name.into(), node);
+        debug_assert!(fresh, "checked absent above");
         ev.push(event(TreeEventKind::NodeCreated, &c.path));
         ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));
         TxnResult::Created {

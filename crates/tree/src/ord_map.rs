@@ -163,40 +163,29 @@ impl<K: AsRef<[u8]> + Clone, V: Clone> OrdMap<K, V> {
     }
 
     /// Adds `value` under `key`; false (and the map unchanged) if the key
-    /// is there.
+    /// is there. A key above every other (sequential names, a snapshot's
+    /// siblings in order) goes down the rightmost path without a search.
     pub fn insert_new(&mut self, key: K, value: V) -> bool {
-        if self.contains_key(key.as_ref()) {
+        let last = match self.last_key() {
+            None => {
+                self.root = Some(Arc::new(Node::Leaf(vec![(key, value)])));
+                self.len = 1;
+                return true;
+            }
+            Some(last) => cmp_bytes(last.as_ref(), key.as_ref()).is_lt(),
+        };
+        if !last && self.contains_key(key.as_ref()) {
             return false;
         }
-        let Some(root) = self.root.as_mut() else {
-            self.root = Some(Arc::new(Node::Leaf(vec![(key, value)])));
-            self.len = 1;
-            return true;
-        };
-        if let Some(right) = insert_into(root, key, value, false) {
+        let root = self
+            .root
+            .as_mut()
+            .expect("a map with a last key has a root");
+        if let Some(right) = insert_into(root, key, value, last) {
             self.grow_root(right);
         }
         self.len += 1;
         true
-    }
-
-    /// Adds an entry whose key is above every key in the map, down the
-    /// rightmost path without a search (a snapshot lists siblings in
-    /// order); hands the entry back if the key is not above them.
-    pub fn push_last(&mut self, key: K, value: V) -> Result<(), (K, V)> {
-        let above = |last: &K| cmp_bytes(last.as_ref(), key.as_ref()) == Ordering::Less;
-        if self.last_key().is_some_and(|last| !above(last)) {
-            return Err((key, value));
-        }
-        let Some(root) = self.root.as_mut() else {
-            self.insert_new(key, value);
-            return Ok(());
-        };
-        if let Some(right) = insert_into(root, key, value, true) {
-            self.grow_root(right);
-        }
-        self.len += 1;
-        Ok(())
     }
 
     /// The root split: a new root over it and `right`, its new sibling.
@@ -696,17 +685,10 @@ mod tests {
                     Op::Insert(k) => {
                         let k = name(k % keys);
                         let fresh = !model.contains_key(&k);
-                        let above = model.keys().last().is_none_or(|last| *last < k);
                         if fresh {
                             model.insert(k.clone(), n);
                         }
-                        match map.push_last(k, n) {
-                            Ok(()) => prop_assert!(above && fresh),
-                            Err((k, n)) => {
-                                prop_assert!(!above);
-                                prop_assert_eq!(map.insert_new(k, n), fresh);
-                            }
-                        }
+                        prop_assert_eq!(map.insert_new(k, n), fresh);
                     }
                     Op::Remove(k) => {
                         let k = name(k % keys);

@@ -301,10 +301,7 @@ impl Builder {
         self.digest = self.digest.wrapping_add(digest.finish(node.child_count()));
         let name = path::name_of(&p);
         if let Some((_, parent_node, _)) = self.open.last_mut() {
-            let children = &mut parent_node.children;
-            if let Err((name, node)) = children.push_last(name.into(), node) {
-                children.insert_new(name, node);
-            }
+            parent_node.children.insert_new(name.into(), node);
             return Ok(());
         }
         if *p == *path::ROOT {
