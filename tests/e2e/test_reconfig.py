@@ -297,12 +297,15 @@ def test_one_reconfig_replaces_the_leader_with_a_newcomer(trio):
     fourth.server.start(timeout=60, serving=False)
     with connected(rest[0]) as admin:
         admin.create("/before", b"1")
+        _, before = admin.get("/zookeeper/config")
         data, stat = admin.reconfig(joining=fourth.spec, leaving=str(leader.sid),
                                     new_members=None)
         participants, observers, version = config_of(data)
         expected = sorted([m.sid for m in rest] + [4])
         assert (participants, observers) == (expected, []), data
         assert version == stat.mzxid
+        # One configuration change, not one per server.
+        assert stat.version == before.version + 1, (before, stat)
         now = rest + [fourth]
         h.wait_until(lambda: leader_of(now) is not None, timeout=30, what="a leader among the new three")
         h.wait_until(lambda: mode(leader) == "not serving", timeout=30,
@@ -315,6 +318,55 @@ def test_one_reconfig_replaces_the_leader_with_a_newcomer(trio):
                 assert c.get("/before")[0] == b"1"
                 assert config_of(c.get("/zookeeper/config")[0])[:2] == (expected, [])
         h.wait_until(lambda: digests_agree(now), timeout=30, what="equal trees")
+
+
+def test_two_followers_replaced_at_once_in_one_joint_change(trio):
+    """Two newcomers take two followers' places in one reconfig: raft's joint
+    configuration (old and new majorities both), so the ensemble never runs
+    with four or five participants, nor with two old and one new; one new
+    /zookeeper/config version, seen by a watcher as one change. Writes go on
+    through it and after it, on the new members."""
+    members, lines, extra = trio
+    leader, (gone_a, gone_b) = leader_and_others(members)
+    newcomers = []
+    for sid in (4, 5):
+        m = new_member(sid, lines)
+        extra.append(m)
+        newcomers.append(m)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda m: m.server.start(timeout=60, serving=False), newcomers))
+    with connected(leader) as admin:
+        admin.create("/before", b"1")
+        _, before = admin.get("/zookeeper/config")
+        changes = []
+        admin.get("/zookeeper/config", watch=changes.append)
+        data, stat = admin.reconfig(
+            joining=",".join(m.spec for m in newcomers),
+            leaving="%d,%d" % (gone_a.sid, gone_b.sid), new_members=None)
+        participants, observers, version = config_of(data)
+        assert (participants, observers) == ([leader.sid, 4, 5], []), data
+        assert stat.version == before.version + 1, (before, stat)
+        assert version == stat.mzxid
+        h.wait_until(lambda: len(changes) == 1, timeout=10, what="the config watch")
+        admin.create("/after", b"2")
+    now = [leader] + newcomers
+    for m in (gone_a, gone_b):
+        h.wait_until(lambda: mode(m) == "not serving", timeout=30,
+                     what="server %d stops serving" % m.sid)
+    for m in newcomers:
+        h.wait_until(lambda: mode(m) == "follower", timeout=30, what="server %d following" % m.sid)
+        with connected(m, admin=False) as c:
+            h.wait_until(lambda: c.exists("/after") is not None, timeout=20,
+                         what="server %d caught up" % m.sid)
+            assert c.get("/before")[0] == b"1"
+            assert config_of(c.get("/zookeeper/config")[0])[:2] == ([leader.sid, 4, 5], [])
+    # The two old followers are out: with both stopped the new three still
+    # commit.
+    for m in (gone_a, gone_b):
+        m.server.kill9()
+    with connected(newcomers[0], admin=False) as c:
+        c.create("/without-the-old", b"3")
+    h.wait_until(lambda: digests_agree(now), timeout=30, what="equal trees")
 
 
 def test_removing_the_leader_hands_leadership_over(trio):

@@ -143,6 +143,11 @@ pub enum Input {
         from: u64,
         membership_version: i64,
     },
+    /// Server `from`, outside the membership, dialed this one and was
+    /// refused: it is up (a reconfig adding it checks that).
+    Knocked {
+        from: u64,
+    },
     /// The tree asked for by `Output::snapshot_to_ship`, serialized.
     SnapshotBuilt {
         index: u64,
@@ -275,8 +280,10 @@ pub struct Engine {
     /// what this server applied (it missed its own removal); any membership
     /// it applies at this version or later supersedes it.
     removed_at_version: Option<i64>,
-    /// Leader: the rest of a reconfig of several servers.
-    reconfig_plan: Option<reconfig::ReconfigPlan>,
+    /// While raft runs the joint configuration of a reconfig of several
+    /// servers: the membership before it, whose servers still vote (and
+    /// must be talked to) until the entry leaving it applies.
+    outgoing: Option<crate::membership::Membership>,
     /// When each peer was last heard from (a reconfig needs its new
     /// quorum in touch; raft-rs's own activity flags reset periodically).
     peer_heard_ms: HashMap<u64, i64>,
@@ -364,7 +371,7 @@ impl Engine {
             membership,
             membership_pending: None,
             removed_at_version: None,
-            reconfig_plan: None,
+            outgoing: None,
             peer_heard_ms: HashMap::new(),
             last_container_check_ms: now_ms,
             out: Output::default(),
@@ -493,6 +500,7 @@ impl Engine {
                 from,
                 membership_version,
             } => self.on_refused_by_peer(from, membership_version),
+            Input::Knocked { from } => self.heard_from(from),
         }
     }
 

@@ -3,11 +3,10 @@
 //! (`server.N=host:quorumPort:electionPort:role;clientAddress:clientPort`
 //! lines, then `version=<hex zxid>`), and the `reconfig` arithmetic on it.
 //!
-//! Raft applies a membership change one server at a time (raft-rs's simple
-//! change; no joint consensus, whose intermediate configuration
-//! `/zookeeper/config` could not express), so a reconfig of several servers
-//! is carried out as a sequence of one-server memberships ([`Membership::steps_to`]),
-//! each a valid configuration of its own.
+//! A reconfig becomes one raft configuration change of every server it
+//! changes ([`Membership::changes_to`]); raft-rs makes a change of several
+//! servers a joint configuration, which `/zookeeper/config` never records:
+//! it holds the old membership until the change applies, then the new one.
 
 use std::collections::BTreeMap;
 
@@ -161,53 +160,7 @@ impl Membership {
         Ok(next)
     }
 
-    /// The memberships leading from `self` to `target` one raft change at
-    /// a time, `target` (members, roles, addresses) last; versions are the
-    /// caller's to stamp. Servers joining or promoted come first and those
-    /// leaving or demoted after them, so every step keeps at least the
-    /// participants both ends share plus the newcomers; server `last` (the
-    /// leader carrying the steps out) changes in the final step, as it
-    /// cannot lead on once removed or demoted. Address changes ride along
-    /// with the first step.
-    pub fn steps_to(&self, target: &Membership, last: u64) -> Vec<Membership> {
-        let mut current = self.clone();
-        // Addresses first: members kept keep their role until their step.
-        for (id, m) in &mut current.members {
-            if let Some(t) = target.members.get(id) {
-                *m = Member {
-                    role: m.role,
-                    ..t.clone()
-                };
-            }
-        }
-        let rank = |id: u64| -> (bool, bool) {
-            let growing = matches!(
-                (self.role_of(id), target.role_of(id)),
-                (None, _) | (Some(Role::Observer), Some(Role::Participant))
-            );
-            (!growing, id == last)
-        };
-        let mut ids: Vec<u64> = self.changes_to(target).iter().map(|c| c.node_id).collect();
-        ids.sort_by_key(|&id| (rank(id), id));
-        let mut steps = Vec::with_capacity(ids.len().max(1));
-        for id in ids {
-            match target.members.get(&id) {
-                Some(m) => current.members.insert(id, m.clone()),
-                None => current.members.remove(&id),
-            };
-            steps.push(current.clone());
-        }
-        match steps.last_mut() {
-            Some(final_step) => final_step.members = target.members.clone(),
-            None => steps.push(Membership {
-                members: target.members.clone(),
-                version: current.version,
-            }),
-        }
-        steps
-    }
-
-    /// The raft steps from `self` to `next`; empty when only addresses
+    /// The raft changes from `self` to `next`; empty when only addresses
     /// (or nothing) changed.
     pub fn changes_to(&self, next: &Membership) -> Vec<ConfChangeSingle> {
         let change = |id: u64, kind: ConfChangeType| {
@@ -386,15 +339,12 @@ mod tests {
             (observer.voters(), observer.learners()),
             (vec![1, 2, 3], vec![5])
         );
-        // Two servers at once: accepted, carried out in two steps.
+        // Two servers at once: accepted, two raft changes.
         let two = m
             .reconfigure(&request("server.5=h:1:2:observer", "3", "", -1))
             .unwrap();
         assert_eq!((two.voters(), two.learners()), (vec![1, 2], vec![5]));
-        let steps = m.steps_to(&two, 1);
-        assert_eq!(steps.len(), 2);
-        assert_eq!(steps[0].learners(), vec![5], "the newcomer joins first");
-        assert_eq!(steps[0].voters(), vec![1, 2, 3]);
+        assert_eq!(m.changes_to(&two).len(), 2);
     }
 
     #[test]
@@ -509,30 +459,38 @@ mod tests {
             }
         }
 
-        /// Each step is one raft change from the one before, none is
-        /// without a participant when the ends are not, the leader's own
-        /// change comes last, and the steps end at the target.
+        /// Raft-rs accepts the changes as one configuration change
+        /// (joint when there are several) and, once it leaves the joint
+        /// configuration, runs exactly the target's participants and
+        /// observers.
         #[test]
-        fn steps_change_one_server_at_a_time(
+        fn raft_takes_the_changes_at_once(
             a in arb_membership().prop_map(with_a_participant),
             b in arb_membership().prop_map(with_a_participant),
-            last in 1u64..8,
         ) {
-            let steps = a.steps_to(&b, last);
-            prop_assert!(!steps.is_empty());
-            prop_assert_eq!(&steps.last().unwrap().members, &b.members);
-            prop_assert_eq!(steps.len(), a.changes_to(&b).len().max(1));
-            let mut previous = a.clone();
-            for (i, step) in steps.iter().enumerate() {
-                let changes = previous.changes_to(step);
-                prop_assert!(changes.len() <= 1, "step {} changes {:?}", i, changes);
-                prop_assert!(!step.voters().is_empty(), "step {} has no participant", i);
-                // The leader is a participant: its change (if any) shrinks it.
-                if i + 1 < steps.len() && a.role_of(last) == Some(Role::Participant) {
-                    prop_assert!(changes.iter().all(|c| c.node_id != last));
-                }
-                previous = step.clone();
+            let conf = raft::eraftpb::ConfState::from((a.voters(), a.learners()));
+            let store = raft::storage::MemStorage::new_with_conf_state(conf);
+            let config = raft::Config { id: 99, ..Default::default() };
+            let logger = slog::Logger::root(slog::Discard, slog::o!());
+            let mut node = raft::RawNode::new(&config, store, &logger).unwrap();
+            let changes = a.changes_to(&b);
+            // No change at all would read as leaving a joint configuration:
+            // the engine proposes only the transaction then.
+            prop_assume!(!changes.is_empty());
+            let several = changes.len() > 1;
+            let cc = raft::eraftpb::ConfChangeV2 { changes: changes.into(), ..Default::default() };
+            let mut state = node.apply_conf_change(&cc).unwrap();
+            prop_assert_eq!(several, !state.voters_outgoing.is_empty());
+            prop_assert_eq!(several, state.auto_leave);
+            if several {
+                let leave = raft::eraftpb::ConfChangeV2::default();
+                prop_assert!(leave.leave_joint());
+                state = node.apply_conf_change(&leave).unwrap();
             }
+            let sorted = |mut ids: Vec<u64>| { ids.sort_unstable(); ids };
+            prop_assert_eq!(sorted(state.voters), b.voters());
+            prop_assert_eq!(sorted(state.learners), b.learners());
+            prop_assert!(state.voters_outgoing.is_empty() && state.learners_next.is_empty());
         }
     }
 }

@@ -451,6 +451,7 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                     PeerMessage::Refused { membership_version } => {
                         engine.handle(Input::RefusedByPeer { from, membership_version })
                     }
+                    PeerMessage::Knocked => engine.handle(Input::Knocked { from }),
                 }
             }
             Some(reply) = scrapes.recv() => {

@@ -57,6 +57,10 @@ const PEER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(1);
+/// A refused server dials again after this: each dial tells the refusing
+/// side it is alive, and a reconfig adding it wants that from the last
+/// second.
+const REFUSED_REDIAL_DELAY: Duration = Duration::from_millis(400);
 const WRITE_COALESCE_BYTES_MAX: usize = 1 << 20;
 /// A write buffer grown past this (by a snapshot) is let go after use.
 const WRITE_BUFFER_KEPT_BYTES_MAX: usize = 4 * WRITE_COALESCE_BYTES_MAX;
@@ -79,6 +83,10 @@ pub enum PeerMessage {
     Refused {
         membership_version: i64,
     },
+    /// Never on the wire: the accepting side's note that a server outside
+    /// its membership dialed and was refused (a newcomer waiting for the
+    /// reconfig that adds it is up and can reach this server).
+    Knocked,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +112,7 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<(), Peer
             kind::REFUSED,
             membership_version.to_be_bytes().to_vec().into(),
         ),
+        PeerMessage::Knocked => return Err(PeerError("a knock is not sent".into())),
     };
     let len = payload.len() + 1;
     if len as u64 > PEER_MESSAGE_BYTES_MAX {
@@ -417,7 +426,7 @@ async fn dial_loop(
                         refused_at = Some(version);
                         let refusal = PeerMessage::Refused { membership_version: version };
                         let _ = inbound.try_send((peer, refusal));
-                        if !discard_for(&mut queue, RECONNECT_DELAY_MAX).await {
+                        if !discard_for(&mut queue, REFUSED_REDIAL_DELAY).await {
                             return;
                         }
                         break;
@@ -512,6 +521,7 @@ async fn read_peer(
         let mut frame = Vec::with_capacity(13);
         encode_frame(&mut frame, &PeerMessage::Refused { membership_version })?;
         let _ = reader.get_mut().write_all(&frame).await;
+        let _ = inbound.try_send((from, PeerMessage::Knocked));
         return Ok(());
     }
     let mut assembler = Assembler::default();
@@ -708,9 +718,17 @@ mod tests {
                     }
                 )
             );
-            // Nothing from the refused server reached server 1.
-            let nothing = tokio::time::timeout(Duration::from_millis(300), a_rx.recv()).await;
-            assert!(nothing.is_err(), "{nothing:?}");
+            // Server 1 only notes that server 2 knocked; nothing it sent
+            // got through.
+            let first = tokio::time::timeout(within, a_rx.recv()).await.unwrap();
+            assert_eq!(first, Some((2, PeerMessage::Knocked)));
+            let knocks = tokio::time::timeout(Duration::from_millis(300), async {
+                while let Some((from, got)) = a_rx.recv().await {
+                    assert_eq!((from, got), (2, PeerMessage::Knocked));
+                }
+            })
+            .await;
+            assert!(knocks.is_err(), "the channel stays open");
         });
     }
 }

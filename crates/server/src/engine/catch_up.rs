@@ -38,6 +38,12 @@ impl Engine {
                 self.snapshot_wait_ticks.insert(m.to, 0);
             }
         }
+        // Not in a joint configuration (the request waits): the receiver
+        // keeps the snapshot as its own, and would restart from its
+        // `/zookeeper/config`, which cannot express a joint one.
+        if self.in_joint_config() {
+            return;
+        }
         if !self.raft.store().take_snapshot_wanted() || self.shipping.is_some() {
             return;
         }

@@ -72,7 +72,6 @@ impl Engine {
         self.report_applied();
         self.serve_snapshot_requests();
         self.complete_attaches();
-        self.continue_reconfig();
         self.release_held_writes();
         self.publish_membership();
         self.maybe_snapshot();
@@ -101,7 +100,11 @@ impl Engine {
     }
 
     fn maybe_snapshot(&mut self) {
-        if self.applied_index < self.snapshot_index + self.config.snap_count {
+        // A restart rebuilds raft's configuration from the snapshot's
+        // `/zookeeper/config`, which cannot express a joint one.
+        if self.applied_index < self.snapshot_index + self.config.snap_count
+            || self.in_joint_config()
+        {
             return;
         }
         // The tree clones in O(1) (structural sharing), so the writer thread

@@ -1,5 +1,5 @@
 //! A seeded simulation of a whole ensemble: three or five participants
-//! and an observer (raft and all),
+//! and two observers (raft and all),
 //! their WALs and snapshot directories, the network between them and the
 //! clients, with no sockets, files or clocks. The network delivers each
 //! link in order (as TCP does) but loses messages (full queues, broken
@@ -11,19 +11,21 @@
 //! within itself). Clients pipeline writes and reads through any member,
 //! give up on a silent member and resume their session elsewhere, and
 //! reconfigure the ensemble (from the leader's view, keeping the starting
-//! number of participants), one server at a time or now and then two at
-//! once (an observer and a participant trading roles, or a newcomer in a
-//! participant's place).
+//! number of participants), one server at a time or now and then two or
+//! three at once (an observer and a participant trading roles, perhaps with
+//! a newcomer joining, or a newcomer in a participant's place: raft's joint
+//! configuration).
 //!
 //! Checked after every step: one leader per term; any two members that
 //! applied the same index hold the same state; every client's replies come
 //! in request order, zxids never go back, a read sees its session's
 //! preceding writes and nothing newer than was sent, and the counter
 //! extension (called through any member) never hands out a value twice;
-//! a reconfig of two servers at once goes through (as two steps) or is
-//! refused with a reconfig's codes. At the end (healed,
-//! all up): identical states everywhere, no acknowledged write lost, and
-//! each client's writes applied as a prefix of the order it sent them.
+//! a reconfig of several servers at once goes through or is refused with a
+//! reconfig's codes. At the end (healed, all up): identical states
+//! everywhere, no acknowledged write lost, each client's writes applied as
+//! a prefix of the order it sent them, and every member out of any joint
+//! configuration, running the participants `/zookeeper/config` lists.
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test --release
 //! -p stoa-server <the failing test's name>` (one test per ensemble size);
 //! `STOA_SIM_SEEDS=n` runs seeds 0..n of each (default 64);
@@ -47,8 +49,10 @@ use super::sim::{index_of, key_path, value, Rng};
 use super::tests::config;
 use super::{forward::EngineMessage, Engine, Input, Recovered};
 
-// Participants 1..=voters, then one observer (a raft learner), server
-// voters + 1: `Sim::voters` is the size simulated.
+// Participants 1..=voters, then the observers (raft learners), servers
+// voters + 1 ..= voters + OBSERVERS: `Sim::voters` is the size simulated.
+// Two observers leave room for reconfigs of three servers at once.
+const OBSERVERS: u64 = 2;
 const CLIENTS: usize = 4;
 const KEYS_PER_CLIENT: usize = 2;
 const STEPS_PER_SEED: usize = 3000;
@@ -182,7 +186,7 @@ enum Op {
         max: Option<usize>,
     },
     /// A membership change (as the super user); `several`: one that asks
-    /// to change two servers at once.
+    /// to change several servers at once.
     Reconfig {
         several: bool,
     },
@@ -269,18 +273,21 @@ struct Sim {
     /// Why clients lost connections: (closed by a server, gave up, crash).
     drops: (usize, usize, usize),
     applied_states: HashMap<u64, ReplicaState>,
-    /// Reconfig replies: (done, refused, of two servers at once done).
+    /// Reconfig replies: (done, refused, of several servers at once done).
     reconfigs: (usize, usize, usize),
     /// Steps run with 0, 1, .. servers down or cut off.
     fault_steps: Vec<usize>,
     /// Steps ending with a leader.
     leader_steps: usize,
+    /// Steps ending with some server in a joint configuration, and crashes
+    /// of a server in one.
+    joint: (usize, usize),
 }
 
 /// Each server's election timeout, in ticks: fixed (raft's own random pick
 /// would not replay) but different per server, and varied by seed.
 fn engine_config(seed: u64, voters: u64, id: u64) -> super::EngineConfig {
-    let servers = voters + 1;
+    let servers = voters + OBSERVERS;
     let mut cfg = config();
     cfg.server_id = id;
     cfg.voters = (1..=voters).collect();
@@ -296,7 +303,7 @@ fn engine_config(seed: u64, voters: u64, id: u64) -> super::EngineConfig {
 
 impl Sim {
     fn new(seed: u64, voters: u64) -> Sim {
-        let servers = (1..=voters + 1)
+        let servers = (1..=voters + OBSERVERS)
             .map(|id| Server {
                 id,
                 engine: Some(
@@ -346,6 +353,7 @@ impl Sim {
             reconfigs: (0, 0, 0),
             fault_steps: vec![0; ((voters - 1) / 2 + 1) as usize],
             leader_steps: 0,
+            joint: (0, 0),
         };
         sim.setup();
         sim
@@ -355,9 +363,9 @@ impl Sim {
         self.servers[s].engine.as_mut()
     }
 
-    /// Participants and the observer.
+    /// Participants and observers.
     fn server_count(&self) -> u64 {
-        self.voters + 1
+        self.voters + OBSERVERS
     }
 
     /// Servers down or cut off at once that still leave a quorum of the
@@ -580,6 +588,13 @@ impl Sim {
 
     fn crash(&mut self, s: usize) {
         let id = self.servers[s].id;
+        if self.servers[s]
+            .engine
+            .as_ref()
+            .is_some_and(Engine::in_joint_config)
+        {
+            self.joint.1 += 1;
+        }
         self.servers[s].engine = None;
         self.persist_torn_prefix(s);
         self.servers[s].unsynced.clear();
@@ -905,17 +920,29 @@ impl Sim {
             choices.push((spec(id, "observer"), String::new()));
         }
         if several {
-            // Two servers in one reconfig, run as two one-server steps,
-            // keeping the number of participants: an observer promoted and
-            // a participant demoted, or a newcomer in a participant's place.
+            // Two or three servers in one reconfig (one joint raft
+            // configuration), keeping the number of participants: an
+            // observer promoted and a participant demoted (and a newcomer
+            // joining as an observer), or a newcomer in a participant's place.
             let mut pairs = Vec::new();
             for &v in &voters {
                 for &l in &learners {
                     let swap = format!("{},{}", spec(l, "participant"), spec(v, "observer"));
+                    for &a in &absent {
+                        pairs.push((format!("{swap},{}", spec(a, "observer")), String::new()));
+                    }
                     pairs.push((swap, String::new()));
                 }
                 for &a in &absent {
                     pairs.push((spec(a, "participant"), v.to_string()));
+                    // With a participant to spare: one more demoted too.
+                    if voters.len() as u64 > self.voters {
+                        for &w in voters.iter().filter(|&&w| w != v) {
+                            let joining =
+                                format!("{},{}", spec(a, "participant"), spec(w, "observer"));
+                            pairs.push((joining, v.to_string()));
+                        }
+                    }
                 }
             }
             choices = pairs;
@@ -1146,6 +1173,24 @@ impl Sim {
             if !members.contains_key(&server.id) {
                 continue; // removed by a reconfig: it stopped where it left
             }
+            // Every joint configuration was left, whoever led meanwhile,
+            // and raft runs what `/zookeeper/config` says.
+            let conf = engine.raft.raft.prs().conf().to_conf_state();
+            let sorted = |mut ids: Vec<u64>| {
+                ids.sort_unstable();
+                ids
+            };
+            assert!(
+                !engine.in_joint_config() && conf.voters_outgoing.is_empty(),
+                "seed {seed}: server {} still in a joint configuration {conf:?}",
+                server.id
+            );
+            assert_eq!(
+                (sorted(conf.voters), sorted(conf.learners)),
+                (engine.membership().voters(), engine.membership().learners()),
+                "seed {seed}: server {}'s raft configuration is not its membership",
+                server.id
+            );
             assert_eq!(
                 state_of(engine.tree()),
                 expected,
@@ -1212,6 +1257,13 @@ fn run(seed: u64, voters: u64) {
         {
             sim.leader_steps += 1;
         }
+        if sim
+            .servers
+            .iter()
+            .any(|s| s.engine.as_ref().is_some_and(Engine::in_joint_config))
+        {
+            sim.joint.0 += 1;
+        }
     }
     let participants = sim
         .servers
@@ -1233,7 +1285,7 @@ fn run(seed: u64, voters: u64) {
             .map(|s| s.engine.as_ref().map_or(0, |e| e.stats.snapshots_installed))
             .sum();
         eprintln!(
-            "seed {seed} ({voters} participants): {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}, reconfigs done/refused/two-at-once done {:?}, final participants {:?}",
+            "seed {seed} ({voters} participants): {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}, reconfigs done/refused/several-at-once done {:?}, final participants {:?}",
             sim.leaders.len(),
             sim.counted.len(),
             sim.next_conn,
@@ -1242,14 +1294,14 @@ fn run(seed: u64, voters: u64) {
             participants,
         );
         eprintln!(
-            "  steps with 0, 1, .. servers down or cut off: {:?}; with a leader: {}",
-            sim.fault_steps, sim.leader_steps
+            "  steps with 0, 1, .. servers down or cut off: {:?}; with a leader: {}; in a joint configuration (steps, crashes): {:?}",
+            sim.fault_steps, sim.leader_steps, sim.joint
         );
     }
 }
 
 /// Runs `STOA_SIM_SEED` alone, else seeds 0..`STOA_SIM_SEEDS` (default
-/// `seeds_default`), each with `voters` participants and an observer.
+/// `seeds_default`), each with `voters` participants and two observers.
 fn run_seeds(voters: u64, seeds_default: u64) {
     match std::env::var("STOA_SIM_SEED")
         .ok()

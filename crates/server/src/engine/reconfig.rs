@@ -3,15 +3,18 @@
 //! membership (so it reaches new servers in snapshots and survives
 //! restarts), and leader transfer.
 //!
-//! A reconfig becomes one raft entry per server it changes: a `ConfChangeV2`
-//! whose context is the transaction writing the new `/zookeeper/config`
-//! (one step of [`Membership::steps_to`]; the last step's transaction
-//! answers the client, and writes wait while the steps run). Applying the entry
-//! switches raft's configuration and the tree together, on every server, at
-//! the same log position. A change of addresses only needs no raft step and
-//! goes as an ordinary entry.
-
-use std::collections::VecDeque;
+//! A reconfig becomes one raft entry: a `ConfChangeV2` of every server it
+//! changes, whose context is the transaction writing the new
+//! `/zookeeper/config`. Applying the entry switches raft's configuration
+//! and the tree together, on every server, at the same log position, so
+//! the change is atomic: no server and no client ever sees part of it.
+//! A change of more than one server enters raft's joint configuration
+//! (both the old and the new participants' majorities must agree), and
+//! raft-rs appends the empty entry that leaves it as soon as the leader
+//! applied the first; writes wait until it applies, and no snapshot is
+//! taken in between, so a snapshot's configuration is always the one its
+//! `/zookeeper/config` records. A change of addresses only needs no raft
+//! change and goes as an ordinary entry.
 
 use raft::eraftpb::{ConfChangeSingle, ConfChangeV2, Entry};
 use stoa_proto::codes::ErrorCode;
@@ -22,14 +25,6 @@ use stoa_tree::{check_acl, Caller, DataTree, PrepContext, Txn, CONFIG};
 use super::{Engine, EngineConfig};
 use crate::ensemble::{Member, Role};
 use crate::membership::Membership;
-
-/// A reconfig of several servers under way on the leader: the one-server
-/// memberships still to go through, and the request the last one answers.
-pub(super) struct ReconfigPlan {
-    steps: VecDeque<Membership>,
-    session_id: i64,
-    cxid: i32,
-}
 
 /// A peer heard from within this long counts toward the quorum a
 /// reconfig's new configuration needs (ZooKeeper's NewConfigNoQuorum).
@@ -101,8 +96,18 @@ impl Engine {
 
     /// Hands the membership to the transport: whom to dial and accept,
     /// and the version it tells a server it refuses.
+    /// While a joint configuration lasts, the servers leaving are still
+    /// among them.
     pub(super) fn publish_members(&mut self) {
-        let members = self.membership.members.values().cloned().collect();
+        let mut members: Vec<Member> = self.membership.members.values().cloned().collect();
+        if let Some(outgoing) = &self.outgoing {
+            let leaving = outgoing.members.values();
+            members.extend(
+                leaving
+                    .filter(|m| !self.membership.members.contains_key(&m.id))
+                    .cloned(),
+            );
+        }
         self.out.members = Some((self.membership.version, members));
     }
 
@@ -137,7 +142,7 @@ impl Engine {
     /// committed as an error transaction, like any refused write.
     pub(super) fn propose_reconfig(&mut self, ctx: &PrepContext<'_>, request: &ReconfigRequest) {
         match self.decide_reconfig(ctx, request) {
-            Ok((txn, changes)) => self.propose_membership_step(txn, changes),
+            Ok((txn, changes)) => self.propose_membership_change(txn, changes),
             Err(code) => {
                 self.stats.request_errors += 1;
                 self.propose_error(ctx.session_id, ctx.cxid, ctx.zxid, code);
@@ -162,113 +167,47 @@ impl Engine {
         };
         check_acl(&acl, perms::WRITE, caller)?;
         if self.membership_pending.is_some()
-            || self.reconfig_plan.is_some()
             || self.raft.raft.has_pending_conf()
+            || self.in_joint_config()
         {
             return Err(ErrorCode::ReconfigInProgress);
         }
-        let target = self.membership.reconfigure(request).map_err(|r| {
+        let mut target = self.membership.reconfigure(request).map_err(|r| {
             log::warn!("reconfig refused ({}): {}", r.code.as_i32(), r.reason);
             r.code
         })?;
-        let mut steps: VecDeque<Membership> = self
-            .membership
-            .steps_to(&target, self.config.server_id)
-            .into();
-        for step in &steps {
-            self.check_new_quorum(step)?;
-        }
-        let mut next = steps.pop_front().expect("a reconfig has a step");
-        next.version = ctx.zxid;
-        let changes = self.membership.changes_to(&next);
-        // Only the last step answers the client; earlier ones are the
-        // leader's own transactions.
-        let step_ctx = if steps.is_empty() {
-            *ctx
-        } else {
-            self.internal_ctx(0, ctx.zxid)
-        };
+        self.check_new_quorum(&target)?;
+        target.version = ctx.zxid;
+        let changes = self.membership.changes_to(&target);
         let txn =
             self.preparer
-                .prepare_set_config(&self.tree, &step_ctx, next.render().into_bytes())?;
+                .prepare_set_config(&self.tree, ctx, target.render().into_bytes())?;
         log::info!(
-            "reconfig: participants {:?} observers {:?} -> participants {:?} observers {:?} ({} step{}; version {:x})",
+            "reconfig: participants {:?} observers {:?} -> participants {:?} observers {:?} ({} raft change{}; version {:x})",
             self.membership.voters(),
             self.membership.learners(),
             target.voters(),
             target.learners(),
-            steps.len() + 1,
-            if steps.is_empty() { "" } else { "s" },
-            next.version
+            changes.len(),
+            if changes.len() == 1 { "" } else { "s" },
+            target.version
         );
-        if !steps.is_empty() {
-            self.reconfig_plan = Some(ReconfigPlan {
-                steps,
-                session_id: ctx.session_id,
-                cxid: ctx.cxid,
-            });
-        }
-        self.membership_pending = Some(next);
+        self.membership_pending = Some(target);
         Ok((txn, changes))
     }
 
-    /// Leader: proposes the next step of a reconfig of several servers
-    /// once the previous one applied; the last step answers the client.
-    /// A step refused on the way (its quorum out of touch) answers the
-    /// client with that refusal; the steps done stay done.
-    pub(super) fn continue_reconfig(&mut self) {
-        if self.reconfig_plan.is_none() {
-            return;
-        }
-        if !self.is_leader() {
-            log::warn!("reconfig abandoned part way: no longer the leader");
-            self.reconfig_plan = None;
-            return;
-        }
-        if self.membership_pending.is_some()
-            || self.raft.raft.has_pending_conf()
-            || !self.log_applied()
-        {
-            return;
-        }
-        let Some(plan) = self.reconfig_plan.as_mut() else {
-            return;
-        };
-        let Some(mut next) = plan.steps.pop_front() else {
-            self.reconfig_plan = None;
-            return;
-        };
-        let (session_id, cxid, last) = (plan.session_id, plan.cxid, plan.steps.is_empty());
-        if last {
-            self.reconfig_plan = None;
-        }
-        let zxid = self.next_zxid();
-        next.version = zxid;
-        let mut ctx = self.internal_ctx(if last { session_id } else { 0 }, zxid);
-        if last {
-            ctx.cxid = cxid;
-        }
-        let prepared = self.check_new_quorum(&next).and_then(|()| {
-            self.preparer
-                .prepare_set_config(&self.tree, &ctx, next.render().into_bytes())
-        });
-        match prepared {
-            Ok(txn) => {
-                let changes = self.membership.changes_to(&next);
-                self.membership_pending = Some(next);
-                self.propose_membership_step(txn, changes);
-            }
-            Err(code) => {
-                log::warn!("reconfig stopped part way: {code:?}");
-                self.reconfig_plan = None;
-                self.stats.request_errors += 1;
-                self.propose_error(session_id, cxid, zxid, code);
-            }
-        }
+    /// Raft runs a joint configuration: a change of several servers
+    /// applied, and the entry that leaves it not yet. Stoa only enters
+    /// joint configurations that raft leaves by itself (auto-leave), so
+    /// that flag tells.
+    pub(crate) fn in_joint_config(&self) -> bool {
+        *self.raft.raft.prs().conf().auto_leave()
     }
 
     /// ZooKeeper refuses a configuration whose quorum is not up and in
-    /// touch with the leader: committing it would stop the ensemble.
+    /// touch with the leader: committing it would stop the ensemble. (The
+    /// old participants' majority, needed too while a joint configuration
+    /// lasts, is the one this leader leads.)
     fn check_new_quorum(&self, next: &Membership) -> Result<(), ErrorCode> {
         let voters = next.voters();
         let live = voters
@@ -290,9 +229,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Proposes one membership step: a raft configuration change carrying
-    /// `txn`, or `txn` alone when only addresses change.
-    fn propose_membership_step(&mut self, txn: Txn, changes: Vec<ConfChangeSingle>) {
+    /// Proposes a membership change: a raft configuration change carrying
+    /// `txn` (joint when it changes several servers; raft-rs leaves that
+    /// configuration by itself), or `txn` alone when only addresses change.
+    fn propose_membership_change(&mut self, txn: Txn, changes: Vec<ConfChangeSingle>) {
         if changes.is_empty() {
             return self.propose(txn);
         }
@@ -354,12 +294,31 @@ impl Engine {
             .raft
             .apply_conf_change(&cc)
             .map_err(|e| format!("configuration change does not apply: {e}"))?;
+        let joint = !conf_state.voters_outgoing.is_empty();
+        assert_eq!(
+            joint, conf_state.auto_leave,
+            "Stoa enters only joint configurations raft leaves by itself"
+        );
         self.raft.mut_store().set_conf_state(conf_state);
         self.step_down_if_removed();
+        if joint {
+            // The servers leaving still vote until the leave entry applies.
+            self.outgoing = Some(self.membership.clone());
+        }
         if !cc.context.is_empty() {
             let txn = Txn::decode(&cc.context)
                 .map_err(|e| format!("undecodable transaction in the configuration change: {e}"))?;
             self.apply_txn(txn);
+        }
+        if cc.leave_joint() {
+            log::info!(
+                "left the joint configuration: participants {:?}, observers {:?}",
+                self.membership.voters(),
+                self.membership.learners()
+            );
+            self.outgoing = None;
+            self.publish_members();
+            self.hand_over_if_not_participant();
         }
         Ok(())
     }
@@ -420,6 +379,8 @@ impl Engine {
         if self.is_leader()
             && !self.standalone()
             && self.raft.raft.lead_transferee.is_none()
+            // It leads on until the joint configuration is left.
+            && !self.in_joint_config()
             && self.membership.role_of(self.config.server_id) != Some(Role::Participant)
         {
             self.transfer_leadership();

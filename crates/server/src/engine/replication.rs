@@ -204,9 +204,9 @@ impl Engine {
     pub(super) fn may_prepare(&self) -> bool {
         self.log_applied()
             && self.raft.raft.lead_transferee.is_none()
-            // A reconfig's later steps and its answer come before any
-            // write received after it.
-            && self.reconfig_plan.is_none()
+            // A reconfig of several servers is done only once raft left
+            // the joint configuration; writes received meanwhile wait.
+            && !self.in_joint_config()
             && (self.standalone()
                 || self.membership.role_of(self.config.server_id)
                     == Some(crate::ensemble::Role::Participant))
@@ -277,7 +277,6 @@ impl Engine {
         self.preparer.clear();
         self.in_flight.clear();
         self.membership_pending = None;
-        self.reconfig_plan = None;
         self.drop_speculative();
     }
 }
