@@ -5,10 +5,14 @@
 //! than blocking the partition thread.
 //!
 //! Wire format: a hello frame naming the sender, then frames
-//! `[len: u32 BE][kind: u8][payload]`, `len` counting kind and payload. A
-//! message too large for one frame is cut into consecutive PART frames,
-//! each `[total: u64 BE][piece]`; the pieces concatenated are the frame
-//! body (`kind` + payload) the message would have had.
+//! `[len: u32 BE][kind: u8][payload]`, `len` counting kind and payload.
+//! A raft message carrying a snapshot goes as a SNAPSHOT frame
+//! `[data length: u64 BE][the raft message, its snapshot data left out]`
+//! followed at once by SNAPSHOT_DATA frames whose payloads, concatenated,
+//! are the data. The sender writes them straight from the snapshot it
+//! holds and the receiver gathers them into the one buffer the message
+//! then keeps: a snapshot is hundreds of megabytes, and each copy on the
+//! way was one more of it in memory.
 //!
 //! A server not in the acceptor's membership is refused: the acceptor
 //! answers its hello with one REFUSED frame carrying its membership
@@ -22,6 +26,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use protobuf::Message as _;
 use raft::eraftpb::Message as RaftMessage;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -29,20 +34,22 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 /// Largest frame accepted from a peer: room for a batch of appended
-/// entries; larger messages (snapshots) travel in parts below it.
+/// entries; snapshot data travels in frames below it.
 pub const PEER_FRAME_BYTES_MAX: usize = 64 << 20;
-/// Bytes of message carried by one part frame.
-const PART_BYTES: usize = 16 << 20;
-/// Largest message reassembled from parts: a snapshot of a tree of this
-/// size is the most a follower can be sent.
-pub const PEER_MESSAGE_BYTES_MAX: u64 = 4 << 30;
+/// Snapshot bytes carried by one SNAPSHOT_DATA frame.
+const SNAPSHOT_PIECE_BYTES: usize = 16 << 20;
+/// Largest snapshot a follower accepts: a serialized tree of this size is
+/// the most it can be sent.
+pub const PEER_SNAPSHOT_BYTES_MAX: u64 = 4 << 30;
 /// raft's messages nest four deep (message → snapshot → metadata → conf
 /// state); anything deeper is not ours.
 const PROTOBUF_RECURSION_MAX: u32 = 8;
 /// Messages queued toward one peer before new ones are dropped.
 pub const PEER_QUEUE_MESSAGES_MAX: usize = 4096;
 const HELLO_MAGIC: &[u8; 8] = b"STOAPEER";
-const PROTOCOL_VERSION: u32 = 1;
+/// 2: snapshots as SNAPSHOT + SNAPSHOT_DATA frames (1 cut whole messages
+/// into parts).
+const PROTOCOL_VERSION: u32 = 2;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// A peer connection whose sent data stays unacknowledged this long is
 /// broken (TCP_USER_TIMEOUT) and redialed. Without it a connection that
@@ -62,14 +69,16 @@ const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(1);
 /// second.
 const REFUSED_REDIAL_DELAY: Duration = Duration::from_millis(400);
 const WRITE_COALESCE_BYTES_MAX: usize = 1 << 20;
-/// A write buffer grown past this (by a snapshot) is let go after use.
+/// A write buffer grown past this (by a large message) is let go after use.
 const WRITE_BUFFER_KEPT_BYTES_MAX: usize = 4 * WRITE_COALESCE_BYTES_MAX;
 
 mod kind {
     pub const RAFT: u8 = 1;
     pub const ENGINE: u8 = 2;
-    pub const PART: u8 = 3;
+    // 3 was protocol 1's PART.
     pub const REFUSED: u8 = 4;
+    pub const SNAPSHOT: u8 = 5;
+    pub const SNAPSHOT_DATA: u8 = 6;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -98,15 +107,33 @@ impl std::fmt::Display for PeerError {
     }
 }
 
-/// Appends one whole frame.
-pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<(), PeerError> {
+/// Appends a message's frames. A snapshot's data is not among them: it is
+/// returned, to follow at once as SNAPSHOT_DATA frames
+/// ([`snapshot_data_frames`]) written from it directly.
+pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<Option<Bytes>, PeerError> {
+    let encode_raft = |m: &RaftMessage| {
+        m.write_to_bytes()
+            .map_err(|e| PeerError(format!("encode raft message: {e}")))
+    };
+    let mut data = None;
     let (kind, payload): (u8, Cow<'_, [u8]>) = match message {
-        PeerMessage::Raft(m) => (
-            kind::RAFT,
-            m.write_to_bytes()
-                .map_err(|e| PeerError(format!("encode raft message: {e}")))?
-                .into(),
-        ),
+        PeerMessage::Raft(m) if !m.get_snapshot().data.is_empty() => {
+            let snapshot_data = &m.get_snapshot().data;
+            if snapshot_data.len() as u64 > PEER_SNAPSHOT_BYTES_MAX {
+                return Err(PeerError(format!(
+                    "snapshot of {} bytes exceeds {PEER_SNAPSHOT_BYTES_MAX}",
+                    snapshot_data.len()
+                )));
+            }
+            // A shallow copy: the data is shared, then left out.
+            let mut head = m.clone();
+            head.mut_snapshot().data = Bytes::new();
+            let mut payload = (snapshot_data.len() as u64).to_be_bytes().to_vec();
+            payload.extend_from_slice(&encode_raft(&head)?);
+            data = Some(snapshot_data.clone());
+            (kind::SNAPSHOT, payload.into())
+        }
+        PeerMessage::Raft(m) => (kind::RAFT, encode_raft(m)?.into()),
         PeerMessage::Engine(bytes) => (kind::ENGINE, bytes.as_slice().into()),
         PeerMessage::Refused { membership_version } => (
             kind::REFUSED,
@@ -115,75 +142,89 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<(), Peer
         PeerMessage::Knocked => return Err(PeerError("a knock is not sent".into())),
     };
     let len = payload.len() + 1;
-    if len as u64 > PEER_MESSAGE_BYTES_MAX {
+    if len > PEER_FRAME_BYTES_MAX {
         return Err(PeerError(format!(
-            "peer message of {len} bytes exceeds {PEER_MESSAGE_BYTES_MAX}"
+            "peer message of {len} bytes exceeds {PEER_FRAME_BYTES_MAX}"
         )));
     }
-    if len <= PART_BYTES {
-        out.extend_from_slice(&(len as u32).to_be_bytes());
-        out.push(kind);
-        out.extend_from_slice(&payload);
-        return Ok(());
-    }
-    // The message (kind byte, then payload) cut into parts straight from
-    // the payload: a snapshot is hundreds of megabytes, and a joined copy
-    // of it was one more.
-    let mut start = 0;
-    while start < len {
-        let end = (start + PART_BYTES).min(len);
-        out.extend_from_slice(&((1 + 8 + end - start) as u32).to_be_bytes());
-        out.push(kind::PART);
-        out.extend_from_slice(&(len as u64).to_be_bytes());
-        if start == 0 {
-            out.push(kind);
-        }
-        out.extend_from_slice(&payload[start.max(1) - 1..end - 1]);
-        start = end;
-    }
-    Ok(())
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+    out.push(kind);
+    out.extend_from_slice(&payload);
+    Ok(data)
 }
 
-/// Turns the frames of one connection back into messages, joining parts.
+/// A snapshot's data as SNAPSHOT_DATA frames: each frame's header, then
+/// the piece of `data` it carries (to be written as is, not copied).
+pub fn snapshot_data_frames(data: &[u8]) -> impl Iterator<Item = ([u8; 5], &[u8])> {
+    data.chunks(SNAPSHOT_PIECE_BYTES).map(|piece| {
+        let mut header = [0u8; 5];
+        header[..4].copy_from_slice(&((1 + piece.len()) as u32).to_be_bytes());
+        header[4] = kind::SNAPSHOT_DATA;
+        (header, piece)
+    })
+}
+
+/// Turns the frames of one connection back into messages, gathering a
+/// snapshot's data into its message.
 #[derive(Default)]
 pub struct Assembler {
-    /// Declared total and the pieces so far of a message sent in parts.
-    partial: Option<(u64, Vec<u8>)>,
+    /// A SNAPSHOT frame's message, its data's declared length, and the
+    /// data so far.
+    snapshot: Option<(RaftMessage, u64, BytesMut)>,
 }
 
 impl Assembler {
     /// One frame body; a message once it is whole.
     pub fn push(&mut self, body: &[u8]) -> Result<Option<PeerMessage>, PeerError> {
-        if body.first() != Some(&kind::PART) {
-            if self.partial.is_some() {
-                return Err(PeerError("a message interrupted its own parts".into()));
+        match (body.split_first(), self.snapshot.as_mut()) {
+            (Some((&kind::SNAPSHOT_DATA, piece)), Some((_, declared, data))) => {
+                if piece.is_empty() || (data.len() + piece.len()) as u64 > *declared {
+                    return Err(PeerError("snapshot data beyond its declared length".into()));
+                }
+                data.extend_from_slice(piece);
+                if (data.len() as u64) < *declared {
+                    return Ok(None);
+                }
+                let (mut message, _, data) = self.snapshot.take().expect("matched above");
+                message.mut_snapshot().data = data.freeze();
+                Ok(Some(PeerMessage::Raft(message)))
             }
-            return decode_body(body).map(Some);
+            (Some((&kind::SNAPSHOT_DATA, _)), None) => {
+                Err(PeerError("snapshot data without its message".into()))
+            }
+            (_, Some(_)) => Err(PeerError("a message interrupted a snapshot's data".into())),
+            (Some((&kind::SNAPSHOT, payload)), None) => {
+                let (declared, message) = payload
+                    .split_first_chunk::<8>()
+                    .ok_or_else(|| PeerError("snapshot frame without its length".into()))?;
+                let declared = u64::from_be_bytes(*declared);
+                if declared == 0 || declared > PEER_SNAPSHOT_BYTES_MAX {
+                    return Err(PeerError(format!(
+                        "snapshot of {declared} bytes (1..={PEER_SNAPSHOT_BYTES_MAX} accepted)"
+                    )));
+                }
+                let message = decode_raft(message)?;
+                if !message.get_snapshot().data.is_empty() {
+                    return Err(PeerError("snapshot frame with data inside".into()));
+                }
+                // Grown as pieces arrive beyond this: the length is the
+                // sender's word.
+                let data = BytesMut::with_capacity(declared.min(1 << 30) as usize);
+                self.snapshot = Some((message, declared, data));
+                Ok(None)
+            }
+            _ => decode_body(body).map(Some),
         }
-        let header: [u8; 8] = body
-            .get(1..9)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| PeerError("part frame without its total".into()))?;
-        let total = u64::from_be_bytes(header);
-        let piece = &body[9..];
-        if total > PEER_MESSAGE_BYTES_MAX || piece.is_empty() {
-            return Err(PeerError(format!(
-                "part of a {total}-byte message (limit {PEER_MESSAGE_BYTES_MAX})"
-            )));
-        }
-        let (declared, buf) = self
-            .partial
-            .get_or_insert_with(|| (total, Vec::with_capacity(total.min(1 << 30) as usize)));
-        if *declared != total || (buf.len() + piece.len()) as u64 > total {
-            return Err(PeerError("parts disagree on their message's size".into()));
-        }
-        buf.extend_from_slice(piece);
-        if (buf.len() as u64) < total {
-            return Ok(None);
-        }
-        let (_, whole) = self.partial.take().expect("just filled");
-        decode_body(&whole).map(Some)
     }
+}
+
+fn decode_raft(payload: &[u8]) -> Result<RaftMessage, PeerError> {
+    let mut input = protobuf::CodedInputStream::from_bytes(payload);
+    input.set_recursion_limit(PROTOBUF_RECURSION_MAX);
+    let mut m = RaftMessage::new();
+    m.merge_from(&mut input)
+        .map_err(|e| PeerError(format!("bad raft message: {e}")))?;
+    Ok(m)
 }
 
 /// Decodes a frame body (`kind` + payload), bounded in size and depth.
@@ -192,14 +233,7 @@ pub fn decode_body(body: &[u8]) -> Result<PeerMessage, PeerError> {
         .split_first()
         .ok_or_else(|| PeerError("empty peer frame".into()))?;
     match kind {
-        kind::RAFT => {
-            let mut input = protobuf::CodedInputStream::from_bytes(payload);
-            input.set_recursion_limit(PROTOBUF_RECURSION_MAX);
-            let mut m = RaftMessage::new();
-            m.merge_from(&mut input)
-                .map_err(|e| PeerError(format!("bad raft message: {e}")))?;
-            Ok(PeerMessage::Raft(m))
-        }
+        kind::RAFT => decode_raft(payload).map(PeerMessage::Raft),
         kind::ENGINE => Ok(PeerMessage::Engine(payload.to_vec())),
         kind::REFUSED => {
             let version: [u8; 8] = payload
@@ -209,7 +243,9 @@ pub fn decode_body(body: &[u8]) -> Result<PeerMessage, PeerError> {
                 membership_version: i64::from_be_bytes(version),
             })
         }
-        kind::PART => Err(PeerError("a part frame inside a message".into())),
+        kind::SNAPSHOT | kind::SNAPSHOT_DATA => Err(PeerError(
+            "a snapshot's frame outside a connection's stream".into(),
+        )),
         other => Err(PeerError(format!("unknown peer frame kind {other}"))),
     }
 }
@@ -393,17 +429,28 @@ async fn dial_loop(
                     let Some(first) = first else { return };
                     buf.clear();
                     let mut next = Some(first);
+                    let mut snapshot_data = None;
                     while let Some(message) = next.take() {
-                        if let Err(e) = encode_frame(&mut buf, &message) {
-                            log::error!("peer {peer}: {e}");
+                        match encode_frame(&mut buf, &message) {
+                            Ok(data) => snapshot_data = data,
+                            Err(e) => log::error!("peer {peer}: {e}"),
                         }
-                        if buf.len() < WRITE_COALESCE_BYTES_MAX {
+                        // A snapshot's data follows its frame at once.
+                        if snapshot_data.is_none() && buf.len() < WRITE_COALESCE_BYTES_MAX {
                             next = queue.try_recv().ok();
                         }
                     }
-                    let written = to_peer.write_all(&buf).await;
+                    let mut written = to_peer.write_all(&buf).await;
+                    for (header, piece) in snapshot_data.iter().flat_map(|d| snapshot_data_frames(d)) {
+                        if written.is_ok() {
+                            written = to_peer.write_all(&header).await;
+                        }
+                        if written.is_ok() {
+                            written = to_peer.write_all(piece).await;
+                        }
+                    }
                     if buf.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
-                        // A snapshot went out: do not hold its size for good.
+                        // A rare large message: do not hold its size for good.
                         buf = Vec::new();
                     }
                     if let Err(e) = written {
@@ -608,38 +655,95 @@ mod tests {
         out
     }
 
-    #[test]
-    fn a_message_larger_than_a_frame_travels_in_parts() {
+    /// A message's frames as the writer sends them: its own, then its
+    /// snapshot's data frames.
+    fn wire_bytes(message: &PeerMessage) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some(data) = encode_frame(&mut out, message).unwrap() {
+            for (header, piece) in snapshot_data_frames(&data) {
+                out.extend_from_slice(&header);
+                out.extend_from_slice(piece);
+            }
+        }
+        out
+    }
+
+    fn snapshot_message(data_len: usize) -> RaftMessage {
         let mut snapshot = raft_message(2, 0);
         snapshot.set_msg_type(MessageType::MsgSnapshot);
-        let data: Vec<u8> = (0..PART_BYTES * 2 + 77).map(|i| i as u8).collect();
+        let data: Vec<u8> = (0..data_len).map(|i| (i * 7) as u8).collect();
         snapshot.mut_snapshot().data = data.into();
         snapshot.mut_snapshot().mut_metadata().index = 42;
-        let big = PeerMessage::Raft(snapshot);
+        snapshot
+    }
+
+    #[test]
+    fn a_snapshot_travels_as_its_message_then_its_data() {
+        let big = PeerMessage::Raft(snapshot_message(SNAPSHOT_PIECE_BYTES * 2 + 77));
         let small = PeerMessage::Engine(b"after".to_vec());
-        let mut out = Vec::new();
-        encode_frame(&mut out, &big).unwrap();
-        encode_frame(&mut out, &small).unwrap();
+        let mut out = wire_bytes(&big);
+        out.extend_from_slice(&wire_bytes(&small));
         let bodies = frames(&out);
-        assert_eq!(bodies.len(), 4, "three parts, then the small one");
+        assert_eq!(bodies.len(), 5, "the message, three pieces, the small one");
+        assert!(
+            bodies[0].len() < 100,
+            "the data is not in the message's frame"
+        );
         let mut assembler = Assembler::default();
-        assert_eq!(assembler.push(bodies[0]).unwrap(), None);
-        assert_eq!(assembler.push(bodies[1]).unwrap(), None);
-        assert_eq!(assembler.push(bodies[2]).unwrap(), Some(big));
-        assert_eq!(assembler.push(bodies[3]).unwrap(), Some(small.clone()));
-        // A whole message in the middle of parts, or parts that disagree.
+        for body in &bodies[..3] {
+            assert_eq!(assembler.push(body).unwrap(), None);
+        }
+        assert_eq!(assembler.push(bodies[3]).unwrap(), Some(big.clone()));
+        assert_eq!(assembler.push(bodies[4]).unwrap(), Some(small.clone()));
+        // A snapshot of exactly one piece, and a message without a snapshot.
+        let one = PeerMessage::Raft(snapshot_message(SNAPSHOT_PIECE_BYTES));
+        let mut assembler = Assembler::default();
+        let got: Vec<_> = frames(&wire_bytes(&one))
+            .into_iter()
+            .filter_map(|b| assembler.push(b).unwrap())
+            .collect();
+        assert_eq!(got, vec![one]);
+        let plain = PeerMessage::Raft(raft_message(2, 1));
+        assert_eq!(frames(&wire_bytes(&plain)).len(), 1);
+        // Out of order, interrupted, too long, or claiming too much.
+        assert!(Assembler::default().push(bodies[1]).is_err(), "data first");
         let mut interrupted = Assembler::default();
         interrupted.push(bodies[0]).unwrap();
-        assert!(interrupted.push(bodies[3]).is_err());
-        let mut liar = Assembler::default();
-        liar.push(bodies[0]).unwrap();
-        let mut forged = bodies[1].to_vec();
-        forged[1..9].copy_from_slice(&1u64.to_be_bytes());
-        assert!(liar.push(&forged).is_err());
-        let mut huge = vec![kind::PART];
-        huge.extend_from_slice(&u64::MAX.to_be_bytes());
-        huge.push(0);
+        interrupted.push(bodies[1]).unwrap();
+        assert!(interrupted.push(bodies[4]).is_err());
+        let mut overlong = Assembler::default();
+        for body in &bodies[..3] {
+            overlong.push(body).unwrap();
+        }
+        let mut extra = bodies[3].to_vec();
+        extra.push(0);
+        assert!(overlong.push(&extra).is_err());
+        let mut huge = bodies[0].to_vec();
+        huge[1..9].copy_from_slice(&u64::MAX.to_be_bytes());
         assert!(Assembler::default().push(&huge).is_err());
+        let mut empty = bodies[0].to_vec();
+        empty[1..9].copy_from_slice(&0u64.to_be_bytes());
+        assert!(Assembler::default().push(&empty).is_err());
+        assert!(decode_body(bodies[0]).is_err(), "only through an assembler");
+    }
+
+    proptest::proptest! {
+        /// Arbitrary frame bodies never panic an assembler, whatever came
+        /// before them.
+        #[test]
+        fn assembler_survives_any_bodies(
+            bodies in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 0..8),
+            prefix in 0usize..3,
+        ) {
+            let big = wire_bytes(&PeerMessage::Raft(snapshot_message(100)));
+            let mut assembler = Assembler::default();
+            for body in frames(&big).into_iter().take(prefix) {
+                let _ = assembler.push(body);
+            }
+            for body in &bodies {
+                let _ = assembler.push(body);
+            }
+        }
     }
 
     #[test]
@@ -689,6 +793,22 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!((from, got), (2, PeerMessage::Engine(b"touch".to_vec())));
+            // A snapshot of several pieces between two messages, in order.
+            let snapshot = PeerMessage::Raft(snapshot_message(SNAPSHOT_PIECE_BYTES * 2 + 5));
+            assert!(net_a.send(2, PeerMessage::Raft(raft_message(2, 1))));
+            assert!(net_a.send(2, snapshot.clone()));
+            assert!(net_a.send(2, PeerMessage::Raft(raft_message(2, 3))));
+            for expected in [
+                PeerMessage::Raft(raft_message(2, 1)),
+                snapshot,
+                PeerMessage::Raft(raft_message(2, 3)),
+            ] {
+                let (from, got) = tokio::time::timeout(within, b_rx.recv())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!((from, got), (1, expected));
+            }
         });
     }
 
