@@ -201,6 +201,9 @@ pub struct Output {
     pub engine_messages: Vec<(u64, forward::EngineMessage)>,
     /// Fatal: the thread must stop serving (e.g. fsync failed).
     pub fatal: Option<String>,
+    /// A snapshot's worth of memory was just let go (an installed
+    /// snapshot's data, now on disk): time to return it to the system.
+    pub memory_freed: bool,
 }
 
 pub(crate) struct Conn {
@@ -472,7 +475,9 @@ impl Engine {
             Input::Persisted { number } => {
                 self.raft.on_persist_ready(number);
                 if self.installing.is_some_and(|n| n <= number) {
+                    // raft-rs let go of the snapshot's data just now.
                     self.installing = None;
+                    self.out.memory_freed = true;
                 }
                 while self
                     .held_messages

@@ -304,9 +304,18 @@ impl Shell {
             messages,
             engine_messages,
             fatal,
+            memory_freed,
         } = engine.take_output();
         if let Some(reason) = fatal {
             return Err(reason);
+        }
+        if memory_freed {
+            let started = std::time::Instant::now();
+            crate::memory::return_free_memory();
+            log::info!(
+                "returned freed memory to the system in {:.1} ms",
+                started.elapsed().as_secs_f64() * 1e3
+            );
         }
         for job in &persists {
             if let Some(s) = &job.installed {
@@ -520,7 +529,11 @@ fn spawn_snapshot_writer(
                 let mut waiting = vec![first];
                 waiting.extend(job_rx.try_iter());
                 for task in coalesce_snapshot_tasks(waiting) {
-                    if done_tx.send(run_snapshot_task(&dir, task)).is_err() {
+                    let done = run_snapshot_task(&dir, task);
+                    // Its buffers and the tree copy's unshared nodes are
+                    // gone: off the partition thread, a good moment.
+                    crate::memory::return_free_memory();
+                    if done_tx.send(done).is_err() {
                         return;
                     }
                 }
