@@ -14,6 +14,7 @@ mod path;
 mod prep;
 mod read;
 mod response;
+mod shared_bytes;
 mod snapshot;
 mod snapshot_load;
 mod tree;

@@ -41,12 +41,12 @@ impl PersistedStat {
 
 /// A node's data behind a thin pointer (the length lives in the
 /// allocation): 8 bytes in the node rather than 16, for every znode.
-pub type SharedBytes = ThinArc<(), u8>;
+pub use crate::shared_bytes::SharedBytes;
 /// A node's ACL list, thin for the same reason; nodes share lists.
 pub type SharedAcl = ThinArc<(), Acl>;
 
 pub(crate) fn shared_bytes(bytes: &[u8]) -> SharedBytes {
-    ThinArc::from_header_and_slice((), bytes)
+    SharedBytes::new(bytes)
 }
 
 pub(crate) fn shared_acl(acl: &[Acl]) -> SharedAcl {
@@ -102,7 +102,7 @@ impl Node {
     }
 
     pub fn data(&self) -> &[u8] {
-        &self.data.slice
+        &self.data
     }
 
     pub fn acl(&self) -> &[Acl] {
