@@ -202,7 +202,8 @@ pub struct Output {
     /// Fatal: the thread must stop serving (e.g. fsync failed).
     pub fatal: Option<String>,
     /// A snapshot's worth of memory was just let go (an installed
-    /// snapshot's data, now on disk): time to return it to the system.
+    /// snapshot's data, now on disk; one built for lagging peers, no
+    /// longer needed): time to return it to the system.
     pub memory_freed: bool,
 }
 
@@ -292,6 +293,8 @@ pub struct Engine {
     peer_heard_ms: HashMap<u64, i64>,
     /// Leader: ticks each peer has been waiting on a snapshot sent to it.
     snapshot_wait_ticks: HashMap<u64, u32>,
+    /// Ticks the snapshot for lagging peers has gone unused.
+    shippable_idle_ticks: u32,
     last_container_check_ms: i64,
     out: Output,
     out_buf: HashMap<ConnId, Vec<u8>>,
@@ -371,6 +374,7 @@ impl Engine {
             shipping: None,
             installing: None,
             snapshot_wait_ticks: HashMap::new(),
+            shippable_idle_ticks: 0,
             membership,
             membership_pending: None,
             removed_at_version: None,
@@ -515,6 +519,7 @@ impl Engine {
             self.raft.tick();
         }
         self.watch_snapshot_sends();
+        self.release_idle_shippable();
         self.hand_over_if_not_participant();
         self.report_liveness();
         self.expire_sessions();

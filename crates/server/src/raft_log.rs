@@ -156,6 +156,16 @@ impl RaftLog {
         self.shippable = Some(snapshot);
     }
 
+    pub fn has_shippable(&self) -> bool {
+        self.shippable.is_some()
+    }
+
+    /// Lets the snapshot for lagging peers go (raft asks for a new one
+    /// when a peer needs one again).
+    pub fn drop_shippable(&mut self) {
+        self.shippable = None;
+    }
+
     /// A follower installs the leader's snapshot: the whole log is replaced.
     pub fn install(&mut self, meta: &SnapshotMetadata) {
         self.entries.clear();

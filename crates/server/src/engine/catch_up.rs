@@ -13,6 +13,13 @@ use crate::session::Session;
 /// messages under pressure and raft does not notice by itself).
 const SNAPSHOT_ACK_TICKS_MAX: u32 = 200;
 
+/// Ticks a snapshot built for lagging peers is kept after the last of them
+/// got it, for another peer that may need it soon (a whole ensemble
+/// restarted, say). After that it goes: it is the whole tree serialized,
+/// hundreds of megabytes for a large one, and would otherwise stay until
+/// the log is next compacted past it, snapCount writes later.
+pub(super) const SHIPPABLE_IDLE_TICKS_MAX: u32 = 200;
+
 impl Engine {
     /// Log entries kept in memory behind the applied index after a tree
     /// snapshot, so a peer a little behind catches up from entries.
@@ -96,6 +103,37 @@ impl Engine {
             log::warn!("server {peer} did not acknowledge its snapshot; sending again");
             self.raft.report_snapshot(peer, SnapshotStatus::Failure);
         }
+    }
+
+    /// Every tick: lets the snapshot for lagging peers go once no peer has
+    /// waited on one for `SHIPPABLE_IDLE_TICKS_MAX` ticks (at once when
+    /// this server no longer leads).
+    pub(super) fn release_idle_shippable(&mut self) {
+        if !self.raft.store().has_shippable() {
+            self.shippable_idle_ticks = 0;
+            return;
+        }
+        let leader = self.is_leader();
+        let wanted = leader
+            && (!self.snapshot_wait_ticks.is_empty()
+                || self
+                    .raft
+                    .raft
+                    .prs()
+                    .iter()
+                    .any(|(_, p)| p.state == ProgressState::Snapshot));
+        if wanted {
+            self.shippable_idle_ticks = 0;
+            return;
+        }
+        self.shippable_idle_ticks += 1;
+        if leader && self.shippable_idle_ticks < SHIPPABLE_IDLE_TICKS_MAX {
+            return;
+        }
+        log::info!("letting go of the snapshot built for lagging peers: none waits for it");
+        self.raft.mut_store().drop_shippable();
+        self.shippable_idle_ticks = 0;
+        self.out.memory_freed = true;
     }
 
     /// Follower: the leader's snapshot replaces the tree, the sessions and

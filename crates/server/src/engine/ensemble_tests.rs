@@ -295,6 +295,33 @@ fn a_follower_behind_the_compacted_log_catches_up_from_a_snapshot() {
     cluster.send_create(leader, 100, "/after", vec![]);
     cluster.pump();
     assert!(cluster.engines[lagging].tree().node("/after").is_some());
+    // The leader keeps the snapshot a while for other peers, then lets it go.
+    assert!(cluster.engines[leader].raft.store().has_shippable());
+    for _ in 0..super::catch_up::SHIPPABLE_IDLE_TICKS_MAX {
+        cluster.tick();
+    }
+    assert!(!cluster.engines[leader].raft.store().has_shippable());
+    // A peer that falls behind again gets a new one (through a new
+    // session: the first expired meanwhile).
+    cluster.engines[leader].handle(Input::Closed { conn: 1 });
+    cluster.connect_client(leader);
+    cluster.isolated = Some(IDS[lagging]);
+    for i in 0..60 {
+        cluster.send_create(leader, 200 + i, &format!("/m{i}"), vec![]);
+        cluster.pump();
+    }
+    cluster.tick();
+    cluster.isolated = None;
+    for _ in 0..40 {
+        cluster.tick();
+    }
+    assert_eq!(cluster.engines[leader].stats.snapshots_sent, 2);
+    assert_eq!(cluster.engines[lagging].stats.snapshots_installed, 2);
+    assert!(cluster.engines[lagging].tree().node("/m59").is_some());
+    assert_eq!(
+        cluster.engines[lagging].tree().digest(),
+        cluster.engines[leader].tree().digest()
+    );
 }
 
 #[test]
