@@ -515,6 +515,11 @@ impl Engine {
 
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
+        assert_eq!(
+            self.outgoing.is_some(),
+            self.in_joint_config(),
+            "the leaving servers are kept exactly while raft's configuration is joint"
+        );
         if self.installing.is_none() {
             self.raft.tick();
         }

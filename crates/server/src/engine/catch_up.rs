@@ -177,7 +177,11 @@ impl Engine {
         self.snapshot_index = meta.index;
         self.raft.mut_store().install(meta);
         self.reload_extensions();
+        // A leader never sends a snapshot in a joint configuration: one
+        // this server was in ended within the snapshot.
+        self.outgoing = None;
         self.membership_applied();
+        self.publish_members();
         self.stats.snapshots_installed += 1;
         Some(InstalledSnapshot {
             index: meta.index,
