@@ -65,13 +65,23 @@ def digest(user, password):
 SUPER_DIGEST = digest("super", SUPER_PASSWORD)
 
 
+_HANDED_OUT = set()
+
+
 def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
+    """A port free now and not handed out before in this run: the kernel
+    may offer a just-closed port again, and two servers of one ensemble
+    given the same port would fail to start."""
+    while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        finally:
+            s.close()
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wait_until(pred, timeout=10.0, interval=0.02, what="condition"):
