@@ -177,14 +177,11 @@ impl DataTree {
         let stat = PersistedStat::created(h.zxid, h.time_ms, c.ephemeral_owner);
         let node = Node::new(shared_bytes(&c.data), acl, stat);
         let client_stat = node.stat();
-        self.note_added(&c.path, &node);
-        let parent = self.node_mut(&parent_path).expect("parent found above");
+        let parent = self.attach(&c.path, node);
         if c.parent_cversion > parent.stat.cversion {
             parent.stat.cversion = c.parent_cversion;
             parent.stat.pzxid = h.zxid;
         }
-        let fresh = parent.children.insert_new(name.into(), node);
-        debug_assert!(fresh, "checked absent above");
         ev.push(event(TreeEventKind::NodeCreated, &c.path));
         ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));
         TxnResult::Created {

@@ -374,6 +374,14 @@ fn least_of<K, V>(node: &Node<K, V>) -> &K {
     }
 }
 
+/// The most entries `node` may hold.
+fn capacity<K, V>(node: &Node<K, V>) -> usize {
+    match node {
+        Node::Leaf(_) => LEAF_MAX,
+        Node::Branch(_) => BRANCH_MAX,
+    }
+}
+
 fn entries<K, V>(node: &Node<K, V>) -> usize {
     match node {
         Node::Leaf(items) => items.len(),
@@ -474,10 +482,7 @@ fn remove_from<K: AsRef<[u8]> + Clone, V: Clone>(node: &mut Arc<Node<K, V>>, key
         Node::Branch(children) => {
             let i = route(children, key);
             let value = remove_from(&mut children[i].node, key);
-            let max = match *children[i].node {
-                Node::Leaf(_) => LEAF_MAX,
-                Node::Branch(_) => BRANCH_MAX,
-            };
+            let max = capacity(&children[i].node);
             let mut changed = true;
             match entries(&children[i].node) {
                 // Its last entry gone (a node may hold one: see
@@ -538,11 +543,7 @@ fn check_node<K: AsRef<[u8]> + Clone, V: Clone>(
     count: &mut usize,
 ) -> Result<(), String> {
     let n = entries(node);
-    let max = match node {
-        Node::Leaf(_) => LEAF_MAX,
-        Node::Branch(_) => BRANCH_MAX,
-    };
-    if n == 0 || n > max {
+    if n == 0 || n > capacity(node) {
         return Err(format!("a node with {n} entries at depth {depth}"));
     }
     match node {

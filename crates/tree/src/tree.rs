@@ -244,8 +244,8 @@ impl DataTree {
     }
 
     /// Inserts `node` at `path` under its existing parent and indexes its
-    /// owner. Does not touch the parent's stat.
-    pub(crate) fn attach(&mut self, p: &str, node: Node) {
+    /// owner; returns the parent, whose stat it does not touch.
+    pub(crate) fn attach(&mut self, p: &str, node: Node) -> &mut Node {
         let parent = path::canonical(path::parent_of(p).unwrap_or_default());
         self.note_added(p, &node);
         let parent_node = self.node_mut(parent);
@@ -254,6 +254,7 @@ impl DataTree {
             .children
             .insert_new(path::name_of(p).into(), node);
         assert!(fresh, "{p} attached twice");
+        parent_node
     }
 
     /// Counts a node about to join the tree and indexes its owner.

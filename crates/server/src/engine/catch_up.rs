@@ -114,14 +114,14 @@ impl Engine {
             return;
         }
         let leader = self.is_leader();
+        // (`snapshot_wait_ticks` only lists peers in this state.)
         let wanted = leader
-            && (!self.snapshot_wait_ticks.is_empty()
-                || self
-                    .raft
-                    .raft
-                    .prs()
-                    .iter()
-                    .any(|(_, p)| p.state == ProgressState::Snapshot));
+            && self
+                .raft
+                .raft
+                .prs()
+                .iter()
+                .any(|(_, p)| p.state == ProgressState::Snapshot);
         if wanted {
             self.shippable_idle_ticks = 0;
             return;
