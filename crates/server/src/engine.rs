@@ -318,6 +318,10 @@ impl Engine {
             applied: recovered.snapshot_index,
             max_size_per_msg: RAFT_MAX_MSG_BYTES,
             max_inflight_msgs: 256,
+            // Proposals (and commit advances) made before raft's messages are
+            // taken join the append already queued for a peer instead of
+            // each sending one of its own.
+            batch_append: true,
             pre_vote: true,
             check_quorum: true,
             // A one-tick range leaves raft's random pick no choice.

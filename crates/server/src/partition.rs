@@ -451,16 +451,15 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
             }
             Some((from, message)) = peer_rx.recv() => {
                 engine.set_time(wall_clock_ms());
-                match message {
-                    PeerMessage::Raft(m) => engine.handle(Input::Raft(m)),
-                    PeerMessage::Engine(bytes) => match EngineMessage::decode(&bytes) {
-                        Ok(message) => engine.handle(Input::Peer { from, message }),
-                        Err(e) => log::warn!("server {from} sent a bad engine message: {e}"),
-                    },
-                    PeerMessage::Refused { membership_version } => {
-                        engine.handle(Input::RefusedByPeer { from, membership_version })
+                on_peer(engine, from, message);
+                // Raft runs once for the whole batch: a leader's proposals
+                // and acknowledgements then go out as one append per peer,
+                // and a follower persists a run of appends as one job.
+                for _ in 1..BATCH_INPUTS_MAX {
+                    match peer_rx.try_recv() {
+                        Ok((from, message)) => on_peer(engine, from, message),
+                        Err(_) => break,
                     }
-                    PeerMessage::Knocked => engine.handle(Input::Knocked { from }),
                 }
             }
             Some(reply) = scrapes.recv() => {
@@ -485,6 +484,21 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                 return Ok(());
             }
         }
+    }
+}
+
+fn on_peer(engine: &mut Engine, from: u64, message: PeerMessage) {
+    match message {
+        PeerMessage::Raft(m) => engine.handle(Input::Raft(m)),
+        PeerMessage::Engine(bytes) => match EngineMessage::decode(&bytes) {
+            Ok(message) => engine.handle(Input::Peer { from, message }),
+            Err(e) => log::warn!("server {from} sent a bad engine message: {e}"),
+        },
+        PeerMessage::Refused { membership_version } => engine.handle(Input::RefusedByPeer {
+            from,
+            membership_version,
+        }),
+        PeerMessage::Knocked => engine.handle(Input::Knocked { from }),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Driving the partition's raft group: proposals go out as ready entries to
 //! the WAL; entries come back committed once durable, and are applied.
 
-use super::{Engine, PersistJob, SnapshotJob};
+use raft::eraftpb::{Message, MessageType};
+
+use super::{Engine, PersistJob, SnapshotJob, RAFT_MAX_MSG_BYTES};
 
 /// Raft log entries freed per engine step once a snapshot covers them:
 /// about 0.1 ms of work, and far more per second than any write rate
@@ -24,7 +26,9 @@ impl Engine {
             };
             // Messages that need nothing durable (e.g. a leader's appends)
             // leave at once; the others wait for this ready's persistence.
-            self.out.messages.extend(ready.take_messages());
+            for message in ready.take_messages() {
+                split_append(message, RAFT_MAX_MSG_BYTES, &mut self.out.messages);
+            }
             let committed = ready.take_committed_entries();
             self.apply_entries(committed);
             let entries = ready.take_entries();
@@ -125,6 +129,45 @@ impl Engine {
     }
 }
 
+/// Pushes `message` onto `out`, cut into several appends if it is an
+/// append whose entries exceed `max_bytes`. raft-rs's `batch_append` joins
+/// every proposal made before its messages are taken into one append per
+/// peer, without its own size limit; a burst of large writes would make one
+/// message bigger than a peer frame. Each part is a valid append on its
+/// own: it follows the previous part's last entry, with the same commit.
+fn split_append(mut message: Message, max_bytes: u64, out: &mut Vec<Message>) {
+    let entry_bytes = |e: &raft::eraftpb::Entry| (e.data.len() + e.context.len()) as u64 + 32;
+    if message.get_msg_type() != MessageType::MsgAppend
+        || message.entries.iter().map(entry_bytes).sum::<u64>() <= max_bytes
+    {
+        out.push(message);
+        return;
+    }
+    let entries: Vec<_> = message.take_entries().into();
+    let (mut index, mut log_term) = (message.index, message.log_term);
+    let mut part = Vec::new();
+    let mut part_bytes = 0;
+    let mut entries = entries.into_iter().peekable();
+    while let Some(entry) = entries.next() {
+        part_bytes += entry_bytes(&entry);
+        part.push(entry);
+        let full = entries
+            .peek()
+            .is_none_or(|next| part_bytes + entry_bytes(next) > max_bytes);
+        if full {
+            let last = part.last().expect("a part has an entry");
+            let (next_index, next_term) = (last.index, last.term);
+            let mut piece = message.clone();
+            piece.index = index;
+            piece.log_term = log_term;
+            piece.set_entries(std::mem::take(&mut part).into());
+            out.push(piece);
+            (index, log_term) = (next_index, next_term);
+            part_bytes = 0;
+        }
+    }
+}
+
 impl Engine {
     /// ZooKeeper's ContainerManager: deletes empty containers and expired TTL
     /// nodes, as ordinary replicated transactions.
@@ -149,5 +192,72 @@ impl Engine {
                 Err(_) => continue,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use raft::eraftpb::Entry;
+
+    fn append(first: u64, sizes: &[usize]) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgAppend);
+        m.to = 2;
+        m.index = first - 1;
+        m.log_term = 3;
+        m.commit = 7;
+        let entries: Vec<Entry> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Entry {
+                index: first + i as u64,
+                term: 3 + i as u64 / 4,
+                data: vec![0u8; n].into(),
+                ..Default::default()
+            })
+            .collect();
+        m.set_entries(entries.into());
+        m
+    }
+
+    proptest! {
+        /// The parts carry every entry once, in order; each follows the one
+        /// before it (index and log term of its predecessor) and fits the
+        /// limit unless it is a single entry too big for any part.
+        #[test]
+        fn parts_chain_and_fit(sizes in proptest::collection::vec(0usize..300, 0..40), max in 1u64..1000) {
+            let message = append(10, &sizes);
+            let mut out = Vec::new();
+            split_append(message.clone(), max, &mut out);
+            let all: Vec<&Entry> = out.iter().flat_map(|m| m.entries.iter()).collect();
+            prop_assert_eq!(all.len(), sizes.len());
+            for (i, e) in all.iter().enumerate() {
+                prop_assert_eq!(e.index, 10 + i as u64);
+            }
+            let (mut index, mut term) = (message.index, message.log_term);
+            for part in &out {
+                prop_assert_eq!((part.index, part.log_term), (index, term));
+                prop_assert_eq!((part.to, part.commit), (2, 7));
+                if let Some(last) = part.entries.last() {
+                    (index, term) = (last.index, last.term);
+                }
+                let bytes: u64 = part.entries.iter().map(|e| e.data.len() as u64 + 32).sum();
+                prop_assert!(bytes <= max || part.entries.len() == 1);
+            }
+            if sizes.iter().map(|&n| n as u64 + 32).sum::<u64>() <= max {
+                prop_assert_eq!(out, vec![message]);
+            }
+        }
+    }
+
+    #[test]
+    fn other_messages_pass_whole() {
+        let mut m = append(1, &[5000, 5000]);
+        m.set_msg_type(MessageType::MsgHeartbeat);
+        let mut out = Vec::new();
+        split_append(m.clone(), 100, &mut out);
+        assert_eq!(out, vec![m]);
     }
 }
