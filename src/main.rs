@@ -27,6 +27,7 @@ const USAGE: &str = "usage:
   stoa help";
 
 fn main() -> ExitCode {
+    stoa_server::memory::disable_transparent_huge_pages();
     stoa_server::logging::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
