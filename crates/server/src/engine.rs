@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 
 use raft::eraftpb::Entry;
 use raft::RawNode;
+use rustc_hash::FxHashMap;
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::frame::{
     decode_connect_request, decode_request_frame, encode_connect_response, encode_notification,
@@ -232,7 +233,7 @@ pub struct Engine {
     /// Epoch (raft term) and counter of the last zxid handed out.
     zxid_epoch: u64,
     zxid_counter: u32,
-    conns: HashMap<ConnId, Conn>,
+    conns: FxHashMap<ConnId, Conn>,
     sessions: BTreeMap<SessionId, Session>,
     /// New sessions whose createSession is in flight → the connection to answer.
     connecting: HashMap<SessionId, ConnId>,
@@ -297,7 +298,7 @@ pub struct Engine {
     shippable_idle_ticks: u32,
     last_container_check_ms: i64,
     out: Output,
-    out_buf: HashMap<ConnId, Vec<u8>>,
+    out_buf: FxHashMap<ConnId, Vec<u8>>,
     pub(crate) stats: Stats,
 }
 
@@ -354,7 +355,7 @@ impl Engine {
             raft,
             zxid_epoch: 0,
             zxid_counter: 0,
-            conns: HashMap::new(),
+            conns: FxHashMap::default(),
             sessions,
             connecting: HashMap::new(),
             next_session_id,
@@ -386,7 +387,7 @@ impl Engine {
             peer_heard_ms: HashMap::new(),
             last_container_check_ms: now_ms,
             out: Output::default(),
-            out_buf: HashMap::new(),
+            out_buf: FxHashMap::default(),
             stats: Stats {
                 started_at_ms: now_ms,
                 ..Stats::default()
@@ -866,7 +867,7 @@ impl Engine {
 }
 
 impl Engine {
-    pub(crate) fn conns(&self) -> &HashMap<ConnId, Conn> {
+    pub(crate) fn conns(&self) -> &FxHashMap<ConnId, Conn> {
         &self.conns
     }
     pub(crate) fn sessions(&self) -> &BTreeMap<SessionId, Session> {

@@ -3,10 +3,11 @@
 //! sessions and watches are owned here alone; the WAL writer and snapshot
 //! writer are the only other threads, reached by channels.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rustc_hash::FxHashMap;
 use stoa_wal::{Record, WalWriter};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -174,7 +175,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         let mut shell = Shell {
             wal,
             tokens: WalTokens::default(),
-            conns: HashMap::new(),
+            conns: FxHashMap::default(),
             snap_tx,
             snapshot_dir: config.snapshot_dir(),
             max_client_cnxns: config.max_client_cnxns,
@@ -233,7 +234,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
 struct Shell {
     wal: WalWriter,
     tokens: WalTokens,
-    conns: HashMap<ConnId, ConnHandle>,
+    conns: FxHashMap<ConnId, ConnHandle>,
     snap_tx: std::sync::mpsc::Sender<SnapshotTask>,
     snapshot_dir: std::path::PathBuf,
     max_client_cnxns: u32,

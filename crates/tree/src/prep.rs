@@ -3,8 +3,10 @@
 //! (ZooKeeper's `outstandingChanges`), with ZooKeeper's checks in
 //! ZooKeeper's order.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::opcode::{perms, CreateMode};
@@ -104,7 +106,7 @@ pub struct Preparer {
     /// In zxid order.
     queue: VecDeque<Pending>,
     /// Latest record per path; `seq` ties it to its queue entry.
-    by_path: HashMap<Arc<str>, (u64, Record)>,
+    by_path: FxHashMap<Arc<str>, (u64, Record)>,
     next_seq: u64,
     /// While preparing a multi: previous `by_path` values, for rollback.
     undo: Option<Vec<Undo>>,
