@@ -6,12 +6,14 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use crate::codec::{self, DecodeError};
-use crate::digest::node_digest;
+use crate::digest::{node_digest, CURRENT_SCHEME};
 use crate::node::Node;
 use crate::tree::DataTree;
 
 pub(crate) const MAGIC: &[u8; 8] = b"STOASNAP";
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// 2: node hashes a word at a time (`DigestScheme::Words`); 1 (FNV-1a) is
+/// still read.
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// magic (8) + version (4) + flags (4) + last zxid (8) + crc (4).
 pub(crate) const HEADER_BYTES: usize = 28;
 /// A chunk is closed once its payload reaches this size.
@@ -162,7 +164,7 @@ fn write_nodes_in_order<'t>(
     for_each(&mut |p, n| {
         written += 1;
         let acl = acls.next().expect("the walk visits the same nodes twice");
-        digest = digest.wrapping_add(node_digest(p, n));
+        digest = digest.wrapping_add(node_digest(CURRENT_SCHEME, p, n));
         let b = &mut chunks.payload;
         codec::put_str(b, p);
         codec::put_bytes(b, n.data());
@@ -280,6 +282,37 @@ mod tests {
 
     /// The golden encoding of [`tiny_tree`]; a change here is a format change.
     const GOLDEN_HEX: &str = include_str!("../tests/golden/tiny-snapshot.hex");
+    /// The same tree as format version 1 wrote it (FNV-1a node hashes).
+    const GOLDEN_V1_HEX: &str = include_str!("../tests/golden/tiny-snapshot-v1.hex");
+
+    fn unhex(text: &str) -> Vec<u8> {
+        let text = text.trim();
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_version_1_snapshot_still_reads() {
+        // Servers upgraded over a data dir written by format 1 start from it.
+        let v1 = unhex(GOLDEN_V1_HEX);
+        let back = read_snapshot(&mut v1.as_slice()).unwrap();
+        assert_eq!(back.digest(), tiny_tree().digest());
+        assert_eq!(back.node("/a").unwrap().data(), b"hi");
+        // Its digest is checked with the scheme it was written with.
+        let mut bad = v1.clone();
+        let end_digest = bad.len() - CRC_BYTES - 8;
+        bad[end_digest] ^= 1;
+        let crc_at = bad.len() - CRC_BYTES;
+        let chunk_start = crc_at - END_PAYLOAD_BYTES - CHUNK_HEAD_BYTES;
+        let crc = crc32c::crc32c(&bad[chunk_start..crc_at]);
+        bad[crc_at..].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            read_snapshot(&mut bad.as_slice()),
+            Err(SnapshotError::Corrupt(_))
+        ));
+    }
 
     #[test]
     fn golden_bytes_of_a_tiny_tree() {

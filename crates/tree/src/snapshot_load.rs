@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rpds::RedBlackTreeMapSync;
 
 use crate::codec::Reader;
-use crate::digest::{node_digest, NodeDigest};
+use crate::digest::{node_digest, DigestScheme, NodeDigest};
 use crate::ephemeral::session_of;
 use crate::node::{shared_acl, shared_bytes, Node, PersistedStat, SharedAcl};
 use crate::path;
@@ -22,8 +22,9 @@ use crate::tree::DataTree;
 /// Reads a snapshot, verifying every checksum, the structure of the tree,
 /// the counts and the digest. Memory use is bounded by the input's size.
 pub fn read_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
-    let last_zxid = read_header(input)?;
+    let (scheme, last_zxid) = read_header(input)?;
     let mut builder = Builder {
+        scheme,
         open: Vec::new(),
         digest: 0,
         tree: DataTree::empty(),
@@ -50,24 +51,26 @@ pub fn read_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
     Ok(tree)
 }
 
-fn read_header(input: &mut impl Read) -> Result<i64, SnapshotError> {
+/// The header's digest scheme (from its format version) and last zxid.
+fn read_header(input: &mut impl Read) -> Result<(DigestScheme, i64), SnapshotError> {
     let mut header = [0u8; HEADER_BYTES];
     read_exact(input, &mut header)?;
     if &header[..8] != MAGIC {
         return Err(SnapshotError::BadMagic);
     }
     let mut r = Reader::new(&header[8..]);
-    let version = r.u32()?;
-    if version != FORMAT_VERSION {
-        return Err(SnapshotError::UnsupportedVersion(version));
-    }
+    let scheme = match r.u32()? {
+        1 => DigestScheme::Fnv,
+        FORMAT_VERSION => DigestScheme::Words,
+        version => return Err(SnapshotError::UnsupportedVersion(version)),
+    };
     let _flags = r.u32()?;
     let last_zxid = r.i64()?;
     let crc = r.u32()?;
     if crc != crc32c::crc32c(&header[..HEADER_BYTES - CRC_BYTES]) {
         return Err(SnapshotError::Checksum { offset: 0 });
     }
-    Ok(last_zxid)
+    Ok((scheme, last_zxid))
 }
 
 fn read_exact(input: &mut impl Read, buf: &mut [u8]) -> Result<(), SnapshotError> {
@@ -184,7 +187,7 @@ fn decode(input: &mut impl Read, builder: &mut Builder) -> Result<Decoded, Snaps
                 }
                 kind::ACLS => acls.push(shared_acl(&r.acl()?)),
                 _ => {
-                    builder.add(node_record(&mut r, &acls)?)?;
+                    builder.add(node_record(&mut r, &acls, builder.scheme)?)?;
                     nodes_read += 1;
                 }
             }
@@ -193,7 +196,11 @@ fn decode(input: &mut impl Read, builder: &mut Builder) -> Result<Decoded, Snaps
     }
 }
 
-fn node_record(r: &mut Reader<'_>, acls: &[SharedAcl]) -> Result<NodeRecord, SnapshotError> {
+fn node_record(
+    r: &mut Reader<'_>,
+    acls: &[SharedAcl],
+    scheme: DigestScheme,
+) -> Result<NodeRecord, SnapshotError> {
     let p = r.str()?;
     let data = shared_bytes(r.bytes()?);
     let acl_idx = r.u32()? as usize;
@@ -217,13 +224,15 @@ fn node_record(r: &mut Reader<'_>, acls: &[SharedAcl]) -> Result<NodeRecord, Sna
     };
     let node = Node::new(data, acl, stat);
     Ok(NodeRecord {
-        digest: NodeDigest::of_record(p, &node),
+        digest: NodeDigest::of_record(scheme, p, &node),
         path: Arc::from(p),
         node,
     })
 }
 
 struct Builder {
+    /// How the snapshot being read hashed its nodes.
+    scheme: DigestScheme,
     /// The node just read and its ancestors, root first, not yet in the
     /// tree. Snapshots list nodes depth first, so a node's parent is almost
     /// always on this stack: children join an owned node, and each node
@@ -315,9 +324,13 @@ impl Builder {
             .tree
             .node_mut(parent)
             .ok_or_else(|| corrupt(format!("{p} before its parent")))?;
-        self.digest = self.digest.wrapping_sub(node_digest(parent, parent_node));
+        self.digest = self
+            .digest
+            .wrapping_sub(node_digest(self.scheme, parent, parent_node));
         parent_node.children.insert_new(name.into(), node);
-        self.digest = self.digest.wrapping_add(node_digest(parent, parent_node));
+        self.digest = self
+            .digest
+            .wrapping_add(node_digest(self.scheme, parent, parent_node));
         Ok(())
     }
 

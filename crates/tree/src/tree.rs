@@ -6,7 +6,7 @@ use rpds::{RedBlackTreeMapSync, RedBlackTreeSetSync};
 use stoa_proto::opcode::perms;
 use stoa_proto::records::{Acl, Id};
 
-use crate::digest::node_digest;
+use crate::digest::{node_digest, CURRENT_SCHEME};
 use crate::ephemeral::EphemeralKind;
 use crate::node::{shared_acl, shared_bytes, Node, PersistedStat};
 use crate::path::{self, CONFIG, QUOTA, ROOT, ZOOKEEPER};
@@ -174,7 +174,7 @@ impl DataTree {
     /// persisted stat, for comparing replicas.
     pub fn digest(&self) -> u64 {
         let mut sum = 0u64;
-        self.walk(|p, n| sum = sum.wrapping_add(node_digest(p, n)));
+        self.walk(|p, n| sum = sum.wrapping_add(node_digest(CURRENT_SCHEME, p, n)));
         sum
     }
 
