@@ -59,6 +59,9 @@ const STEPS_PER_SEED: usize = 3000;
 /// Per ensemble size; a seed of five participants costs about as much
 /// as one of three (some 80 ms in release).
 const SEEDS_DEFAULT: u64 = 64;
+/// Most extra peer messages a server takes before its output is carried
+/// out (besides the first).
+const DELIVERED_TOGETHER_MAX: u64 = 8;
 const IN_FLIGHT_MAX: usize = 4;
 /// A small snapCount so members compact and lagging ones need snapshots.
 const SNAP_COUNT: u64 = 30;
@@ -544,33 +547,49 @@ impl Sim {
 
     /// Delivers the head of one non-empty link (chosen at random), or loses it.
     fn deliver_one(&mut self, lose_percent: u64) -> bool {
+        let Some(to) = self.hand_over(None, lose_percent) else {
+            return false;
+        };
+        // As the partition loop does, a server often takes several queued
+        // peer messages before raft runs and its output goes out.
+        if self.rng.chance(50) {
+            let more = 1 + self.rng.below(DELIVERED_TOGETHER_MAX);
+            for _ in 0..more {
+                if self.hand_over(Some(to), lose_percent).is_none() {
+                    break;
+                }
+            }
+        }
+        self.collect((to - 1) as usize);
+        true
+    }
+
+    /// Hands the head of one non-empty link (into `to` only, if given;
+    /// chosen at random) to its server, or loses it, without carrying out
+    /// the server's output. Returns the receiver; `None` if no link had a
+    /// message.
+    fn hand_over(&mut self, to: Option<u64>, lose_percent: u64) -> Option<u64> {
         let busy: Vec<(u64, u64)> = self
             .links
             .iter()
-            .filter(|(_, q)| !q.is_empty())
+            .filter(|((_, t), q)| to.is_none_or(|to| to == *t) && !q.is_empty())
             .map(|(k, _)| *k)
             .collect();
         if busy.is_empty() {
-            return false;
+            return None;
         }
-        let link = busy[self.rng.below(busy.len() as u64) as usize];
-        let Some(message) = self.links.get_mut(&link).and_then(|q| q.pop_front()) else {
-            return false;
-        };
+        let (from, to) = busy[self.rng.below(busy.len() as u64) as usize];
+        let message = self.links.get_mut(&(from, to))?.pop_front()?;
         if self.rng.chance(lose_percent) {
-            return true;
+            return Some(to);
         }
-        let (from, to) = link;
-        let s = (to - 1) as usize;
-        let Some(engine) = self.engine(s) else {
-            return true;
-        };
-        match message {
-            Message::Raft(m) => engine.handle(Input::Raft(m)),
-            Message::Engine(message) => engine.handle(Input::Peer { from, message }),
+        if let Some(engine) = self.engine((to - 1) as usize) {
+            match message {
+                Message::Raft(m) => engine.handle(Input::Raft(m)),
+                Message::Engine(message) => engine.handle(Input::Peer { from, message }),
+            }
         }
-        self.collect(s);
-        true
+        Some(to)
     }
 
     fn tick(&mut self) {
