@@ -412,12 +412,7 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                 let Some(event) = event else { return Err("listener stopped".into()) };
                 engine.set_time(wall_clock_ms());
                 shell.on_net(engine, event);
-                for _ in 1..BATCH_INPUTS_MAX {
-                    match net_rx.try_recv() {
-                        Ok(event) => shell.on_net(engine, event),
-                        Err(_) => break,
-                    }
-                }
+                take_queued(&mut net_rx, |event| shell.on_net(engine, event));
             }
             durable = durable_rx.recv() => {
                 let token = durable.ok_or("WAL writer stopped")??;
@@ -456,12 +451,7 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                 // Raft runs once for the whole batch: a leader's proposals
                 // and acknowledgements then go out as one append per peer,
                 // and a follower persists a run of appends as one job.
-                for _ in 1..BATCH_INPUTS_MAX {
-                    match peer_rx.try_recv() {
-                        Ok((from, message)) => on_peer(engine, from, message),
-                        Err(_) => break,
-                    }
-                }
+                take_queued(&mut peer_rx, |(from, message)| on_peer(engine, from, message));
             }
             Some(reply) = scrapes.recv() => {
                 engine.set_time(wall_clock_ms());
@@ -484,6 +474,18 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                 log::info!("shutting down (leader now: server {})", engine.leader_id());
                 return Ok(());
             }
+        }
+    }
+}
+
+/// Hands `handle` what is already queued on `rx`, up to a batch (the one
+/// just received counts), without waiting: the engine's output is then
+/// flushed once for all of them.
+fn take_queued<T>(rx: &mut mpsc::Receiver<T>, mut handle: impl FnMut(T)) {
+    for _ in 1..BATCH_INPUTS_MAX {
+        match rx.try_recv() {
+            Ok(item) => handle(item),
+            Err(_) => break,
         }
     }
 }
