@@ -1,10 +1,13 @@
 //! The Rust client against a real `stoa` server process: every method, its
 //! errors, watches, pipelining, and a session surviving a server restart.
 
-use std::net::{TcpListener, TcpStream};
+mod support;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use support::{free_port, wait_until_serving};
 
 use stoa_client::tokio;
 use stoa_client::{
@@ -16,6 +19,9 @@ use stoa_client::{
 const TEST_LIMIT: Duration = Duration::from_secs(60);
 /// How long a started server may take to accept connections.
 const SERVER_START_LIMIT: Duration = Duration::from_secs(20);
+/// Fresh ports a server start may try: the port is free when chosen, but
+/// another process may bind it before the server does.
+const START_ATTEMPTS: usize = 3;
 /// How long to wait for one expected watch event.
 const EVENT_LIMIT: Duration = Duration::from_secs(10);
 
@@ -30,21 +36,37 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let port = free_port();
-        let data_dir =
-            std::env::temp_dir().join(format!("stoa-client-test-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&data_dir).unwrap();
-        let mut server = Server {
-            child: None,
-            port,
-            data_dir,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        server.spawn();
-        server
+        let mut last = None;
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            let data_dir = std::env::temp_dir()
+                .join(format!("stoa-client-test-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&data_dir).unwrap();
+            let mut server = Server {
+                child: None,
+                port,
+                data_dir,
+                extra: extra.iter().map(|s| s.to_string()).collect(),
+            };
+            match server.try_spawn() {
+                Ok(()) => return server,
+                Err(why) => last = Some(format!("port {port}: {why}")),
+            }
+        }
+        panic!(
+            "no server started in {START_ATTEMPTS} attempts; last, {}",
+            last.unwrap_or_default()
+        );
     }
 
+    /// Starts the process again on the same port and data directory.
     fn spawn(&mut self) {
+        if let Err(why) = self.try_spawn() {
+            panic!("server did not start again on port {}: {why}", self.port);
+        }
+    }
+
+    fn try_spawn(&mut self) -> Result<(), support::NotServing> {
         let mut command = Command::new(env!("CARGO_BIN_EXE_stoa"));
         command
             .arg("server")
@@ -57,21 +79,15 @@ impl Server {
         for setting in &self.extra {
             command.arg("--set").arg(setting);
         }
-        let child = command
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let serving = wait_until_serving(&mut child, self.port, SERVER_START_LIMIT);
+        // Kept even when it failed, so drop kills a process still starting.
         self.child = Some(child);
-        let deadline = Instant::now() + SERVER_START_LIMIT;
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "server did not start on port {}",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        serving
     }
 
     /// kill -9, as a crash.
@@ -92,14 +108,6 @@ impl Drop for Server {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn options() -> ClientOptions {

@@ -1,14 +1,20 @@
 //! `stoa shell` against a real `stoa` server: each command's output and
 //! exit code as zkCli gives them, and a script read from stdin.
 
+mod support;
+
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use support::{free_port, wait_until_serving};
 
 /// How long a started server may take to accept connections.
 const SERVER_START_LIMIT: Duration = Duration::from_secs(20);
+/// Fresh ports a server start may try: the port is free when chosen, but
+/// another process may bind it before the server does.
+const START_ATTEMPTS: usize = 3;
 /// How long one shell invocation may take.
 const SHELL_LIMIT: Duration = Duration::from_secs(30);
 
@@ -22,43 +28,41 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let data_dir =
-            std::env::temp_dir().join(format!("stoa-shell-test-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&data_dir).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_stoa"))
-            .args([
-                "server",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--data-dir",
-            ])
-            .arg(&data_dir)
-            .args(["--set", "extendedTypesEnabled=true"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server {
-            child,
-            port,
-            data_dir,
-        };
-        let deadline = Instant::now() + SERVER_START_LIMIT;
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "server did not start on port {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        let mut last = None;
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            let data_dir =
+                std::env::temp_dir().join(format!("stoa-shell-test-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&data_dir).unwrap();
+            let child = Command::new(env!("CARGO_BIN_EXE_stoa"))
+                .args([
+                    "server",
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    &port.to_string(),
+                    "--data-dir",
+                ])
+                .arg(&data_dir)
+                .args(["--set", "extendedTypesEnabled=true"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut server = Server {
+                child,
+                port,
+                data_dir,
+            };
+            match wait_until_serving(&mut server.child, port, SERVER_START_LIMIT) {
+                Ok(()) => return server,
+                Err(why) => last = Some(format!("port {port}: {why}")),
+            }
         }
-        server
+        panic!(
+            "no server started in {START_ATTEMPTS} attempts; last, {}",
+            last.unwrap_or_default()
+        );
     }
 
     /// Runs `stoa shell -server 127.0.0.1:PORT <command>`.
@@ -345,11 +349,7 @@ get /s
 
 #[test]
 fn an_unreachable_server_fails_with_a_message() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let args: Vec<String> = ["shell", "-server", &format!("127.0.0.1:{port}"), "ls", "/"]
         .iter()
         .map(|s| s.to_string())
