@@ -80,8 +80,11 @@ impl Server {
             command.arg("--set").arg(setting);
         }
         let mut child = command
+            .env("STOA_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            // Warnings and errors reach the test's output: what a server
+            // that stopped serving said about it.
+            .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         let serving = wait_until_serving(&mut child, self.port, SERVER_START_LIMIT);

@@ -45,8 +45,11 @@ impl Server {
                 ])
                 .arg(&data_dir)
                 .args(["--set", "extendedTypesEnabled=true"])
+                .env("STOA_LOG", "warn")
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                // Warnings and errors reach the test's output: what a
+                // server that stopped serving said about it.
+                .stderr(Stdio::inherit())
                 .spawn()
                 .unwrap();
             let mut server = Server {
