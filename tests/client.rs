@@ -4,10 +4,10 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use support::{free_port, wait_until_serving};
+use support::{free_port, spawn_server, start_on_free_port, test_data_dir, wait_until_serving};
 
 use stoa_client::tokio;
 use stoa_client::{
@@ -17,11 +17,6 @@ use stoa_client::{
 
 /// Every test finishes within this, or fails.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
-/// How long a started server may take to accept connections.
-const SERVER_START_LIMIT: Duration = Duration::from_secs(20);
-/// Fresh ports a server start may try: the port is free when chosen, but
-/// another process may bind it before the server does.
-const START_ATTEMPTS: usize = 3;
 /// How long to wait for one expected watch event.
 const EVENT_LIMIT: Duration = Duration::from_secs(10);
 
@@ -36,27 +31,15 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let mut last = None;
-        for _ in 0..START_ATTEMPTS {
-            let port = free_port();
-            let data_dir = std::env::temp_dir()
-                .join(format!("stoa-client-test-{}-{port}", std::process::id()));
-            std::fs::create_dir_all(&data_dir).unwrap();
+        start_on_free_port(|port| {
             let mut server = Server {
                 child: None,
                 port,
-                data_dir,
+                data_dir: test_data_dir("client", port),
                 extra: extra.iter().map(|s| s.to_string()).collect(),
             };
-            match server.try_spawn() {
-                Ok(()) => return server,
-                Err(why) => last = Some(format!("port {port}: {why}")),
-            }
-        }
-        panic!(
-            "no server started in {START_ATTEMPTS} attempts; last, {}",
-            last.unwrap_or_default()
-        );
+            server.try_spawn().map(|()| server)
+        })
     }
 
     /// Starts the process again on the same port and data directory.
@@ -67,30 +50,12 @@ impl Server {
     }
 
     fn try_spawn(&mut self) -> Result<(), support::NotServing> {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_stoa"));
-        command
-            .arg("server")
-            .arg("--port")
-            .arg(self.port.to_string())
-            .arg("--bind")
-            .arg("127.0.0.1")
-            .arg("--data-dir")
-            .arg(&self.data_dir);
-        for setting in &self.extra {
-            command.arg("--set").arg(setting);
-        }
-        let mut child = command
-            .env("STOA_LOG", "warn")
-            .stdout(Stdio::null())
-            // Warnings and errors reach the test's output: what a server
-            // that stopped serving said about it.
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let serving = wait_until_serving(&mut child, self.port, SERVER_START_LIMIT);
-        // Kept even when it failed, so drop kills a process still starting.
-        self.child = Some(child);
-        serving
+        // Kept even when it fails to serve, so drop kills a process still
+        // starting.
+        let child = self
+            .child
+            .insert(spawn_server(self.port, &self.data_dir, &self.extra));
+        wait_until_serving(child, self.port)
     }
 
     /// kill -9, as a crash.

@@ -8,13 +8,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use support::{free_port, wait_until_serving};
+use support::{free_port, spawn_server, start_on_free_port, test_data_dir, wait_until_serving};
 
-/// How long a started server may take to accept connections.
-const SERVER_START_LIMIT: Duration = Duration::from_secs(20);
-/// Fresh ports a server start may try: the port is free when chosen, but
-/// another process may bind it before the server does.
-const START_ATTEMPTS: usize = 3;
 /// How long one shell invocation may take.
 const SHELL_LIMIT: Duration = Duration::from_secs(30);
 
@@ -28,44 +23,15 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let mut last = None;
-        for _ in 0..START_ATTEMPTS {
-            let port = free_port();
-            let data_dir =
-                std::env::temp_dir().join(format!("stoa-shell-test-{}-{port}", std::process::id()));
-            std::fs::create_dir_all(&data_dir).unwrap();
-            let child = Command::new(env!("CARGO_BIN_EXE_stoa"))
-                .args([
-                    "server",
-                    "--bind",
-                    "127.0.0.1",
-                    "--port",
-                    &port.to_string(),
-                    "--data-dir",
-                ])
-                .arg(&data_dir)
-                .args(["--set", "extendedTypesEnabled=true"])
-                .env("STOA_LOG", "warn")
-                .stdout(Stdio::null())
-                // Warnings and errors reach the test's output: what a
-                // server that stopped serving said about it.
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap();
+        start_on_free_port(|port| {
+            let data_dir = test_data_dir("shell", port);
             let mut server = Server {
-                child,
+                child: spawn_server(port, &data_dir, &["extendedTypesEnabled=true"]),
                 port,
                 data_dir,
             };
-            match wait_until_serving(&mut server.child, port, SERVER_START_LIMIT) {
-                Ok(()) => return server,
-                Err(why) => last = Some(format!("port {port}: {why}")),
-            }
-        }
-        panic!(
-            "no server started in {START_ATTEMPTS} attempts; last, {}",
-            last.unwrap_or_default()
-        );
+            wait_until_serving(&mut server.child, port).map(|()| server)
+        })
     }
 
     /// Runs `stoa shell -server 127.0.0.1:PORT <command>`.
