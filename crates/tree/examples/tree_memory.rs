@@ -61,7 +61,7 @@ fn main() {
     let before = rss_bytes();
     let mut tree = DataTree::new();
     let mut zxid = 1;
-    for dir in ["/stoa-bench", "/stoa-bench/keys"] {
+    for dir in ["/stoa-bench", "/stoa-bench/w"] {
         create(&mut tree, zxid, dir.to_owned(), Vec::new());
         zxid += 1;
     }
@@ -70,7 +70,8 @@ fn main() {
         create(
             &mut tree,
             zxid,
-            format!("/stoa-bench/keys/k{i:07}"),
+            // The load's one worker: `<nonce>-<worker>-<seq>`, seq from 1.
+            format!("/stoa-bench/w/5f3a9c21-0-{}", i + 1),
             vec![b'x'; 100],
         );
         zxid += 1;

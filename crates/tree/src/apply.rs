@@ -4,7 +4,7 @@
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::records::Stat;
 
-use crate::node::{shared_acl, shared_bytes, Node, PersistedStat};
+use crate::node::{client_stat, shared_acl, shared_bytes, Node, PersistedStat};
 use crate::path;
 use crate::tree::DataTree;
 use crate::txn::{CreateTxn, Txn, TxnHeader, TxnOp};
@@ -123,30 +123,40 @@ impl DataTree {
                 data,
                 version,
             } => {
-                let Some(node) = self.node_mut(path) else {
+                let Some(node) = self.node(path) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
-                let old = node.data().len() as u64;
-                node.data = shared_bytes(data);
-                node.stat.mtime = h.time_ms;
-                node.stat.mzxid = h.zxid;
-                node.stat.version = *version;
-                let stat = node.stat();
+                let (old, children) = (node.data().len() as u64, node.child_count());
+                let stat = PersistedStat {
+                    mtime: h.time_ms,
+                    mzxid: h.zxid,
+                    version: *version,
+                    ..node.persisted()
+                };
+                self.update_node(path, stat, Some(data), None);
                 self.data_bytes = self.data_bytes - old + data.len() as u64;
                 ev.push(event(TreeEventKind::NodeDataChanged, path));
-                TxnResult::SetData { stat }
+                TxnResult::SetData {
+                    stat: client_stat(&stat, data.len(), children),
+                }
             }
             TxnOp::SetAcl {
                 path,
                 acl,
                 aversion,
             } => {
-                let Some(node) = self.node_mut(path) else {
+                let Some(node) = self.node(path) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
-                node.acl = shared_acl(acl);
-                node.stat.aversion = *aversion;
-                TxnResult::SetAcl { stat: node.stat() }
+                let (data_len, children) = (node.data().len(), node.child_count());
+                let stat = PersistedStat {
+                    aversion: *aversion,
+                    ..node.persisted()
+                };
+                self.update_node(path, stat, None, Some(&shared_acl(acl)));
+                TxnResult::SetAcl {
+                    stat: client_stat(&stat, data_len, children),
+                }
             }
             TxnOp::Check { .. } => TxnResult::Checked,
             TxnOp::Error(code) => TxnResult::Error(*code),
@@ -165,7 +175,7 @@ impl DataTree {
         let Some(parent) = self.node(&parent_path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
-        if parent.children.contains_key(name) || c.path == path::ROOT {
+        if parent.child(name).is_some() || c.path == path::ROOT {
             return TxnResult::Error(ErrorCode::NodeExists);
         }
         // Children usually carry their parent's ACL: share it.
@@ -174,13 +184,15 @@ impl DataTree {
         } else {
             shared_acl(&c.acl)
         };
+        let mut parent_stat = parent.persisted();
         let stat = PersistedStat::created(h.zxid, h.time_ms, c.ephemeral_owner);
         let node = Node::new(shared_bytes(&c.data), acl, stat);
-        let client_stat = node.stat();
-        let parent = self.attach(&c.path, node);
-        if c.parent_cversion > parent.stat.cversion {
-            parent.stat.cversion = c.parent_cversion;
-            parent.stat.pzxid = h.zxid;
+        let client_stat = node.as_ref().stat();
+        self.attach(&c.path, node);
+        if c.parent_cversion > parent_stat.cversion {
+            parent_stat.cversion = c.parent_cversion;
+            parent_stat.pzxid = h.zxid;
+            self.update_node(&parent_path, parent_stat, None, None);
         }
         ev.push(event(TreeEventKind::NodeCreated, &c.path));
         ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));

@@ -11,7 +11,7 @@
 //! each waiting for the last), and snapshots come every `snapCount`
 //! writes whatever the tree's size. Version 1 snapshots stay readable.
 
-use crate::node::Node;
+use crate::node::NodeRef;
 
 /// How node hashes are computed: a snapshot's format version says which.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-pub(crate) fn node_digest(scheme: DigestScheme, path: &str, node: &Node) -> u64 {
+pub(crate) fn node_digest(scheme: DigestScheme, path: &str, node: NodeRef<'_>) -> u64 {
     NodeDigest::of_record(scheme, path, node).finish(node.child_count())
 }
 
@@ -104,7 +104,7 @@ pub(crate) struct NodeDigest {
 }
 
 impl NodeDigest {
-    pub(crate) fn of_record(scheme: DigestScheme, path: &str, node: &Node) -> Self {
+    pub(crate) fn of_record(scheme: DigestScheme, path: &str, node: NodeRef<'_>) -> Self {
         let state = match scheme {
             DigestScheme::Fnv => {
                 let mut h = Fnv(FNV_OFFSET);
@@ -137,7 +137,7 @@ impl NodeDigest {
     }
 }
 
-fn feed_record(h: &mut impl Feed, path: &str, node: &Node) {
+fn feed_record(h: &mut impl Feed, path: &str, node: NodeRef<'_>) {
     h.bytes(path.as_bytes());
     h.bytes(node.data());
     h.u64(node.acl().len() as u64);
@@ -165,7 +165,7 @@ fn feed_record(h: &mut impl Feed, path: &str, node: &Node) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::{shared_acl, shared_bytes, PersistedStat};
+    use crate::node::{shared_acl, shared_bytes, Node, PersistedStat};
     use proptest::prelude::*;
 
     fn node(data: &[u8], version: i32) -> Node {
@@ -190,14 +190,14 @@ mod tests {
         ) {
             for scheme in [DigestScheme::Fnv, DigestScheme::Words] {
                 let n = node(&data, version);
-                let base = NodeDigest::of_record(scheme, &path, &n).finish(children);
+                let base = NodeDigest::of_record(scheme, &path, n.as_ref()).finish(children);
                 let mut longer = data.clone();
                 longer.extend(&extra);
                 let changed = [
-                    NodeDigest::of_record(scheme, &path, &node(&longer, version)).finish(children),
-                    NodeDigest::of_record(scheme, &path, &node(&data, version ^ 1)).finish(children),
-                    NodeDigest::of_record(scheme, &path, &n).finish(children + 1),
-                    NodeDigest::of_record(scheme, &format!("{path}x"), &n).finish(children),
+                    NodeDigest::of_record(scheme, &path, node(&longer, version).as_ref()).finish(children),
+                    NodeDigest::of_record(scheme, &path, node(&data, version ^ 1).as_ref()).finish(children),
+                    NodeDigest::of_record(scheme, &path, n.as_ref()).finish(children + 1),
+                    NodeDigest::of_record(scheme, &format!("{path}x"), n.as_ref()).finish(children),
                 ];
                 for other in changed {
                     prop_assert_ne!(base, other);
@@ -211,18 +211,18 @@ mod tests {
         // Fixed values: a change to either scheme is a format change.
         let n = node(b"hello, world", 3);
         assert_eq!(
-            node_digest(DigestScheme::Fnv, "/a/b", &n),
+            node_digest(DigestScheme::Fnv, "/a/b", n.as_ref()),
             0xccb3_bf4f_8b63_dfa2
         );
         assert_eq!(
-            node_digest(DigestScheme::Words, "/a/b", &n),
+            node_digest(DigestScheme::Words, "/a/b", n.as_ref()),
             0x426f_6eb8_010d_c2cd
         );
         // A byte moved from the path into the data.
         for scheme in [DigestScheme::Fnv, DigestScheme::Words] {
             assert_ne!(
-                node_digest(scheme, "/ab", &node(b"c", 0)),
-                node_digest(scheme, "/a", &node(b"bc", 0))
+                node_digest(scheme, "/ab", node(b"c", 0).as_ref()),
+                node_digest(scheme, "/a", node(b"bc", 0).as_ref())
             );
         }
     }

@@ -5,11 +5,12 @@
 
 mod acl;
 mod apply;
+mod child_map;
 mod codec;
 mod digest;
 mod ephemeral;
 mod node;
-mod ord_map;
+mod packed_leaf;
 mod path;
 mod prep;
 mod read;
@@ -24,7 +25,7 @@ pub use acl::{check as check_acl, digest_id, fixup as fixup_acl, Caller};
 pub use apply::{Applied, TreeEvent, TreeEventKind, TxnResult};
 pub use codec::DecodeError;
 pub use ephemeral::{client_owner, ttl_owner, EphemeralKind, CONTAINER_OWNER, TTL_MAX_MS};
-pub use node::{Node, PersistedStat};
+pub use node::{Name, Node, NodeRef, PersistedStat};
 pub use path::{validate_path, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 pub use prep::{PrepContext, PrepError, Preparer};
 pub use response::{reply_for, response_for};

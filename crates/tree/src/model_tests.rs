@@ -71,7 +71,7 @@ fn check_tree(t: &DataTree) -> Result<(), TestCaseError> {
         let s = n.stat();
         prop_assert_eq!(s.num_children as usize, n.children().count());
         for c in n.children() {
-            let child = t.node(&crate::path::join(&p, c)).unwrap();
+            let child = t.node(&crate::path::join(&p, &c)).unwrap();
             // The parent saw this child's creation.
             prop_assert!(n.persisted().pzxid >= child.persisted().czxid);
             if child.persisted().czxid > 0 {

@@ -1,10 +1,11 @@
-//! One znode: data, ACL, persisted stat and its children.
+//! One znode: data, ACL, persisted stat and its children, loose ([`Node`])
+//! or as the tree holds it ([`NodeRef`]).
 
 use stoa_proto::records::{Acl, Stat};
 use triomphe::ThinArc;
 
+use crate::child_map::ChildMap;
 use crate::ephemeral::client_owner;
-use crate::ord_map::OrdMap;
 
 /// The stat ZooKeeper persists (`StatPersisted`). `cversion` counts child
 /// creations and `ephemeral_owner` is raw (containers and TTL nodes carry
@@ -54,41 +55,17 @@ pub(crate) fn shared_acl(acl: &[Acl]) -> SharedAcl {
 }
 
 /// A child's name, inline up to 24 bytes (what nearly every name is).
-pub(crate) type Name = compact_str::CompactString;
+pub type Name = compact_str::CompactString;
 
-// A node sits inline in its parent's child map, beside its name: every
-// byte here is a byte per znode.
-const _: () = assert!(std::mem::size_of::<Node>() <= 96);
-
-/// A znode. Cloning is cheap: data, ACL and children are shared.
+/// A znode outside the tree's leaves: the root, or one on its way in or
+/// out. Cloning is cheap: data, ACL and children are shared.
 #[derive(Debug, Clone)]
 pub struct Node {
     pub(crate) data: SharedBytes,
     pub(crate) acl: SharedAcl,
     pub(crate) stat: PersistedStat,
     /// The children by name, sorted (ZooKeeper's order is unspecified).
-    pub(crate) children: OrdMap<Name, Node>,
-}
-
-/// Children are nested inside their parent, so the default drop recurses
-/// once per level of the tree: a chain of a few thousand znodes (any
-/// client may create one) would overflow a thread's stack when the last
-/// copy of it goes. This drop takes apart, with a loop, whatever no
-/// snapshot clone still shares.
-impl Drop for Node {
-    fn drop(&mut self) {
-        if self.children.is_empty() {
-            return;
-        }
-        let mut pending = vec![std::mem::take(&mut self.children)];
-        while let Some(mut children) = pending.pop() {
-            children.drain_unshared(|mut child| {
-                if !child.children.is_empty() {
-                    pending.push(std::mem::take(&mut child.children));
-                }
-            });
-        }
-    }
+    pub(crate) children: ChildMap,
 }
 
 impl Node {
@@ -97,65 +74,97 @@ impl Node {
             data,
             acl,
             stat,
-            children: OrdMap::new(),
+            children: ChildMap::new(),
         }
     }
 
-    pub fn data(&self) -> &[u8] {
-        &self.data
+    pub fn as_ref(&self) -> NodeRef<'_> {
+        NodeRef {
+            data: &self.data,
+            acl: &self.acl,
+            stat: self.stat,
+            children: Some(&self.children),
+        }
+    }
+}
+
+/// The stat as ZooKeeper reports it (`DataNode.copyStat`): cversion counts
+/// creations and deletions, owner 0 for containers and TTL nodes.
+pub(crate) fn client_stat(stat: &PersistedStat, data_len: usize, num_children: usize) -> Stat {
+    let num_children = num_children as i32;
+    Stat {
+        czxid: stat.czxid,
+        mzxid: stat.mzxid,
+        ctime: stat.ctime,
+        mtime: stat.mtime,
+        version: stat.version,
+        cversion: stat.cversion.wrapping_mul(2).wrapping_sub(num_children),
+        aversion: stat.aversion,
+        ephemeral_owner: client_owner(stat.ephemeral_owner),
+        data_length: data_len as i32,
+        num_children,
+        pzxid: stat.pzxid,
+    }
+}
+
+/// A znode as the tree holds it, for reading: most sit packed in their
+/// parent's leaves, so this is a view decoded from there.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRef<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) acl: &'a SharedAcl,
+    pub(crate) stat: PersistedStat,
+    /// None for a node that never had children.
+    pub(crate) children: Option<&'a ChildMap>,
+}
+
+impl<'a> NodeRef<'a> {
+    pub fn data(&self) -> &'a [u8] {
+        self.data
     }
 
-    pub fn acl(&self) -> &[Acl] {
+    pub fn acl(&self) -> &'a [Acl] {
         &self.acl.slice
     }
 
-    pub fn persisted(&self) -> &PersistedStat {
-        &self.stat
+    pub fn persisted(&self) -> PersistedStat {
+        self.stat
     }
 
-    /// The stat as ZooKeeper reports it (`DataNode.copyStat`): cversion
-    /// counts creations and deletions, owner 0 for containers and TTL nodes.
+    /// The stat as ZooKeeper reports it.
     pub fn stat(&self) -> Stat {
-        let num_children = self.child_count() as i32;
-        Stat {
-            czxid: self.stat.czxid,
-            mzxid: self.stat.mzxid,
-            ctime: self.stat.ctime,
-            mtime: self.stat.mtime,
-            version: self.stat.version,
-            cversion: self
-                .stat
-                .cversion
-                .wrapping_mul(2)
-                .wrapping_sub(num_children),
-            aversion: self.stat.aversion,
-            ephemeral_owner: client_owner(self.stat.ephemeral_owner),
-            data_length: self.data().len() as i32,
-            num_children,
-            pzxid: self.stat.pzxid,
-        }
+        client_stat(&self.stat, self.data.len(), self.child_count())
+    }
+
+    /// The child `name`.
+    pub fn child(&self, name: &str) -> Option<NodeRef<'a>> {
+        self.children?.get(name)
     }
 
     /// Child names in sorted order.
-    pub fn children(&self) -> impl Iterator<Item = &str> + '_ {
-        self.children.iter().map(|(name, _)| name.as_str())
+    pub fn children(&self) -> impl Iterator<Item = Name> + 'a {
+        self.children_after(None)
     }
 
     /// Child names that sort (bytewise) after `after`, or all of them from
     /// the first when `None`, in sorted order. The children are an ordered
     /// set, so reaching the start costs O(log n) rather than a scan: what
     /// lets an extension take the head of a long queue cheaply.
-    pub fn children_after<'a>(
-        &'a self,
-        after: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn children_after(&self, after: Option<&str>) -> impl Iterator<Item = Name> + 'a {
         self.children
-            .iter_after(after)
-            .map(|(name, _)| name.as_str())
+            .map(|c| c.iter_after(after))
+            .into_iter()
+            .flatten()
+            .map(|(name, _)| name)
+    }
+
+    /// The children with their nodes, in sorted order.
+    pub(crate) fn child_nodes(&self) -> impl Iterator<Item = (Name, NodeRef<'a>)> + 'a {
+        self.children.into_iter().flat_map(|c| c.iter())
     }
 
     pub fn child_count(&self) -> usize {
-        self.children.len()
+        self.children.map_or(0, ChildMap::len)
     }
 }
 
@@ -169,13 +178,14 @@ mod tests {
         let mut node = Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default());
         for name in ["b", "a", "b0", "B", "c"] {
             let child = Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default());
-            node.children.insert_new(name.into(), child);
+            node.children.insert_new(name, child);
         }
-        let all: Vec<&str> = node.children_after(None).collect();
+        let node = node.as_ref();
+        let all: Vec<Name> = node.children_after(None).collect();
         assert_eq!(all, ["B", "a", "b", "b0", "c"]);
-        let after_b: Vec<&str> = node.children_after(Some("b")).collect();
+        let after_b: Vec<Name> = node.children_after(Some("b")).collect();
         assert_eq!(after_b, ["b0", "c"]);
-        let after_missing: Vec<&str> = node.children_after(Some("a0")).collect();
+        let after_missing: Vec<Name> = node.children_after(Some("a0")).collect();
         assert_eq!(after_missing, ["b", "b0", "c"]);
         assert_eq!(node.children_after(Some("c")).count(), 0);
     }

@@ -565,7 +565,7 @@ impl Preparer {
             None => {
                 let node = tree.node(p).ok_or(ErrorCode::NoNode)?;
                 Record {
-                    stat: Some(*node.persisted()),
+                    stat: Some(node.persisted()),
                     child_count: node.child_count(),
                     acl: node.acl.clone(),
                 }

@@ -208,7 +208,7 @@ fn ttl_rules() {
         panic!("{r:?}")
     };
     assert_eq!(c.stat.ephemeral_owner, 0, "clients see 0 for TTL nodes");
-    let n = *w.tree.node("/t").unwrap().persisted();
+    let n = w.tree.node("/t").unwrap().persisted();
     assert_eq!(n.ephemeral_owner, ttl_owner(100).unwrap());
     assert_eq!(
         created_path(w.run(&ttl_req("/t/s", 6, 50))),

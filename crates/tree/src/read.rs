@@ -8,7 +8,7 @@ use stoa_proto::request::Request;
 use stoa_proto::response::{MultiResult, Response};
 
 use crate::acl::{self, Caller};
-use crate::node::Node;
+use crate::node::NodeRef;
 use crate::path;
 use crate::tree::DataTree;
 
@@ -97,7 +97,7 @@ impl DataTree {
     }
 
     /// The node, if it exists and the caller may READ it.
-    fn readable(&self, p: &str, caller: Caller<'_>) -> Result<&Node, ErrorCode> {
+    fn readable(&self, p: &str, caller: Caller<'_>) -> Result<NodeRef<'_>, ErrorCode> {
         let n = self.node(p).ok_or(ErrorCode::NoNode)?;
         acl::check(n.acl(), perms::READ, caller)?;
         Ok(n)
@@ -134,7 +134,7 @@ impl DataTree {
                 while let Some(cur) = stack.pop() {
                     if let Some(n) = self.node(&cur) {
                         count += n.child_count();
-                        stack.extend(n.children().map(|c| path::join(&cur, c)));
+                        stack.extend(n.children().map(|c| path::join(&cur, &c)));
                     }
                 }
                 count
@@ -143,6 +143,6 @@ impl DataTree {
     }
 }
 
-fn child_names(n: &Node) -> Vec<String> {
-    n.children().map(str::to_owned).collect()
+fn child_names(n: NodeRef<'_>) -> Vec<String> {
+    n.children().map(String::from).collect()
 }

@@ -224,7 +224,7 @@ fn node_record(
     };
     let node = Node::new(data, acl, stat);
     Ok(NodeRecord {
-        digest: NodeDigest::of_record(scheme, p, &node),
+        digest: NodeDigest::of_record(scheme, p, node.as_ref()),
         path: Arc::from(p),
         node,
     })
@@ -256,7 +256,7 @@ impl Builder {
             if *p != *path::ROOT {
                 return Err(corrupt("first node is not the root"));
             }
-            self.tree.note_added(&p, &node);
+            self.tree.note_added(&p, node.as_ref());
             self.open.push((p, node, digest));
             return Ok(());
         }
@@ -277,7 +277,7 @@ impl Builder {
         // Not depth first (no writer of ours does that): the parent, if
         // any, is already in the tree.
         let parent_node = match self.open.last() {
-            Some((_, parent_node, _)) => parent_node,
+            Some((_, parent_node, _)) => parent_node.as_ref(),
             None => self
                 .tree
                 .node(parent)
@@ -291,12 +291,12 @@ impl Builder {
         // sorted: only a name out of order needs a lookup.
         let in_order = parent_node
             .children
-            .last_key()
+            .and_then(|c| c.last_key())
             .is_none_or(|last| last.as_str() < name);
-        if !in_order && parent_node.children.contains_key(name) {
+        if !in_order && parent_node.child(name).is_some() {
             return Err(corrupt(format!("node {p} twice")));
         }
-        self.tree.note_added(&p, &node);
+        self.tree.note_added(&p, node.as_ref());
         self.open.push((p, node, digest));
         Ok(())
     }
@@ -307,10 +307,10 @@ impl Builder {
         let Some((p, node, digest)) = self.open.pop() else {
             return Ok(());
         };
-        self.digest = self.digest.wrapping_add(digest.finish(node.child_count()));
+        self.digest = self.digest.wrapping_add(digest.finish(node.children.len()));
         let name = path::name_of(&p);
         if let Some((_, parent_node, _)) = self.open.last_mut() {
-            parent_node.children.insert_new(name.into(), node);
+            parent_node.children.insert_new(name, node);
             return Ok(());
         }
         if *p == *path::ROOT {
@@ -320,17 +320,18 @@ impl Builder {
         // Its parent was finished before it was read: that parent's digest
         // was counted with fewer children.
         let parent = path::canonical(path::parent_of(&p).unwrap_or_default());
-        let parent_node = self
+        let before = self
             .tree
-            .node_mut(parent)
+            .node(parent)
+            .map(|n| node_digest(self.scheme, parent, n))
             .ok_or_else(|| corrupt(format!("{p} before its parent")))?;
-        self.digest = self
-            .digest
-            .wrapping_sub(node_digest(self.scheme, parent, parent_node));
-        parent_node.children.insert_new(name.into(), node);
-        self.digest = self
-            .digest
-            .wrapping_add(node_digest(self.scheme, parent, parent_node));
+        let siblings = self.tree.children_mut(parent).expect("the parent is there");
+        siblings.insert_new(name, node);
+        let after = self.tree.node(parent).expect("the parent is there");
+        self.digest =
+            self.digest
+                .wrapping_sub(before)
+                .wrapping_add(node_digest(self.scheme, parent, after));
         Ok(())
     }
 

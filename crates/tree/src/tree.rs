@@ -6,9 +6,10 @@ use rpds::{RedBlackTreeMapSync, RedBlackTreeSetSync};
 use stoa_proto::opcode::perms;
 use stoa_proto::records::{Acl, Id};
 
+use crate::child_map::ChildMap;
 use crate::digest::{node_digest, CURRENT_SCHEME};
 use crate::ephemeral::EphemeralKind;
-use crate::node::{shared_acl, shared_bytes, Node, PersistedStat};
+use crate::node::{shared_acl, shared_bytes, Node, NodeRef, PersistedStat, SharedAcl};
 use crate::path::{self, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 
 type PathSet = RedBlackTreeSetSync<Arc<str>>;
@@ -101,27 +102,59 @@ impl DataTree {
     /// Puts in the root of an empty tree.
     pub(crate) fn set_root(&mut self, root: Node) {
         assert_eq!(self.node_count, 0, "the tree has a root");
-        self.note_added(ROOT, &root);
+        self.note_added(ROOT, root.as_ref());
         self.root = root;
     }
 
     /// The node at `path`; `""` is the root, as in ZooKeeper.
-    pub fn node(&self, path: &str) -> Option<&Node> {
-        let mut node = &self.root;
+    pub fn node(&self, path: &str) -> Option<NodeRef<'_>> {
+        let mut node = self.root.as_ref();
         for name in components(path)? {
-            node = node.children.get(name)?;
+            node = node.child(name)?;
         }
         Some(node)
     }
 
-    /// The node at `path`, for changing (copies what a clone shares on the
-    /// way down).
-    pub(crate) fn node_mut(&mut self, path: &str) -> Option<&mut Node> {
-        let mut node = &mut self.root;
+    /// The child map of the node at `path`, for changing (copies what a
+    /// clone shares on the way down; gives a node that had none an empty
+    /// one).
+    pub(crate) fn children_mut(&mut self, path: &str) -> Option<&mut ChildMap> {
+        let mut children = &mut self.root.children;
         for name in components(path)? {
-            node = node.children.get_mut(name)?;
+            children = children.children_mut(name)?;
         }
-        Some(node)
+        Some(children)
+    }
+
+    /// Gives the node at `path` a new stat and, when given, new data or
+    /// ACL; false if there is no such node.
+    pub(crate) fn update_node(
+        &mut self,
+        p: &str,
+        stat: PersistedStat,
+        data: Option<&[u8]>,
+        acl: Option<&SharedAcl>,
+    ) -> bool {
+        let p = path::canonical(p);
+        if p == ROOT {
+            if self.node_count == 0 {
+                return false;
+            }
+            let root = &mut self.root;
+            root.stat = stat;
+            if let Some(data) = data {
+                root.data = shared_bytes(data);
+            }
+            if let Some(acl) = acl {
+                root.acl = acl.clone();
+            }
+            return true;
+        }
+        let Some(parent) = path::parent_of(p).map(path::canonical) else {
+            return false;
+        };
+        self.children_mut(parent)
+            .is_some_and(|siblings| siblings.update(path::name_of(p), stat, data, acl))
     }
 
     pub fn node_count(&self) -> usize {
@@ -213,14 +246,15 @@ impl DataTree {
     /// Calls `visit` with every node and its path in depth-first order,
     /// each parent before its children, siblings sorted: the order of a
     /// snapshot.
-    pub fn walk<'a>(&'a self, mut visit: impl FnMut(&str, &'a Node)) {
+    pub fn walk<'a>(&'a self, mut visit: impl FnMut(&str, NodeRef<'a>)) {
         if self.node_count == 0 {
             return;
         }
-        visit(ROOT, &self.root);
+        let root = self.root.as_ref();
+        visit(ROOT, root);
         // Explicit stack: paths may nest deeper than a thread's stack.
         let mut path = String::new();
-        let mut stack = vec![(self.root.children.iter(), 0)];
+        let mut stack = vec![(root.child_nodes(), 0)];
         while let Some((siblings, parent_len)) = stack.last_mut() {
             let Some((name, node)) = siblings.next() else {
                 stack.pop();
@@ -228,10 +262,10 @@ impl DataTree {
             };
             path.truncate(*parent_len);
             path.push('/');
-            path.push_str(name);
+            path.push_str(&name);
             visit(&path, node);
             if node.child_count() > 0 {
-                stack.push((node.children.iter(), path.len()));
+                stack.push((node.child_nodes(), path.len()));
             }
         }
     }
@@ -244,21 +278,18 @@ impl DataTree {
     }
 
     /// Inserts `node` at `path` under its existing parent and indexes its
-    /// owner; returns the parent, whose stat it does not touch.
-    pub(crate) fn attach(&mut self, p: &str, node: Node) -> &mut Node {
+    /// owner; leaves the parent's stat alone.
+    pub(crate) fn attach(&mut self, p: &str, node: Node) {
         let parent = path::canonical(path::parent_of(p).unwrap_or_default());
-        self.note_added(p, &node);
-        let parent_node = self.node_mut(parent);
-        let parent_node = parent_node.unwrap_or_else(|| panic!("attach {p}: parent missing"));
-        let fresh = parent_node
-            .children
-            .insert_new(path::name_of(p).into(), node);
+        self.note_added(p, node.as_ref());
+        let siblings = self.children_mut(parent);
+        let siblings = siblings.unwrap_or_else(|| panic!("attach {p}: parent missing"));
+        let fresh = siblings.insert_new(path::name_of(p), node);
         assert!(fresh, "{p} attached twice");
-        parent_node
     }
 
     /// Counts a node about to join the tree and indexes its owner.
-    pub(crate) fn note_added(&mut self, p: &str, node: &Node) {
+    pub(crate) fn note_added(&mut self, p: &str, node: NodeRef<'_>) {
         self.node_count += 1;
         self.data_bytes += node_bytes(p, node);
         let owner = node.stat.ephemeral_owner;
@@ -275,18 +306,20 @@ impl DataTree {
     }
 
     /// Removes the leaf at `path` from its parent's children and the owner
-    /// indexes; with `zxid`, moves the parent's pzxid up to it (one walk
-    /// for both).
+    /// indexes; with `zxid`, moves the parent's pzxid up to it.
     pub(crate) fn detach(&mut self, p: &str, zxid: Option<i64>) -> Option<Node> {
         let parent = path::canonical(path::parent_of(p)?);
-        let parent_node = self.node_mut(parent)?;
-        let node = parent_node.children.remove(path::name_of(p))?;
+        let node = self.children_mut(parent)?.remove(path::name_of(p))?;
         if let Some(zxid) = zxid {
-            parent_node.stat.pzxid = parent_node.stat.pzxid.max(zxid);
+            let mut stat = self.node(parent).expect("the parent is there").stat;
+            if zxid > stat.pzxid {
+                stat.pzxid = zxid;
+                self.update_node(parent, stat, None, None);
+            }
         }
         assert!(node.children.is_empty(), "detach {p}: node has children");
         self.node_count -= 1;
-        self.data_bytes -= node_bytes(p, &node);
+        self.data_bytes -= node_bytes(p, node.as_ref());
         let owner = node.stat.ephemeral_owner;
         match EphemeralKind::of(owner) {
             EphemeralKind::Void => {}
@@ -365,10 +398,12 @@ fn components(path: &str) -> Option<impl Iterator<Item = &str>> {
 }
 
 /// One node's share of [`DataTree::check_invariants`].
-fn check_node(tree: &DataTree, p: &str, n: &Node) -> Result<(), String> {
-    n.children
-        .check()
-        .map_err(|e| format!("children of {p}: {e}"))?;
+fn check_node(tree: &DataTree, p: &str, n: NodeRef<'_>) -> Result<(), String> {
+    if let Some(children) = n.children {
+        children
+            .check()
+            .map_err(|e| format!("children of {p}: {e}"))?;
+    }
     for name in n.children() {
         if name.is_empty() || name.contains('/') {
             return Err(format!("{p} has a child named {name:?}"));
@@ -400,7 +435,7 @@ fn check_node(tree: &DataTree, p: &str, n: &Node) -> Result<(), String> {
 }
 
 /// What a node adds to ZooKeeper's approximate data size.
-pub(crate) fn node_bytes(path: &str, node: &Node) -> u64 {
+pub(crate) fn node_bytes(path: &str, node: NodeRef<'_>) -> u64 {
     (path.len() + node.data().len()) as u64
 }
 

@@ -49,7 +49,7 @@ impl TreeView for View<'_> {
 
     fn get_children(&self, path: &str) -> Result<Vec<String>, ErrorCode> {
         let node = self.0.node(path).ok_or(ErrorCode::NoNode)?;
-        Ok(node.children().map(str::to_string).collect())
+        Ok(node.children().map(String::from).collect())
     }
 
     /// The ordered child set answers a cursor in O(log n + limit), so an
@@ -64,7 +64,7 @@ impl TreeView for View<'_> {
         Ok(node
             .children_after(after)
             .take(limit)
-            .map(str::to_string)
+            .map(String::from)
             .collect())
     }
 
@@ -83,7 +83,7 @@ impl Engine {
     /// Loads every registration in the tree (at start-up, after recovery).
     pub(super) fn load_extensions(&mut self) {
         let names: Vec<String> = match self.tree.node(EXTENSIONS_ROOT) {
-            Some(root) => root.children().map(str::to_string).collect(),
+            Some(root) => root.children().map(String::from).collect(),
             None => return,
         };
         for name in names {
