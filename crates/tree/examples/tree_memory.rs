@@ -8,8 +8,37 @@ use stoa_proto::records::Acl;
 use stoa_tree::{read_snapshot, write_snapshot, CreateTxn, DataTree, Txn, TxnHeader, TxnOp};
 
 /// The server binary's allocator: size classes decide what a node costs.
+/// Wrapped to count the bytes asked for, so RSS beyond them is the
+/// allocator's (size classes, pages not yet reused).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Counting = Counting;
+
+struct Counting;
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+// SAFETY: forwards every call to mimalloc unchanged; only counts sizes.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as the caller's contract.
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as the caller's contract.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new, std::sync::atomic::Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as the caller's contract.
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new) }
+    }
+}
+
+fn live_bytes() -> u64 {
+    LIVE.load(std::sync::atomic::Ordering::Relaxed) as u64
+}
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
@@ -47,10 +76,12 @@ fn main() {
         let before = rss_bytes();
         let started = Instant::now();
         let loaded = read_snapshot(&mut image.as_slice()).expect("read");
+        let image_bytes = image.len() as u64;
         println!(
-            "snapshot load {:.2} s, RSS +{} MiB",
+            "snapshot load {:.2} s, RSS +{} MiB; {} MiB asked for",
             started.elapsed().as_secs_f64(),
-            (rss_bytes() - before) >> 20
+            (rss_bytes() - before) >> 20,
+            (live_bytes() - image_bytes) >> 20
         );
         std::mem::forget(loaded);
         return;
@@ -79,10 +110,11 @@ fn main() {
     let built = started.elapsed();
     let after = rss_bytes();
     println!(
-        "{n} znodes: built in {:.2} s, RSS +{} MiB, {} B/znode",
+        "{n} znodes: built in {:.2} s, RSS +{} MiB, {} B/znode; {} MiB asked for",
         built.as_secs_f64(),
         (after - before) >> 20,
-        (after - before) / n as u64
+        (after - before) / n as u64,
+        live_bytes() >> 20
     );
     let mut image = Vec::new();
     let started = Instant::now();

@@ -210,7 +210,7 @@ impl ChildMap {
         let root = self.root.as_mut().expect("a map with a key has a root");
         let change = Change::Update { stat, data, acl };
         let right = change_in(root, name, change);
-        self.grow_root(right);
+        self.settle_root(right);
         true
     }
 
@@ -234,9 +234,21 @@ impl ChildMap {
             .as_mut()
             .expect("a map with a last key has a root");
         let right = change_in(root, name, Change::Insert { node, last });
-        self.grow_root(right);
+        self.settle_root(right);
         self.len += 1;
         true
+    }
+
+    /// After a change: splits a root leaf over its weight (it has no
+    /// neighbours to spill into), and grows a root that split.
+    fn settle_root(&mut self, mut right: Vec<Child>) {
+        let root = self.root.as_mut().expect("a changed map has a root");
+        if heavy_leaf(root) {
+            if let MapNode::Leaf(leaf) = Arc::make_mut(root) {
+                right = split_heavy(leaf);
+            }
+        }
+        self.grow_root(right);
     }
 
     /// After a root split: a new root over it and `right`, its new
@@ -410,13 +422,54 @@ fn entries(node: &MapNode) -> usize {
     }
 }
 
+/// Whether `node` is a leaf over its weight that a cut can lighten.
+fn heavy_leaf(node: &MapNode) -> bool {
+    matches!(node, MapNode::Leaf(leaf) if leaf.weight() > LEAF_BYTES && leaf.len() > 1)
+}
+
 /// Splits a leaf over its weight: the parts to its right as new siblings.
-fn split_heavy(leaf: &mut Leaf, changed_at: usize, run: Option<usize>) -> Vec<Child> {
+fn split_heavy(leaf: &mut Leaf) -> Vec<Child> {
     if leaf.weight() <= LEAF_BYTES || leaf.len() < 2 {
         return Vec::new();
     }
-    let cuts = leaf.cuts(LEAF_BYTES, changed_at, run);
+    let cuts = leaf.cuts(LEAF_BYTES);
     leaf.split_at(&cuts).into_iter().map(Child::leaf).collect()
+}
+
+/// Lightens the heavy leaf `i` by moving entries to a neighbour with room
+/// (a B*-tree's redistribution): the two are cut again where they are most
+/// even. Splitting only when neither neighbour has room keeps leaves fuller
+/// than half when inserts land in many places at once (sequential names
+/// that sort between older ones). False if neither neighbour takes any.
+fn spill(children: &mut [Child], i: usize) -> bool {
+    let neighbours = [
+        i.checked_sub(1),
+        Some(i + 1).filter(|&j| j < children.len()),
+    ];
+    for j in neighbours.into_iter().flatten() {
+        let (l, r) = (i.min(j), i.max(j));
+        let (MapNode::Leaf(a), MapNode::Leaf(b)) = (&*children[l].node, &*children[r].node) else {
+            return false;
+        };
+        // Room for a few more inserts each, or the next insert spills again.
+        if a.weight() + b.weight() > 2 * LEAF_BYTES - LEAF_BYTES / 4 {
+            continue;
+        }
+        let mut joined = a.joined(b);
+        let Some(cut) = joined.even_cut(LEAF_BYTES) else {
+            continue;
+        };
+        let right = joined.split_at(&[cut]).pop().expect("two parts");
+        // Each part is encoded afresh (its own prefix and bases): check.
+        let fits = |leaf: &Leaf| leaf.weight() <= LEAF_BYTES || leaf.len() == 1;
+        if !fits(&joined) || !fits(&right) {
+            continue;
+        }
+        children[l] = Child::leaf(joined);
+        children[r] = Child::leaf(right);
+        return true;
+    }
+    false
 }
 
 /// Splits a branch over its capacity: the parts to its right as new
@@ -463,24 +516,25 @@ enum Change<'a> {
 fn change_in(node: &mut Arc<MapNode>, name: &str, change: Change<'_>) -> Vec<Child> {
     let key = name.as_bytes();
     match Arc::make_mut(node) {
-        MapNode::Leaf(leaf) => match change {
-            Change::Insert { node, last } => {
-                let at = if last {
-                    leaf.len()
-                } else {
-                    leaf.find(key).expect_err("insert of an absent name")
-                };
-                let run = leaf.insert(at, name, node);
-                split_heavy(leaf, at, run)
+        MapNode::Leaf(leaf) => {
+            match change {
+                Change::Insert { node, last } => {
+                    let at = if last {
+                        leaf.len()
+                    } else {
+                        leaf.find(key).expect_err("insert of an absent name")
+                    };
+                    leaf.insert(at, name, node);
+                }
+                Change::Update { stat, data, acl } => {
+                    let at = leaf.find(key).expect("update of a present name");
+                    leaf.set(at, stat, data, acl);
+                }
             }
-            Change::Update { stat, data, acl } => {
-                let at = leaf.find(key).expect("update of a present name");
-                leaf.set(at, stat, data, acl);
-                // Not the insert-at-the-end split: that would leave the
-                // left leaf as heavy as it is.
-                split_heavy(leaf, 0, None)
-            }
-        },
+            // A heavy leaf is the parent's to lighten: it may spill into a
+            // neighbour.
+            Vec::new()
+        }
         MapNode::Branch(children) => {
             let last = matches!(change, Change::Insert { last: true, .. });
             let i = if last {
@@ -488,13 +542,20 @@ fn change_in(node: &mut Arc<MapNode>, name: &str, change: Change<'_>) -> Vec<Chi
             } else {
                 route(children, key)
             };
-            let new_least = cmp_bytes(key, children[i].least.as_bytes()).is_lt();
-            if new_least {
+            let mut changed = cmp_bytes(key, children[i].least.as_bytes()).is_lt();
+            if changed {
                 children[i].least = name.into();
             }
-            let right = change_in(&mut children[i].node, name, change);
+            let mut right = change_in(&mut children[i].node, name, change);
+            if heavy_leaf(&children[i].node) {
+                if spill(children, i) {
+                    changed = true;
+                } else if let MapNode::Leaf(leaf) = Arc::make_mut(&mut children[i].node) {
+                    right = split_heavy(leaf);
+                }
+            }
             if right.is_empty() {
-                if new_least {
+                if changed {
                     reword(children);
                 }
                 return Vec::new();
@@ -955,7 +1016,7 @@ mod tests {
         }
     }
 
-    fn leaves(map: &ChildMap) -> Vec<&Leaf> {
+    pub(super) fn leaves_of(map: &ChildMap) -> Vec<&Leaf> {
         let mut out = Vec::new();
         let mut stack: Vec<&MapNode> = map.root.as_deref().into_iter().collect();
         while let Some(node) = stack.pop() {
@@ -986,20 +1047,20 @@ mod tests {
             assert!(map.insert_new(&key(k), plain(&[b'x'; 20], k.into())));
         }
         assert_eq!(map.check(), Ok(()));
-        let weight: usize = leaves(&map).iter().map(|l| l.weight()).sum();
+        let weight: usize = leaves_of(&map).iter().map(|l| l.weight()).sum();
         let full = weight.div_ceil(LEAF_BYTES);
         assert!(
-            leaves(&map).len() <= full + full / 10,
+            leaves_of(&map).len() <= full + full / 10,
             "{} leaves for {full}",
-            leaves(&map).len()
+            leaves_of(&map).len()
         );
         let frozen = map.clone();
         for k in (0..10_000u32).filter(|k| k % 16 != 0) {
             assert!(map.remove(&key(k)).is_some());
         }
         assert_eq!(map.check(), Ok(()));
-        let weight: usize = leaves(&map).iter().map(|l| l.weight()).sum();
-        assert!(leaves(&map).len() <= 2 * weight.div_ceil(LEAF_BYTES / 4));
+        let weight: usize = leaves_of(&map).iter().map(|l| l.weight()).sum();
+        assert!(leaves_of(&map).len() <= 2 * weight.div_ceil(LEAF_BYTES / 4));
         for k in (0..10_000u32).step_by(16).rev() {
             assert!(map.remove(&key(k)).is_some());
             if k % 997 == 0 {
@@ -1023,7 +1084,7 @@ mod tests {
             let name = format!("1a2b3c4d-0-{k}");
             assert!(map.insert_new(&name, plain(&[b'x'; 100], (k as i64) * 3)));
         }
-        let weight: usize = leaves(&map).iter().map(|l| l.weight()).sum();
+        let weight: usize = leaves_of(&map).iter().map(|l| l.weight()).sum();
         let per_node = weight as f64 / 1_000.0;
         assert!(per_node < 100.0 + 16.0, "{per_node} bytes per znode");
     }
@@ -1050,5 +1111,43 @@ mod tests {
             .unwrap()
             .join()
             .expect("no stack overflow");
+    }
+}
+
+#[cfg(test)]
+mod weigh {
+    use super::*;
+    use crate::node::{shared_acl, shared_bytes};
+    use stoa_proto::records::Acl;
+
+    #[test]
+    #[ignore]
+    fn weigh_bench_tree() {
+        let mut map = ChildMap::new();
+        for k in 1..=1_000_000u32 {
+            let node = Node::new(
+                shared_bytes(&[b'x'; 100]),
+                shared_acl(&[Acl::open_unsafe()]),
+                PersistedStat::created(k.into(), 1_700_000_000_000 + i64::from(k) / 60, 0),
+            );
+            map.insert_new(&format!("5f3a9c21-0-{k}"), node);
+        }
+        let leaves = super::tests::leaves_of(&map);
+        let weight: usize = leaves.iter().map(|l| l.weight()).sum();
+        let mut hist = [0usize; 10];
+        for l in &leaves {
+            hist[(l.weight() * 10 / (LEAF_BYTES + 1)).min(9)] += 1;
+        }
+        eprintln!("fill deciles {hist:?}");
+        for l in leaves.iter().take(400).skip(300) {
+            eprint!("{}:{} ", l.name(0), l.len());
+        }
+        eprintln!();
+        eprintln!(
+            "{} leaves, {:.1} B/entry weight, {:.1} entries/leaf",
+            leaves.len(),
+            weight as f64 / 1e6,
+            1e6 / leaves.len() as f64
+        );
     }
 }

@@ -41,6 +41,11 @@ use std::cmp::Ordering;
 use crate::child_map::ChildMap;
 use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, SharedBytes};
 
+/// An insert at most this many places from the last one continues its run:
+/// sequential names that sort between older ones (`n-123459`, then
+/// `n-123460` after `n-12346`) land a place or two apart.
+const RUN_GAP: usize = 3;
+
 /// Data up to this size sits inline in the leaf.
 pub(crate) const INLINE_DATA_MAX: usize = 512;
 
@@ -76,6 +81,9 @@ pub(crate) struct Leaf {
     /// landing between two older ones), and the split leaves the run's side
     /// to fill up rather than two half-empty leaves.
     last_insert: Option<u32>,
+    /// Where to cut, if the last insert continued a run (see
+    /// [`Leaf::insert`]).
+    run_cut: Option<u32>,
 }
 
 /// Where an entry's data is.
@@ -252,19 +260,20 @@ impl Leaf {
         self.compact_if_sparse();
     }
 
-    /// Puts `node` in at `i`, the place [`Leaf::find`] gave for `name`.
-    /// Returns where a split should cut if this insert continues a run:
-    /// after it (ascending) or before it (descending).
-    pub(crate) fn insert(&mut self, i: usize, name: &str, node: Node) -> Option<usize> {
+    /// Puts `node` in at `i`, the place [`Leaf::find`] gave for `name`,
+    /// and notes whether it continues a run (lands within [`RUN_GAP`]
+    /// places of the last insert): a split then cuts after it (ascending)
+    /// or before it (descending).
+    pub(crate) fn insert(&mut self, i: usize, name: &str, node: Node) {
         debug_assert_eq!(self.find(name.as_bytes()), Err(i));
         let run = match self.last_insert.map(|l| l as usize) {
-            Some(l) if l + 1 == i => Some(i + 1),
-            Some(l) if l == i => Some(i),
+            Some(l) if l < i && i <= l + RUN_GAP => Some(i + 1),
+            Some(l) if i <= l && l <= i + RUN_GAP => Some(i),
             _ => None,
         };
         self.insert_unmarked(i, name, node);
         self.last_insert = Some(i as u32);
-        run
+        self.run_cut = run.map(|c| c as u32);
     }
 
     fn insert_unmarked(&mut self, i: usize, name: &str, node: Node) {
@@ -341,6 +350,7 @@ impl Leaf {
         self.splice(i, &[]);
         self.offsets.remove(i);
         self.last_insert = None;
+        self.run_cut = None;
         if !self.offsets.is_empty() {
             self.compact_if_sparse();
         }
@@ -381,7 +391,7 @@ impl Leaf {
     }
 
     /// A leaf of our entries and then `right`'s, whose names all sort
-    /// after ours.
+    /// after ours. It still knows where the last insert into either went.
     pub(crate) fn joined(&self, right: &Leaf) -> Leaf {
         let first = self.name(0);
         let last = right.name(right.len() - 1);
@@ -391,16 +401,40 @@ impl Leaf {
                 b.push(&leaf.name(j), leaf.parts(j));
             }
         }
-        b.finish()
+        let mut joined = b.finish();
+        joined.last_insert = self
+            .last_insert
+            .or(right.last_insert.map(|l| l + self.len() as u32));
+        joined
+    }
+
+    /// The cut that splits the leaf into the two most even parts that
+    /// each weigh at most `max` (or are one entry); none if no cut does.
+    pub(crate) fn even_cut(&self, max: usize) -> Option<usize> {
+        let n = self.len();
+        let total = self.weight();
+        let mut left = 0;
+        let mut best: Option<(usize, usize)> = None;
+        for c in 1..n {
+            left += self.end(c - 1) - self.start(c - 1) + 4;
+            let right = total - left;
+            let fits = (left <= max || c == 1) && (right <= max || c + 1 == n);
+            if fits && best.is_none_or(|(_, worst)| left.max(right) < worst) {
+                best = Some((c, left.max(right)));
+            }
+        }
+        best.map(|(c, _)| c)
     }
 
     /// Where to cut a leaf heavier than `max` so that no part of two or
-    /// more entries is. At `run` (see [`Leaf::insert`]) if both sides obey
-    /// that: the run's side fills up as it goes on, the other side was full
-    /// before. After an insert at the end (sequential names) the new entry
-    /// alone goes right and the rest stays full. Otherwise parts of about
-    /// even weight.
-    pub(crate) fn cuts(&self, max: usize, inserted_at: usize, run: Option<usize>) -> Vec<usize> {
+    /// more entries is. At the run's cut (see [`Leaf::insert`]) if both
+    /// sides obey that: the run's side fills up as it goes on, the other
+    /// side was full before. After an insert at the end (sequential names)
+    /// the new entry alone goes right and the rest stays full. Otherwise
+    /// parts of about even weight.
+    pub(crate) fn cuts(&self, max: usize) -> Vec<usize> {
+        let run = self.run_cut.map(|c| c as usize);
+        let inserted_at = self.last_insert.map_or(usize::MAX, |l| l as usize);
         let n = self.len();
         let weight_of = |i: usize| self.end(i) - self.start(i) + 4;
         let fits = |range: std::ops::Range<usize>| {
@@ -411,7 +445,7 @@ impl Leaf {
                 return vec![cut];
             }
         }
-        if inserted_at + 1 == n && fits(0..n - 1) {
+        if inserted_at.wrapping_add(1) == n && fits(0..n - 1) {
             return vec![n - 1];
         }
         let even = self.weight().div_ceil(self.weight().div_ceil(max));
@@ -618,6 +652,7 @@ impl Builder {
                 bytes: Vec::new(),
                 slots: Vec::new(),
                 last_insert: None,
+                run_cut: None,
             },
             scratch: Vec::new(),
         }
