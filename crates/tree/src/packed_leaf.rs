@@ -131,9 +131,7 @@ impl Leaf {
     /// A leaf of one entry.
     pub(crate) fn of_one(name: &str, node: Node) -> Leaf {
         let parts = Parts::of_node(&node);
-        let mut b = Builder::new(name, name, &parts.stat);
-        b.push(name, parts);
-        b.finish()
+        pack(name, name, &parts.stat, [(name.into(), parts)])
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -143,6 +141,17 @@ impl Leaf {
     /// Bytes the leaf holds, for deciding when to split and merge.
     pub(crate) fn weight(&self) -> usize {
         self.bytes.len() + 4 * self.offsets.len()
+    }
+
+    /// Whether the leaf weighs at most `max`, or is one entry (which no
+    /// cut can lighten).
+    pub(crate) fn fits(&self, max: usize) -> bool {
+        self.weight() <= max || self.len() == 1
+    }
+
+    /// Entry `i`'s share of [`Leaf::weight`].
+    fn entry_weight(&self, i: usize) -> usize {
+        self.end(i) - self.start(i) + 4
     }
 
     /// The entry named `key`, or where it would go.
@@ -241,11 +250,7 @@ impl Leaf {
                 if let Data::Slot(s) = old.data {
                     self.slots[s] = Slot::Free;
                 }
-                let data = if bytes.len() > INLINE_DATA_MAX {
-                    Data::Slot(self.add_slot(Slot::Data(SharedBytes::new(bytes))))
-                } else {
-                    Data::Inline(bytes)
-                };
+                let data = self.data_of(bytes, None);
                 let e = Entry {
                     suffix: &suffix,
                     stat,
@@ -280,41 +285,27 @@ impl Leaf {
         let parts = Parts::of_node(&node);
         let Some(suffix) = name.strip_prefix(self.prefix.as_str()) else {
             // Outside the prefix: all entries again, under a shorter one.
-            let mut names: Vec<Name> = (0..self.len()).map(|j| self.name(j)).collect();
-            names.insert(i, name.into());
-            let first = names.first().expect("one entry at least");
-            let last = names.last().expect("one entry at least");
-            let mut b = Builder::new(first, last, &self.entry(0).stat);
-            for (j, n) in names.iter().enumerate() {
-                match j.cmp(&i) {
-                    Ordering::Less => b.push(n, self.parts(j)),
-                    Ordering::Equal => b.push(n, parts),
-                    Ordering::Greater => b.push(n, self.parts(j - 1)),
-                }
-            }
-            *self = b.finish();
+            let n = self.len();
+            let first = if i == 0 { name.into() } else { self.name(0) };
+            let last = if i == n {
+                name.into()
+            } else {
+                self.name(n - 1)
+            };
+            let entries = (self.entries(0..i))
+                .chain([(Name::from(name), parts)])
+                .chain(self.entries(i..n));
+            let base = if i == 0 {
+                parts.stat
+            } else {
+                self.entry(0).stat
+            };
+            *self = pack(&first, &last, &base, entries);
             return;
         };
-        let acl = self.acl_slot(parts.acl);
-        let children = parts
-            .children
-            .map(|map| self.add_slot(Slot::Children(map.clone())));
-        let data = if parts.data.len() > INLINE_DATA_MAX {
-            Data::Slot(self.add_slot(Slot::Data(node.data.clone())))
-        } else {
-            Data::Inline(parts.data)
-        };
         let mut encoded = Vec::new();
-        self.encode(
-            &mut encoded,
-            Entry {
-                suffix,
-                stat: parts.stat,
-                acl,
-                children,
-                data,
-            },
-        );
+        let e = self.entry_of(suffix, parts);
+        self.encode(&mut encoded, e);
         let at = self.start(i);
         self.bytes.reserve_exact(encoded.len());
         self.bytes.splice(at..at, encoded.iter().copied());
@@ -393,15 +384,11 @@ impl Leaf {
     /// A leaf of our entries and then `right`'s, whose names all sort
     /// after ours. It still knows where the last insert into either went.
     pub(crate) fn joined(&self, right: &Leaf) -> Leaf {
-        let first = self.name(0);
         let last = right.name(right.len() - 1);
-        let mut b = Builder::new(&first, &last, &self.entry(0).stat);
-        for leaf in [self, right] {
-            for j in 0..leaf.len() {
-                b.push(&leaf.name(j), leaf.parts(j));
-            }
-        }
-        let mut joined = b.finish();
+        let entries = self
+            .entries(0..self.len())
+            .chain(right.entries(0..right.len()));
+        let mut joined = pack(&self.name(0), &last, &self.entry(0).stat, entries);
         joined.last_insert = self
             .last_insert
             .or(right.last_insert.map(|l| l + self.len() as u32));
@@ -416,7 +403,7 @@ impl Leaf {
         let mut left = 0;
         let mut best: Option<(usize, usize)> = None;
         for c in 1..n {
-            left += self.end(c - 1) - self.start(c - 1) + 4;
+            left += self.entry_weight(c - 1);
             let right = total - left;
             let fits = (left <= max || c == 1) && (right <= max || c + 1 == n);
             if fits && best.is_none_or(|(_, worst)| left.max(right) < worst) {
@@ -436,9 +423,8 @@ impl Leaf {
         let run = self.run_cut.map(|c| c as usize);
         let inserted_at = self.last_insert.map_or(usize::MAX, |l| l as usize);
         let n = self.len();
-        let weight_of = |i: usize| self.end(i) - self.start(i) + 4;
         let fits = |range: std::ops::Range<usize>| {
-            range.len() == 1 || range.map(weight_of).sum::<usize>() <= max
+            range.len() == 1 || range.map(|i| self.entry_weight(i)).sum::<usize>() <= max
         };
         if let Some(cut) = run.filter(|&c| 0 < c && c < n) {
             if fits(0..cut) && fits(cut..n) {
@@ -452,7 +438,7 @@ impl Leaf {
         let mut cuts = Vec::new();
         let mut part = 0;
         for i in 0..n {
-            let w = weight_of(i);
+            let w = self.entry_weight(i);
             if part > 0 && (part >= even || part + w > max) {
                 cuts.push(i);
                 part = 0;
@@ -613,11 +599,39 @@ impl Leaf {
     fn rebuilt(&self, range: std::ops::Range<usize>) -> Leaf {
         let first = self.name(range.start);
         let last = self.name(range.end - 1);
-        let mut b = Builder::new(&first, &last, &self.entry(range.start).stat);
-        for j in range {
-            b.push(&self.name(j), self.parts(j));
+        let base = self.entry(range.start).stat;
+        pack(&first, &last, &base, self.entries(range))
+    }
+
+    /// The entries in `range` with their full names, for packing anew.
+    fn entries(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (Name, Parts<'_>)> + '_ {
+        range.map(|j| (self.name(j), self.parts(j)))
+    }
+
+    /// Entry `parts` under `suffix`, taking the slots it needs: its ACL's
+    /// (shared), its children's and its data's if too big to sit inline.
+    fn entry_of<'p>(&mut self, suffix: &'p str, parts: Parts<'p>) -> Entry<'p> {
+        Entry {
+            suffix,
+            stat: parts.stat,
+            acl: self.acl_slot(parts.acl),
+            children: parts
+                .children
+                .map(|map| self.add_slot(Slot::Children(map.clone()))),
+            data: self.data_of(parts.data, parts.big),
         }
-        b.finish()
+    }
+
+    /// Where `data` goes: inline, or a slot (sharing `big` when given).
+    fn data_of<'p>(&mut self, data: &'p [u8], big: Option<&SharedBytes>) -> Data<'p> {
+        if data.len() <= INLINE_DATA_MAX {
+            return Data::Inline(data);
+        }
+        let shared = big.cloned().unwrap_or_else(|| SharedBytes::new(data));
+        Data::Slot(self.add_slot(Slot::Data(shared)))
     }
 
     fn encode(&self, out: &mut Vec<u8>, e: Entry<'_>) {
@@ -663,22 +677,8 @@ impl Builder {
         let suffix = name
             .strip_prefix(leaf.prefix.as_str())
             .unwrap_or_else(|| panic!("{name:?} outside the prefix {:?}", leaf.prefix));
-        let acl = leaf.acl_slot(p.acl);
-        let children = p.children.map(|m| leaf.add_slot(Slot::Children(m.clone())));
-        let data = if p.data.len() > INLINE_DATA_MAX {
-            let shared = p.big.cloned().unwrap_or_else(|| SharedBytes::new(p.data));
-            Data::Slot(leaf.add_slot(Slot::Data(shared)))
-        } else {
-            Data::Inline(p.data)
-        };
+        let e = leaf.entry_of(suffix, p);
         leaf.offsets.push(self.scratch.len() as u32);
-        let e = Entry {
-            suffix,
-            stat: p.stat,
-            acl,
-            children,
-            data,
-        };
         encode(&mut self.scratch, e, leaf.base_zxid, leaf.base_time);
     }
 
@@ -690,6 +690,21 @@ impl Builder {
         leaf.slots = leaf.slots.to_vec();
         leaf
     }
+}
+
+/// A leaf of `entries` (in name order, from `first` to `last`), with the
+/// prefix those two share and bases from `base`.
+fn pack<'a>(
+    first: &str,
+    last: &str,
+    base: &PersistedStat,
+    entries: impl IntoIterator<Item = (Name, Parts<'a>)>,
+) -> Leaf {
+    let mut b = Builder::new(first, last, base);
+    for (name, parts) in entries {
+        b.push(&name, parts);
+    }
+    b.finish()
 }
 
 fn encode(out: &mut Vec<u8>, e: Entry<'_>, base_zxid: i64, base_time: i64) {
