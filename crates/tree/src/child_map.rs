@@ -430,8 +430,26 @@ fn split_heavy(node: &mut Arc<MapNode>) -> Vec<Child> {
     let MapNode::Leaf(leaf) = Arc::make_mut(node) else {
         unreachable!("only a leaf is heavy");
     };
+    lighten(leaf).into_iter().map(Child::leaf).collect()
+}
+
+/// Cuts `leaf` until every part fits its weight; returns the parts after
+/// the first, in order. A part is encoded afresh (its own prefix and
+/// bases), so it may weigh more than its share of the cut leaf did: such a
+/// part is cut again. One entry always fits, so this ends.
+fn lighten(leaf: &mut Leaf) -> Vec<Leaf> {
+    if leaf.fits(LEAF_BYTES) {
+        return Vec::new();
+    }
     let cuts = leaf.cuts(LEAF_BYTES);
-    leaf.split_at(&cuts).into_iter().map(Child::leaf).collect()
+    let rest = leaf.split_at(&cuts);
+    let mut out = lighten(leaf);
+    for mut part in rest {
+        let more = lighten(&mut part);
+        out.push(part);
+        out.extend(more);
+    }
+    out
 }
 
 /// Lightens the heavy leaf `i` by moving entries to a neighbour with room
