@@ -123,21 +123,18 @@ impl DataTree {
                 data,
                 version,
             } => {
-                let Some(node) = self.node(path) else {
+                let change = |s: &mut PersistedStat| {
+                    s.mtime = h.time_ms;
+                    s.mzxid = h.zxid;
+                    s.version = *version;
+                };
+                let Some(updated) = self.update_node(path, &change, Some(data), None) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
-                let (old, children) = (node.data().len() as u64, node.child_count());
-                let stat = PersistedStat {
-                    mtime: h.time_ms,
-                    mzxid: h.zxid,
-                    version: *version,
-                    ..node.persisted()
-                };
-                self.update_node(path, stat, Some(data), None);
-                self.data_bytes = self.data_bytes - old + data.len() as u64;
+                self.data_bytes = self.data_bytes - updated.old_data_len as u64 + data.len() as u64;
                 ev.push(event(TreeEventKind::NodeDataChanged, path));
                 TxnResult::SetData {
-                    stat: client_stat(&stat, data.len(), children),
+                    stat: client_stat(&updated.stat, data.len(), updated.child_count),
                 }
             }
             TxnOp::SetAcl {
@@ -145,17 +142,13 @@ impl DataTree {
                 acl,
                 aversion,
             } => {
-                let Some(node) = self.node(path) else {
+                let change = |s: &mut PersistedStat| s.aversion = *aversion;
+                let acl = shared_acl(acl);
+                let Some(updated) = self.update_node(path, &change, None, Some(&acl)) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
-                let (data_len, children) = (node.data().len(), node.child_count());
-                let stat = PersistedStat {
-                    aversion: *aversion,
-                    ..node.persisted()
-                };
-                self.update_node(path, stat, None, Some(&shared_acl(acl)));
                 TxnResult::SetAcl {
-                    stat: client_stat(&stat, data_len, children),
+                    stat: client_stat(&updated.stat, updated.old_data_len, updated.child_count),
                 }
             }
             TxnOp::Check { .. } => TxnResult::Checked,
@@ -184,15 +177,18 @@ impl DataTree {
         } else {
             shared_acl(&c.acl)
         };
-        let mut parent_stat = parent.persisted();
+        let parent_cversion = parent.stat.cversion;
         let stat = PersistedStat::created(h.zxid, h.time_ms, c.ephemeral_owner);
         let node = Node::new(shared_bytes(&c.data), acl, stat);
         let client_stat = node.as_ref().stat();
         self.attach(&c.path, node);
-        if c.parent_cversion > parent_stat.cversion {
-            parent_stat.cversion = c.parent_cversion;
-            parent_stat.pzxid = h.zxid;
-            self.update_node(&parent_path, parent_stat, None, None);
+        if c.parent_cversion > parent_cversion {
+            let change = |s: &mut PersistedStat| {
+                s.cversion = c.parent_cversion;
+                s.pzxid = h.zxid;
+            };
+            self.update_node(&parent_path, &change, None, None)
+                .expect("the parent is there");
         }
         ev.push(event(TreeEventKind::NodeCreated, &c.path));
         ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));

@@ -17,7 +17,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl};
+use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, Updated};
 use crate::packed_leaf::Leaf;
 
 /// Bytes a leaf holds before it splits. A write copies its leaf when a
@@ -194,24 +194,28 @@ impl ChildMap {
         Some(leaf.children_mut(at))
     }
 
-    /// Gives the child `name` a new stat and, when given, new data or ACL;
-    /// false if there is no such child. A leaf that grew past its weight
-    /// splits, as after an insert.
+    /// Changes the child `name`'s stat with `change` and, when given, gives
+    /// it new data or ACL, in one walk down; `None` if there is no such
+    /// child (the walk may then have copied shared nodes for nothing).
+    /// A leaf that grew past its weight splits, as after an insert.
     pub(crate) fn update(
         &mut self,
         name: &str,
-        stat: PersistedStat,
+        change: &dyn Fn(&mut PersistedStat),
         data: Option<&[u8]>,
         acl: Option<&SharedAcl>,
-    ) -> bool {
-        if !self.contains_key(name) {
-            return false;
-        }
-        let root = self.root.as_mut().expect("a map with a key has a root");
-        let change = Change::Update { stat, data, acl };
-        let right = change_in(root, name, change);
+    ) -> Option<Updated> {
+        let root = self.root.as_mut()?;
+        let mut found = None;
+        let update = Change::Update {
+            change,
+            data,
+            acl,
+            found: &mut found,
+        };
+        let right = change_in(root, name, update);
         self.settle_root(right);
-        true
+        found
     }
 
     /// Adds `node` under `name`; false (and the map unchanged) if the name
@@ -518,11 +522,12 @@ enum Change<'a> {
     /// Adds an absent name; `last`: it is above every other, so it goes at
     /// the end without a search.
     Insert { node: Node, last: bool },
-    /// Rewrites a present name.
+    /// Rewrites a name if it is there, and says what it found.
     Update {
-        stat: PersistedStat,
+        change: &'a dyn Fn(&mut PersistedStat),
         data: Option<&'a [u8]>,
         acl: Option<&'a SharedAcl>,
+        found: &'a mut Option<Updated>,
     },
 }
 
@@ -541,9 +546,15 @@ fn change_in(node: &mut Arc<MapNode>, name: &str, change: Change<'_>) -> Vec<Chi
                     };
                     leaf.insert(at, name, node);
                 }
-                Change::Update { stat, data, acl } => {
-                    let at = leaf.find(key).expect("update of a present name");
-                    leaf.set(at, stat, data, acl);
+                Change::Update {
+                    change,
+                    data,
+                    acl,
+                    found,
+                } => {
+                    if let Ok(at) = leaf.find(key) {
+                        *found = Some(leaf.update(at, change, data, acl));
+                    }
                 }
             }
             // A heavy leaf is the parent's to lighten: it may spill into a
@@ -557,7 +568,10 @@ fn change_in(node: &mut Arc<MapNode>, name: &str, change: Change<'_>) -> Vec<Chi
             } else {
                 route(children, key)
             };
-            let mut changed = cmp_bytes(key, children[i].least.as_bytes()).is_lt();
+            // Only an insert can lower a subtree's least name (an update
+            // of a name below it is a miss).
+            let mut changed = matches!(change, Change::Insert { .. })
+                && cmp_bytes(key, children[i].least.as_bytes()).is_lt();
             if changed {
                 children[i].least = name.into();
             }
@@ -963,7 +977,12 @@ mod tests {
                     }
                     Op::Update(k, stat, data, acl) => {
                         let k = name(k % keys);
-                        let present = model.get_mut(&k).map(|m| {
+                        let expected = model.get_mut(&k).map(|m| {
+                            let found = Updated {
+                                old_data_len: m.data.len(),
+                                child_count: m.kids.len(),
+                                stat,
+                            };
                             m.stat = stat;
                             if let Some(d) = &data {
                                 m.data = d.clone();
@@ -971,10 +990,11 @@ mod tests {
                             if let Some(a) = &acl {
                                 m.acl = a.clone();
                             }
+                            found
                         });
                         let acl = acl.map(|a| shared_acl(&a));
-                        let updated = map.update(&k, stat, data.as_deref(), acl.as_ref());
-                        prop_assert_eq!(updated, present.is_some());
+                        let updated = map.update(&k, &|s| *s = stat, data.as_deref(), acl.as_ref());
+                        prop_assert_eq!(updated, expected);
                     }
                     Op::AddKid(k, c) => {
                         let k = name(k % keys);
@@ -1049,6 +1069,38 @@ mod tests {
             shared_acl(&[Acl::open_unsafe()]),
             PersistedStat::created(zxid, 1_700_000_000_000 + zxid, 0),
         )
+    }
+
+    #[test]
+    fn an_update_of_an_absent_name_changes_nothing() {
+        // Proves the single-walk update: a miss below every name (where the
+        // route goes to the first subtree) or between names must not touch
+        // the branches' least names on its way down.
+        let key = |k: u32| format!("k{k:05}");
+        let mut map = ChildMap::new();
+        for k in 1..=2_000u32 {
+            assert!(map.insert_new(&key(k * 2), plain(&[b'x'; 20], k.into())));
+        }
+        let before: Vec<Name> = map.iter().map(|(name, _)| name).collect();
+        let frozen = map.clone();
+        let stat = PersistedStat::default();
+        for absent in ["a", "k00000", "k00003", "k02001", "z"] {
+            assert_eq!(map.update(absent, &|s| *s = stat, Some(b"new"), None), None);
+            assert_eq!(map.check(), Ok(()));
+        }
+        let after: Vec<Name> = map.iter().map(|(name, _)| name).collect();
+        assert_eq!(after, before);
+        assert_eq!(frozen.check(), Ok(()));
+        let found = map.update(&key(2), &|s| s.version = 7, Some(b"y"), None);
+        assert_eq!(
+            found.map(|u| (u.old_data_len, u.stat.version)),
+            Some((20, 7))
+        );
+        assert_eq!(
+            map.get(&key(2)).map(|n| n.data().to_vec()),
+            Some(b"y".to_vec())
+        );
+        assert_eq!(frozen.get(&key(2)).map(|n| n.data().len()), Some(20));
     }
 
     #[test]

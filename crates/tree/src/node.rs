@@ -168,6 +168,16 @@ impl<'a> NodeRef<'a> {
     }
 }
 
+/// What an update in place found and left: the stat it wrote, and the
+/// node's old data size and child count (for the client's stat and the
+/// tree's byte count), read on the same walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Updated {
+    pub old_data_len: usize,
+    pub child_count: usize,
+    pub stat: PersistedStat,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@
 use std::cmp::Ordering;
 
 use crate::child_map::ChildMap;
-use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, SharedBytes};
+use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, SharedBytes, Updated};
 
 /// An insert at most this many places from the last one continues its run:
 /// sequential names that sort between older ones (`n-123459`, then
@@ -227,27 +227,35 @@ impl Leaf {
         }
     }
 
-    /// Rewrites entry `i` with `stat` and, when given, new data or ACL.
-    pub(crate) fn set(
+    /// Rewrites entry `i`: its stat changed by `change` and, when given,
+    /// new data or ACL. Returns what the caller's result needs, read on
+    /// the same decode.
+    pub(crate) fn update(
         &mut self,
         i: usize,
-        stat: PersistedStat,
+        change: &dyn Fn(&mut PersistedStat),
         data: Option<&[u8]>,
         acl: Option<&SharedAcl>,
-    ) {
+    ) -> Updated {
         let acl = acl.map(|a| self.acl_slot(a));
+        let old = self.entry(i);
+        let mut stat = old.stat;
+        change(&mut stat);
+        let updated = Updated {
+            old_data_len: match old.data {
+                Data::Inline(bytes) => bytes.len(),
+                Data::Slot(s) => self.big(s).len(),
+            },
+            child_count: old.children.map_or(0, |s| self.child_map(s).len()),
+            stat,
+        };
+        let acl = acl.unwrap_or(old.acl);
         let mut encoded = Vec::new();
         match data {
-            None => {
-                let old = self.entry(i);
-                let acl = acl.unwrap_or(old.acl);
-                self.encode(&mut encoded, Entry { stat, acl, ..old });
-            }
+            None => self.encode(&mut encoded, Entry { stat, acl, ..old }),
             Some(bytes) => {
-                let old = self.entry(i);
-                let (suffix, acl, children) =
-                    (Name::from(old.suffix), acl.unwrap_or(old.acl), old.children);
-                if let Data::Slot(s) = old.data {
+                let (suffix, children, old_data) = (Name::from(old.suffix), old.children, old.data);
+                if let Data::Slot(s) = old_data {
                     self.slots[s] = Slot::Free;
                 }
                 let data = self.data_of(bytes, None);
@@ -263,6 +271,7 @@ impl Leaf {
         }
         self.splice(i, &encoded);
         self.compact_if_sparse();
+        updated
     }
 
     /// Puts `node` in at `i`, the place [`Leaf::find`] gave for `name`,

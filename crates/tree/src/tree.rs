@@ -9,7 +9,7 @@ use stoa_proto::records::{Acl, Id};
 use crate::child_map::ChildMap;
 use crate::digest::{node_digest, CURRENT_SCHEME};
 use crate::ephemeral::EphemeralKind;
-use crate::node::{shared_acl, shared_bytes, Node, NodeRef, PersistedStat, SharedAcl};
+use crate::node::{shared_acl, shared_bytes, Node, NodeRef, PersistedStat, SharedAcl, Updated};
 use crate::path::{self, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 
 type PathSet = RedBlackTreeSetSync<Arc<str>>;
@@ -126,35 +126,39 @@ impl DataTree {
         Some(children)
     }
 
-    /// Gives the node at `path` a new stat and, when given, new data or
-    /// ACL; false if there is no such node.
+    /// Changes the stat of the node at `path` with `change` and, when
+    /// given, gives it new data or ACL, walking the path once; `None` if
+    /// there is no such node.
     pub(crate) fn update_node(
         &mut self,
         p: &str,
-        stat: PersistedStat,
+        change: &dyn Fn(&mut PersistedStat),
         data: Option<&[u8]>,
         acl: Option<&SharedAcl>,
-    ) -> bool {
+    ) -> Option<Updated> {
         let p = path::canonical(p);
         if p == ROOT {
             if self.node_count == 0 {
-                return false;
+                return None;
             }
             let root = &mut self.root;
-            root.stat = stat;
+            let old_data_len = root.data.len();
+            change(&mut root.stat);
             if let Some(data) = data {
                 root.data = shared_bytes(data);
             }
             if let Some(acl) = acl {
                 root.acl = acl.clone();
             }
-            return true;
+            return Some(Updated {
+                old_data_len,
+                child_count: root.children.len(),
+                stat: root.stat,
+            });
         }
-        let Some(parent) = path::parent_of(p).map(path::canonical) else {
-            return false;
-        };
-        self.children_mut(parent)
-            .is_some_and(|siblings| siblings.update(path::name_of(p), stat, data, acl))
+        let parent = path::canonical(path::parent_of(p)?);
+        self.children_mut(parent)?
+            .update(path::name_of(p), change, data, acl)
     }
 
     pub fn node_count(&self) -> usize {
@@ -311,11 +315,9 @@ impl DataTree {
         let parent = path::canonical(path::parent_of(p)?);
         let node = self.children_mut(parent)?.remove(path::name_of(p))?;
         if let Some(zxid) = zxid {
-            let mut stat = self.node(parent).expect("the parent is there").stat;
-            if zxid > stat.pzxid {
-                stat.pzxid = zxid;
-                self.update_node(parent, stat, None, None);
-            }
+            let raise = |s: &mut PersistedStat| s.pzxid = s.pzxid.max(zxid);
+            self.update_node(parent, &raise, None, None)
+                .expect("the parent is there");
         }
         assert!(node.children.is_empty(), "detach {p}: node has children");
         self.node_count -= 1;
