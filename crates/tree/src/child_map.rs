@@ -162,6 +162,13 @@ impl ChildMap {
         Some(leaf.get(leaf.find(name.as_bytes()).ok()?))
     }
 
+    /// The child map of the child `name`: `None` if there is no such
+    /// child, `Some(None)` if it has no children.
+    pub(crate) fn children_of(&self, name: &str) -> Option<Option<&ChildMap>> {
+        let leaf = self.leaf_for(name.as_bytes())?;
+        Some(leaf.child_map_at(leaf.find(name.as_bytes()).ok()?))
+    }
+
     pub(crate) fn contains_key(&self, name: &str) -> bool {
         self.leaf_for(name.as_bytes())
             .is_some_and(|leaf| leaf.find(name.as_bytes()).is_ok())
@@ -932,6 +939,16 @@ mod tests {
         let expected: Vec<(String, Model)> =
             model.iter().map(|(k, m)| (k.clone(), m.clone())).collect();
         assert_eq!(seen, expected);
+        for (k, m) in model {
+            // The walk's shortcut to a child's children agrees.
+            let kids: Option<BTreeSet<String>> = map.children_of(k).map(|c| {
+                c.map_or_else(BTreeSet::new, |c| {
+                    c.iter().map(|(n, _)| n.to_string()).collect()
+                })
+            });
+            assert_eq!(kids.as_ref(), Some(&m.kids));
+        }
+        assert!(map.children_of("no such name \u{0}").is_none());
         assert_eq!(
             map.last_key().map(String::from),
             model.keys().last().cloned()

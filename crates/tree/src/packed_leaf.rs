@@ -204,10 +204,40 @@ impl Leaf {
         }
     }
 
+    /// Entry `i`'s child map, if it has one.
+    pub(crate) fn child_map_at(&self, i: usize) -> Option<&ChildMap> {
+        self.children_slot(i).map(|s| self.child_map(s))
+    }
+
+    /// Entry `i`'s children slot, found by skipping over the fields before
+    /// it rather than decoding them: a walk down a path needs only this of
+    /// every node above the last.
+    fn children_slot(&self, i: usize) -> Option<usize> {
+        let bytes = &self.bytes;
+        let mut at = self.start(i);
+        at += get_uvarint(bytes, &mut at) as usize;
+        let flags = bytes[at];
+        at += 1;
+        if flags & CHILDREN == 0 {
+            return None;
+        }
+        let optional = [MZXID, PZXID, MTIME, VERSION, CVERSION, AVERSION];
+        // czxid and ctime, the optional stat fields present, then (after
+        // the owner) the ACL slot.
+        let before_owner = 2 + optional.iter().filter(|&&bit| flags & bit != 0).count();
+        for _ in 0..before_owner {
+            skip_varint(bytes, &mut at);
+        }
+        if flags & OWNER != 0 {
+            at += 8;
+        }
+        skip_varint(bytes, &mut at);
+        Some(get_uvarint(bytes, &mut at) as usize)
+    }
+
     /// Entry `i`'s child map for changing; made (empty) if it has none.
     pub(crate) fn children_mut(&mut self, i: usize) -> &mut ChildMap {
-        let e = self.entry(i);
-        let slot = match e.children {
+        let slot = match self.children_slot(i) {
             Some(s) => s,
             None => {
                 let s = self.add_slot(Slot::Children(ChildMap::new()));
@@ -250,7 +280,8 @@ impl Leaf {
             stat,
         };
         let acl = acl.unwrap_or(old.acl);
-        let mut encoded = Vec::new();
+        let old_bytes = self.end(i) - self.start(i);
+        let mut encoded = Vec::with_capacity(old_bytes + data.map_or(0, <[u8]>::len));
         match data {
             None => self.encode(&mut encoded, Entry { stat, acl, ..old }),
             Some(bytes) => {
@@ -588,13 +619,24 @@ impl Leaf {
     /// not the offset) and moves the later offsets.
     fn splice(&mut self, i: usize, encoded: &[u8]) {
         let (start, end) = (self.start(i), self.end(i));
-        let grown = encoded.len() as i64 - (end - start) as i64;
-        if grown > 0 {
-            self.bytes.reserve_exact(grown as usize);
+        let tail = self.bytes.len();
+        let new_end = start + encoded.len();
+        // A rewrite of the same size (a setData with data of the same
+        // length, a stat change) moves nothing.
+        if new_end > end {
+            self.bytes.reserve_exact(new_end - end);
+            self.bytes.resize(tail + new_end - end, 0);
+            self.bytes.copy_within(end..tail, new_end);
+        } else if new_end < end {
+            self.bytes.copy_within(end..tail, new_end);
+            self.bytes.truncate(tail - (end - new_end));
         }
-        self.bytes.splice(start..end, encoded.iter().copied());
-        for o in &mut self.offsets[i + 1..] {
-            *o = (i64::from(*o) + grown) as u32;
+        self.bytes[start..new_end].copy_from_slice(encoded);
+        if new_end != end {
+            let grown = new_end as i64 - end as i64;
+            for o in &mut self.offsets[i + 1..] {
+                *o = (i64::from(*o) + grown) as u32;
+            }
         }
     }
 
@@ -831,6 +873,13 @@ fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+fn skip_varint(bytes: &[u8], at: &mut usize) {
+    while bytes[*at] >= 0x80 {
+        *at += 1;
+    }
+    *at += 1;
 }
 
 fn get_uvarint(bytes: &[u8], at: &mut usize) -> u64 {

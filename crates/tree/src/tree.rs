@@ -108,11 +108,16 @@ impl DataTree {
 
     /// The node at `path`; `""` is the root, as in ZooKeeper.
     pub fn node(&self, path: &str) -> Option<NodeRef<'_>> {
-        let mut node = self.root.as_ref();
-        for name in components(path)? {
-            node = node.child(name)?;
+        let mut names = components(path)?;
+        let Some(last) = names.next_back() else {
+            return Some(self.root.as_ref());
+        };
+        // Only the last node is decoded; those above it are passed through.
+        let mut children = &self.root.children;
+        for name in names {
+            children = children.children_of(name)??;
         }
-        Some(node)
+        children.get(last)
     }
 
     /// The child map of the node at `path`, for changing (copies what a
@@ -393,7 +398,7 @@ impl DataTree {
 
 /// The names along `path` from the root (none for the root itself);
 /// `None` for a path that does not start at the root.
-fn components(path: &str) -> Option<impl Iterator<Item = &str>> {
+fn components(path: &str) -> Option<impl DoubleEndedIterator<Item = &str>> {
     let p = path::canonical(path);
     let rest = p.strip_prefix('/')?;
     Some(rest.split('/').filter(move |_| !rest.is_empty()))
