@@ -77,9 +77,50 @@ pub trait Backend: Clone + Send + Sync + 'static {
     fn error_name(error: &Self::Error) -> String;
 }
 
+/// Latencies recorded per worker but a batch at a time: with each of 128
+/// workers writing every call straight into its own histograms (about
+/// 150 KiB of counters each), nearly every record missed the cache, 9% of
+/// the load generator's CPU at 190k calls/s. A batch lands on warm lines.
+struct Latencies {
+    by_op: Vec<Histogram<u64>>,
+    /// (operation index, microseconds) not yet in `by_op`.
+    pending: Vec<(u8, u32)>,
+}
+
+/// Calls a worker buffers before writing them into its histograms.
+const LATENCY_BATCH: usize = 256;
+
+impl Latencies {
+    fn new() -> Self {
+        Latencies {
+            by_op: OpKind::ALL.iter().map(|_| new_histogram()).collect(),
+            pending: Vec::with_capacity(LATENCY_BATCH),
+        }
+    }
+
+    fn record(&mut self, kind: OpKind, latency_us: u64) {
+        let us = latency_us.clamp(1, LATENCY_US_MAX) as u32;
+        self.pending.push((kind.index() as u8, us));
+        if self.pending.len() == LATENCY_BATCH {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        for (kind, us) in self.pending.drain(..) {
+            self.by_op[usize::from(kind)].saturating_record(u64::from(us));
+        }
+    }
+
+    fn into_histograms(mut self) -> Vec<Histogram<u64>> {
+        self.flush();
+        self.by_op
+    }
+}
+
 /// What one worker (one in-flight slot of one session) saw.
 struct WorkerStats {
-    by_op: Vec<Histogram<u64>>,
+    latencies: Latencies,
     ok: u64,
     errors: BTreeMap<String, u64>,
     last_done: Option<Instant>,
@@ -298,7 +339,7 @@ pub async fn join_one(set: &mut tokio::task::JoinSet<Result<(), String>>) -> Res
 async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant) -> WorkerStats {
     let mut rng = Rng::new(plan.nonce ^ (id + 1).wrapping_mul(0x1000_0001));
     let mut stats = WorkerStats {
-        by_op: OpKind::ALL.iter().map(|_| new_histogram()).collect(),
+        latencies: Latencies::new(),
         ok: 0,
         errors: BTreeMap::new(),
         last_done: None,
@@ -344,7 +385,7 @@ async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant
             continue;
         }
         let latency_us = done.saturating_duration_since(began).as_micros() as u64;
-        stats.by_op[kind.index()].saturating_record(latency_us.clamp(1, LATENCY_US_MAX));
+        stats.latencies.record(kind, latency_us);
         stats.last_done = Some(done);
         match &result {
             Ok(()) => stats.ok += 1,
@@ -465,7 +506,7 @@ fn merge(
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let mut last_done = warmup_end;
     for s in stats {
-        for (into, from) in by_op.iter_mut().zip(&s.by_op) {
+        for (into, from) in by_op.iter_mut().zip(&s.latencies.into_histograms()) {
             into.add(from).expect("histograms share bounds");
         }
         ok += s.ok;
@@ -482,7 +523,7 @@ fn merge(
 
 #[cfg(test)]
 mod tests {
-    use super::rotated;
+    use super::*;
 
     #[test]
     fn sessions_start_at_successive_servers() {
@@ -490,5 +531,27 @@ mod tests {
         assert_eq!(rotated("a:1,b:2,c:3", 1), "b:2,c:3,a:1");
         assert_eq!(rotated("a:1, b:2,c:3", 5), "c:3,a:1,b:2");
         assert_eq!(rotated("a:1", 3), "a:1");
+    }
+
+    #[test]
+    fn batched_latencies_all_reach_their_histograms() {
+        let mut latencies = Latencies::new();
+        let calls = 3 * LATENCY_BATCH + 7;
+        for i in 0..calls {
+            let kind = if i % 3 == 0 { OpKind::Get } else { OpKind::Set };
+            latencies.record(kind, i as u64);
+        }
+        latencies.record(OpKind::Delete, u64::MAX);
+        let by_op = latencies.into_histograms();
+        assert_eq!(by_op[OpKind::Get.index()].len(), calls.div_ceil(3) as u64);
+        assert_eq!(
+            by_op[OpKind::Set.index()].len(),
+            (calls - calls.div_ceil(3)) as u64
+        );
+        // Out-of-range latencies are clamped, not dropped.
+        assert_eq!(by_op[OpKind::Get.index()].min(), 1);
+        let delete = &by_op[OpKind::Delete.index()];
+        assert_eq!(delete.len(), 1);
+        assert!(delete.max() >= LATENCY_US_MAX);
     }
 }

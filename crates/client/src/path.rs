@@ -6,6 +6,9 @@ use crate::error::Error;
 /// Checks `path` as ZooKeeper does before sending a request. A sequential
 /// create may end in `/` (the server appends the counter).
 pub fn validate_path(path: &str, sequential: bool) -> Result<(), Error> {
+    if plainly_valid(path.as_bytes(), sequential) {
+        return Ok(());
+    }
     let checked = if sequential {
         format!("{path}1")
     } else {
@@ -15,6 +18,40 @@ pub fn validate_path(path: &str, sequential: bool) -> Result<(), Error> {
         path: path.to_owned(),
         message,
     })
+}
+
+/// Whether `path` (followed by the counter's first digit when
+/// `sequential`) is printable ASCII that `check` accepts: the common case,
+/// answered without the allocations `check` makes for Java's messages.
+/// `false` only means "ask `check`", which decides and words the error.
+fn plainly_valid(path: &[u8], sequential: bool) -> bool {
+    let [b'/', rest @ ..] = path else {
+        return false;
+    };
+    if rest.is_empty() {
+        return true;
+    }
+    // Bytes of the component being scanned, stopping counting at 3
+    // (only "." and ".." matter); `dots` whether they were all dots.
+    let (mut len, mut dots) = (0usize, true);
+    for &b in rest {
+        match b {
+            b'/' => {
+                if len == 0 || (dots && len <= 2) {
+                    return false;
+                }
+                (len, dots) = (0, true);
+            }
+            b' '..=b'~' => {
+                len = (len + 1).min(3);
+                dots &= b == b'.';
+            }
+            _ => return false,
+        }
+    }
+    // The last component: with a counter after it, a trailing '/' or a
+    // dots-only name gets a digit and is fine.
+    sequential || (len > 0 && !(dots && len <= 2))
 }
 
 fn check(path: &str) -> Result<(), String> {
@@ -70,11 +107,39 @@ fn is_forbidden(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn message(path: &str, sequential: bool) -> String {
         match validate_path(path, sequential) {
             Ok(()) => "ok".to_owned(),
             Err(error) => error.to_string(),
+        }
+    }
+
+    /// Paths over the characters that decide the checks, longer than
+    /// any rule looks (`..` components, runs of `/`).
+    fn tricky_path() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop::sample::select(vec![
+                '/', '.', 'a', '\0', '\u{1}', '\u{7f}', 'é', '\u{fff0}',
+            ]),
+            0..9,
+        )
+        .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+        /// The fast path never accepts what the full check refuses, and
+        /// it does accept plain ASCII paths the full check accepts.
+        #[test]
+        fn the_fast_path_agrees_with_the_full_check(path in tricky_path(), sequential: bool) {
+            let checked = if sequential { format!("{path}1") } else { path.clone() };
+            let full = check(&checked).is_ok();
+            let fast = plainly_valid(path.as_bytes(), sequential);
+            prop_assert!(!fast || full, "fast path accepted {path:?}");
+            let printable = path.bytes().all(|b| (b' '..=b'~').contains(&b));
+            prop_assert_eq!(fast, full && printable, "{:?} sequential {}", path, sequential);
         }
     }
 
