@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::frame::{
     decode_connect_request, decode_request_frame, encode_connect_response, encode_notification,
-    encode_reply, RequestFrameError,
+    encode_reply, FrameDecoder, RequestFrameError,
 };
 use stoa_proto::opcode::KeeperState;
 use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
@@ -114,6 +114,12 @@ pub enum Input {
     Frame {
         conn: ConnId,
         body: Vec<u8>,
+    },
+    /// Whole frames, each with its length prefix, as a read brought them
+    /// (the reader has checked every length against `max_frame_bytes`).
+    Frames {
+        conn: ConnId,
+        bytes: Vec<u8>,
     },
     /// A four-letter word sent instead of a handshake.
     FourLetter {
@@ -474,7 +480,8 @@ impl Engine {
     pub fn handle(&mut self, input: Input) {
         match input {
             Input::Accepted { conn, peer } => self.on_accepted(conn, peer),
-            Input::Frame { conn, body } => self.on_frame(conn, body),
+            Input::Frame { conn, body } => self.on_frame(conn, &body),
+            Input::Frames { conn, bytes } => self.on_frames(conn, &bytes),
             Input::FourLetter { conn, word } => {
                 let text = crate::fourlw::answer(self, &word, conn);
                 self.send_raw(conn, text.into_bytes());
@@ -587,7 +594,31 @@ impl Engine {
         }
     }
 
-    fn on_frame(&mut self, conn: ConnId, body: Vec<u8>) {
+    fn on_frames(&mut self, conn: ConnId, mut bytes: &[u8]) {
+        let decoder = FrameDecoder::new(self.config.max_frame_bytes);
+        while !bytes.is_empty() {
+            match decoder.decode(bytes) {
+                Ok(Some((consumed, body))) => {
+                    self.on_frame(conn, body);
+                    bytes = &bytes[consumed..];
+                }
+                // The reader hands over whole frames only.
+                Ok(None) | Err(_) => {
+                    debug_assert!(
+                        false,
+                        "connection {conn}: a partial or bad frame reached the engine"
+                    );
+                    log::error!(
+                        "connection {conn}: a partial or bad frame reached the engine; closing"
+                    );
+                    self.out.closes.push(conn);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_frame(&mut self, conn: ConnId, body: &[u8]) {
         if (self.leader_id() == 0 && !self.config.read_only_enabled) || !self.is_member() {
             // No quorum in sight: nothing can be served consistently.
             self.out.closes.push(conn);
@@ -599,7 +630,7 @@ impl Engine {
         c.packets_received += 1;
         self.stats.packets_received += 1;
         if !c.handshaken {
-            match decode_connect_request(&body) {
+            match decode_connect_request(body) {
                 Ok((req, sent_read_only)) => self.on_connect(conn, req, sent_read_only),
                 Err(e) => {
                     log::warn!("closing connection {conn}: bad connect request: {e}");
@@ -608,7 +639,7 @@ impl Engine {
             }
             return;
         }
-        match decode_request_frame(&body) {
+        match decode_request_frame(body) {
             Ok((header, request)) => self.on_request(conn, header.xid, request),
             Err(RequestFrameError::Body { header, error }) => {
                 if matches!(error, stoa_proto::request::RequestError::UnknownOpcode(_)) {

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use stoa_proto::frame::FRAME_LENGTH_BYTES;
+use stoa_proto::frame::{FrameDecoder, FrameError, FRAME_LENGTH_BYTES};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -21,9 +21,11 @@ pub enum NetEvent {
         writer: mpsc::UnboundedSender<Outgoing>,
         reader: tokio::task::AbortHandle,
     },
-    Frame {
+    /// Whole frames, length prefixes included, in the order read: every
+    /// frame a read completed, in one hand-off.
+    Frames {
         conn: ConnId,
-        body: Vec<u8>,
+        bytes: Vec<u8>,
     },
     FourLetter {
         conn: ConnId,
@@ -43,6 +45,9 @@ pub enum Outgoing {
 /// Bytes read from a socket at once: pipelined requests then cost one
 /// `recv` for many frames instead of two per frame.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// A connection's read buffer is given back when a large frame left it
+/// bigger than this.
+const READ_BUFFER_KEPT_BYTES_MAX: usize = 4 * READ_BUFFER_BYTES;
 /// Coalesce queued replies into one write up to this size.
 const WRITE_COALESCE_BYTES_MAX: usize = 256 * 1024;
 
@@ -102,26 +107,34 @@ enum ReadEnd {
     FourLetterWord,
 }
 
+/// Reads into one buffer and hands the engine every complete frame a read
+/// brought as one event: one copy, allocation and channel send per read
+/// rather than per frame (pipelined clients send many frames at once).
 async fn read_loop(
     conn: ConnId,
-    socket: OwnedReadHalf,
+    mut socket: OwnedReadHalf,
     events: &mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
 ) -> Result<ReadEnd, String> {
-    let mut socket = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, socket);
+    let decoder = FrameDecoder::new(max_frame_bytes);
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BUFFER_BYTES);
     let mut first = true;
+    // Bytes the frame at the front of `buf` needs in all, once known.
+    let mut wanted = FRAME_LENGTH_BYTES;
     loop {
-        let mut len_bytes = [0u8; FRAME_LENGTH_BYTES];
-        if let Err(e) = socket.read_exact(&mut len_bytes).await {
-            return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "closed by peer".into()
-            } else {
-                e.to_string()
-            });
+        buf.reserve(wanted.saturating_sub(buf.len()).max(READ_BUFFER_BYTES / 4));
+        match socket.read_buf(&mut buf).await {
+            Ok(0) if buf.is_empty() => return Err("closed by peer".into()),
+            Ok(0) => return Err("closed by peer in the middle of a frame".into()),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
         }
         if first {
+            let Some(&head) = buf.first_chunk::<FRAME_LENGTH_BYTES>() else {
+                continue;
+            };
             first = false;
-            if let Some(word) = fourlw::recognise(len_bytes) {
+            if let Some(word) = fourlw::recognise(head) {
                 let _ = events
                     .send(NetEvent::FourLetter {
                         conn,
@@ -131,21 +144,38 @@ async fn read_loop(
                 return Ok(ReadEnd::FourLetterWord);
             }
         }
-        let len = i32::from_be_bytes(len_bytes);
-        if len < 0 || len as usize > max_frame_bytes {
-            return Err(format!(
-                "frame length {len} outside 0..={max_frame_bytes} (jute.maxbuffer); closing connection"
-            ));
+        let (complete, next) = whole_frames(&buf, &decoder).map_err(|e| {
+            format!("{e} (jute.maxbuffer is {max_frame_bytes}); closing connection")
+        })?;
+        wanted = next;
+        if complete == 0 {
+            continue;
         }
-        let mut body = vec![0u8; len as usize];
-        socket
-            .read_exact(&mut body)
-            .await
-            .map_err(|e| format!("reading a frame: {e}"))?;
-        if events.send(NetEvent::Frame { conn, body }).await.is_err() {
+        let bytes = buf[..complete].to_vec();
+        buf.drain(..complete);
+        if buf.capacity() > READ_BUFFER_KEPT_BYTES_MAX && buf.len() < READ_BUFFER_BYTES {
+            buf.shrink_to(READ_BUFFER_BYTES);
+        }
+        if events.send(NetEvent::Frames { conn, bytes }).await.is_err() {
             return Err("server shutting down".into());
         }
     }
+}
+
+/// How many bytes at the front of `buf` are whole frames, and how many
+/// bytes the frame after them takes in all (prefix included) as far as
+/// known: its length once its prefix is there, else just the prefix.
+fn whole_frames(buf: &[u8], decoder: &FrameDecoder) -> Result<(usize, usize), FrameError> {
+    let mut complete = 0;
+    while let Some((consumed, _)) = decoder.decode(&buf[complete..])? {
+        complete += consumed;
+    }
+    let next = match buf[complete..].first_chunk::<FRAME_LENGTH_BYTES>() {
+        // The decoder has checked it: not negative, not over the maximum.
+        Some(&prefix) => FRAME_LENGTH_BYTES + i32::from_be_bytes(prefix) as usize,
+        None => FRAME_LENGTH_BYTES,
+    };
+    Ok((complete, next))
 }
 
 async fn write_loop(mut socket: OwnedWriteHalf, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
@@ -175,5 +205,63 @@ async fn write_loop(mut socket: OwnedWriteHalf, mut outgoing: mpsc::UnboundedRec
             let _ = socket.shutdown().await;
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn framed(bodies: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for body in bodies {
+            out.extend_from_slice(&(body.len() as i32).to_be_bytes());
+            out.extend_from_slice(body);
+        }
+        out
+    }
+
+    proptest! {
+        /// However the stream is cut into reads, the hand-offs carry the
+        /// frames whole and in order, and nothing is left over.
+        #[test]
+        fn reads_cut_anywhere_hand_off_whole_frames_in_order(
+            bodies in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..12),
+            cuts in prop::collection::vec(1usize..200, 1..40),
+        ) {
+            let stream = framed(&bodies);
+            let decoder = FrameDecoder::new(1000);
+            let (mut buf, mut handed, mut at) = (Vec::new(), Vec::new(), 0);
+            for cut in cuts.iter().cycle() {
+                if at == stream.len() {
+                    break;
+                }
+                let end = (at + cut).min(stream.len());
+                buf.extend_from_slice(&stream[at..end]);
+                at = end;
+                let (complete, wanted) = whole_frames(&buf, &decoder).unwrap();
+                prop_assert!(wanted >= FRAME_LENGTH_BYTES);
+                if buf.len() > complete + FRAME_LENGTH_BYTES {
+                    prop_assert!(wanted > buf.len() - complete, "a whole frame was left behind");
+                }
+                handed.extend(buf.drain(..complete));
+            }
+            prop_assert!(buf.is_empty());
+            prop_assert_eq!(handed, stream);
+        }
+    }
+
+    #[test]
+    fn a_frame_over_the_maximum_or_negative_is_refused_from_its_prefix() {
+        let decoder = FrameDecoder::new(100);
+        assert_eq!(whole_frames(&[0, 0], &decoder).unwrap(), (0, 4));
+        assert_eq!(whole_frames(&[0, 0, 0, 100], &decoder).unwrap(), (0, 104));
+        assert!(whole_frames(&[0, 0, 0, 101], &decoder).is_err());
+        assert!(whole_frames(&(-1i32).to_be_bytes(), &decoder).is_err());
+        let two = framed(&[vec![7; 3], vec![8; 5]]);
+        assert_eq!(whole_frames(&two, &decoder).unwrap(), (two.len(), 4));
+        assert_eq!(whole_frames(&two[..10], &decoder).unwrap(), (7, 4));
+        assert_eq!(whole_frames(&two[..11], &decoder).unwrap(), (7, 9));
     }
 }

@@ -272,7 +272,7 @@ impl Shell {
                 );
                 engine.handle(Input::Accepted { conn, peer });
             }
-            NetEvent::Frame { conn, body } => engine.handle(Input::Frame { conn, body }),
+            NetEvent::Frames { conn, bytes } => engine.handle(Input::Frames { conn, bytes }),
             NetEvent::FourLetter { conn, word } => engine.handle(Input::FourLetter { conn, word }),
             NetEvent::Closed { conn } => {
                 self.conns.remove(&conn);

@@ -219,6 +219,32 @@ fn get(path: &str, watch: bool) -> Request {
 const OK: i32 = 0;
 
 #[test]
+fn frames_read_together_are_served_in_order_as_single_frames_are() {
+    let mut rig = Rig::new(empty());
+    rig.connect(1);
+    // A pipelining client's read: three requests in one hand-off.
+    let mut bytes = Vec::new();
+    for (xid, request) in [
+        (1, create("/a")),
+        (2, get("/a", false)),
+        (3, get("/b", false)),
+    ] {
+        let header = RequestHeader {
+            xid,
+            kind: request.opcode() as i32,
+        };
+        encode_request(&mut bytes, &header, &request);
+    }
+    rig.engine.handle(Input::Frames { conn: 1, bytes });
+    rig.settle();
+    assert_eq!(
+        rig.reply_codes(1),
+        vec![(1, OK), (2, OK), (3, ErrorCode::NoNode.as_i32())]
+    );
+    assert!(rig.closed.is_empty());
+}
+
+#[test]
 fn a_write_is_answered_only_after_the_wal_acknowledges_it() {
     let mut rig = Rig::new(empty());
     rig.connect(1);
