@@ -10,6 +10,7 @@ mod cpu;
 mod driver;
 pub mod etcd;
 pub mod ezk;
+mod file;
 pub mod mix;
 pub mod options;
 pub mod report;
@@ -45,6 +46,7 @@ pub fn run(servers: &str, cells: &[Cell], threads: usize) -> Result<Vec<CellResu
         for cell in cells {
             results.push(match cell.target {
                 Target::Etcd => etcd::run(servers, cell).await?,
+                Target::File => file::run(servers, cell).await?,
                 Target::ZooKeeper if cell.workload.is_ezk() => ezk::run(servers, cell).await?,
                 Target::ZooKeeper => driver::run(servers, cell).await?,
             });

@@ -7,8 +7,12 @@ use std::time::Duration;
 use crate::mix::Mix;
 
 pub const USAGE: &str = "usage: stoa bench [options]
-  --target zookeeper|etcd    protocol to drive: ZooKeeper's (Apache ZooKeeper, Stoa;
-                             the default) or etcd's v3 gRPC API
+  --target zookeeper|etcd|file
+                             protocol to drive: ZooKeeper's (Apache ZooKeeper, Stoa;
+                             the default) or etcd's v3 gRPC API; `file` drives no server:
+                             each call writes its payload into a preallocated file in
+                             --dir and fdatasyncs it, one synchronous writer (the floor
+                             under any durable write on that disk)
   --servers host:port[,..]   ZooKeeper-protocol servers to drive (default 127.0.0.1:2181);
                              session i tries server i mod n first, so the sessions spread
                              over the members of an ensemble
@@ -17,6 +21,7 @@ pub const USAGE: &str = "usage: stoa bench [options]
                              create/set are puts, get/exists linearizable ranges
                              (serializable=false), children a keys-only prefix range,
                              delete a delete, multi a txn of two puts, --ephemeral a lease
+  --dir DIR                  --target file: where the file goes (the disk to measure)
   --serializable             --target etcd: serializable reads (answered from the member's
                              local state) instead of linearizable ones (etcd's default)
   --sessions N               client sessions (default 1)
@@ -88,6 +93,8 @@ pub enum Target {
     ZooKeeper,
     /// etcd's v3 gRPC API (`crate::etcd`).
     Etcd,
+    /// No server: a raw fsynced file write per call (`crate::file`).
+    File,
 }
 
 impl Target {
@@ -95,6 +102,7 @@ impl Target {
         match self {
             Target::ZooKeeper => "zookeeper",
             Target::Etcd => "etcd",
+            Target::File => "file",
         }
     }
 
@@ -102,7 +110,8 @@ impl Target {
         match text {
             "zookeeper" | "zk" | "stoa" => Ok(Target::ZooKeeper),
             "etcd" => Ok(Target::Etcd),
-            _ => Err(format!("unknown --target {text:?} (zookeeper, etcd)")),
+            "file" => Ok(Target::File),
+            _ => Err(format!("unknown --target {text:?} (zookeeper, etcd, file)")),
         }
     }
 }
@@ -146,6 +155,7 @@ pub struct Args {
     pub target: Option<Target>,
     pub servers: Option<String>,
     pub endpoints: Option<String>,
+    pub dir: Option<PathBuf>,
     pub sessions: Option<usize>,
     pub outstanding: Option<usize>,
     pub mix: Option<Mix>,
@@ -207,6 +217,7 @@ impl Args {
                 "--target" => out.target = Some(Target::parse(value)?),
                 "--servers" => out.servers = Some(value.to_owned()),
                 "--endpoints" => out.endpoints = Some(value.to_owned()),
+                "--dir" => out.dir = Some(PathBuf::from(value)),
                 "--sessions" => out.sessions = Some(count(flag, value, 1, SESSIONS_MAX)?),
                 "--outstanding" => out.outstanding = Some(count(flag, value, 1, OUTSTANDING_MAX)?),
                 "--mix" => out.mix = Some(Mix::parse(value)?),
@@ -263,10 +274,25 @@ impl Args {
                     "--servers names ZooKeeper-protocol servers; etcd's are --endpoints".into(),
                 )
             }
-            Target::ZooKeeper if out.endpoints.is_some() || out.serializable => {
+            Target::ZooKeeper | Target::File if out.endpoints.is_some() || out.serializable => {
                 return Err("--endpoints and --serializable are for --target etcd".into())
             }
+            Target::File => {
+                if out.dir.is_none() || out.servers.is_some() || out.scenario.is_some() {
+                    return Err("--target file needs --dir (no --servers, no --scenario)".into());
+                }
+                if out.sessions.unwrap_or(1) * out.outstanding.unwrap_or(1) != 1
+                    || out.rate_ops_s.is_some()
+                {
+                    return Err("--target file measures one synchronous writer: \
+                                --sessions 1 --outstanding 1, closed loop"
+                        .into());
+                }
+            }
             _ => {}
+        }
+        if out.dir.is_some() && out.target != Some(Target::File) {
+            return Err("--dir is for --target file".into());
         }
         Ok(out)
     }
@@ -282,6 +308,11 @@ impl Args {
                 .endpoints
                 .clone()
                 .unwrap_or_else(|| crate::etcd::DEFAULT_ENDPOINT.to_owned()),
+            Target::File => self
+                .dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
         }
     }
 
@@ -396,5 +427,20 @@ mod tests {
         assert_eq!(parse("--target etcd").unwrap().servers(), "127.0.0.1:2379");
         assert_eq!(parse("").unwrap().servers(), "127.0.0.1:2181");
         assert_eq!(parse("").unwrap().cell().target, Target::ZooKeeper);
+    }
+
+    #[test]
+    fn the_file_target_is_one_synchronous_writer_in_a_directory() {
+        let args = parse("--target file --dir /tmp/x --payload 100").unwrap();
+        assert_eq!(
+            (args.cell().target, args.servers()),
+            (Target::File, "/tmp/x".into())
+        );
+        assert!(parse("--target file").is_err());
+        assert!(parse("--target file --dir /tmp/x --outstanding 2").is_err());
+        assert!(parse("--target file --dir /tmp/x --sessions 2").is_err());
+        assert!(parse("--target file --dir /tmp/x --rate 10").is_err());
+        assert!(parse("--target file --dir /tmp/x --servers a:1").is_err());
+        assert!(parse("--dir /tmp/x").is_err());
     }
 }
