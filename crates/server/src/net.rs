@@ -144,9 +144,8 @@ async fn read_loop(
                 return Ok(ReadEnd::FourLetterWord);
             }
         }
-        let (complete, next) = whole_frames(&buf, &decoder).map_err(|e| {
-            format!("{e} (jute.maxbuffer is {max_frame_bytes}); closing connection")
-        })?;
+        let (complete, next) = whole_frames(&buf, &decoder)
+            .map_err(|e| format!("{e} (jute.maxbuffer); closing connection"))?;
         wanted = next;
         if complete == 0 {
             continue;
