@@ -36,7 +36,8 @@ pub const USAGE: &str = "usage: stoa bench [options]
   --rate OPS                 offered load in ops/s over all sessions (default: closed loop);
                              latency then counts from the scheduled start
   --ephemeral                creates make ephemeral nodes
-  --scenario NAME            a named experiment: create-sync, create-async, ephemeral-300b,
+  --scenario NAME            a named experiment: create-sync, create-async (100,000 creates
+                             unless --duration), ephemeral-300b (10,000),
                              producer-consumer, read-ratio-sweep, payload-sweep; EZK's
                              pq-extension, pq-recipe, quota-extension, quota-recipe
                              (1..32 synchronous clients, or --sessions N for one count;
