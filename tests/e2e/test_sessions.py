@@ -242,3 +242,48 @@ def test_ping_keeps_idle_session(server, make_raw):
     c.create("/idle", mode=CreateMode.EPHEMERAL)
     time.sleep(3 * MIN_TO / 1000.0)
     assert c.exists("/idle") is not None
+
+
+def test_requests_sent_behind_the_handshake_are_answered_after_it_in_order(server):
+    """A client may write requests right behind its ConnectRequest, before
+    the answer: ZooKeeper reads nothing more from the connection until the
+    session exists, then serves them in order."""
+    import socket
+    import struct
+
+    path = "/pipelined-%d" % time.monotonic_ns()
+    connect = h.W().int(0).long(0).int(MAX_TO).long(0).buffer(b"\0" * 16).bool(False)
+    create = h.W().int(1).int(h.OP.CREATE).string(path).buffer(b"x").acls(h.OPEN_ACL_UNSAFE).int(0)
+    get = h.W().int(2).int(h.OP.GET_DATA).string(path).bool(False)
+    missing = h.W().int(3).int(h.OP.GET_DATA).string(path + "/none").bool(False)
+    frames = b"".join(struct.pack("!i", len(w.b)) + bytes(w.b) for w in (connect, create, get, missing))
+    host, port = server.hosts.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(frames)
+
+        def frame():
+            head = b""
+            while len(head) < 4:
+                chunk = s.recv(4 - len(head))
+                assert chunk, "connection closed"
+                head += chunk
+            n = struct.unpack("!i", head)[0]
+            body = b""
+            while len(body) < n:
+                chunk = s.recv(n - len(body))
+                assert chunk, "connection closed"
+                body += chunk
+            return h.R(body)
+
+        r = frame()
+        r.int()
+        assert r.int() > 0  # negotiated timeout
+        assert r.long() != 0  # session id
+        replies = []
+        for _ in range(3):
+            r = frame()
+            xid, _zxid, err = r.int(), r.long(), r.int()
+            replies.append((xid, err))
+            if xid == 2:
+                assert r.buffer() == b"x"
+        assert replies == [(1, 0), (2, 0), (3, h.ERR.NO_NODE)]

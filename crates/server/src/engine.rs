@@ -50,6 +50,11 @@ const RAFT_HEARTBEAT_TICKS: usize = 1;
 const RAFT_MAX_MSG_BYTES: u64 = 4 << 20;
 /// First allocation of a connection's outgoing buffer in one flush.
 const OUT_BUF_BYTES_INITIAL: usize = 2048;
+/// Requests a connection may send after its handshake and before its
+/// session is established (held, then served in order); beyond either
+/// bound the connection is closed.
+const EARLY_FRAMES_MAX: usize = 4096;
+const EARLY_BYTES_MAX: usize = 4 << 20;
 
 /// Settings the engine needs, derived from the server config.
 #[derive(Debug, Clone)]
@@ -228,6 +233,11 @@ pub(crate) struct Conn {
     pub packets_sent: u64,
     /// Writes this connection forwarded to the leader (numbers them).
     pub forwarded: u64,
+    /// Request frames that came after the handshake, before the session
+    /// was established: served once it is, as ZooKeeper, which stops
+    /// reading such a connection until then, would serve them.
+    pub early: Vec<Vec<u8>>,
+    pub early_bytes: usize,
 }
 
 pub struct Engine {
@@ -243,6 +253,9 @@ pub struct Engine {
     sessions: BTreeMap<SessionId, Session>,
     /// New sessions whose createSession is in flight → the connection to answer.
     connecting: HashMap<SessionId, ConnId>,
+    /// Connections whose session was just established with early frames
+    /// held (see `Conn::early`): served at the next `take_output`.
+    rebound: Vec<ConnId>,
     next_session_id: SessionId,
     watches: WatchTable,
     /// Proposed and not yet applied, in zxid order.
@@ -364,6 +377,7 @@ impl Engine {
             conns: FxHashMap::default(),
             sessions,
             connecting: HashMap::new(),
+            rebound: Vec::new(),
             next_session_id,
             watches: WatchTable::default(),
             in_flight: VecDeque::new(),
@@ -547,6 +561,15 @@ impl Engine {
     /// the engine wants done outside.
     pub fn take_output(&mut self) -> Output {
         self.drive_raft();
+        // Sessions established while raft ran (createSession applied, an
+        // attach completed) serve what their connections sent early; their
+        // writes then need raft again.
+        while !self.rebound.is_empty() {
+            for conn in std::mem::take(&mut self.rebound) {
+                self.serve_early(conn);
+            }
+            self.drive_raft();
+        }
         for (conn, bytes) in self.out_buf.drain() {
             self.out.sends.push((conn, bytes));
         }
@@ -569,6 +592,8 @@ impl Engine {
             packets_received: 0,
             packets_sent: 0,
             forwarded: 0,
+            early: Vec::new(),
+            early_bytes: 0,
         };
         let previous = self.conns.insert(conn, fresh);
         assert!(previous.is_none(), "connection id {conn} reused");
@@ -639,6 +664,47 @@ impl Engine {
             }
             return;
         }
+        if c.session.is_none() {
+            if c.early.len() >= EARLY_FRAMES_MAX || c.early_bytes + body.len() > EARLY_BYTES_MAX {
+                log::warn!(
+                    "closing connection {conn}: over {} requests or {} bytes sent before its \
+                     session was established",
+                    EARLY_FRAMES_MAX,
+                    EARLY_BYTES_MAX
+                );
+                self.out.closes.push(conn);
+                return;
+            }
+            c.early_bytes += body.len();
+            c.early.push(body.to_vec());
+            return;
+        }
+        self.serve_frame(conn, body);
+    }
+
+    /// Binds `conn` to `sid`; early frames are served at the next output.
+    pub(crate) fn bind_session(&mut self, conn: ConnId, sid: SessionId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(sid);
+            if !c.early.is_empty() {
+                self.rebound.push(conn);
+            }
+        }
+    }
+
+    fn serve_early(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.session.is_some()) else {
+            return;
+        };
+        let early = std::mem::take(&mut c.early);
+        c.early_bytes = 0;
+        for body in early {
+            self.serve_frame(conn, &body);
+        }
+    }
+
+    /// A request frame of a connection with an established session.
+    fn serve_frame(&mut self, conn: ConnId, body: &[u8]) {
         match decode_request_frame(body) {
             Ok((header, request)) => self.on_request(conn, header.xid, request),
             Err(RequestFrameError::Body { header, error }) => {

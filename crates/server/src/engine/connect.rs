@@ -68,10 +68,8 @@ impl Engine {
         s.conn = Some(conn);
         s.touch(self.now_ms);
         let timeout_ms = s.timeout_ms;
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.session = Some(sid);
-        }
         self.send_connect_response(conn, sid, timeout_ms);
+        self.bind_session(conn, sid);
     }
 
     fn create_session(&mut self, conn: ConnId, timeout_ms: i32) {
@@ -146,10 +144,8 @@ impl Engine {
             }
             self.out.closes.push(old);
         }
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.session = Some(sid);
-        }
         self.send_connect_response(conn, sid, timeout_ms);
+        self.bind_session(conn, sid);
     }
 
     /// Called when a createSession transaction is applied.
@@ -158,11 +154,9 @@ impl Engine {
         if let Some(conn) = self.connecting.remove(&sid) {
             if self.conns.contains_key(&conn) {
                 session.conn = Some(conn);
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    c.session = Some(sid);
-                }
                 self.sessions.insert(sid, session);
                 self.send_connect_response(conn, sid, timeout_ms);
+                self.bind_session(conn, sid);
                 return;
             }
         }

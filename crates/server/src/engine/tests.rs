@@ -218,6 +218,72 @@ fn get(path: &str, watch: bool) -> Request {
 
 const OK: i32 = 0;
 
+/// The handshake and `requests`, framed as one read of a pipelining client.
+fn handshake_and(requests: &[(i32, Request)]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let connect = ConnectRequest {
+        time_out: 10_000,
+        passwd: vec![0; 16],
+        ..Default::default()
+    };
+    encode_connect_request(&mut bytes, &connect);
+    for (xid, request) in requests {
+        let header = RequestHeader {
+            xid: *xid,
+            kind: request.opcode() as i32,
+        };
+        encode_request(&mut bytes, &header, request);
+    }
+    bytes
+}
+
+#[test]
+fn requests_sent_before_the_session_is_established_are_served_after_it_in_order() {
+    let mut rig = Rig::new(empty());
+    let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+    rig.engine.handle(Input::Accepted { conn: 1, peer });
+    let bytes = handshake_and(&[
+        (1, create("/a")),
+        (2, get("/a", false)),
+        (3, get("/b", false)),
+    ]);
+    rig.engine.handle(Input::Frames { conn: 1, bytes });
+    rig.settle();
+    let frames = rig.frames(1);
+    assert!(
+        matches!(frames[0], Frame::Connected(ref r) if r.session_id != 0),
+        "{frames:?}"
+    );
+    let codes: Vec<(i32, i32)> = frames[1..]
+        .iter()
+        .map(|f| match f {
+            Frame::Reply(h, _) => (h.xid, h.err),
+            other => panic!("expected a reply, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        vec![(1, OK), (2, OK), (3, ErrorCode::NoNode.as_i32())]
+    );
+    assert!(rig.closed.is_empty(), "{:?}", rig.closed);
+}
+
+#[test]
+fn a_connection_that_sends_too_much_before_its_session_exists_is_closed() {
+    let mut rig = Rig::new(empty());
+    let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+    rig.engine.handle(Input::Accepted { conn: 1, peer });
+    let many: Vec<(i32, Request)> = (1..=super::EARLY_FRAMES_MAX as i32 + 1)
+        .map(|xid| (xid, get("/", false)))
+        .collect();
+    rig.engine.handle(Input::Frames {
+        conn: 1,
+        bytes: handshake_and(&many),
+    });
+    rig.collect();
+    assert_eq!(rig.closed, vec![1]);
+}
+
 #[test]
 fn frames_read_together_are_served_in_order_as_single_frames_are() {
     let mut rig = Rig::new(empty());
