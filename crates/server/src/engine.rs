@@ -665,7 +665,13 @@ impl Engine {
             return;
         }
         if c.session.is_none() {
+            if c.early_bytes > EARLY_BYTES_MAX {
+                // Refused below and closing: the rest of its read goes too.
+                return;
+            }
             if c.early.len() >= EARLY_FRAMES_MAX || c.early_bytes + body.len() > EARLY_BYTES_MAX {
+                c.early = Vec::new();
+                c.early_bytes = EARLY_BYTES_MAX + 1;
                 log::warn!(
                     "closing connection {conn}: over {} requests or {} bytes sent before its \
                      session was established",

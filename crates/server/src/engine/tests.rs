@@ -273,7 +273,7 @@ fn a_connection_that_sends_too_much_before_its_session_exists_is_closed() {
     let mut rig = Rig::new(empty());
     let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
     rig.engine.handle(Input::Accepted { conn: 1, peer });
-    let many: Vec<(i32, Request)> = (1..=super::EARLY_FRAMES_MAX as i32 + 1)
+    let many: Vec<(i32, Request)> = (1..=super::EARLY_FRAMES_MAX as i32 + 10)
         .map(|xid| (xid, get("/", false)))
         .collect();
     rig.engine.handle(Input::Frames {
