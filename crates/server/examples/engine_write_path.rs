@@ -113,10 +113,7 @@ impl Driver {
             kind: op as i32,
         };
         encode_request(&mut bytes, &header, request);
-        self.engine.handle(Input::Frame {
-            conn,
-            body: bytes[4..].to_vec(),
-        });
+        self.engine.handle(Input::Frames { conn, bytes });
     }
 }
 
@@ -152,10 +149,7 @@ fn main() {
             ..Default::default()
         };
         encode_connect_request(&mut bytes, &request);
-        d.engine.handle(Input::Frame {
-            conn,
-            body: bytes[4..].to_vec(),
-        });
+        d.engine.handle(Input::Frames { conn, bytes });
         d.flush();
     }
     let open_acl = vec![Acl {
@@ -201,18 +195,18 @@ fn main() {
                 },
                 &request,
             );
-            frames.push((1 + i as u64 % conns, bytes[4..].to_vec()));
+            frames.push((1 + i as u64 % conns, bytes));
         }
         let allocations_before = ALLOCATIONS.load(Ordering::Relaxed);
         let started = Instant::now();
         let replies_before = d.replies_bytes;
         for _ in 0..rounds {
-            for (conn, body) in &frames {
+            for (conn, bytes) in &frames {
                 // xids need not increase for the engine; the copy stands for
-                // the frame the reader task hands over.
-                d.engine.handle(Input::Frame {
+                // the read the reader task hands over.
+                d.engine.handle(Input::Frames {
                     conn: *conn,
-                    body: body.clone(),
+                    bytes: bytes.clone(),
                 });
             }
             d.flush();

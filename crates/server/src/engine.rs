@@ -115,11 +115,6 @@ pub enum Input {
         conn: ConnId,
         peer: SocketAddr,
     },
-    /// One whole frame body (length prefix removed).
-    Frame {
-        conn: ConnId,
-        body: Vec<u8>,
-    },
     /// Whole frames, each with its length prefix, as a read brought them
     /// (the reader has checked every length against `max_frame_bytes`).
     Frames {
@@ -494,7 +489,6 @@ impl Engine {
     pub fn handle(&mut self, input: Input) {
         match input {
             Input::Accepted { conn, peer } => self.on_accepted(conn, peer),
-            Input::Frame { conn, body } => self.on_frame(conn, &body),
             Input::Frames { conn, bytes } => self.on_frames(conn, &bytes),
             Input::FourLetter { conn, word } => {
                 let text = crate::fourlw::answer(self, &word, conn);

@@ -782,10 +782,7 @@ impl Sim {
         let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
         let engine = self.servers[s].engine.as_mut().expect("checked above");
         engine.handle(Input::Accepted { conn, peer });
-        engine.handle(Input::Frame {
-            conn,
-            body: bytes[4..].to_vec(),
-        });
+        engine.handle(Input::Frames { conn, bytes });
         self.collect(s);
     }
 
@@ -847,10 +844,7 @@ impl Sim {
             &request,
         );
         let s = (server - 1) as usize;
-        self.engine(s)?.handle(Input::Frame {
-            conn,
-            body: bytes[4..].to_vec(),
-        });
+        self.engine(s)?.handle(Input::Frames { conn, bytes });
         self.collect(s);
         Some(xid)
     }

@@ -138,10 +138,7 @@ impl Cluster {
                 ..Default::default()
             },
         );
-        self.engines[i].handle(Input::Frame {
-            conn: 1,
-            body: bytes[4..].to_vec(),
-        });
+        self.engines[i].handle(Input::Frames { conn: 1, bytes });
         self.pump();
     }
 
@@ -167,10 +164,7 @@ impl Cluster {
             },
             request,
         );
-        self.engines[i].handle(Input::Frame {
-            conn: 1,
-            body: bytes[4..].to_vec(),
-        });
+        self.engines[i].handle(Input::Frames { conn: 1, bytes });
     }
 
     fn leader(&self) -> Option<usize> {

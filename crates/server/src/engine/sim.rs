@@ -176,10 +176,7 @@ impl Sim {
         };
         let mut bytes = Vec::new();
         encode_connect_request(&mut bytes, &req);
-        self.engine.handle(Input::Frame {
-            conn,
-            body: bytes[4..].to_vec(),
-        });
+        self.engine.handle(Input::Frames { conn, bytes });
         self.clients[c].handshaken = false;
         self.collect();
     }
@@ -198,10 +195,7 @@ impl Sim {
             &request,
         );
         let conn = client.conn;
-        self.engine.handle(Input::Frame {
-            conn,
-            body: bytes[4..].to_vec(),
-        });
+        self.engine.handle(Input::Frames { conn, bytes });
         self.collect();
         xid
     }

@@ -131,10 +131,7 @@ impl Rig {
             ..Default::default()
         };
         encode_connect_request(&mut bytes, &req);
-        self.engine.handle(Input::Frame {
-            conn,
-            body: bytes[4..].to_vec(),
-        });
+        self.engine.handle(Input::Frames { conn, bytes });
     }
 
     fn connect(&mut self, conn: u64) -> ConnectResponse {
@@ -156,10 +153,7 @@ impl Rig {
             },
             &request,
         );
-        self.engine.handle(Input::Frame {
-            conn,
-            body: bytes[4..].to_vec(),
-        });
+        self.engine.handle(Input::Frames { conn, bytes });
         self.collect();
     }
 
@@ -390,10 +384,7 @@ fn an_unknown_opcode_gets_unimplemented_and_the_connection_closes() {
     stoa_proto::frame::encode_frame(&mut bytes, |out| {
         RequestHeader { xid: 7, kind: 999 }.encode(out)
     });
-    rig.engine.handle(Input::Frame {
-        conn: 1,
-        body: bytes[4..].to_vec(),
-    });
+    rig.engine.handle(Input::Frames { conn: 1, bytes });
     rig.collect();
     assert_eq!(
         rig.reply_codes(1),
