@@ -542,6 +542,44 @@ fn a_refused_scheme_ends_the_session_with_auth_failed() {
     });
 }
 
+/// The readiness probe the other tests rely on: a port whose listener
+/// accepts and says nothing (as another test's socket could, for a moment)
+/// is not a server, so a start on it is retried rather than trusted.
+#[test]
+fn a_listener_that_does_not_answer_is_not_taken_for_a_server() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let probing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let still_probing = std::sync::Arc::clone(&probing);
+    let silent = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut accepted = 0;
+        while still_probing.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    accepted += 1;
+                    drop(stream);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        accepted
+    });
+    // Stands for a server process that never serves and exits.
+    let mut child = std::process::Command::new("sleep")
+        .arg("0.5")
+        .spawn()
+        .unwrap();
+    let outcome = wait_until_serving(&mut child, port);
+    probing.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        matches!(outcome, Err(support::NotServing::Exited(_))),
+        "{outcome:?}"
+    );
+    assert!(silent.join().unwrap() > 0, "the probe reached the listener");
+}
+
 #[test]
 fn connecting_to_nothing_fails_promptly() {
     run(async {

@@ -3,7 +3,8 @@
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -14,6 +15,8 @@ const SERVER_START_LIMIT: Duration = Duration::from_secs(20);
 /// Fresh ports a server start may try: the port is free when chosen, but
 /// another process may bind it before the server does.
 const START_ATTEMPTS: usize = 3;
+/// How long a readiness probe waits for the server's answer.
+const PROBE_LIMIT: Duration = Duration::from_secs(5);
 
 /// Ports handed out in this test process. Tests run in parallel threads,
 /// and the kernel may offer a port it just gave (and saw closed) again; two
@@ -22,12 +25,22 @@ const START_ATTEMPTS: usize = 3;
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// A 127.0.0.1 port free now and not handed out before in this process.
+///
+/// The port is found by binding a socket that never listens. A listening
+/// one (what `TcpListener::bind` makes) would, when the kernel offers an
+/// already handed-out port again, accept another test's readiness probe for
+/// the moment it exists, while that test's server failed to bind.
 pub fn free_port() -> u16 {
+    use socket2::{Domain, Socket, Type};
+    let any_port = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        socket.bind(&any_port.into()).unwrap();
+        let port = socket
             .local_addr()
             .unwrap()
+            .as_socket()
+            .expect("an IPv4 address")
             .port();
         let mut handed_out = HANDED_OUT.lock().unwrap();
         if handed_out.get_or_insert_with(HashSet::new).insert(port) {
@@ -102,25 +115,40 @@ pub fn start_on_free_port<T>(mut start: impl FnMut(u16) -> Result<T, NotServing>
     );
 }
 
-/// Waits until `child` accepts connections on 127.0.0.1:`port`.
+/// Waits until `child` serves on 127.0.0.1:`port`: it answers the `srvr`
+/// four-letter word (allowed by default; a server that refuses it still
+/// answers with why).
 ///
-/// A connection whose two ends are the same address is the kernel's TCP
-/// self-connect (possible when the port is in the ephemeral range and
-/// nobody listens), not the server, so it does not count.
+/// Accepting a connection is not enough. The kernel completes a connection
+/// for any listener on the port, and for a socket connected to itself (when
+/// the port is in the ephemeral range and nobody listens); neither answers.
 pub fn wait_until_serving(child: &mut Child, port: u16) -> Result<(), NotServing> {
     let deadline = Instant::now() + SERVER_START_LIMIT;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             return Err(NotServing::Exited(status));
         }
-        if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
-            if stream.local_addr().unwrap() != stream.peer_addr().unwrap() {
-                return Ok(());
-            }
+        if answers_srvr(port) {
+            return Ok(());
         }
         if Instant::now() >= deadline {
             return Err(NotServing::TimedOut);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Whether whoever listens on 127.0.0.1:`port` answers `srvr` with text.
+fn answers_srvr(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    if stream.local_addr().ok() == stream.peer_addr().ok() {
+        return false;
+    }
+    let mut answer = Vec::new();
+    stream.set_read_timeout(Some(PROBE_LIMIT)).is_ok()
+        && stream.write_all(b"srvr").is_ok()
+        && stream.read_to_end(&mut answer).is_ok()
+        && !answer.is_empty()
 }
