@@ -620,3 +620,42 @@ fn set_acl_pending_record_keeps_old_acl() {
     w.commit(&t2);
     assert_eq!(w.run(&set_data("/k", b"y", -1)), Err(NoAuth));
 }
+
+#[test]
+fn failed_multi_over_pending_changes_restores_them() {
+    // Proves a rolled-back multi leaves the pending records of the writes
+    // before it (same paths, not yet applied) as they were, and that every
+    // record goes once all are applied.
+    let mut w = World::new();
+    w.run(&create("/a")).unwrap();
+    w.run(&create("/b")).unwrap();
+    let first = w.prepare(1, &[], &set_data("/a", b"1", 0));
+    let failed = w.prepare(
+        1,
+        &[],
+        &Request::Multi(vec![
+            set_data("/a", b"2", 1),
+            set_data("/a", b"3", 2),
+            set_data("/b", b"x", 0),
+            create("/a"),
+        ]),
+    );
+    assert!(matches!(failed.op, TxnOp::Multi(_)), "{failed:?}");
+    // /a is at version 1 pending, /b still at 0: the multi left no trace.
+    let second = w.prepare(1, &[], &set_data("/a", b"4", 1));
+    let third = w.prepare(1, &[], &set_data("/b", b"y", 0));
+    for t in [&first, &failed, &second, &third] {
+        assert!(!matches!(t.op, TxnOp::Error(_)), "{t:?}");
+        w.commit(t);
+    }
+    assert_eq!(w.prep.pending(), 0);
+    assert_eq!(w.stat("/a").version, 2);
+    assert_eq!(w.stat("/b").version, 1);
+    // Paths of applied changes are gone: a long run keeps nothing.
+    for i in 0..100 {
+        let t = w.prepare(1, &[], &set_data("/a", b"z", 2 + i));
+        w.commit(&t);
+    }
+    assert_eq!(w.prep.pending(), 0);
+    assert_eq!(w.stat("/a").version, 102);
+}
