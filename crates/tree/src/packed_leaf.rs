@@ -36,6 +36,7 @@
 //! exactly the bytes up to the next; every slot an entry names holds the
 //! kind it expects, and no two entries name one children or data slot.
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 
 use crate::child_map::ChildMap;
@@ -280,8 +281,7 @@ impl Leaf {
             stat,
         };
         let acl = acl.unwrap_or(old.acl);
-        let old_bytes = self.end(i) - self.start(i);
-        let mut encoded = Vec::with_capacity(old_bytes + data.map_or(0, <[u8]>::len));
+        let mut encoded = take_scratch();
         match data {
             None => self.encode(&mut encoded, Entry { stat, acl, ..old }),
             Some(bytes) => {
@@ -301,6 +301,7 @@ impl Leaf {
             }
         }
         self.splice(i, &encoded);
+        SCRATCH.set(encoded);
         self.compact_if_sparse();
         updated
     }
@@ -343,7 +344,7 @@ impl Leaf {
             *self = pack(&first, &last, &base, entries);
             return;
         };
-        let mut encoded = Vec::new();
+        let mut encoded = take_scratch();
         let e = self.entry_of(suffix, parts);
         self.encode(&mut encoded, e);
         let at = self.start(i);
@@ -354,6 +355,7 @@ impl Leaf {
         for o in &mut self.offsets[i + 1..] {
             *o += encoded.len() as u32;
         }
+        SCRATCH.set(encoded);
     }
 
     /// Takes entry `i` out as a loose node.
@@ -806,6 +808,21 @@ fn encode(out: &mut Vec<u8>, e: Entry<'_>, base_zxid: i64, base_time: i64) {
         }
         Data::Slot(slot) => put_uvarint(out, (slot as u64) << 1 | 1),
     }
+}
+
+thread_local! {
+    /// Where an entry is encoded before it is spliced into its leaf: one
+    /// buffer per thread rather than an allocation and a free per write.
+    /// Inline data is at most [`INLINE_DATA_MAX`], so it stays small.
+    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// The scratch buffer, empty; give it back with `SCRATCH.set` (if not, as
+/// on a panic, the next write allocates a new one).
+fn take_scratch() -> Vec<u8> {
+    let mut buf = SCRATCH.take();
+    buf.clear();
+    buf
 }
 
 fn decode<'a>(bytes: &'a [u8], at: &mut usize, base_zxid: i64, base_time: i64) -> Entry<'a> {
