@@ -1,11 +1,16 @@
 //! Client connections: a reader task that cuts frames (or spots a
-//! four-letter word) and a writer task that drains replies. Both run on the
-//! partition thread's runtime; they talk to the engine loop by channels.
+//! four-letter word) and hands them to the engine loop by a channel;
+//! replies written by the engine loop straight into the socket, with a
+//! writer task for what the socket does not take at once. All run on the
+//! partition thread's runtime.
 
 use std::net::SocketAddr;
 
+use std::cell::Cell;
+use std::rc::Rc;
 use stoa_proto::frame::{FrameDecoder, FrameError, FRAME_LENGTH_BYTES};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -18,7 +23,7 @@ pub enum NetEvent {
     Accepted {
         conn: ConnId,
         peer: SocketAddr,
-        writer: mpsc::UnboundedSender<Outgoing>,
+        writer: ConnWriter,
         reader: tokio::task::AbortHandle,
     },
     /// Whole frames, length prefixes included, in the order read: every
@@ -36,10 +41,50 @@ pub enum NetEvent {
     },
 }
 
-pub enum Outgoing {
+enum Outgoing {
     Bytes(Vec<u8>),
     /// Flush and close.
     Close,
+}
+
+/// The sending side of a connection. Replies go straight into the socket
+/// from the partition loop when it takes them whole, the usual case: a
+/// hand-off to the connection's writer task cost a wake-up and a copy per
+/// flush. What the socket does not take (its send buffer full) goes to
+/// the writer task, and so does everything after it until the task has
+/// written it all, so the bytes keep their order.
+pub struct ConnWriter {
+    side: Rc<WriteSide>,
+    tasks: mpsc::UnboundedSender<Outgoing>,
+}
+
+struct WriteSide {
+    socket: OwnedWriteHalf,
+    /// The writer task holds bytes not yet written: send through it.
+    backlogged: Cell<bool>,
+}
+
+impl ConnWriter {
+    pub fn send(&self, mut bytes: Vec<u8>) {
+        if !self.side.backlogged.get() {
+            match self.side.socket.try_write(&bytes) {
+                Ok(n) if n == bytes.len() => return,
+                Ok(n) => {
+                    bytes.drain(..n);
+                }
+                // Would block, or broken: the writer task waits, or meets
+                // the error and ends.
+                Err(_) => {}
+            }
+            self.side.backlogged.set(true);
+        }
+        let _ = self.tasks.send(Outgoing::Bytes(bytes));
+    }
+
+    /// Shuts the sending side once everything before is written.
+    pub fn close(&self) {
+        let _ = self.tasks.send(Outgoing::Close);
+    }
 }
 
 /// Bytes read from a socket at once: pipelined requests then cost one
@@ -82,7 +127,11 @@ async fn spawn_connection(
 ) {
     let (read_half, write_half) = stream.into_split();
     let (writer_tx, writer_rx) = mpsc::unbounded_channel();
-    tokio::task::spawn_local(write_loop(write_half, writer_rx));
+    let side = Rc::new(WriteSide {
+        socket: write_half,
+        backlogged: Cell::new(false),
+    });
+    tokio::task::spawn_local(write_loop(Rc::clone(&side), writer_rx));
     let reader_events = events.clone();
     let reader = tokio::task::spawn_local(async move {
         match read_loop(conn, read_half, &reader_events, max_frame_bytes).await {
@@ -95,7 +144,10 @@ async fn spawn_connection(
     let accepted = NetEvent::Accepted {
         conn,
         peer,
-        writer: writer_tx,
+        writer: ConnWriter {
+            side,
+            tasks: writer_tx,
+        },
         reader: reader.abort_handle(),
     };
     if events.send(accepted).await.is_err() {
@@ -177,7 +229,10 @@ fn whole_frames(buf: &[u8], decoder: &FrameDecoder) -> Result<(usize, usize), Fr
     Ok((complete, next))
 }
 
-async fn write_loop(mut socket: OwnedWriteHalf, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
+/// Writes what [`ConnWriter::send`] could not, in order; clears the
+/// backlog mark once nothing waits. Dropping the last reference to the
+/// write half shuts the sending side of the socket.
+async fn write_loop(side: Rc<WriteSide>, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
     let mut buf = Vec::new();
     while let Some(first) = outgoing.recv().await {
         let mut close = false;
@@ -195,16 +250,32 @@ async fn write_loop(mut socket: OwnedWriteHalf, mut outgoing: mpsc::UnboundedRec
             }
         }
         if !buf.is_empty() {
-            if socket.write_all(&buf).await.is_err() {
+            if write_all(&side.socket, &buf).await.is_err() {
                 return;
             }
             buf.clear();
         }
         if close {
-            let _ = socket.shutdown().await;
             return;
         }
+        // No await between this check and the mark: the partition loop,
+        // on this same thread, cannot send in between.
+        if outgoing.is_empty() {
+            side.backlogged.set(false);
+        }
     }
+}
+
+async fn write_all(socket: &OwnedWriteHalf, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        socket.writable().await?;
+        match socket.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -262,5 +333,94 @@ mod tests {
         assert_eq!(whole_frames(&two, &decoder).unwrap(), (two.len(), 4));
         assert_eq!(whole_frames(&two[..10], &decoder).unwrap(), (7, 4));
         assert_eq!(whole_frames(&two[..11], &decoder).unwrap(), (7, 9));
+    }
+
+    /// A peer that reads slowly: the socket's buffer fills, sends queue
+    /// behind the writer task, and while the peer drains the buffer the
+    /// sends after them keep queuing until the task has caught up; the
+    /// peer gets every byte once, in order, and then the end of the stream.
+    #[test]
+    fn sends_past_a_full_socket_buffer_arrive_whole_and_in_order() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("address");
+            let mut peer = TcpStream::connect(addr).await.expect("connect");
+            let (stream, _) = listener.accept().await.expect("accept");
+            // Small buffers, so a burst fills them (loopback's grow to MiBs).
+            socket2::SockRef::from(&stream)
+                .set_send_buffer_size(32 * 1024)
+                .expect("SO_SNDBUF");
+            socket2::SockRef::from(&peer)
+                .set_recv_buffer_size(32 * 1024)
+                .expect("SO_RCVBUF");
+            let (_read_half, write_half) = stream.into_split();
+            let (tasks, outgoing) = mpsc::unbounded_channel();
+            let side = Rc::new(WriteSide {
+                socket: write_half,
+                backlogged: Cell::new(false),
+            });
+            tokio::task::spawn_local(write_loop(Rc::clone(&side), outgoing));
+            let writer = ConnWriter { side, tasks };
+            // Sends numbered 4-byte words; the peer reads a little at a
+            // time, so the buffer fills and drains many times over.
+            let words = 4_000_000u32;
+            let reader = tokio::task::spawn_local(async move {
+                let mut got = Vec::new();
+                let mut piece = vec![0u8; 8 * 1024];
+                loop {
+                    let n = peer.read(&mut piece).await.expect("read");
+                    if n == 0 {
+                        return got;
+                    }
+                    got.extend_from_slice(&piece[..n]);
+                    tokio::task::yield_now().await;
+                }
+            });
+            let (mut queued, mut direct_after_backlog) = (0, 0);
+            let mut next = 0u32;
+            let mut send = |count: u32| {
+                let end = (next + count).min(words);
+                let bytes: Vec<u8> = (next..end).flat_map(u32::to_be_bytes).collect();
+                let was_backlogged = writer.side.backlogged.get();
+                writer.send(bytes);
+                if writer.side.backlogged.get() {
+                    queued += 1;
+                } else if queued > 0 && !was_backlogged {
+                    direct_after_backlog += 1;
+                }
+                next = end;
+            };
+            // Bursts the peer cannot keep up with, then a trickle it can.
+            for _ in 0..words / 500_000 {
+                for _ in 0..25 {
+                    send(16_000);
+                }
+                for k in 0..200 {
+                    send(100);
+                    for _ in 0..k % 4 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }
+            send(words);
+            assert!(queued > 0, "the socket buffer never filled");
+            assert!(direct_after_backlog > 0, "the writer task never caught up");
+            writer.close();
+            drop(writer);
+            let got = tokio::time::timeout(std::time::Duration::from_secs(30), reader)
+                .await
+                .expect("the stream ends after the close")
+                .expect("reader");
+            assert_eq!(got.len(), words as usize * 4);
+            for (i, word) in got.chunks_exact(4).enumerate() {
+                let word = u32::from_be_bytes(word.try_into().expect("four bytes"));
+                assert_eq!(word, i as u32, "word {i}");
+            }
+        });
     }
 }

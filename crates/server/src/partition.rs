@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use crate::config::ServerConfig;
 use crate::engine::forward::EngineMessage;
 use crate::engine::{Engine, EngineConfig, Input, Output, SnapshotJob};
-use crate::net::{accept_loop, NetEvent, Outgoing};
+use crate::net::{accept_loop, ConnWriter, NetEvent};
 use crate::peer::{PeerMessage, PeerNetwork};
 use crate::storage;
 use crate::watch::ConnId;
@@ -39,7 +39,7 @@ pub fn wall_clock_ms() -> i64 {
 }
 
 struct ConnHandle {
-    writer: mpsc::UnboundedSender<Outgoing>,
+    writer: ConnWriter,
     reader: tokio::task::AbortHandle,
     ip: IpAddr,
 }
@@ -259,7 +259,7 @@ impl Shell {
                         self.max_client_cnxns
                     );
                     reader.abort();
-                    let _ = writer.send(Outgoing::Close);
+                    writer.close();
                     return;
                 }
                 self.conns.insert(
@@ -350,13 +350,13 @@ impl Shell {
         }
         for (conn, bytes) in sends {
             if let Some(handle) = self.conns.get(&conn) {
-                let _ = handle.writer.send(Outgoing::Bytes(bytes));
+                handle.writer.send(bytes);
             }
         }
         for conn in closes {
             if let Some(handle) = self.conns.remove(&conn) {
                 handle.reader.abort();
-                let _ = handle.writer.send(Outgoing::Close);
+                handle.writer.close();
                 engine.handle(Input::Closed { conn });
             }
         }
