@@ -1,6 +1,8 @@
 //! Applying a [`Txn`] to the tree: deterministic, and the only way the
 //! committed state changes.
 
+use std::borrow::Cow;
+
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::records::Stat;
 
@@ -38,18 +40,38 @@ pub enum TreeEventKind {
     NodeChildrenChanged,
 }
 
-/// A change a watch may fire on, in the order the tree made it.
+/// A change a watch may fire on, in the order the tree made it. The path
+/// is the transaction's own where it can be (all but the ephemerals a
+/// session's close finds beyond its list): no copy per write.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TreeEvent {
+pub struct TreeEvent<'t> {
     pub kind: TreeEventKind,
-    pub path: String,
+    pub path: Cow<'t, str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied {
+pub struct Applied<'t> {
     pub zxid: i64,
     pub result: TxnResult,
-    pub events: Vec<TreeEvent>,
+    pub events: Vec<TreeEvent<'t>>,
+}
+
+impl Applied<'_> {
+    /// The same, owning its paths.
+    pub fn into_owned(self) -> Applied<'static> {
+        Applied {
+            zxid: self.zxid,
+            result: self.result,
+            events: self
+                .events
+                .into_iter()
+                .map(|e| TreeEvent {
+                    kind: e.kind,
+                    path: Cow::Owned(e.path.into_owned()),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl DataTree {
@@ -58,7 +80,7 @@ impl DataTree {
     /// A txn whose precondition does not hold (parent missing, node exists)
     /// yields an error result and changes nothing, as ZooKeeper's
     /// `processTxn` does; replicas stay identical either way.
-    pub fn apply(&mut self, txn: &Txn) -> Applied {
+    pub fn apply<'t>(&mut self, txn: &'t Txn) -> Applied<'t> {
         assert!(
             txn.header.zxid > self.last_zxid,
             "zxid {:#x} not after last applied {:#x}",
@@ -80,7 +102,12 @@ impl DataTree {
         }
     }
 
-    fn apply_multi(&mut self, h: &TxnHeader, ops: &[TxnOp], ev: &mut Vec<TreeEvent>) -> TxnResult {
+    fn apply_multi<'t>(
+        &mut self,
+        h: &TxnHeader,
+        ops: &'t [TxnOp],
+        ev: &mut Vec<TreeEvent<'t>>,
+    ) -> TxnResult {
         if ops.iter().any(|o| matches!(o, TxnOp::Error(_))) {
             // ZooKeeper turns every op into an error: Ok before the first
             // failure, RuntimeInconsistency after it.
@@ -101,7 +128,12 @@ impl DataTree {
         TxnResult::Multi(ops.iter().map(|o| self.apply_op(h, o, ev)).collect())
     }
 
-    fn apply_op(&mut self, h: &TxnHeader, op: &TxnOp, ev: &mut Vec<TreeEvent>) -> TxnResult {
+    fn apply_op<'t>(
+        &mut self,
+        h: &TxnHeader,
+        op: &'t TxnOp,
+        ev: &mut Vec<TreeEvent<'t>>,
+    ) -> TxnResult {
         match op {
             TxnOp::CreateSession { timeout_ms } => {
                 self.sessions.insert_mut(h.session_id, *timeout_ms);
@@ -113,7 +145,7 @@ impl DataTree {
             }
             TxnOp::Create(c) => self.create(h, c, ev),
             TxnOp::Delete { path } | TxnOp::DeleteContainer { path } => {
-                match self.delete(h.zxid, path, ev) {
+                match self.delete(h.zxid, Cow::Borrowed(path), ev) {
                     Ok(()) => TxnResult::Deleted,
                     Err(code) => TxnResult::Error(code),
                 }
@@ -132,7 +164,7 @@ impl DataTree {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
                 self.data_bytes = self.data_bytes - updated.old_data_len as u64 + data.len() as u64;
-                ev.push(event(TreeEventKind::NodeDataChanged, path));
+                ev.push(event(TreeEventKind::NodeDataChanged, Cow::Borrowed(path)));
                 TxnResult::SetData {
                     stat: client_stat(&updated.stat, data.len(), updated.child_count),
                 }
@@ -159,13 +191,17 @@ impl DataTree {
     }
 
     /// `DataTree.createNode`.
-    fn create(&mut self, h: &TxnHeader, c: &CreateTxn, ev: &mut Vec<TreeEvent>) -> TxnResult {
+    fn create<'t>(
+        &mut self,
+        h: &TxnHeader,
+        c: &'t CreateTxn,
+        ev: &mut Vec<TreeEvent<'t>>,
+    ) -> TxnResult {
         let Some(parent_path) = path::parent_of(&c.path).map(path::canonical) else {
             return TxnResult::Error(ErrorCode::BadArguments);
         };
-        let parent_path = parent_path.to_owned();
         let name = path::name_of(&c.path);
-        let Some(parent) = self.node(&parent_path) else {
+        let Some(parent) = self.node(parent_path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
         if parent.child(name).is_some() || c.path == path::ROOT {
@@ -187,11 +223,14 @@ impl DataTree {
                 s.cversion = c.parent_cversion;
                 s.pzxid = h.zxid;
             };
-            self.update_node(&parent_path, &change, None, None)
+            self.update_node(parent_path, &change, None, None)
                 .expect("the parent is there");
         }
-        ev.push(event(TreeEventKind::NodeCreated, &c.path));
-        ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));
+        ev.push(event(TreeEventKind::NodeCreated, Cow::Borrowed(&c.path)));
+        ev.push(event(
+            TreeEventKind::NodeChildrenChanged,
+            Cow::Borrowed(parent_path),
+        ));
         TxnResult::Created {
             path: c.path.clone(),
             stat: client_stat,
@@ -199,40 +238,56 @@ impl DataTree {
     }
 
     /// `DataTree.deleteNode`; refuses to orphan children.
-    fn delete(&mut self, zxid: i64, p: &str, ev: &mut Vec<TreeEvent>) -> Result<(), ErrorCode> {
-        let parent_path = path::parent_of(p)
-            .map(path::canonical)
-            .ok_or(ErrorCode::BadArguments)?;
-        let parent_path = parent_path.to_owned();
-        match self.node(p) {
+    fn delete<'t>(
+        &mut self,
+        zxid: i64,
+        p: Cow<'t, str>,
+        ev: &mut Vec<TreeEvent<'t>>,
+    ) -> Result<(), ErrorCode> {
+        let parent_path: Cow<'t, str> = match &p {
+            Cow::Borrowed(p) => Cow::Borrowed(
+                path::parent_of(p)
+                    .map(path::canonical)
+                    .ok_or(ErrorCode::BadArguments)?,
+            ),
+            Cow::Owned(p) => Cow::Owned(
+                path::parent_of(p)
+                    .map(path::canonical)
+                    .ok_or(ErrorCode::BadArguments)?
+                    .to_owned(),
+            ),
+        };
+        match self.node(&p) {
             None => return Err(ErrorCode::NoNode),
             Some(n) if n.child_count() > 0 || p == path::ROOT => return Err(ErrorCode::NotEmpty),
             Some(_) => {}
         }
-        self.detach(p, Some(zxid));
+        self.detach(&p, Some(zxid));
         ev.push(event(TreeEventKind::NodeDeleted, p));
-        ev.push(event(TreeEventKind::NodeChildrenChanged, &parent_path));
+        ev.push(event(TreeEventKind::NodeChildrenChanged, parent_path));
         Ok(())
     }
 
     /// `DataTree.killSession`: the listed paths first, then any ephemeral
     /// of the session the list missed.
-    fn close_session(&mut self, h: &TxnHeader, paths: &[String], ev: &mut Vec<TreeEvent>) {
+    fn close_session<'t>(
+        &mut self,
+        h: &TxnHeader,
+        paths: &'t [String],
+        ev: &mut Vec<TreeEvent<'t>>,
+    ) {
         for p in paths {
             // A listed path may be gone or reused; ZooKeeper ignores NoNode.
-            let _ = self.delete(h.zxid, p, ev);
+            let _ = self.delete(h.zxid, Cow::Borrowed(p), ev);
         }
         let rest: Vec<String> = self.ephemerals(h.session_id).map(str::to_owned).collect();
         for p in rest {
-            let _ = self.delete(h.zxid, &p, ev);
+            let _ = self.delete(h.zxid, Cow::Owned(p), ev);
         }
         self.sessions.remove_mut(&h.session_id);
     }
 }
 
-fn event(kind: TreeEventKind, path: &str) -> TreeEvent {
-    TreeEvent {
-        kind,
-        path: path.to_owned(),
-    }
+fn event(kind: TreeEventKind, path: Cow<'_, str>) -> TreeEvent<'_> {
+    TreeEvent { kind, path }
 }

@@ -19,7 +19,7 @@ pub(crate) struct World {
     pub zxid: i64,
     pub time_ms: i64,
     pub ttl_enabled: bool,
-    pub last: Option<Applied>,
+    pub last: Option<Applied<'static>>,
 }
 
 impl World {
@@ -54,8 +54,8 @@ impl World {
         self.prep.prepare_txn(&self.tree, &ctx, req)
     }
 
-    pub fn commit(&mut self, txn: &Txn) -> Applied {
-        let applied = self.tree.apply(txn);
+    pub fn commit(&mut self, txn: &Txn) -> Applied<'static> {
+        let applied = self.tree.apply(txn).into_owned();
         self.prep.applied(txn.header.zxid);
         self.last = Some(applied.clone());
         applied
