@@ -126,12 +126,7 @@ async fn spawn_connection(
     max_frame_bytes: usize,
 ) {
     let (read_half, write_half) = stream.into_split();
-    let (writer_tx, writer_rx) = mpsc::unbounded_channel();
-    let side = Rc::new(WriteSide {
-        socket: write_half,
-        backlogged: Cell::new(false),
-    });
-    tokio::task::spawn_local(write_loop(Rc::clone(&side), writer_rx));
+    let writer = spawn_writer(write_half);
     let reader_events = events.clone();
     let reader = tokio::task::spawn_local(async move {
         match read_loop(conn, read_half, &reader_events, max_frame_bytes).await {
@@ -144,10 +139,7 @@ async fn spawn_connection(
     let accepted = NetEvent::Accepted {
         conn,
         peer,
-        writer: ConnWriter {
-            side,
-            tasks: writer_tx,
-        },
+        writer,
         reader: reader.abort_handle(),
     };
     if events.send(accepted).await.is_err() {
@@ -227,6 +219,17 @@ fn whole_frames(buf: &[u8], decoder: &FrameDecoder) -> Result<(usize, usize), Fr
         None => FRAME_LENGTH_BYTES,
     };
     Ok((complete, next))
+}
+
+/// A connection's sending side, its writer task started on this thread.
+fn spawn_writer(socket: OwnedWriteHalf) -> ConnWriter {
+    let (tasks, outgoing) = mpsc::unbounded_channel();
+    let side = Rc::new(WriteSide {
+        socket,
+        backlogged: Cell::new(false),
+    });
+    tokio::task::spawn_local(write_loop(Rc::clone(&side), outgoing));
+    ConnWriter { side, tasks }
 }
 
 /// Writes what [`ConnWriter::send`] could not, in order; clears the
@@ -359,13 +362,7 @@ mod tests {
                 .set_recv_buffer_size(32 * 1024)
                 .expect("SO_RCVBUF");
             let (_read_half, write_half) = stream.into_split();
-            let (tasks, outgoing) = mpsc::unbounded_channel();
-            let side = Rc::new(WriteSide {
-                socket: write_half,
-                backlogged: Cell::new(false),
-            });
-            tokio::task::spawn_local(write_loop(Rc::clone(&side), outgoing));
-            let writer = ConnWriter { side, tasks };
+            let writer = spawn_writer(write_half);
             // Sends numbered 4-byte words; the peer reads a little at a
             // time, so the buffer fills and drains many times over.
             let words = 4_000_000u32;
