@@ -281,6 +281,9 @@ pub struct Engine {
     applied_index: u64,
     applied_term: u64,
     snapshot_index: u64,
+    /// Bytes of the transactions applied since the snapshot at
+    /// `snapshot_index` (see `maybe_snapshot`).
+    log_bytes_since_snapshot: u64,
     /// A snapshot for lagging peers is being serialized.
     /// Holds the configuration as of the snapshot's index, which raft
     /// needs in the snapshot's metadata.
@@ -391,6 +394,7 @@ impl Engine {
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,
             snapshot_index: recovered.snapshot_index,
+            log_bytes_since_snapshot: 0,
             shipping: None,
             installing: None,
             snapshot_wait_ticks: HashMap::new(),

@@ -43,6 +43,7 @@ impl Engine {
                 EntryType::EntryNormal if entry.data.is_empty() => continue,
                 EntryType::EntryNormal => {}
             }
+            self.log_bytes_since_snapshot += entry.data.len() as u64;
             if let Some(txn) = self.own_proposal(&entry.data) {
                 self.apply_txn(txn);
                 continue;

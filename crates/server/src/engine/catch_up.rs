@@ -175,6 +175,7 @@ impl Engine {
         self.applied_index = meta.index;
         self.applied_term = meta.term;
         self.snapshot_index = meta.index;
+        self.log_bytes_since_snapshot = 0;
         self.raft.mut_store().install(meta);
         self.reload_extensions();
         // A leader never sends a snapshot in a joint configuration: one

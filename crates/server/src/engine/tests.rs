@@ -70,11 +70,17 @@ struct Rig {
     inbox: std::collections::HashMap<u64, Vec<u8>>,
     closed: Vec<u64>,
     handshaken: std::collections::HashSet<u64>,
+    /// Index of every snapshot the engine asked to write.
+    snapshots: Vec<u64>,
 }
 
 impl Rig {
     fn new(recovered: Recovered) -> Rig {
-        let engine = Engine::new(config(), recovered, T0_MS).unwrap();
+        Rig::with_config(config(), recovered)
+    }
+
+    fn with_config(config: EngineConfig, recovered: Recovered) -> Rig {
+        let engine = Engine::new(config, recovered, T0_MS).unwrap();
         let mut rig = Rig {
             engine,
             unsynced: vec![],
@@ -82,6 +88,7 @@ impl Rig {
             inbox: Default::default(),
             closed: vec![],
             handshaken: Default::default(),
+            snapshots: vec![],
         };
         rig.settle();
         rig
@@ -101,6 +108,8 @@ impl Rig {
             self.inbox.entry(conn).or_default().extend(bytes);
         }
         self.closed.extend(out.closes);
+        self.snapshots
+            .extend(out.snapshots.iter().map(|job| job.index));
     }
 
     fn sync(&mut self) {
@@ -505,4 +514,49 @@ fn the_speculative_tree_shows_proposed_writes_before_they_commit() {
         rig.engine.tree().digest()
     );
     rig.engine.drop_speculative();
+}
+
+#[test]
+fn a_standalone_snapshot_waits_for_a_log_worth_a_quarter_of_the_tree() {
+    // Proves snapCount alone no longer triggers a snapshot of a big tree:
+    // small writes wait until their log is a quarter of the tree's size.
+    let mut cfg = config();
+    cfg.snap_count = 10;
+    let mut rig = Rig::with_config(cfg, empty());
+    rig.connect(1);
+    let write = |path: &str, bytes: usize| {
+        Request::Create(CreateRequest {
+            path: path.into(),
+            data: vec![b'x'; bytes],
+            acl: vec![Acl::open_unsafe()],
+            flags: 0,
+        })
+    };
+    let mut xid = 0;
+    let mut send = |rig: &mut Rig, request: Request| {
+        xid += 1;
+        rig.send(1, xid, request);
+        rig.settle();
+    };
+    send(&mut rig, write("/big", 400_000));
+    for i in 0..10 {
+        send(&mut rig, write(&format!("/a{i}"), 10));
+    }
+    assert_eq!(rig.snapshots.len(), 1, "the big write's log pays for one");
+    for i in 0..40 {
+        send(&mut rig, write(&format!("/b{i}"), 10));
+    }
+    assert_eq!(
+        rig.snapshots.len(),
+        1,
+        "40 writes past snapCount, but a few KB against a 400 KB tree"
+    );
+    for i in 0..3 {
+        send(&mut rig, write(&format!("/c{i}"), 60_000));
+    }
+    assert_eq!(
+        rig.snapshots.len(),
+        2,
+        "180 KB of log: a quarter of the tree"
+    );
 }
