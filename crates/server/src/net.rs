@@ -4,12 +4,11 @@
 //! writer task for what the socket does not take at once. All run on the
 //! partition thread's runtime.
 
-use std::net::SocketAddr;
-
 use std::cell::Cell;
+use std::net::SocketAddr;
 use std::rc::Rc;
-use stoa_proto::frame::{FrameDecoder, FrameError, FRAME_LENGTH_BYTES};
 
+use stoa_proto::frame::{FrameDecoder, FrameError, FRAME_LENGTH_BYTES};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};

@@ -137,11 +137,15 @@ impl PathRing {
         }
     }
 
-    fn get(&self, span: PathSpan) -> &str {
+    /// The path's bytes: what a lookup compares, with no UTF-8 check.
+    fn bytes(&self, span: PathSpan) -> &[u8] {
         let from = usize::try_from(span.at - self.start).expect("a live span");
-        let bytes = &self.bytes[from..from + span.len as usize];
+        &self.bytes[from..from + span.len as usize]
+    }
+
+    fn get(&self, span: PathSpan) -> &str {
         // Only whole `&str`s go in, and spans cut at their bounds.
-        std::str::from_utf8(bytes).expect("a pushed path")
+        std::str::from_utf8(self.bytes(span)).expect("a pushed path")
     }
 
     /// Forgets every byte before `at` (the front entry left the queue).
@@ -199,7 +203,8 @@ impl Preparer {
     /// The latest pending record of `p`, if any.
     fn latest(&self, p: &str) -> Option<&Latest> {
         let paths = &self.paths;
-        self.by_path.find(path_hash(p), |l| paths.get(l.path) == p)
+        self.by_path
+            .find(path_hash(p), |l| paths.bytes(l.path) == p.as_bytes())
     }
 
     /// The ACL of `path` as the pending txns leave it; `None` if no such
@@ -694,16 +699,17 @@ impl Preparer {
             record,
         };
         let paths = &self.paths;
-        let old = match self
-            .by_path
-            .entry(hash, |l| paths.get(l.path) == p, |l| l.hash)
-        {
-            Entry::Occupied(mut o) => Some(std::mem::replace(o.get_mut(), latest)),
-            Entry::Vacant(v) => {
-                v.insert(latest);
-                None
-            }
-        };
+        let old =
+            match self
+                .by_path
+                .entry(hash, |l| paths.bytes(l.path) == p.as_bytes(), |l| l.hash)
+            {
+                Entry::Occupied(mut o) => Some(std::mem::replace(o.get_mut(), latest)),
+                Entry::Vacant(v) => {
+                    v.insert(latest);
+                    None
+                }
+            };
         if let Some(undo) = self.undo.as_mut() {
             undo.push((hash, seq, old));
         }
