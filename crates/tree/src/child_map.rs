@@ -751,17 +751,18 @@ impl<'a> Iter<'a> {
     }
 }
 
-impl<'a> Iterator for Iter<'a> {
-    type Item = (Name, NodeRef<'a>);
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> Iter<'a> {
+    /// The next child as its leaf's shared prefix, the rest of its name
+    /// and its node: no name is built, and the entry is decoded once.
+    pub(crate) fn next_entry(&mut self) -> Option<(&'a str, &'a str, NodeRef<'a>)> {
         loop {
             if let Some((leaf, i)) = &mut self.leaf {
                 let leaf: &'a Leaf = leaf;
                 if *i < leaf.len() {
                     let at = *i;
                     *i += 1;
-                    return Some((leaf.name(at), leaf.get(at)));
+                    let (suffix, node) = leaf.suffix_and_node(at);
+                    return Some((leaf.prefix(), suffix, node));
                 }
                 self.leaf = None;
             }
@@ -776,6 +777,17 @@ impl<'a> Iterator for Iter<'a> {
                 }
             }
         }
+    }
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (Name, NodeRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (prefix, suffix, node) = self.next_entry()?;
+        let mut name = Name::from(prefix);
+        name.push_str(suffix);
+        Some((name, node))
     }
 }
 

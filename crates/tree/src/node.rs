@@ -158,11 +158,6 @@ impl<'a> NodeRef<'a> {
             .map(|(name, _)| name)
     }
 
-    /// The children with their nodes, in sorted order.
-    pub(crate) fn child_nodes(&self) -> impl Iterator<Item = (Name, NodeRef<'a>)> + 'a {
-        self.children.into_iter().flat_map(|c| c.iter())
-    }
-
     pub fn child_count(&self) -> usize {
         self.children.map_or(0, ChildMap::len)
     }

@@ -192,9 +192,20 @@ impl Leaf {
         name
     }
 
+    /// What every name in the leaf starts with.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     pub(crate) fn get(&self, i: usize) -> NodeRef<'_> {
+        self.suffix_and_node(i).1
+    }
+
+    /// Entry `i`'s name after the prefix, and its node, from one decoding:
+    /// a walk of the whole tree wants both.
+    pub(crate) fn suffix_and_node(&self, i: usize) -> (&str, NodeRef<'_>) {
         let e = self.entry(i);
-        NodeRef {
+        let node = NodeRef {
             data: match e.data {
                 Data::Inline(bytes) => bytes,
                 Data::Slot(s) => self.big(s),
@@ -202,7 +213,8 @@ impl Leaf {
             acl: self.acl(e.acl),
             stat: e.stat,
             children: e.children.map(|s| self.child_map(s)),
-        }
+        };
+        (e.suffix, node)
     }
 
     /// Entry `i`'s child map, if it has one.

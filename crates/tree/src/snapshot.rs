@@ -11,9 +11,11 @@ use crate::node::NodeRef;
 use crate::tree::DataTree;
 
 pub(crate) const MAGIC: &[u8; 8] = b"STOASNAP";
-/// 2: node hashes a word at a time (`DigestScheme::Words`); 1 (FNV-1a) is
-/// still read.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// 3: ACLS and NODES chunks alternate, each list ahead of the first node
+/// that names it (one walk of the tree). 2: ACLS before every NODES chunk;
+/// node hashes a word at a time (`DigestScheme::Words`). 1: as 2 with
+/// FNV-1a. All three are read.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// magic (8) + version (4) + flags (4) + last zxid (8) + crc (4).
 pub(crate) const HEADER_BYTES: usize = 28;
 /// A chunk is closed once its payload reaches this size.
@@ -85,11 +87,12 @@ pub fn write_snapshot(tree: &DataTree, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// Writes `tree` with its nodes in the order `for_each` hands them to its
-/// visitor (every node of the tree, parents before children). It is
-/// called twice: once for the ACL lists, once for the nodes.
+/// visitor (every node of the tree, parents before children), in one walk:
+/// each ACL list goes out in an ACLS chunk ahead of the NODES chunk that
+/// first refers to it.
 fn write_nodes_in_order<'t>(
     tree: &'t DataTree,
-    for_each: impl Fn(&mut dyn FnMut(&str, NodeRef<'t>)),
+    for_each: impl FnOnce(&mut dyn FnMut(&str, NodeRef<'t>)),
     out: &mut impl Write,
 ) -> io::Result<()> {
     let mut header = Vec::with_capacity(HEADER_BYTES);
@@ -102,18 +105,13 @@ fn write_nodes_in_order<'t>(
     debug_assert_eq!(header.len(), HEADER_BYTES);
     out.write_all(&header)?;
 
-    let mut chunks = ChunkWriter {
-        out,
-        kind: kind::SESSIONS,
-        count: 0,
-        payload: Vec::new(),
-    };
+    let mut sessions = Chunk::new(kind::SESSIONS);
     for (id, timeout) in tree.sessions() {
-        codec::put_i64(&mut chunks.payload, id);
-        codec::put_i32(&mut chunks.payload, timeout);
-        chunks.record_done()?;
+        codec::put_i64(&mut sessions.payload, id);
+        codec::put_i32(&mut sessions.payload, timeout);
+        sessions.record_done(out)?;
     }
-    chunks.flush()?;
+    sessions.flush(out)?;
 
     // ACL lists, deduplicated by their encoding; nodes refer to them by index.
     let mut acl_index: HashMap<Vec<u8>, u32> = HashMap::new();
@@ -121,49 +119,41 @@ fn write_nodes_in_order<'t>(
     // without encoding it again. The tree outlives this function, so the
     // pointers stay valid and distinct.
     let mut acl_by_ptr: HashMap<*const std::ffi::c_void, u32> = HashMap::new();
-    let mut node_acl = Vec::with_capacity(tree.node_count());
+    // Siblings mostly share one list: the last one found skips the lookup.
+    let mut last_acl: Option<(*const std::ffi::c_void, u32)> = None;
+    let mut acls = Chunk::new(kind::ACLS);
+    let mut nodes = Chunk::new(kind::NODES);
     let mut enc = Vec::new();
-    // The visitor cannot return an error: the first one stops the writing
-    // once the walk is over.
-    let mut failed: io::Result<()> = Ok(());
-    chunks.kind = kind::ACLS;
-    for_each(&mut |_, n| {
-        let ptr = n.acl.as_ptr();
-        let idx = match acl_by_ptr.get(&ptr) {
-            Some(&idx) => idx,
-            None => {
-                enc.clear();
-                codec::put_acl(&mut enc, n.acl());
-                let idx = match acl_index.get(&enc) {
-                    Some(&idx) => idx,
-                    None => {
-                        let idx = acl_index.len() as u32;
-                        acl_index.insert(enc.clone(), idx);
-                        chunks.payload.extend_from_slice(&enc);
-                        if failed.is_ok() {
-                            failed = chunks.record_done();
-                        }
-                        idx
-                    }
-                };
-                acl_by_ptr.insert(ptr, idx);
-                idx
-            }
-        };
-        node_acl.push(idx);
-    });
-    std::mem::replace(&mut failed, Ok(()))?;
-    chunks.flush()?;
-
-    chunks.kind = kind::NODES;
     // The digest is summed here, from nodes at hand, rather than by a
     // second walk of the tree.
     let mut digest = 0u64;
-    let mut acls = node_acl.into_iter();
+    // The visitor cannot return an error: the first one stops the writing
+    // once the walk is over.
+    let mut failed: io::Result<()> = Ok(());
     for_each(&mut |p, n| {
-        let acl = acls.next().expect("the walk visits the same nodes twice");
+        if failed.is_err() {
+            return;
+        }
+        let ptr = n.acl.as_ptr();
+        let acl = match last_acl {
+            Some((last_ptr, idx)) if last_ptr == ptr => idx,
+            _ => {
+                let idx = *acl_by_ptr.entry(ptr).or_insert_with(|| {
+                    enc.clear();
+                    codec::put_acl(&mut enc, n.acl());
+                    let fresh = acl_index.len() as u32;
+                    *acl_index.entry(enc.clone()).or_insert_with(|| {
+                        acls.payload.extend_from_slice(&enc);
+                        acls.count += 1;
+                        fresh
+                    })
+                });
+                last_acl = Some((ptr, idx));
+                idx
+            }
+        };
         digest = digest.wrapping_add(node_digest(CURRENT_SCHEME, p, n));
-        let b = &mut chunks.payload;
+        let b = &mut nodes.payload;
         codec::put_str(b, p);
         codec::put_bytes(b, n.data());
         codec::put_u32(b, acl);
@@ -176,60 +166,80 @@ fn write_nodes_in_order<'t>(
         }
         codec::put_i64(b, s.ephemeral_owner);
         codec::put_i64(b, s.pzxid);
-        if failed.is_ok() {
-            failed = chunks.record_done();
-        }
+        nodes.count += 1;
+        failed = nodes.check_size().and_then(|()| {
+            if nodes.payload.len() < CHUNK_TARGET_BYTES {
+                return Ok(());
+            }
+            // The lists this chunk's nodes refer to go first.
+            acls.flush(out)?;
+            nodes.emit(out)
+        });
     });
     failed?;
-    chunks.flush()?;
+    acls.flush(out)?;
+    nodes.flush(out)?;
 
-    chunks.kind = kind::END;
-    codec::put_u64(&mut chunks.payload, tree.node_count() as u64);
-    codec::put_u64(&mut chunks.payload, tree.sessions.size() as u64);
-    codec::put_u32(&mut chunks.payload, acl_index.len() as u32);
-    codec::put_u64(&mut chunks.payload, digest);
-    chunks.emit()?;
-    chunks.out.flush()
+    let mut end = Chunk::new(kind::END);
+    codec::put_u64(&mut end.payload, tree.node_count() as u64);
+    codec::put_u64(&mut end.payload, tree.sessions.size() as u64);
+    codec::put_u32(&mut end.payload, acl_index.len() as u32);
+    codec::put_u64(&mut end.payload, digest);
+    end.emit(out)?;
+    out.flush()
 }
 
-struct ChunkWriter<'w, W: Write> {
-    out: &'w mut W,
+/// Records of one kind on their way into a chunk.
+struct Chunk {
     kind: u8,
     count: u32,
     payload: Vec<u8>,
 }
 
-impl<W: Write> ChunkWriter<'_, W> {
-    fn record_done(&mut self) -> io::Result<()> {
+impl Chunk {
+    fn new(kind: u8) -> Chunk {
+        Chunk {
+            kind,
+            count: 0,
+            payload: Vec::new(),
+        }
+    }
+
+    fn record_done(&mut self, out: &mut impl Write) -> io::Result<()> {
         self.count += 1;
+        self.check_size()?;
+        if self.payload.len() >= CHUNK_TARGET_BYTES {
+            self.emit(out)?;
+        }
+        Ok(())
+    }
+
+    fn check_size(&self) -> io::Result<()> {
         if self.payload.len() > CHUNK_PAYLOAD_MAX_BYTES {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "snapshot record too large",
             ));
         }
-        if self.payload.len() >= CHUNK_TARGET_BYTES {
-            self.emit()?;
-        }
         Ok(())
     }
 
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&mut self, out: &mut impl Write) -> io::Result<()> {
         if self.count > 0 {
-            self.emit()?;
+            self.emit(out)?;
         }
         Ok(())
     }
 
-    fn emit(&mut self) -> io::Result<()> {
+    fn emit(&mut self, out: &mut impl Write) -> io::Result<()> {
         let mut head = Vec::with_capacity(CHUNK_HEAD_BYTES);
         codec::put_u8(&mut head, self.kind);
         codec::put_u32(&mut head, self.count);
         codec::put_u32(&mut head, self.payload.len() as u32);
         let crc = crc32c::crc32c_append(crc32c::crc32c(&head), &self.payload);
-        self.out.write_all(&head)?;
-        self.out.write_all(&self.payload)?;
-        self.out.write_all(&crc.to_be_bytes())?;
+        out.write_all(&head)?;
+        out.write_all(&self.payload)?;
+        out.write_all(&crc.to_be_bytes())?;
         self.payload.clear();
         self.count = 0;
         Ok(())
@@ -281,6 +291,8 @@ mod tests {
     const GOLDEN_HEX: &str = include_str!("../tests/golden/tiny-snapshot.hex");
     /// The same tree as format version 1 wrote it (FNV-1a node hashes).
     const GOLDEN_V1_HEX: &str = include_str!("../tests/golden/tiny-snapshot-v1.hex");
+    /// The same tree as format version 2 wrote it (every ACLS chunk first).
+    const GOLDEN_V2_HEX: &str = include_str!("../tests/golden/tiny-snapshot-v2.hex");
 
     fn unhex(text: &str) -> Vec<u8> {
         let text = text.trim();
@@ -309,6 +321,118 @@ mod tests {
             read_snapshot(&mut bad.as_slice()),
             Err(SnapshotError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn a_version_2_snapshot_still_reads() {
+        let v2 = unhex(GOLDEN_V2_HEX);
+        assert_eq!(&v2[8..12], &2u32.to_be_bytes());
+        let back = read_snapshot(&mut v2.as_slice()).unwrap();
+        assert_eq!(back.digest(), tiny_tree().digest());
+        assert_eq!(back.node("/a").unwrap().data(), b"hi");
+    }
+
+    /// The kinds of `image`'s chunks, in file order.
+    fn chunk_kinds(image: &[u8]) -> Vec<u8> {
+        let mut kinds = Vec::new();
+        let mut at = HEADER_BYTES;
+        while at < image.len() {
+            kinds.push(image[at]);
+            let len = u32::from_be_bytes(image[at + 5..at + 9].try_into().unwrap()) as usize;
+            at += CHUNK_HEAD_BYTES + len + CRC_BYTES;
+        }
+        assert_eq!(at, image.len());
+        kinds
+    }
+
+    /// `image` with its header saying `version` (and its checksum redone).
+    fn as_version(image: &[u8], version: u32) -> Vec<u8> {
+        let mut out = image.to_vec();
+        out[8..12].copy_from_slice(&version.to_be_bytes());
+        let crc = crc32c::crc32c(&out[..HEADER_BYTES - CRC_BYTES]);
+        out[HEADER_BYTES - CRC_BYTES..HEADER_BYTES].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn an_acl_list_first_named_late_goes_out_between_node_chunks() {
+        // Proves the one-walk writer puts a list ahead of the chunk whose
+        // node first names it, and that only version 3 readers take that order.
+        let mut t = DataTree::new();
+        let header = |zxid: i64| TxnHeader {
+            session_id: 1,
+            cxid: 0,
+            zxid,
+            time_ms: 5,
+        };
+        for i in 0..400 {
+            // The last node, past several full chunks, has a list of its own.
+            let acl = if i == 399 {
+                vec![Acl {
+                    perms: 1,
+                    id: stoa_proto::records::Id {
+                        scheme: "digest".into(),
+                        id: "late:x".into(),
+                    },
+                }]
+            } else {
+                vec![Acl::open_unsafe()]
+            };
+            let create = CreateTxn {
+                path: format!("/n{i:04}"),
+                data: vec![7; 500],
+                acl,
+                ephemeral_owner: 0,
+                parent_cversion: i + 1,
+            };
+            t.apply(&Txn {
+                header: header(i64::from(i) + 1),
+                op: TxnOp::Create(create),
+            });
+        }
+        let mut buf = Vec::new();
+        write_snapshot(&t, &mut buf).unwrap();
+        let kinds = chunk_kinds(&buf);
+        let first_nodes = kinds.iter().position(|&k| k == kind::NODES).unwrap();
+        let last_acls = kinds.iter().rposition(|&k| k == kind::ACLS).unwrap();
+        assert!(
+            first_nodes < last_acls && last_acls < kinds.len() - 2,
+            "kinds {kinds:?}"
+        );
+        let back = read_snapshot(&mut buf.as_slice()).unwrap();
+        assert_eq!(back.digest(), t.digest());
+        assert_eq!(back.node("/n0399").unwrap().acl()[0].id.id, "late:x");
+        // Version 2 kept every list ahead of the nodes.
+        assert!(matches!(
+            read_snapshot(&mut as_version(&buf, 2).as_slice()),
+            Err(SnapshotError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn sessions_after_nodes_are_out_of_order_in_version_3() {
+        let mut buf = Vec::new();
+        write_snapshot(&tiny_tree(), &mut buf).unwrap();
+        assert_eq!(
+            chunk_kinds(&buf),
+            [kind::SESSIONS, kind::ACLS, kind::NODES, kind::END]
+        );
+        // Move the sessions chunk after the nodes chunk.
+        let chunk_len = |at: usize| {
+            CHUNK_HEAD_BYTES
+                + u32::from_be_bytes(buf[at + 5..at + 9].try_into().unwrap()) as usize
+                + CRC_BYTES
+        };
+        let sessions_at = HEADER_BYTES;
+        let acls_at = sessions_at + chunk_len(sessions_at);
+        let nodes_at = acls_at + chunk_len(acls_at);
+        let end_at = nodes_at + chunk_len(nodes_at);
+        let mut moved = buf[..HEADER_BYTES].to_vec();
+        moved.extend_from_slice(&buf[acls_at..end_at]);
+        moved.extend_from_slice(&buf[sessions_at..acls_at]);
+        moved.extend_from_slice(&buf[end_at..]);
+        let err = read_snapshot(&mut moved.as_slice()).unwrap_err();
+        assert!(err.to_string().contains("out of order"), "{err}");
     }
 
     #[test]

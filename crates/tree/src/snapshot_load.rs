@@ -22,14 +22,14 @@ use crate::tree::DataTree;
 /// Reads a snapshot, verifying every checksum, the structure of the tree,
 /// the counts and the digest. Memory use is bounded by the input's size.
 pub fn read_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
-    let (scheme, last_zxid) = read_header(input)?;
+    let (format, last_zxid) = read_header(input)?;
     let mut builder = Builder {
-        scheme,
+        scheme: format.scheme,
         open: Vec::new(),
         digest: 0,
         tree: DataTree::empty(),
     };
-    let end = decode(input, &mut builder)?;
+    let end = decode(input, format, &mut builder)?;
     let (mut tree, digest) = builder.finish()?;
     tree.last_zxid = last_zxid;
     tree.sessions = end.sessions;
@@ -51,18 +51,33 @@ pub fn read_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
     Ok(tree)
 }
 
-/// The header's digest scheme (from its format version) and last zxid.
-fn read_header(input: &mut impl Read) -> Result<(DigestScheme, i64), SnapshotError> {
+/// What a snapshot's format version decides for its reader.
+#[derive(Debug, Clone, Copy)]
+struct Format {
+    /// How nodes were hashed for the digest.
+    scheme: DigestScheme,
+    /// ACLS chunks may follow NODES chunks (version 3): each list comes
+    /// ahead of the first node that names it, not all before any node.
+    acls_between_nodes: bool,
+}
+
+/// The header's format and last zxid.
+fn read_header(input: &mut impl Read) -> Result<(Format, i64), SnapshotError> {
     let mut header = [0u8; HEADER_BYTES];
     read_exact(input, &mut header)?;
     if &header[..8] != MAGIC {
         return Err(SnapshotError::BadMagic);
     }
     let mut r = Reader::new(&header[8..]);
-    let scheme = match r.u32()? {
+    let version = r.u32()?;
+    let scheme = match version {
         1 => DigestScheme::Fnv,
-        FORMAT_VERSION => DigestScheme::Words,
-        version => return Err(SnapshotError::UnsupportedVersion(version)),
+        2..=FORMAT_VERSION => DigestScheme::Words,
+        _ => return Err(SnapshotError::UnsupportedVersion(version)),
+    };
+    let format = Format {
+        scheme,
+        acls_between_nodes: version >= 3,
     };
     let _flags = r.u32()?;
     let last_zxid = r.i64()?;
@@ -70,7 +85,7 @@ fn read_header(input: &mut impl Read) -> Result<(DigestScheme, i64), SnapshotErr
     if crc != crc32c::crc32c(&header[..HEADER_BYTES - CRC_BYTES]) {
         return Err(SnapshotError::Checksum { offset: 0 });
     }
-    Ok((scheme, last_zxid))
+    Ok((format, last_zxid))
 }
 
 fn read_exact(input: &mut impl Read, buf: &mut [u8]) -> Result<(), SnapshotError> {
@@ -128,7 +143,11 @@ struct Decoded {
 }
 
 /// Reads every chunk to the end, handing the node records to `builder`.
-fn decode(input: &mut impl Read, builder: &mut Builder) -> Result<Decoded, SnapshotError> {
+fn decode(
+    input: &mut impl Read,
+    format: Format,
+    builder: &mut Builder,
+) -> Result<Decoded, SnapshotError> {
     let mut acls: Vec<SharedAcl> = Vec::new();
     let mut sessions = RedBlackTreeMapSync::new_sync();
     let mut nodes_read = 0u64;
@@ -163,10 +182,17 @@ fn decode(input: &mut impl Read, builder: &mut Builder) -> Result<Decoded, Snaps
         if !(kind::SESSIONS..=kind::NODES).contains(&k) {
             return Err(corrupt(format!("unknown chunk kind {k}")));
         }
-        if k < stage {
+        // Kinds come in non-decreasing order, except that version 3 ranks
+        // ACLS and NODES alike.
+        let rank = if format.acls_between_nodes && k == kind::ACLS {
+            kind::NODES
+        } else {
+            k
+        };
+        if rank < stage {
             return Err(corrupt("chunks out of order"));
         }
-        stage = k;
+        stage = rank;
         let min = match k {
             kind::SESSIONS => SESSION_BYTES,
             kind::ACLS => ACL_LIST_MIN_BYTES,

@@ -6,7 +6,7 @@ use rpds::{RedBlackTreeMapSync, RedBlackTreeSetSync};
 use stoa_proto::opcode::perms;
 use stoa_proto::records::{Acl, Id};
 
-use crate::child_map::ChildMap;
+use crate::child_map::{self, ChildMap};
 use crate::digest::{node_digest, CURRENT_SCHEME};
 use crate::ephemeral::EphemeralKind;
 use crate::node::{shared_acl, shared_bytes, Node, NodeRef, PersistedStat, SharedAcl, Updated};
@@ -263,18 +263,20 @@ impl DataTree {
         visit(ROOT, root);
         // Explicit stack: paths may nest deeper than a thread's stack.
         let mut path = String::new();
-        let mut stack = vec![(root.child_nodes(), 0)];
+        let mut stack: Vec<(child_map::Iter<'a>, usize)> = Vec::new();
+        stack.extend(root.children.map(|c| (c.iter(), 0)));
         while let Some((siblings, parent_len)) = stack.last_mut() {
-            let Some((name, node)) = siblings.next() else {
+            let Some((prefix, suffix, node)) = siblings.next_entry() else {
                 stack.pop();
                 continue;
             };
             path.truncate(*parent_len);
             path.push('/');
-            path.push_str(&name);
+            path.push_str(prefix);
+            path.push_str(suffix);
             visit(&path, node);
-            if node.child_count() > 0 {
-                stack.push((node.child_nodes(), path.len()));
+            if let Some(children) = node.children.filter(|c| !c.is_empty()) {
+                stack.push((children.iter(), path.len()));
             }
         }
     }
