@@ -49,6 +49,23 @@ def test_bench_scenario_counts_ops_and_appends_csv(server_factory, tmp_path):
     assert lines[0].startswith("label,") and len(lines) == 3
 
 
+def test_bench_clean_up_deletes_what_the_creates_left(server_factory, make_client, tmp_path):
+    """--clean-up: a timed create run leaves no znode behind it, a run without leaves them all,
+    and the deletes count in no figure."""
+    srv = server_factory()
+    zk = make_client(hosts=srv.hosts)
+    args = ["--scenario", "create-async", "--duration", "0.5", "--warmup", "0.1",
+            "--outstanding", "20"]
+    results = run_bench(srv, tmp_path, *args, "--clean-up")
+    r = results[0]
+    assert r["ops"] > 100 and r["error_count"] == 0
+    assert set(r["by_op"]) == {"create"}
+    assert zk.get_children("/stoa-bench/w") == []
+    kept = run_bench(srv, tmp_path, *args)[0]
+    # Warm-up creates are kept too: at least the measured ones remain.
+    assert len(zk.get_children("/stoa-bench/w")) >= kept["ops"] > 100
+
+
 def test_bench_ezk_extension_queue_dequeues_in_one_call(server_factory, tmp_path):
     """The EZK priority-queue extension scenario: a 1 s run with 2 consumers registers
     examples/extensions/priority_queue.lua, dequeues, and every dequeue is one call."""

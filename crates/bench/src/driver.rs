@@ -75,6 +75,9 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// The name an error is counted under in the results.
     fn error_name(error: &Self::Error) -> String;
+
+    /// The key a call named does not exist.
+    fn is_not_found(error: &Self::Error) -> bool;
 }
 
 /// Latencies recorded per worker but a batch at a time: with each of 128
@@ -124,6 +127,8 @@ struct WorkerStats {
     ok: u64,
     errors: BTreeMap<String, u64>,
     last_done: Option<Instant>,
+    /// What this worker's creates made and its deletes did not remove.
+    left: VecDeque<String>,
 }
 
 /// Shared by the workers of one run.
@@ -224,7 +229,42 @@ pub async fn measure<B: Backend>(
         .await
         .map_err(|e| format!("cpu sampler failed: {e}"))?;
     let cpu = cpu::used_since(&cell.server_pids, server_start, client_start);
+    if cell.clean_up {
+        // After the CPU sample: none of it is counted.
+        let left = stats.iter_mut().map(|s| std::mem::take(&mut s.left));
+        clean_up(sessions, cell.outstanding, left.collect()).await?;
+    }
     Ok(merge(cell, servers, warmup_end, stats, cpu))
+}
+
+/// Deletes what each worker's creates left, through the worker's own
+/// session and with as many calls in flight as the run had. A node
+/// already gone (an ephemeral's session closed) is not a failure.
+async fn clean_up<B: Backend>(
+    sessions: &[B],
+    outstanding: usize,
+    left: Vec<VecDeque<String>>,
+) -> Result<(), String> {
+    let mut tasks = Vec::with_capacity(left.len());
+    for (id, paths) in left.into_iter().enumerate() {
+        let session = sessions[id / outstanding].clone();
+        tasks.push(tokio::spawn(async move {
+            let payload = Bytes::new();
+            for path in paths {
+                if let Err(e) = session.call(Call::Delete(&path), &payload).await {
+                    if !B::is_not_found(&e) {
+                        return Err(format!("clean-up: delete {path}: {}", B::error_name(&e)));
+                    }
+                }
+            }
+            Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(|e| format!("clean-up task failed: {e}"))??;
+    }
+    Ok(())
 }
 
 /// The `i`th key of the keyspace.
@@ -343,6 +383,7 @@ async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant
         ok: 0,
         errors: BTreeMap::new(),
         last_done: None,
+        left: VecDeque::new(),
     };
     let mut created: VecDeque<String> = VecDeque::new();
     let mut seq: u64 = 0;
@@ -395,6 +436,7 @@ async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant
             break;
         }
     }
+    stats.left = created;
     stats
 }
 
@@ -491,6 +533,10 @@ impl Backend for Zk {
 
     fn error_name(error: &Error) -> String {
         error_name(error)
+    }
+
+    fn is_not_found(error: &Error) -> bool {
+        matches!(error, Error::NoNode { .. })
     }
 }
 

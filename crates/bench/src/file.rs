@@ -97,6 +97,11 @@ impl Backend for RawWriter {
     fn error_name(error: &Self::Error) -> String {
         format!("io {:?}", error.kind())
     }
+
+    /// The file has no keys.
+    fn is_not_found(_error: &Self::Error) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

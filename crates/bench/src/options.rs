@@ -36,6 +36,9 @@ pub const USAGE: &str = "usage: stoa bench [options]
   --rate OPS                 offered load in ops/s over all sessions (default: closed loop);
                              latency then counts from the scheduled start
   --ephemeral                creates make ephemeral nodes
+  --clean-up                 once measured, delete what the run's creates left (not
+                             counted in any figure): the next run finds the tree as
+                             this one did
   --scenario NAME            a named experiment: create-sync, create-async (100,000 creates
                              unless --duration), ephemeral-300b (10,000),
                              producer-consumer, read-ratio-sweep, payload-sweep; EZK's
@@ -70,6 +73,8 @@ pub struct Cell {
     /// Offered load over all sessions; `None` is closed loop.
     pub rate_ops_s: Option<f64>,
     pub ephemeral: bool,
+    /// Delete what the creates left once the run is measured.
+    pub clean_up: bool,
     /// Server processes (an ensemble's members) whose CPU time per op to
     /// report, summed; empty for none.
     pub server_pids: Vec<u32>,
@@ -167,6 +172,7 @@ pub struct Args {
     pub warmup: Option<Duration>,
     pub rate_ops_s: Option<f64>,
     pub ephemeral: bool,
+    pub clean_up: bool,
     pub serializable: bool,
     pub scenario: Option<String>,
     pub label: Option<String>,
@@ -195,6 +201,11 @@ impl Args {
             match flag {
                 "--ephemeral" => {
                     out.ephemeral = true;
+                    i += 1;
+                    continue;
+                }
+                "--clean-up" => {
+                    out.clean_up = true;
                     i += 1;
                     continue;
                 }
@@ -334,6 +345,7 @@ impl Args {
             warmup: self.warmup.unwrap_or(Duration::from_secs(1)),
             rate_ops_s: self.rate_ops_s,
             ephemeral: self.ephemeral,
+            clean_up: self.clean_up,
             server_pids: self.server_pids.clone(),
             workload: Workload::Mix,
             backoff: self.backoff.unwrap_or(Duration::from_millis(1)),
@@ -376,7 +388,8 @@ mod tests {
     #[test]
     fn flags_fill_the_cell() {
         let args = parse(
-            "--sessions 4 --outstanding 8 --read-ratio 90 --payload 8 --duration 0.5 --ephemeral",
+            "--sessions 4 --outstanding 8 --read-ratio 90 --payload 8 --duration 0.5 --ephemeral \
+             --clean-up",
         )
         .unwrap();
         let cell = args.cell();
@@ -387,6 +400,8 @@ mod tests {
         assert_eq!(cell.mix.to_string(), "set=10,get=90");
         assert_eq!(cell.duration, Duration::from_millis(500));
         assert!(cell.ephemeral);
+        assert!(cell.clean_up);
+        assert!(!parse("").unwrap().cell().clean_up);
     }
 
     #[test]

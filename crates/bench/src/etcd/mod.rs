@@ -269,6 +269,10 @@ impl Backend for Etcd {
         false
     }
 
+    fn is_not_found(error: &EtcdError) -> bool {
+        matches!(error, EtcdError::NotFound)
+    }
+
     /// The gRPC status code, with etcd's own reason when it gives one
     /// (`ResourceExhausted: mvcc: database space exceeded`).
     fn error_name(error: &EtcdError) -> String {
