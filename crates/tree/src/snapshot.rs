@@ -12,9 +12,10 @@ use crate::tree::DataTree;
 
 pub(crate) const MAGIC: &[u8; 8] = b"STOASNAP";
 /// 3: ACLS and NODES chunks alternate, each list ahead of the first node
-/// that names it (one walk of the tree). 2: ACLS before every NODES chunk;
-/// node hashes a word at a time (`DigestScheme::Words`). 1: as 2 with
-/// FNV-1a. All three are read.
+/// that names it (one walk of the tree); node hashes in independent chains
+/// (`DigestScheme::Lanes`). 2: ACLS before every NODES chunk; node hashes
+/// a word at a time (`DigestScheme::Words`). 1: as 2 with FNV-1a. All
+/// three are read.
 pub(crate) const FORMAT_VERSION: u32 = 3;
 /// magic (8) + version (4) + flags (4) + last zxid (8) + crc (4).
 pub(crate) const HEADER_BYTES: usize = 28;

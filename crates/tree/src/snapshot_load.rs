@@ -72,7 +72,8 @@ fn read_header(input: &mut impl Read) -> Result<(Format, i64), SnapshotError> {
     let version = r.u32()?;
     let scheme = match version {
         1 => DigestScheme::Fnv,
-        2..=FORMAT_VERSION => DigestScheme::Words,
+        2 => DigestScheme::Words,
+        FORMAT_VERSION => DigestScheme::Lanes,
         _ => return Err(SnapshotError::UnsupportedVersion(version)),
     };
     let format = Format {
