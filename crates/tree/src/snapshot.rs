@@ -38,7 +38,9 @@ pub(crate) mod kind {
 pub(crate) const SESSION_BYTES: usize = 12;
 pub(crate) const ACL_LIST_MIN_BYTES: usize = 4;
 /// path len + data len + acl index + 9 stat fields.
-pub(crate) const NODE_MIN_BYTES: usize = 4 + 4 + 4 + 6 * 8 + 3 * 4;
+pub(crate) const NODE_MIN_BYTES: usize = 4 + 4 + NODE_TAIL_BYTES;
+/// A node record after its path and data: ACL index and stat.
+const NODE_TAIL_BYTES: usize = 4 + 6 * 8 + 3 * 4;
 pub(crate) const END_PAYLOAD_BYTES: usize = 8 + 8 + 4 + 8;
 
 /// Why a snapshot was rejected.
@@ -155,18 +157,10 @@ fn write_nodes_in_order<'t>(
         };
         digest = digest.wrapping_add(node_digest(CURRENT_SCHEME, p, n));
         let b = &mut nodes.payload;
+        b.reserve(8 + p.len() + n.data().len() + NODE_TAIL_BYTES);
         codec::put_str(b, p);
         codec::put_bytes(b, n.data());
-        codec::put_u32(b, acl);
-        let s = n.persisted();
-        for v in [s.czxid, s.mzxid, s.ctime, s.mtime] {
-            codec::put_i64(b, v);
-        }
-        for v in [s.version, s.cversion, s.aversion] {
-            codec::put_i32(b, v);
-        }
-        codec::put_i64(b, s.ephemeral_owner);
-        codec::put_i64(b, s.pzxid);
+        b.extend_from_slice(&node_tail(acl, &n.persisted()));
         nodes.count += 1;
         failed = nodes.check_size().and_then(|()| {
             if nodes.payload.len() < CHUNK_TARGET_BYTES {
@@ -188,6 +182,28 @@ fn write_nodes_in_order<'t>(
     codec::put_u64(&mut end.payload, digest);
     end.emit(out)?;
     out.flush()
+}
+
+/// The fixed-size end of a node record, built in place and appended in
+/// one copy rather than field by field.
+fn node_tail(acl: u32, s: &crate::node::PersistedStat) -> [u8; NODE_TAIL_BYTES] {
+    let mut tail = [0u8; NODE_TAIL_BYTES];
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        tail[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    };
+    put(&acl.to_be_bytes());
+    for v in [s.czxid, s.mzxid, s.ctime, s.mtime] {
+        put(&v.to_be_bytes());
+    }
+    for v in [s.version, s.cversion, s.aversion] {
+        put(&v.to_be_bytes());
+    }
+    put(&s.ephemeral_owner.to_be_bytes());
+    put(&s.pzxid.to_be_bytes());
+    debug_assert_eq!(at, NODE_TAIL_BYTES);
+    tail
 }
 
 /// Records of one kind on their way into a chunk.
