@@ -141,16 +141,31 @@ fn write_nodes_in_order<'t>(
         let acl = match last_acl {
             Some((last_ptr, idx)) if last_ptr == ptr => idx,
             _ => {
-                let idx = *acl_by_ptr.entry(ptr).or_insert_with(|| {
-                    enc.clear();
-                    codec::put_acl(&mut enc, n.acl());
-                    let fresh = acl_index.len() as u32;
-                    *acl_index.entry(enc.clone()).or_insert_with(|| {
-                        acls.payload.extend_from_slice(&enc);
-                        acls.count += 1;
-                        fresh
-                    })
-                });
+                let idx = match acl_by_ptr.get(&ptr) {
+                    Some(&idx) => idx,
+                    None => {
+                        enc.clear();
+                        codec::put_acl(&mut enc, n.acl());
+                        let idx = match acl_index.get(&enc) {
+                            Some(&idx) => idx,
+                            None => {
+                                let idx = acl_index.len() as u32;
+                                acl_index.insert(enc.clone(), idx);
+                                acls.payload.extend_from_slice(&enc);
+                                // Lists may go out before the nodes chunk
+                                // that names them is full, so a chunk of
+                                // lists stays within its size like any.
+                                if let Err(e) = acls.record_done(out) {
+                                    failed = Err(e);
+                                    return;
+                                }
+                                idx
+                            }
+                        };
+                        acl_by_ptr.insert(ptr, idx);
+                        idx
+                    }
+                };
                 last_acl = Some((ptr, idx));
                 idx
             }
@@ -424,6 +439,54 @@ mod tests {
             read_snapshot(&mut as_version(&buf, 2).as_slice()),
             Err(SnapshotError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn many_new_acl_lists_under_one_nodes_chunk_are_cut_into_chunks_of_the_usual_size() {
+        // Proves ACL lists written ahead of a nodes chunk still close their
+        // chunk at the target size (a reader refuses chunks past its limit).
+        let mut t = DataTree::new();
+        for i in 0..300 {
+            let acl = vec![Acl {
+                perms: 31,
+                id: stoa_proto::records::Id {
+                    scheme: "digest".into(),
+                    id: format!("user{i}:{}", "h".repeat(500)),
+                },
+            }];
+            let create = CreateTxn {
+                path: format!("/n{i:04}"),
+                data: Vec::new(),
+                acl,
+                ephemeral_owner: 0,
+                parent_cversion: i + 1,
+            };
+            let header = TxnHeader {
+                session_id: 1,
+                cxid: 0,
+                zxid: i64::from(i) + 1,
+                time_ms: 5,
+            };
+            t.apply(&Txn {
+                header,
+                op: TxnOp::Create(create),
+            });
+        }
+        let mut buf = Vec::new();
+        write_snapshot(&t, &mut buf).unwrap();
+        let kinds = chunk_kinds(&buf);
+        assert!(
+            kinds.iter().filter(|&&k| k == kind::ACLS).count() >= 2,
+            "kinds {kinds:?}"
+        );
+        let mut at = HEADER_BYTES;
+        while at < buf.len() {
+            let len = u32::from_be_bytes(buf[at + 5..at + 9].try_into().unwrap()) as usize;
+            assert!(len < CHUNK_TARGET_BYTES + 1024, "a chunk of {len} bytes");
+            at += CHUNK_HEAD_BYTES + len + CRC_BYTES;
+        }
+        let back = read_snapshot(&mut buf.as_slice()).unwrap();
+        assert_eq!(back.digest(), t.digest());
     }
 
     #[test]
