@@ -364,6 +364,43 @@ mod tests {
         assert_eq!(back.node("/a").unwrap().data(), b"hi");
     }
 
+    /// A tree of `/n0000`, `/n0001`, ... (`count` of them, one per zxid),
+    /// each with the data and ACL `of` gives for its number.
+    fn nodes_n0000_up(count: i32, of: impl Fn(i32) -> (Vec<u8>, Vec<Acl>)) -> DataTree {
+        let mut t = DataTree::new();
+        for i in 0..count {
+            let (data, acl) = of(i);
+            let create = CreateTxn {
+                path: format!("/n{i:04}"),
+                data,
+                acl,
+                ephemeral_owner: 0,
+                parent_cversion: i + 1,
+            };
+            let header = TxnHeader {
+                session_id: 1,
+                cxid: i,
+                zxid: i64::from(i) + 1,
+                time_ms: 5,
+            };
+            t.apply(&Txn {
+                header,
+                op: TxnOp::Create(create),
+            });
+        }
+        t
+    }
+
+    fn digest_acl(perms: i32, id: &str) -> Acl {
+        Acl {
+            perms,
+            id: stoa_proto::records::Id {
+                scheme: "digest".into(),
+                id: id.into(),
+            },
+        }
+    }
+
     /// The kinds of `image`'s chunks, in file order.
     fn chunk_kinds(image: &[u8]) -> Vec<u8> {
         let mut kinds = Vec::new();
@@ -390,38 +427,15 @@ mod tests {
     fn an_acl_list_first_named_late_goes_out_between_node_chunks() {
         // Proves the one-walk writer puts a list ahead of the chunk whose
         // node first names it, and that only version 3 readers take that order.
-        let mut t = DataTree::new();
-        let header = |zxid: i64| TxnHeader {
-            session_id: 1,
-            cxid: 0,
-            zxid,
-            time_ms: 5,
-        };
-        for i in 0..400 {
-            // The last node, past several full chunks, has a list of its own.
+        // The last node, past several full chunks, has a list of its own.
+        let t = nodes_n0000_up(400, |i| {
             let acl = if i == 399 {
-                vec![Acl {
-                    perms: 1,
-                    id: stoa_proto::records::Id {
-                        scheme: "digest".into(),
-                        id: "late:x".into(),
-                    },
-                }]
+                vec![digest_acl(1, "late:x")]
             } else {
                 vec![Acl::open_unsafe()]
             };
-            let create = CreateTxn {
-                path: format!("/n{i:04}"),
-                data: vec![7; 500],
-                acl,
-                ephemeral_owner: 0,
-                parent_cversion: i + 1,
-            };
-            t.apply(&Txn {
-                header: header(i64::from(i) + 1),
-                op: TxnOp::Create(create),
-            });
-        }
+            (vec![7; 500], acl)
+        });
         let mut buf = Vec::new();
         write_snapshot(&t, &mut buf).unwrap();
         let kinds = chunk_kinds(&buf);
@@ -445,33 +459,10 @@ mod tests {
     fn many_new_acl_lists_under_one_nodes_chunk_are_cut_into_chunks_of_the_usual_size() {
         // Proves ACL lists written ahead of a nodes chunk still close their
         // chunk at the target size (a reader refuses chunks past its limit).
-        let mut t = DataTree::new();
-        for i in 0..300 {
-            let acl = vec![Acl {
-                perms: 31,
-                id: stoa_proto::records::Id {
-                    scheme: "digest".into(),
-                    id: format!("user{i}:{}", "h".repeat(500)),
-                },
-            }];
-            let create = CreateTxn {
-                path: format!("/n{i:04}"),
-                data: Vec::new(),
-                acl,
-                ephemeral_owner: 0,
-                parent_cversion: i + 1,
-            };
-            let header = TxnHeader {
-                session_id: 1,
-                cxid: 0,
-                zxid: i64::from(i) + 1,
-                time_ms: 5,
-            };
-            t.apply(&Txn {
-                header,
-                op: TxnOp::Create(create),
-            });
-        }
+        let t = nodes_n0000_up(300, |i| {
+            let id = format!("user{i}:{}", "h".repeat(500));
+            (Vec::new(), vec![digest_acl(31, &id)])
+        });
         let mut buf = Vec::new();
         write_snapshot(&t, &mut buf).unwrap();
         let kinds = chunk_kinds(&buf);
@@ -561,30 +552,14 @@ mod tests {
     #[test]
     fn large_trees_span_many_chunks() {
         // Proves records split across chunks and ACL dedup keep the tree intact.
-        let mut t = DataTree::new();
-        for i in 0..300 {
-            let create = CreateTxn {
-                path: format!("/n{i:04}"),
-                data: vec![i as u8; 1000],
-                acl: if i % 2 == 0 {
-                    vec![Acl::open_unsafe()]
-                } else {
-                    vec![]
-                },
-                ephemeral_owner: 0,
-                parent_cversion: i + 1,
+        let t = nodes_n0000_up(300, |i| {
+            let acl = if i % 2 == 0 {
+                vec![Acl::open_unsafe()]
+            } else {
+                vec![]
             };
-            let header = TxnHeader {
-                session_id: 1,
-                cxid: i,
-                zxid: i64::from(i) + 1,
-                time_ms: 5,
-            };
-            t.apply(&Txn {
-                header,
-                op: TxnOp::Create(create),
-            });
-        }
+            (vec![i as u8; 1000], acl)
+        });
         let mut buf = Vec::new();
         write_snapshot(&t, &mut buf).unwrap();
         let back = read_snapshot(&mut buf.as_slice()).unwrap();
