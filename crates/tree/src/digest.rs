@@ -181,12 +181,7 @@ fn lanes_record(path: &str, node: NodeRef<'_>) -> u64 {
         ));
     }
     let mut acl = Words(LANE_SEEDS[3]);
-    acl.u64(node.acl().len() as u64);
-    for a in node.acl() {
-        acl.u64(a.perms as u64);
-        acl.bytes(a.id.scheme.as_bytes());
-        acl.bytes(a.id.id.as_bytes());
-    }
+    feed_acl(&mut acl, node);
     let mut stat = Words(LANE_SEEDS[4]);
     feed_stat(&mut stat, node);
     let mut h = Words(FNV_OFFSET);
@@ -194,6 +189,15 @@ fn lanes_record(path: &str, node: NodeRef<'_>) -> u64 {
         h.u64(part);
     }
     h.0
+}
+
+fn feed_acl(h: &mut impl Feed, node: NodeRef<'_>) {
+    h.u64(node.acl().len() as u64);
+    for a in node.acl() {
+        h.u64(a.perms as u64);
+        h.bytes(a.id.scheme.as_bytes());
+        h.bytes(a.id.id.as_bytes());
+    }
 }
 
 fn feed_stat(h: &mut impl Feed, node: NodeRef<'_>) {
@@ -216,12 +220,7 @@ fn feed_stat(h: &mut impl Feed, node: NodeRef<'_>) {
 fn feed_record(h: &mut impl Feed, path: &str, node: NodeRef<'_>) {
     h.bytes(path.as_bytes());
     h.bytes(node.data());
-    h.u64(node.acl().len() as u64);
-    for a in node.acl() {
-        h.u64(a.perms as u64);
-        h.bytes(a.id.scheme.as_bytes());
-        h.bytes(a.id.id.as_bytes());
-    }
+    feed_acl(h, node);
     feed_stat(h, node);
 }
 
