@@ -116,17 +116,9 @@ fn write_nodes_in_order<'t>(
     }
     sessions.flush(out)?;
 
-    // ACL lists, deduplicated by their encoding; nodes refer to them by index.
-    let mut acl_index: HashMap<Vec<u8>, u32> = HashMap::new();
-    // Nodes share ACL lists; the pointer finds a list already indexed
-    // without encoding it again. The tree outlives this function, so the
-    // pointers stay valid and distinct.
-    let mut acl_by_ptr: HashMap<*const std::ffi::c_void, u32> = HashMap::new();
-    // Siblings mostly share one list: the last one found skips the lookup.
-    let mut last_acl: Option<(*const std::ffi::c_void, u32)> = None;
+    let mut acl_table = AclTable::default();
     let mut acls = Chunk::new(kind::ACLS);
     let mut nodes = Chunk::new(kind::NODES);
-    let mut enc = Vec::new();
     // The digest is summed here, from nodes at hand, rather than by a
     // second walk of the tree.
     let mut digest = 0u64;
@@ -137,37 +129,11 @@ fn write_nodes_in_order<'t>(
         if failed.is_err() {
             return;
         }
-        let ptr = n.acl.as_ptr();
-        let acl = match last_acl {
-            Some((last_ptr, idx)) if last_ptr == ptr => idx,
-            _ => {
-                let idx = match acl_by_ptr.get(&ptr) {
-                    Some(&idx) => idx,
-                    None => {
-                        enc.clear();
-                        codec::put_acl(&mut enc, n.acl());
-                        let idx = match acl_index.get(&enc) {
-                            Some(&idx) => idx,
-                            None => {
-                                let idx = acl_index.len() as u32;
-                                acl_index.insert(enc.clone(), idx);
-                                acls.payload.extend_from_slice(&enc);
-                                // Lists may go out before the nodes chunk
-                                // that names them is full, so a chunk of
-                                // lists stays within its size like any.
-                                if let Err(e) = acls.record_done(out) {
-                                    failed = Err(e);
-                                    return;
-                                }
-                                idx
-                            }
-                        };
-                        acl_by_ptr.insert(ptr, idx);
-                        idx
-                    }
-                };
-                last_acl = Some((ptr, idx));
-                idx
+        let acl = match acl_table.index_of(n, &mut acls, out) {
+            Ok(idx) => idx,
+            Err(e) => {
+                failed = Err(e);
+                return;
             }
         };
         digest = digest.wrapping_add(node_digest(CURRENT_SCHEME, p, n));
@@ -193,10 +159,66 @@ fn write_nodes_in_order<'t>(
     let mut end = Chunk::new(kind::END);
     codec::put_u64(&mut end.payload, tree.node_count() as u64);
     codec::put_u64(&mut end.payload, tree.sessions.size() as u64);
-    codec::put_u32(&mut end.payload, acl_index.len() as u32);
+    codec::put_u32(&mut end.payload, acl_table.by_encoding.len() as u32);
     codec::put_u64(&mut end.payload, digest);
     end.emit(out)?;
     out.flush()
+}
+
+/// The ACL lists written so far, deduplicated by their encoding; nodes
+/// refer to them by index.
+#[derive(Default)]
+struct AclTable {
+    by_encoding: HashMap<Vec<u8>, u32>,
+    /// Nodes share ACL lists; the pointer finds a list already indexed
+    /// without encoding it again. The tree outlives the writing, so the
+    /// pointers stay valid and distinct.
+    by_ptr: HashMap<*const std::ffi::c_void, u32>,
+    /// Siblings mostly share one list: the last one found skips the lookup.
+    last: Option<(*const std::ffi::c_void, u32)>,
+    enc: Vec<u8>,
+}
+
+impl AclTable {
+    /// `n`'s list's index; a list not seen before is added to `acls`,
+    /// which goes out ahead of the nodes chunk naming it.
+    fn index_of(
+        &mut self,
+        n: NodeRef<'_>,
+        acls: &mut Chunk,
+        out: &mut impl Write,
+    ) -> io::Result<u32> {
+        let ptr = n.acl.as_ptr();
+        if let Some((last, idx)) = self.last {
+            if last == ptr {
+                return Ok(idx);
+            }
+        }
+        let idx = match self.by_ptr.get(&ptr) {
+            Some(&idx) => idx,
+            None => {
+                self.enc.clear();
+                codec::put_acl(&mut self.enc, n.acl());
+                let idx = match self.by_encoding.get(&self.enc) {
+                    Some(&idx) => idx,
+                    None => {
+                        let idx = self.by_encoding.len() as u32;
+                        self.by_encoding.insert(self.enc.clone(), idx);
+                        acls.payload.extend_from_slice(&self.enc);
+                        // Lists may go out before the nodes chunk that
+                        // names them is full, so a chunk of lists stays
+                        // within its size like any.
+                        acls.record_done(out)?;
+                        idx
+                    }
+                };
+                self.by_ptr.insert(ptr, idx);
+                idx
+            }
+        };
+        self.last = Some((ptr, idx));
+        Ok(idx)
+    }
 }
 
 /// The fixed-size end of a node record, built in place and appended in
