@@ -423,17 +423,24 @@ mod tests {
         }
     }
 
-    /// The kinds of `image`'s chunks, in file order.
-    fn chunk_kinds(image: &[u8]) -> Vec<u8> {
-        let mut kinds = Vec::new();
+    /// `image`'s chunks in file order: kind, payload length and the bytes
+    /// the whole chunk spans.
+    fn chunks(image: &[u8]) -> Vec<(u8, usize, std::ops::Range<usize>)> {
+        let mut out = Vec::new();
         let mut at = HEADER_BYTES;
         while at < image.len() {
-            kinds.push(image[at]);
             let len = u32::from_be_bytes(image[at + 5..at + 9].try_into().unwrap()) as usize;
-            at += CHUNK_HEAD_BYTES + len + CRC_BYTES;
+            let end = at + CHUNK_HEAD_BYTES + len + CRC_BYTES;
+            out.push((image[at], len, at..end));
+            at = end;
         }
         assert_eq!(at, image.len());
-        kinds
+        out
+    }
+
+    /// The kinds of `image`'s chunks, in file order.
+    fn chunk_kinds(image: &[u8]) -> Vec<u8> {
+        chunks(image).into_iter().map(|(kind, _, _)| kind).collect()
     }
 
     /// `image` with its header saying `version` (and its checksum redone).
@@ -492,11 +499,8 @@ mod tests {
             kinds.iter().filter(|&&k| k == kind::ACLS).count() >= 2,
             "kinds {kinds:?}"
         );
-        let mut at = HEADER_BYTES;
-        while at < buf.len() {
-            let len = u32::from_be_bytes(buf[at + 5..at + 9].try_into().unwrap()) as usize;
+        for (_, len, _) in chunks(&buf) {
             assert!(len < CHUNK_TARGET_BYTES + 1024, "a chunk of {len} bytes");
-            at += CHUNK_HEAD_BYTES + len + CRC_BYTES;
         }
         let back = read_snapshot(&mut buf.as_slice()).unwrap();
         assert_eq!(back.digest(), t.digest());
@@ -511,19 +515,12 @@ mod tests {
             [kind::SESSIONS, kind::ACLS, kind::NODES, kind::END]
         );
         // Move the sessions chunk after the nodes chunk.
-        let chunk_len = |at: usize| {
-            CHUNK_HEAD_BYTES
-                + u32::from_be_bytes(buf[at + 5..at + 9].try_into().unwrap()) as usize
-                + CRC_BYTES
-        };
-        let sessions_at = HEADER_BYTES;
-        let acls_at = sessions_at + chunk_len(sessions_at);
-        let nodes_at = acls_at + chunk_len(acls_at);
-        let end_at = nodes_at + chunk_len(nodes_at);
+        let spans: Vec<_> = chunks(&buf).into_iter().map(|(_, _, span)| span).collect();
+        let (sessions, acls, nodes, end) = (&spans[0], &spans[1], &spans[2], &spans[3]);
         let mut moved = buf[..HEADER_BYTES].to_vec();
-        moved.extend_from_slice(&buf[acls_at..end_at]);
-        moved.extend_from_slice(&buf[sessions_at..acls_at]);
-        moved.extend_from_slice(&buf[end_at..]);
+        moved.extend_from_slice(&buf[acls.start..nodes.end]);
+        moved.extend_from_slice(&buf[sessions.clone()]);
+        moved.extend_from_slice(&buf[end.clone()]);
         let err = read_snapshot(&mut moved.as_slice()).unwrap_err();
         assert!(err.to_string().contains("out of order"), "{err}");
     }
