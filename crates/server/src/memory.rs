@@ -11,8 +11,8 @@
 //! million znodes by a fifth, so it is done here, at the few moments that
 //! free that much.
 
-/// Returns free pages to the system: mimalloc's and, for what C code
-/// allocated, glibc's.
+/// Returns free pages to the system: mimalloc's and glibc's (which holds
+/// the tree's leaf buffers, `stoa_tree`'s `leaf_bytes`).
 pub fn return_free_memory() {
     // SAFETY: mi_collect only reorganizes the allocator's own free memory;
     // it is thread-safe and has no preconditions (mimalloc initializes

@@ -9,6 +9,7 @@ mod child_map;
 mod codec;
 mod digest;
 mod ephemeral;
+mod leaf_bytes;
 mod node;
 mod packed_leaf;
 mod path;

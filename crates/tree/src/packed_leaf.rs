@@ -40,6 +40,7 @@ use std::cell::Cell;
 use std::cmp::Ordering;
 
 use crate::child_map::ChildMap;
+use crate::leaf_bytes::LeafBytes;
 use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, SharedBytes, Updated};
 
 /// An insert at most this many places from the last one continues its run:
@@ -75,7 +76,7 @@ pub(crate) struct Leaf {
     base_time: i64,
     /// Where each entry starts in `bytes`, in name order.
     offsets: Vec<u32>,
-    bytes: Vec<u8>,
+    bytes: LeafBytes,
     slots: Vec<Slot>,
     /// Where the last insert went, while no other change moved it: an
     /// insert next to it continues a run (ascending or descending names
@@ -360,8 +361,7 @@ impl Leaf {
         let e = self.entry_of(suffix, parts);
         self.encode(&mut encoded, e);
         let at = self.start(i);
-        self.bytes.reserve_exact(encoded.len());
-        self.bytes.splice(at..at, encoded.iter().copied());
+        self.bytes.replace(at..at, &encoded);
         self.offsets.reserve_exact(1);
         self.offsets.insert(i, at as u32);
         for o in &mut self.offsets[i + 1..] {
@@ -633,19 +633,10 @@ impl Leaf {
     /// not the offset) and moves the later offsets.
     fn splice(&mut self, i: usize, encoded: &[u8]) {
         let (start, end) = (self.start(i), self.end(i));
-        let tail = self.bytes.len();
         let new_end = start + encoded.len();
         // A rewrite of the same size (a setData with data of the same
         // length, a stat change) moves nothing.
-        if new_end > end {
-            self.bytes.reserve_exact(new_end - end);
-            self.bytes.resize(tail + new_end - end, 0);
-            self.bytes.copy_within(end..tail, new_end);
-        } else if new_end < end {
-            self.bytes.copy_within(end..tail, new_end);
-            self.bytes.truncate(tail - (end - new_end));
-        }
-        self.bytes[start..new_end].copy_from_slice(encoded);
+        self.bytes.replace(start..end, encoded);
         if new_end != end {
             let grown = new_end as i64 - end as i64;
             for o in &mut self.offsets[i + 1..] {
@@ -728,7 +719,7 @@ impl Builder {
                 base_zxid: stat.czxid,
                 base_time: stat.ctime,
                 offsets: Vec::new(),
-                bytes: Vec::new(),
+                bytes: LeafBytes::new(),
                 slots: Vec::new(),
                 last_insert: None,
                 run_cut: None,
@@ -750,7 +741,7 @@ impl Builder {
     /// The leaf, every buffer allocated at its exact size.
     fn finish(self) -> Leaf {
         let mut leaf = self.leaf;
-        leaf.bytes = self.scratch.to_vec();
+        leaf.bytes = LeafBytes::from_slice(&self.scratch);
         leaf.offsets = leaf.offsets.to_vec();
         leaf.slots = leaf.slots.to_vec();
         leaf
