@@ -168,10 +168,18 @@ impl Leaf {
             Ordering::Equal => {}
         }
         let rest = &key[prefix.len()..];
+        let rest_word = word_of(rest);
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match self.suffix(mid).cmp(rest) {
+            let suffix = self.suffix(mid);
+            // Most suffixes differ in their first eight bytes: compared as
+            // one integer, with no call to `memcmp`.
+            let order = match word_of(suffix).cmp(&rest_word) {
+                Ordering::Equal => suffix.cmp(rest),
+                unequal => unequal,
+            };
+            match order {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Ok(mid),
@@ -761,6 +769,18 @@ fn pack<'a>(
         b.push(&name, parts);
     }
     b.finish()
+}
+
+/// The first eight bytes of `bytes`, zero-padded, as an integer that
+/// orders like them (equal words leave the order to the rest).
+fn word_of(bytes: &[u8]) -> u64 {
+    match bytes.first_chunk::<8>() {
+        Some(chunk) => u64::from_be_bytes(*chunk),
+        None => bytes
+            .iter()
+            .enumerate()
+            .fold(0, |word, (i, &b)| word | u64::from(b) << (56 - 8 * i)),
+    }
 }
 
 fn encode(out: &mut Vec<u8>, e: Entry<'_>, base_zxid: i64, base_time: i64) {
