@@ -1206,6 +1206,28 @@ mod tests {
     }
 
     #[test]
+    fn long_names_that_lose_their_shared_prefix_take_wide_offsets_until_cut() {
+        // Ten names sharing a 30 KiB prefix pack into one small leaf; a
+        // name outside that prefix re-encodes them all with the whole name
+        // as suffix, 300 KiB at once, past what two-byte starts can hold.
+        let prefix = "x".repeat(30 * 1024);
+        let mut map = ChildMap::new();
+        for k in 0..10u8 {
+            let name = format!("{prefix}{k}");
+            assert!(map.insert_new(&name, plain(b"d", k.into())));
+        }
+        assert_eq!(leaves_of(&map).len(), 1);
+        assert!(map.insert_new("y", plain(b"d", 10)));
+        assert_eq!(map.check(), Ok(()));
+        assert_eq!(map.len(), 11);
+        for k in 0..10u8 {
+            assert!(map.contains_key(&format!("{prefix}{k}")));
+        }
+        assert!(map.contains_key("y"));
+        assert!(leaves_of(&map).iter().all(|l| l.len() == 1));
+    }
+
+    #[test]
     fn a_deep_chain_drops_without_recursion() {
         // Proves a chain of nested child maps (a client can make one) is
         // dropped, shared or not, on a thread whose stack a recursive drop

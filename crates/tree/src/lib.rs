@@ -8,6 +8,7 @@ mod apply;
 mod child_map;
 mod codec;
 mod digest;
+mod entry_offsets;
 mod ephemeral;
 mod leaf_bytes;
 mod node;

@@ -40,6 +40,7 @@ use std::cell::Cell;
 use std::cmp::Ordering;
 
 use crate::child_map::ChildMap;
+use crate::entry_offsets::EntryOffsets;
 use crate::leaf_bytes::LeafBytes;
 use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, SharedBytes, Updated};
 
@@ -75,7 +76,7 @@ pub(crate) struct Leaf {
     base_zxid: i64,
     base_time: i64,
     /// Where each entry starts in `bytes`, in name order.
-    offsets: Vec<u32>,
+    offsets: EntryOffsets,
     bytes: LeafBytes,
     slots: Vec<Slot>,
     /// Where the last insert went, while no other change moved it: an
@@ -190,7 +191,7 @@ impl Leaf {
 
     /// The suffix of entry `i` only: what a search compares.
     fn suffix(&self, i: usize) -> &[u8] {
-        let mut at = self.offsets[i] as usize;
+        let mut at = self.start(i);
         let len = get_uvarint(&self.bytes, &mut at) as usize;
         &self.bytes[at..at + len]
     }
@@ -370,11 +371,7 @@ impl Leaf {
         self.encode(&mut encoded, e);
         let at = self.start(i);
         self.bytes.replace(at..at, &encoded);
-        self.offsets.reserve_exact(1);
-        self.offsets.insert(i, at as u32);
-        for o in &mut self.offsets[i + 1..] {
-            *o += encoded.len() as u32;
-        }
+        self.offsets.insert(i, at, encoded.len());
         SCRATCH.set(encoded);
     }
 
@@ -522,7 +519,7 @@ impl Leaf {
 
     /// Checks the invariants in the module comment.
     pub(crate) fn check(&self) -> Result<(), String> {
-        if self.offsets.first().is_some_and(|&o| o != 0) {
+        if self.offsets.get(0).is_some_and(|o| o != 0) {
             return Err("the first entry does not start the bytes".into());
         }
         let mut used = vec![false; self.slots.len()];
@@ -565,9 +562,7 @@ impl Leaf {
     }
 
     fn start(&self, i: usize) -> usize {
-        self.offsets
-            .get(i)
-            .map_or(self.bytes.len(), |&o| o as usize)
+        self.offsets.get(i).unwrap_or(self.bytes.len())
     }
 
     fn end(&self, i: usize) -> usize {
@@ -646,10 +641,8 @@ impl Leaf {
         // length, a stat change) moves nothing.
         self.bytes.replace(start..end, encoded);
         if new_end != end {
-            let grown = new_end as i64 - end as i64;
-            for o in &mut self.offsets[i + 1..] {
-                *o = (i64::from(*o) + grown) as u32;
-            }
+            let grown = new_end as isize - end as isize;
+            self.offsets.shift(i + 1, grown);
         }
     }
 
@@ -726,7 +719,7 @@ impl Builder {
                 prefix: first[..cut].into(),
                 base_zxid: stat.czxid,
                 base_time: stat.ctime,
-                offsets: Vec::new(),
+                offsets: EntryOffsets::default(),
                 bytes: LeafBytes::new(),
                 slots: Vec::new(),
                 last_insert: None,
@@ -742,7 +735,7 @@ impl Builder {
             .strip_prefix(leaf.prefix.as_str())
             .unwrap_or_else(|| panic!("{name:?} outside the prefix {:?}", leaf.prefix));
         let e = leaf.entry_of(suffix, p);
-        leaf.offsets.push(self.scratch.len() as u32);
+        leaf.offsets.push(self.scratch.len());
         encode(&mut self.scratch, e, leaf.base_zxid, leaf.base_time);
     }
 
@@ -750,7 +743,7 @@ impl Builder {
     fn finish(self) -> Leaf {
         let mut leaf = self.leaf;
         leaf.bytes = LeafBytes::from_slice(&self.scratch);
-        leaf.offsets = leaf.offsets.to_vec();
+        leaf.offsets = leaf.offsets.to_exact();
         leaf.slots = leaf.slots.to_vec();
         leaf
     }
