@@ -1,11 +1,12 @@
 //! A leaf's byte buffer: exactly as long as its contents, on the C
 //! library's allocator rather than the process's.
 //!
-//! A leaf holds a few KiB and grows by one entry at a time. The process's
-//! allocator (mimalloc) rounds a block of 2-4 KiB up to a size class 512 B
-//! wide, so a leaf left between two classes wastes about 250 B: 8 MiB of a
-//! 128 MiB tree of a million znodes of 100 B. glibc's malloc rounds to
-//! 16 B. Only these buffers go there: the tree's small allocations stay on
+//! A leaf holds up to 16 KiB and grows by one entry at a time. The
+//! process's allocator (mimalloc) rounds a block up to a size class, four
+//! per doubling (512 B apart at 2-4 KiB, 2 KiB apart at 8-16 KiB), so a
+//! leaf left between two classes wastes an eighth of a class on average:
+//! 8 MiB of a 128 MiB tree of a million znodes of 100 B, with 4 KiB
+//! leaves. glibc's malloc rounds to 16 B. Only these buffers go there: the tree's small allocations stay on
 //! mimalloc, which is faster at them. The buffer never holds spare room
 //! (a leaf that stops growing would keep it), so each growth is a
 //! `realloc`, as it was with `Vec::reserve_exact`.

@@ -1,4 +1,4 @@
-//! A leaf of a child map: a few KiB of sibling znodes packed into one buffer.
+//! A leaf of a child map: up to 16 KiB of sibling znodes packed into one buffer.
 //!
 //! A znode in the old leaves took 128 bytes beside its data: a 24-byte name
 //! and a 96-byte node inline, and its data in an allocation of its own with
@@ -26,7 +26,7 @@
 //! ```
 //!
 //! Slots hold what is not bytes: ACL lists, child maps, and data above
-//! [`INLINE_DATA_MAX`] (kept out so a leaf stays a few KiB and a write beside
+//! [`INLINE_DATA_MAX`] (kept out so a leaf stays small and a write beside
 //! big data does not copy it). A removed entry leaves its slots free; a
 //! rebuild (split, merge, a name outside the prefix, too many free slots)
 //! packs them again.
