@@ -59,7 +59,11 @@ impl LeafBytes {
         // mutably).
         unsafe {
             let base = self.ptr.as_ptr();
-            std::ptr::copy(base.add(end), base.add(new_end), old_len - end);
+            // A rewrite of the same size (a setData with data of the same
+            // length) moves nothing.
+            if new_end != end {
+                std::ptr::copy(base.add(end), base.add(new_end), old_len - end);
+            }
             std::ptr::copy_nonoverlapping(with.as_ptr(), base.add(start), with.len());
         }
         if new_len < old_len {

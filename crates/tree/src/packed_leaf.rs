@@ -637,8 +637,6 @@ impl Leaf {
     fn splice(&mut self, i: usize, encoded: &[u8]) {
         let (start, end) = (self.start(i), self.end(i));
         let new_end = start + encoded.len();
-        // A rewrite of the same size (a setData with data of the same
-        // length, a stat change) moves nothing.
         self.bytes.replace(start..end, encoded);
         if new_end != end {
             let grown = new_end as isize - end as isize;
