@@ -141,7 +141,9 @@ impl Leaf {
         self.offsets.len()
     }
 
-    /// Bytes the leaf holds, for deciding when to split and merge.
+    /// The leaf's size for deciding when to split and merge: its entries'
+    /// bytes and four per entry, what a start took before starts could be
+    /// two bytes (kept, so that leaves split where they did).
     pub(crate) fn weight(&self) -> usize {
         self.bytes.len() + 4 * self.offsets.len()
     }
