@@ -236,6 +236,9 @@ def test_grow_with_a_participant_and_an_observer_then_remove_a_follower(trio):
                          what="server 4 caught up")
             assert c4.get("/before")[0] == b"v1"
             c4.create("/from-4", b"x")
+            # Another session's write: admin's member may not have applied
+            # it yet (ZooKeeper orders each session, not across them).
+            admin.sync("/")
             assert admin.get("/from-4")[0] == b"x"
             # An observer joins too: it serves reads and forwards writes.
             lines4 = dict(lines, **{"server.4": fourth.line})
