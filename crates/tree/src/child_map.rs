@@ -77,15 +77,18 @@ impl Child {
 }
 
 /// The eight bytes of `key` from `at` on, zero-padded, as an integer that
-/// orders like the bytes. (Shifted in byte by byte: copying a slice of
-/// variable length is a library call.)
-fn word_at(key: &[u8], at: usize) -> u64 {
-    key.get(at..)
-        .unwrap_or_default()
-        .iter()
-        .take(8)
-        .enumerate()
-        .fold(0u64, |word, (i, &b)| word | u64::from(b) << (56 - 8 * i))
+/// orders like the bytes (equal words leave the order to the rest). Fewer
+/// than eight are shifted in byte by byte: copying a slice of variable
+/// length is a library call.
+pub(crate) fn word_at(key: &[u8], at: usize) -> u64 {
+    let rest = key.get(at..).unwrap_or_default();
+    match rest.first_chunk::<8>() {
+        Some(chunk) => u64::from_be_bytes(*chunk),
+        None => rest
+            .iter()
+            .enumerate()
+            .fold(0, |word, (i, &b)| word | u64::from(b) << (56 - 8 * i)),
+    }
 }
 
 /// Sets every entry's `skip` and `word` after a branch's entries changed.

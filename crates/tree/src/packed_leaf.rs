@@ -39,7 +39,7 @@
 use std::cell::Cell;
 use std::cmp::Ordering;
 
-use crate::child_map::ChildMap;
+use crate::child_map::{word_at, ChildMap};
 use crate::entry_offsets::EntryOffsets;
 use crate::leaf_bytes::LeafBytes;
 use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, SharedBytes, Updated};
@@ -171,14 +171,14 @@ impl Leaf {
             Ordering::Equal => {}
         }
         let rest = &key[prefix.len()..];
-        let rest_word = word_of(rest);
+        let rest_word = word_at(rest, 0);
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
             let suffix = self.suffix(mid);
             // Most suffixes differ in their first eight bytes: compared as
             // one integer, with no call to `memcmp`.
-            let order = match word_of(suffix).cmp(&rest_word) {
+            let order = match word_at(suffix, 0).cmp(&rest_word) {
                 Ordering::Equal => suffix.cmp(rest),
                 unequal => unequal,
             };
@@ -762,18 +762,6 @@ fn pack<'a>(
         b.push(&name, parts);
     }
     b.finish()
-}
-
-/// The first eight bytes of `bytes`, zero-padded, as an integer that
-/// orders like them (equal words leave the order to the rest).
-fn word_of(bytes: &[u8]) -> u64 {
-    match bytes.first_chunk::<8>() {
-        Some(chunk) => u64::from_be_bytes(*chunk),
-        None => bytes
-            .iter()
-            .enumerate()
-            .fold(0, |word, (i, &b)| word | u64::from(b) << (56 - 8 * i)),
-    }
 }
 
 fn encode(out: &mut Vec<u8>, e: Entry<'_>, base_zxid: i64, base_time: i64) {
