@@ -150,7 +150,7 @@ impl ServerConfig {
     }
 
     pub fn four_letter_allowed(&self, word: &str) -> bool {
-        four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
+        stoa_core::fourlw::four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
     }
 
     /// Reads a zoo.cfg file. Returns the config and warnings for keys Stoa
@@ -275,14 +275,6 @@ impl ServerConfig {
             _ => return Ok(Some(format!("unknown key {key} ignored"))),
         }
         Ok(None)
-    }
-}
-
-/// `4lw.commands.whitelist` semantics; ZooKeeper 3.5+ enables only srvr by default.
-pub fn four_letter_allowed(whitelist: Option<&[String]>, word: &str) -> bool {
-    match whitelist {
-        None => word == "srvr",
-        Some(list) => list.iter().any(|w| w == "*" || w == word),
     }
 }
 

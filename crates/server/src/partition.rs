@@ -160,10 +160,13 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         let peers = match &ensemble {
             None => None,
             Some(e) => {
-                let listen = e.me.quorum_address().map_err(|e| e.to_string())?;
+                let listen = crate::ensemble::quorum_address(&e.me).map_err(|e| e.to_string())?;
                 let mut others = Vec::new();
                 for m in e.members.iter().filter(|m| m.id != e.me.id) {
-                    others.push((m.id, m.quorum_address().map_err(|e| e.to_string())?));
+                    others.push((
+                        m.id,
+                        crate::ensemble::quorum_address(m).map_err(|e| e.to_string())?,
+                    ));
                 }
                 let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx)
                     .await
@@ -375,7 +378,7 @@ impl Shell {
 fn peer_addresses(members: &[crate::ensemble::Member]) -> Vec<(u64, SocketAddr)> {
     let mut out = Vec::with_capacity(members.len());
     for m in members {
-        match m.quorum_address() {
+        match crate::ensemble::quorum_address(m) {
             Ok(address) => out.push((m.id, address)),
             Err(e) => log::error!("{e}"),
         }

@@ -95,7 +95,7 @@ pub struct EngineConfig {
 impl EngineConfig {
     pub fn four_letter_allowed(&self, word: &str) -> bool {
         (word == "isro" && self.read_only_enabled)
-            || crate::config::four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
+            || crate::fourlw::four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
     }
 }
 

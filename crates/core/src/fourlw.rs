@@ -14,6 +14,14 @@ pub const WORDS: &[&str] = &[
     "wchp", "wchs", "mntr", "isro", "hash", "dirs",
 ];
 
+/// `4lw.commands.whitelist` semantics; ZooKeeper 3.5+ enables only srvr by default.
+pub fn four_letter_allowed(whitelist: Option<&[String]>, word: &str) -> bool {
+    match whitelist {
+        None => word == "srvr",
+        Some(list) => list.iter().any(|w| w == "*" || w == word),
+    }
+}
+
 /// The word if these four bytes spell one.
 pub fn recognise(first4: [u8; 4]) -> Option<&'static str> {
     WORDS.iter().copied().find(|w| w.as_bytes() == first4)

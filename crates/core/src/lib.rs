@@ -1,0 +1,15 @@
+//! Stoa's pure core: the engine (one partition's whole pipeline as a state
+//! machine) and what it is made of: sessions, watches, membership, raft's
+//! storage, the statistics and four-letter words it reports. It is fed time
+//! and input and hands back what it wants done; sockets, files, threads and
+//! clocks belong to the `stoa-server` crate, which is why this crate has no
+//! tokio or libc among its dependencies (`tests/no_io.rs`).
+
+pub mod engine;
+pub mod ensemble;
+pub mod fourlw;
+pub mod membership;
+pub mod raft_log;
+pub mod session;
+pub mod stats;
+pub mod watch;
