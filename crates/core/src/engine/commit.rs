@@ -26,7 +26,18 @@ impl Engine {
             };
             // Messages that need nothing durable (e.g. a leader's appends)
             // leave at once; the others wait for this ready's persistence.
-            for message in ready.take_messages() {
+            for mut message in ready.take_messages() {
+                let log = &self.raft.raft.raft_log;
+                let term_of =
+                    |index| (index + 1 >= log.first_index()).then(|| log.term(index).ok())?;
+                if !repair_batched_append(&mut message, term_of) {
+                    log::debug!(
+                        "append to server {} dropped: its entries from {} follow a compacted entry",
+                        message.to,
+                        message.entries[0].index
+                    );
+                    continue;
+                }
                 split_append(message, RAFT_MAX_MSG_BYTES, &mut self.out.messages);
             }
             let committed = ready.take_committed_entries();
@@ -144,6 +155,39 @@ impl Engine {
             .min(self.raft.raft.raft_log.applied);
         self.raft.mut_store().compact(upto);
     }
+}
+
+/// Makes an append's previous index and term those of the entry before
+/// its first entry. raft-rs's `batch_append` (0.7) adds entries to an
+/// append already queued for the peer when that append has none, without
+/// moving its previous index: a commit-only append at index 57 followed, in
+/// the same ready, by a probe from 33 became "after 57: entries 33..57". The
+/// follower matched at 57, took the entries as new ones past it and
+/// acknowledged index 82; the leader then counted it as holding 82 entries
+/// it never had (a commit without a quorum) and the follower stopped at the
+/// next commit index past its log. Found by the ensemble simulator (seed
+/// 111, five participants). Returns false (drop the message; raft probes
+/// again) when the entry before the first is compacted here.
+fn repair_batched_append(message: &mut Message, term_of: impl Fn(u64) -> Option<u64>) -> bool {
+    let Some(first) = message.entries.first() else {
+        return true;
+    };
+    if message.get_msg_type() != MessageType::MsgAppend || first.index == message.index + 1 {
+        return true;
+    }
+    let previous = first.index - 1;
+    let Some(term) = term_of(previous) else {
+        return false;
+    };
+    log::debug!(
+        "append to server {} after index {} carried entries from {}: sent after {previous}",
+        message.to,
+        message.index,
+        first.index
+    );
+    message.index = previous;
+    message.log_term = term;
+    true
 }
 
 /// Pushes `message` onto `out`, cut into several appends if it is an
@@ -267,6 +311,31 @@ mod tests {
                 prop_assert_eq!(out, vec![message]);
             }
         }
+    }
+
+    #[test]
+    fn a_batched_append_is_sent_after_the_entry_before_its_first() {
+        // Proves the shape raft-rs's batching produced (entries 10.. behind
+        // a previous index of 20) leaves as a valid append after 9, and that
+        // well-formed appends and other messages are left alone.
+        let mut batched = append(10, &[1, 1]);
+        batched.index = 20;
+        batched.log_term = 4;
+        let term_of = |index: u64| Some(index / 3);
+        assert!(repair_batched_append(&mut batched, term_of));
+        assert_eq!((batched.index, batched.log_term), (9, 3));
+        let well_formed = append(10, &[1]);
+        let mut same = well_formed.clone();
+        assert!(repair_batched_append(&mut same, |_| None));
+        assert_eq!(same, well_formed);
+        let mut compacted = append(10, &[1]);
+        compacted.index = 20;
+        assert!(!repair_batched_append(&mut compacted, |_| None));
+        let mut heartbeat = append(10, &[1]);
+        heartbeat.set_msg_type(MessageType::MsgHeartbeat);
+        heartbeat.index = 20;
+        assert!(repair_batched_append(&mut heartbeat, |_| None));
+        assert_eq!(heartbeat.index, 20);
     }
 
     #[test]
