@@ -207,22 +207,31 @@ impl Engine {
     /// ZooKeeper refuses a configuration whose quorum is not up and in
     /// touch with the leader: committing it would stop the ensemble. (The
     /// old participants' majority, needed too while a joint configuration
-    /// lasts, is the one this leader leads.)
+    /// lasts, is the one this leader leads.) A participant counts only when
+    /// it also holds the log from where this leader's begins: one that needs
+    /// a snapshot gets none while a joint configuration lasts (see
+    /// `serve_snapshot_requests`), so a new quorum that needs it could never
+    /// leave that configuration (the ensemble simulator found one stuck).
     fn check_new_quorum(&self, next: &Membership) -> Result<(), ErrorCode> {
         let voters = next.voters();
-        let live = voters
+        let first_index = self.raft.store().first_index();
+        let progress = self.raft.raft.prs();
+        let ready = voters
             .iter()
             .filter(|&&id| {
-                id == self.config.server_id
-                    || self
-                        .peer_heard_ms
-                        .get(&id)
-                        .is_some_and(|&t| self.now_ms - t <= PEER_LIVE_MS)
+                let live = self
+                    .peer_heard_ms
+                    .get(&id)
+                    .is_some_and(|&t| self.now_ms - t <= PEER_LIVE_MS);
+                let has_log = progress
+                    .get(id)
+                    .is_some_and(|p| p.matched + 1 >= first_index);
+                id == self.config.server_id || (live && has_log)
             })
             .count();
-        if live * 2 <= voters.len() {
+        if ready * 2 <= voters.len() {
             log::warn!(
-                "reconfig refused: only {live} of the new participants {voters:?} are in touch"
+                "reconfig refused: only {ready} of the new participants {voters:?} are in touch and hold the log"
             );
             return Err(ErrorCode::NewConfigNoQuorum);
         }
