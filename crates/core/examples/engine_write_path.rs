@@ -4,7 +4,7 @@
 //! generator; this isolates the engine's own cost per write and per read,
 //! so a change to the hot path can be judged in a few seconds.
 //!
-//! `cargo run --release -p stoa-server --example engine_write_path`
+//! `cargo run --release -p stoa-core --example engine_write_path`
 //! (`CONNS`, `BATCH` requests per connection per round, `ROUNDS`, `KEYS`,
 //! `PAYLOAD` bytes override the defaults).
 
@@ -13,14 +13,14 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use stoa_core::engine::{Engine, EngineConfig, Input, Recovered};
+use stoa_core::node::persist_job_records;
 use stoa_proto::frame::{encode_connect_request, encode_request};
 use stoa_proto::opcode::OpCode;
 use stoa_proto::records::{
     Acl, ConnectRequest, CreateRequest, GetDataRequest, Id, RequestHeader, SetDataRequest,
 };
 use stoa_proto::request::Request;
-use stoa_server::engine::{Engine, EngineConfig, Input, Recovered};
-use stoa_server::storage::persist_job_records;
 use stoa_tree::DataTree;
 
 /// Counts allocations (and reallocations) made by every thread.

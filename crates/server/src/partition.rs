@@ -3,21 +3,25 @@
 //! sessions and watches are owned here alone; the WAL writer and snapshot
 //! writer are the only other threads, reached by channels.
 
-use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
+use stoa_core::ensemble::Member;
+use stoa_core::node::{
+    coalesce_snapshot_tasks, run_snapshot_task, write_snapshot, LogSink, Node, SnapshotDone,
+    SnapshotSink, SnapshotSource, SnapshotTask, Transport,
+};
 use stoa_wal::{Record, WalWriter};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::config::ServerConfig;
 use crate::engine::forward::EngineMessage;
-use crate::engine::{Engine, EngineConfig, Input, Output, SnapshotJob};
+use crate::engine::{Engine, EngineConfig, Input};
 use crate::net::{accept_loop, ConnWriter, NetEvent};
 use crate::peer::{PeerMessage, PeerNetwork};
-use crate::storage;
+use crate::storage::{self, FileSnapshotStore};
 use crate::watch::ConnId;
 
 /// Engine timer period: raft ticks, session expiry checks.
@@ -42,47 +46,6 @@ struct ConnHandle {
     writer: ConnWriter,
     reader: tokio::task::AbortHandle,
     ip: IpAddr,
-}
-
-/// Maps WAL tokens back to raft ready numbers (snapshot markers share the
-/// token sequence but acknowledge no ready).
-#[derive(Default)]
-struct WalTokens {
-    next: u64,
-    in_flight: VecDeque<(u64, Option<u64>)>,
-}
-
-impl WalTokens {
-    fn issue(&mut self, ready_number: Option<u64>) -> u64 {
-        self.next += 1;
-        self.in_flight.push_back((self.next, ready_number));
-        self.next
-    }
-
-    /// A ready that needs no fsync of its own: it is done when the batch
-    /// in flight is (readies complete in order), or now if none is.
-    fn piggyback(&mut self, ready_number: u64) -> Option<u64> {
-        match self.in_flight.back_mut() {
-            Some((_, number)) => {
-                *number = Some(ready_number);
-                None
-            }
-            None => Some(ready_number),
-        }
-    }
-
-    /// Highest ready number made durable by `token`.
-    fn durable(&mut self, token: u64) -> Option<u64> {
-        let mut number = None;
-        while let Some(&(t, n)) = self.in_flight.front() {
-            if t > token {
-                break;
-            }
-            self.in_flight.pop_front();
-            number = n.or(number);
-        }
-        number
-    }
 }
 
 pub fn engine_config(config: &ServerConfig) -> EngineConfig {
@@ -143,7 +106,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             e.learners
         );
     }
-    let mut engine = Engine::new(engine_cfg, recovered, wall_clock_ms())?;
+    let engine = Engine::new(engine_cfg, recovered, wall_clock_ms())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -155,7 +118,8 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             let _ = durable_tx.send(result.map(|()| token).map_err(|e| e.to_string()));
         })
         .map_err(|e| format!("cannot start WAL writer: {e}"))?;
-        let (snap_tx, snap_done_rx) = spawn_snapshot_writer(config.snapshot_dir());
+        let store = FileSnapshotStore::open(&config.snapshot_dir())?;
+        let (snap_tx, snap_done_rx) = spawn_snapshot_writer(store.clone());
         let (peer_tx, peer_rx) = mpsc::channel(PEER_INBOUND_MESSAGES_MAX);
         let peers = match &ensemble {
             None => None,
@@ -175,12 +139,16 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
                 Some(network)
             }
         };
-        let mut shell = Shell {
-            wal,
-            tokens: WalTokens::default(),
+        let mut node = Node::new(
+            engine,
+            WalPort(wal),
+            FileSnapshots {
+                store,
+                tasks: snap_tx,
+            },
+        );
+        let mut sockets = Sockets {
             conns: FxHashMap::default(),
-            snap_tx,
-            snapshot_dir: config.snapshot_dir(),
             max_client_cnxns: config.max_client_cnxns,
             peers,
         };
@@ -190,13 +158,11 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         // catches up with its peers while serving (clients that saw a newer
         // zxid are refused until it has).
         let mut durable_rx = durable_rx;
-        shell.flush(&mut engine)?;
-        while ensemble.is_none() && !engine.caught_up() {
+        flush(&mut node, &mut sockets)?;
+        while ensemble.is_none() && !node.engine().caught_up() {
             let token = durable_rx.recv().await.ok_or("WAL writer stopped")??;
-            if let Some(number) = shell.tokens.durable(token) {
-                engine.handle(Input::Persisted { number });
-            }
-            shell.flush(&mut engine)?;
+            node.on_durable(token);
+            flush(&mut node, &mut sockets)?;
         }
 
         let address = SocketAddr::new(config.client_address, config.client_port);
@@ -225,8 +191,9 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             scrapes: scrape_rx,
             peers: peer_rx,
         };
-        let result = serve(&mut engine, &mut shell, receivers).await;
-        shell.wal.shutdown();
+        let result = serve(&mut node, &mut sockets, receivers).await;
+        let (engine, wal, _) = node.into_parts();
+        wal.0.shutdown();
         // Freeing a large tree node by node takes seconds (3 s at a million
         // znodes); the process is about to exit and the OS reclaims it at once.
         std::mem::forget(engine);
@@ -234,18 +201,81 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     })
 }
 
-struct Shell {
-    wal: WalWriter,
-    tokens: WalTokens,
+/// The node as this runtime builds it: the WAL writer thread over the
+/// file log, the snapshot thread over the snapshot directory.
+type ServerNode = Node<WalPort, FileSnapshots>;
+
+/// The WAL writer thread as the node's log.
+struct WalPort(WalWriter);
+
+impl LogSink for WalPort {
+    fn submit(&mut self, token: u64, records: Vec<Record>) -> Result<(), String> {
+        self.0.submit(token, records).map_err(|e| e.to_string())
+    }
+}
+
+/// The snapshot thread as the node's snapshot writer; installed snapshots
+/// are written on the partition thread (rare: a follower far behind).
+struct FileSnapshots {
+    store: FileSnapshotStore,
+    tasks: std::sync::mpsc::Sender<SnapshotTask>,
+}
+
+impl SnapshotSink for FileSnapshots {
+    fn install(&mut self, index: u64, term: u64, data: &[u8]) -> Result<(), String> {
+        write_snapshot(&mut self.store, index, term, SnapshotSource::Bytes(data)).map(|_| ())
+    }
+
+    fn submit(&mut self, task: SnapshotTask) {
+        // A stopped snapshot thread is reported through its done channel.
+        let _ = self.tasks.send(task);
+    }
+}
+
+/// Client connections and the peer transport, as the node's network.
+struct Sockets {
     conns: FxHashMap<ConnId, ConnHandle>,
-    snap_tx: std::sync::mpsc::Sender<SnapshotTask>,
-    snapshot_dir: std::path::PathBuf,
     max_client_cnxns: u32,
     /// The ensemble's transport; `None` standalone.
     peers: Option<PeerNetwork>,
 }
 
-impl Shell {
+impl Transport for Sockets {
+    fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        if let Some(handle) = self.conns.get(&conn) {
+            handle.writer.send(bytes);
+        }
+    }
+
+    fn close(&mut self, conn: ConnId) -> bool {
+        let Some(handle) = self.conns.remove(&conn) else {
+            return false;
+        };
+        handle.reader.abort();
+        handle.writer.close();
+        true
+    }
+
+    fn send_raft(&mut self, message: raft::eraftpb::Message) {
+        if let Some(peers) = &self.peers {
+            peers.send(message.to, PeerMessage::Raft(message));
+        }
+    }
+
+    fn send_engine(&mut self, to: u64, message: EngineMessage) {
+        if let Some(peers) = &self.peers {
+            peers.send(to, PeerMessage::Engine(message.encode()));
+        }
+    }
+
+    fn set_members(&mut self, version: i64, members: &[Member]) {
+        if let Some(peers) = &mut self.peers {
+            peers.set_peers(version, &peer_addresses(members));
+        }
+    }
+}
+
+impl Sockets {
     fn on_net(&mut self, engine: &mut Engine, event: NetEvent) {
         match event {
             NetEvent::Accepted {
@@ -283,99 +313,24 @@ impl Shell {
             }
         }
     }
+}
 
-    /// Carries out everything the engine asked for.
-    fn flush(&mut self, engine: &mut Engine) -> Result<(), String> {
-        // Acknowledging a ready that needed no fsync can make more output
-        // (its committed entries); keep going until the engine is quiet.
-        while let Some(number) = self.flush_once(engine)? {
-            engine.handle(Input::Persisted { number });
-        }
-        Ok(())
+/// Carries out everything the engine asked for.
+fn flush(node: &mut ServerNode, sockets: &mut Sockets) -> Result<(), String> {
+    if node.flush(sockets)?.memory_freed {
+        let started = std::time::Instant::now();
+        crate::memory::return_free_memory();
+        log::info!(
+            "returned freed memory to the system in {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
     }
-
-    /// Carries out one batch of output; returns a ready number that is
-    /// already done (needed no fsync and nothing was in flight).
-    fn flush_once(&mut self, engine: &mut Engine) -> Result<Option<u64>, String> {
-        let mut done_now = None;
-        let Output {
-            sends,
-            closes,
-            persists,
-            snapshots,
-            snapshot_to_ship,
-            members,
-            messages,
-            engine_messages,
-            fatal,
-            memory_freed,
-        } = engine.take_output();
-        if let Some(reason) = fatal {
-            return Err(reason);
-        }
-        if memory_freed {
-            let started = std::time::Instant::now();
-            crate::memory::return_free_memory();
-            log::info!(
-                "returned freed memory to the system in {:.1} ms",
-                started.elapsed().as_secs_f64() * 1e3
-            );
-        }
-        for job in &persists {
-            if let Some(s) = &job.installed {
-                // Rare (a follower far behind), so written here, before the
-                // WAL marker that makes recovery rely on it.
-                storage::write_snapshot_bytes(&self.snapshot_dir, s.index, s.term, &s.data)?;
-            }
-            if !job.must_sync {
-                if let Some(number) = self.tokens.piggyback(job.number) {
-                    done_now = Some(number);
-                }
-                continue;
-            }
-            let records: Vec<Record> = storage::persist_job_records(PARTITION, job);
-            let token = self.tokens.issue(Some(job.number));
-            self.wal
-                .submit(token, records)
-                .map_err(|e| format!("WAL: {e}"))?;
-        }
-        if let (Some(peers), Some((version, members))) = (&mut self.peers, members) {
-            peers.set_peers(version, &peer_addresses(&members));
-        }
-        if let Some(peers) = &self.peers {
-            // A full queue drops the message; raft retransmits.
-            for m in messages {
-                peers.send(m.to, PeerMessage::Raft(m));
-            }
-            for (to, m) in engine_messages {
-                peers.send(to, PeerMessage::Engine(m.encode()));
-            }
-        }
-        for (conn, bytes) in sends {
-            if let Some(handle) = self.conns.get(&conn) {
-                handle.writer.send(bytes);
-            }
-        }
-        for conn in closes {
-            if let Some(handle) = self.conns.remove(&conn) {
-                handle.reader.abort();
-                handle.writer.close();
-                engine.handle(Input::Closed { conn });
-            }
-        }
-        for job in snapshots {
-            let _ = self.snap_tx.send(SnapshotTask::Write(job));
-        }
-        if let Some(job) = snapshot_to_ship {
-            let _ = self.snap_tx.send(SnapshotTask::Ship(job));
-        }
-        Ok(done_now)
-    }
+    Ok(())
 }
 
 /// The members' quorum addresses; one that does not resolve is left out
 /// (and logged) until the membership changes again.
-fn peer_addresses(members: &[crate::ensemble::Member]) -> Vec<(u64, SocketAddr)> {
+fn peer_addresses(members: &[Member]) -> Vec<(u64, SocketAddr)> {
     let mut out = Vec::with_capacity(members.len());
     for m in members {
         match crate::ensemble::quorum_address(m) {
@@ -395,7 +350,11 @@ struct Receivers {
     peers: mpsc::Receiver<(u64, PeerMessage)>,
 }
 
-async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> Result<(), String> {
+async fn serve(
+    node: &mut ServerNode,
+    sockets: &mut Sockets,
+    receivers: Receivers,
+) -> Result<(), String> {
     let Receivers {
         net: mut net_rx,
         durable: mut durable_rx,
@@ -413,42 +372,30 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
         tokio::select! {
             event = net_rx.recv() => {
                 let Some(event) = event else { return Err("listener stopped".into()) };
+                let engine = node.engine_mut();
                 engine.set_time(wall_clock_ms());
-                shell.on_net(engine, event);
-                take_queued(&mut net_rx, |event| shell.on_net(engine, event));
+                sockets.on_net(engine, event);
+                take_queued(&mut net_rx, |event| sockets.on_net(engine, event));
             }
             durable = durable_rx.recv() => {
                 let token = durable.ok_or("WAL writer stopped")??;
+                let stats = node.log().0.sync_stats();
+                let engine = node.engine_mut();
                 engine.set_time(wall_clock_ms());
-                engine.set_wal_sync_stats(shell.wal.sync_stats());
-                if let Some(number) = shell.tokens.durable(token) {
-                    engine.handle(Input::Persisted { number });
-                }
+                engine.set_wal_sync_stats(stats);
+                node.on_durable(token);
             }
             _ = ticker.tick() => {
+                let engine = node.engine_mut();
                 engine.set_time(wall_clock_ms());
                 engine.tick();
             }
             done = snap_done_rx.recv() => {
-                match done {
-                    Some(Ok(SnapshotDone::Shipped { index, term, data })) => {
-                        engine.handle(Input::SnapshotBuilt { index, term, data });
-                    }
-                    Some(Ok(SnapshotDone::Written { index, term, compact_to })) => {
-                        log::info!("snapshot at raft index {index} (term {term}) written");
-                        if let Some(upto) = compact_to {
-                            let token = shell.tokens.issue(None);
-                            let marker = Record::snapshot(PARTITION, term, upto, Vec::new());
-                            shell.wal.submit(token, vec![marker]).map_err(|e| format!("WAL: {e}"))?;
-                        }
-                    }
-                    // A failed snapshot loses nothing (the WAL still holds every
-                    // entry); the next one retries.
-                    Some(Err(e)) => log::error!("snapshot failed: {e}"),
-                    None => return Err("snapshot writer stopped".into()),
-                }
+                let done = done.ok_or("snapshot writer stopped")?;
+                node.on_snapshot_done(done)?;
             }
             Some((from, message)) = peer_rx.recv() => {
+                let engine = node.engine_mut();
                 engine.set_time(wall_clock_ms());
                 on_peer(engine, from, message);
                 // Raft runs once for the whole batch: a leader's proposals
@@ -457,21 +404,23 @@ async fn serve(engine: &mut Engine, shell: &mut Shell, receivers: Receivers) -> 
                 take_queued(&mut peer_rx, |(from, message)| on_peer(engine, from, message));
             }
             Some(reply) = scrapes.recv() => {
+                let engine = node.engine_mut();
                 engine.set_time(wall_clock_ms());
                 let _ = reply.send(crate::metrics::render(&crate::fourlw::monitor(engine)));
             }
             _ = &mut shutdown, if stopping.is_none() => {
-                if !engine.transfer_leadership() {
+                if !node.engine_mut().transfer_leadership() {
                     log::info!("shutting down");
                     return Ok(());
                 }
                 stopping = Some(tokio::time::Instant::now() + LEADER_HANDOVER_WAIT);
             }
         }
-        shell.flush(engine)?;
+        flush(node, sockets)?;
         if let Some(deadline) = stopping {
             // raft abandons a transfer the successor does not take up
             // within an election timeout (e.g. it is stopping too).
+            let engine = node.engine();
             let settled = !engine.is_leader() || !engine.transferring_leadership();
             if settled || tokio::time::Instant::now() >= deadline {
                 log::info!("shutting down (leader now: server {})", engine.leader_id());
@@ -512,30 +461,10 @@ fn on_peer(engine: &mut Engine, from: u64, message: PeerMessage) {
 /// anyway (the others then elect one after their timeout).
 const LEADER_HANDOVER_WAIT: Duration = Duration::from_secs(3);
 
-/// Work for the snapshot thread: serializing a tree is slow for large
-/// trees, so the partition thread never does it.
-enum SnapshotTask {
-    /// Write to the snapshot directory (then the WAL may be compacted).
-    Write(SnapshotJob),
-    /// Serialize in memory for a lagging peer.
-    Ship(SnapshotJob),
-}
-
-enum SnapshotDone {
-    Written {
-        index: u64,
-        term: u64,
-        compact_to: Option<u64>,
-    },
-    Shipped {
-        index: u64,
-        term: u64,
-        data: bytes::Bytes,
-    },
-}
-
+/// The snapshot thread: runs what the node queued, the coalescing and
+/// retention rules of `stoa_core::node` over the snapshot directory.
 fn spawn_snapshot_writer(
-    dir: std::path::PathBuf,
+    mut store: FileSnapshotStore,
 ) -> (
     std::sync::mpsc::Sender<SnapshotTask>,
     mpsc::UnboundedReceiver<Result<SnapshotDone, String>>,
@@ -549,7 +478,7 @@ fn spawn_snapshot_writer(
                 let mut waiting = vec![first];
                 waiting.extend(job_rx.try_iter());
                 for task in coalesce_snapshot_tasks(waiting) {
-                    let done = run_snapshot_task(&dir, task);
+                    let done = run_snapshot_task(&mut store, task);
                     // Its buffers and the tree copy's unshared nodes are
                     // gone: off the partition thread, a good moment.
                     crate::memory::return_free_memory();
@@ -565,53 +494,6 @@ fn spawn_snapshot_writer(
     (job_tx, done_rx)
 }
 
-/// The tasks waiting for the snapshot thread, to run now: every Ship (a
-/// peer waits for each) and only the newest Write. Under a heavy load the
-/// engine asks for a snapshot faster than a large tree is written (every
-/// 1.3 s at 78k creates/s, while 800k znodes take longer): the queue grew,
-/// each queued job holding a tree copy alive, and the newest snapshot fell
-/// further behind, leaving more WAL to replay at a restart.
-fn coalesce_snapshot_tasks(tasks: Vec<SnapshotTask>) -> Vec<SnapshotTask> {
-    let mut out = Vec::with_capacity(tasks.len());
-    let mut newest_write: Option<SnapshotJob> = None;
-    for task in tasks {
-        match task {
-            SnapshotTask::Write(job) => {
-                if let Some(older) = newest_write.replace(job) {
-                    log::debug!(
-                        "snapshot at raft index {} skipped: a newer one is queued",
-                        older.index
-                    );
-                }
-            }
-            ship @ SnapshotTask::Ship(_) => out.push(ship),
-        }
-    }
-    out.extend(newest_write.map(SnapshotTask::Write));
-    out
-}
-
-fn run_snapshot_task(dir: &std::path::Path, task: SnapshotTask) -> Result<SnapshotDone, String> {
-    match task {
-        SnapshotTask::Write(job) => storage::write_snapshot(dir, &job.tree, job.index, job.term)
-            .map(|compact_to| SnapshotDone::Written {
-                index: job.index,
-                term: job.term,
-                compact_to,
-            }),
-        SnapshotTask::Ship(job) => {
-            let mut data = Vec::new();
-            stoa_tree::write_snapshot(&job.tree, &mut data)
-                .map(|()| SnapshotDone::Shipped {
-                    index: job.index,
-                    term: job.term,
-                    data: data.into(),
-                })
-                .map_err(|e| format!("serializing a snapshot for a peer: {e}"))
-        }
-    }
-}
-
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
@@ -624,50 +506,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wal_tokens_map_back_to_the_highest_ready_number() {
-        let mut t = WalTokens::default();
-        let a = t.issue(Some(1));
-        let _marker = t.issue(None);
-        let c = t.issue(Some(2));
-        assert_eq!(t.durable(a), Some(1));
-        assert_eq!(t.durable(c), Some(2));
-        assert_eq!(t.durable(c), None);
-        assert_eq!(t.piggyback(3), Some(3), "nothing in flight: done now");
-        let d = t.issue(Some(4));
-        assert_eq!(t.piggyback(5), None, "waits for the batch in flight");
-        assert_eq!(t.durable(d), Some(5));
-    }
-
-    #[test]
-    fn queued_snapshot_tasks_keep_every_ship_and_the_newest_write() {
-        let job = |index| SnapshotJob {
-            tree: stoa_tree::DataTree::new(),
-            index,
-            term: 1,
-        };
-        let tasks = vec![
-            SnapshotTask::Write(job(100)),
-            SnapshotTask::Ship(job(150)),
-            SnapshotTask::Write(job(200)),
-            SnapshotTask::Ship(job(250)),
-            SnapshotTask::Write(job(300)),
-        ];
-        let kept: Vec<(bool, u64)> = coalesce_snapshot_tasks(tasks)
-            .into_iter()
-            .map(|t| match t {
-                SnapshotTask::Write(j) => (true, j.index),
-                SnapshotTask::Ship(j) => (false, j.index),
-            })
-            .collect();
-        assert_eq!(kept, vec![(false, 150), (false, 250), (true, 300)]);
-        assert!(coalesce_snapshot_tasks(Vec::new()).is_empty());
     }
 }

@@ -16,6 +16,14 @@
 //! a newcomer joining, or a newcomer in a participant's place: raft's joint
 //! configuration).
 //!
+//! Each server runs the production node driver (`crate::node::Node`): WAL
+//! tokens, persist records, snapshot tasks and compaction markers, an
+//! installed snapshot written before its log marker, and recovery through
+//! `node::recovered` from `SimLog` (torn and damaged tails, lost unsynced
+//! writes, fsync errors) and an in-memory snapshot store holding the bytes
+//! a snapshot file would (a machine may also stop in the middle of
+//! installing a snapshot from the leader).
+//!
 //! Checked after every step: one leader per term; any two members that
 //! applied the same index hold the same state; every client's replies come
 //! in request order, zxids never go back, a read sees its session's
@@ -27,14 +35,13 @@
 //! a prefix of the order it sent them, and every member out of any joint
 //! configuration, running the participants `/zookeeper/config` lists.
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test --release
-//! -p stoa-server <the failing test's name>` (one test per ensemble size);
-//! `STOA_SIM_SEEDS=n` runs seeds 0..n of each (default 64);
+//! -p stoa-core <the failing test's name>` (one test per ensemble size);
+//! `STOA_SIM_SEEDS=n` runs seeds 0..n of each (default 200);
 //! `STOA_SIM_VERBOSE=1` prints what each seed went through.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 
-use raft::eraftpb::{Entry, HardState};
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::jute::{Reader, Record};
@@ -47,7 +54,11 @@ use stoa_tree::DataTree;
 
 use super::sim::{index_of, key_path, value, Rng};
 use super::tests::config;
-use super::{forward::EngineMessage, Engine, Input, Recovered};
+use super::{forward::EngineMessage, Engine, Input};
+use crate::ensemble::Member;
+use crate::node::sim_disk::{SimSnapshots, SimWal, INSTALL_STOPPED};
+use crate::node::{self, Node, Transport};
+use crate::watch::ConnId;
 
 // Participants 1..=voters, then the observers (raft learners), servers
 // voters + 1 ..= voters + OBSERVERS: `Sim::voters` is the size simulated.
@@ -58,7 +69,7 @@ const KEYS_PER_CLIENT: usize = 2;
 const STEPS_PER_SEED: usize = 3000;
 /// Per ensemble size; a seed of five participants costs about as much
 /// as one of three (some 80 ms in release).
-const SEEDS_DEFAULT: u64 = 64;
+const SEEDS_DEFAULT: u64 = 200;
 /// Most extra peer messages a server takes before its output is carried
 /// out (besides the first).
 const DELIVERED_TOGETHER_MAX: u64 = 8;
@@ -70,105 +81,67 @@ const TICK_MS: i64 = 50;
 const CLIENT_PATIENCE_MS: i64 = 3_000;
 const SETTLE_ROUNDS_MAX: usize = 4_000;
 const T0_MS: i64 = 1_700_000_000_000;
+/// The partition every server's WAL records are written for.
+const PARTITION: u32 = 0;
+/// Restarts after which the machine stops in the middle of the next
+/// snapshot it installs from the leader.
+const INSTALL_CRASH_PERCENT: u64 = 30;
+/// Faults that arm a failed fsync (the server stops at its next sync).
+const FSYNC_FAILURE_PERCENT: u64 = 25;
 
 enum Message {
     Raft(raft::eraftpb::Message),
     Engine(EngineMessage),
 }
 
-/// A snapshot file: a local one (the tree as cloned) or one installed from
-/// the leader (its bytes).
-enum SnapshotFile {
-    Local(DataTree),
-    Installed(bytes::Bytes),
-}
-
-/// A WAL batch handed to the writer and not yet durable.
-struct Unsynced {
-    number: u64,
-    installed_at: Option<u64>,
-    entries: Vec<Entry>,
-    hard_state: Option<HardState>,
-}
-
-impl Unsynced {
-    /// The WAL records it becomes: the installed-snapshot marker, the
-    /// entries, the hard state (`storage::persist_job_records`' order).
-    fn records(&self) -> usize {
-        usize::from(self.installed_at.is_some())
-            + self.entries.len()
-            + usize::from(self.hard_state.is_some())
-    }
-}
-
-/// What survives a crash of one server.
-#[derive(Default)]
-struct Disk {
-    log: Vec<Entry>,
-    hard_state: HardState,
-    snapshots: Vec<(u64, u64, SnapshotFile)>,
-}
-
-impl Disk {
-    /// Writes the first `records_max` of `batch`'s records (in WAL order,
-    /// with replay's meaning: the marker drops the log, an entry replaces
-    /// any from its index on); returns how many it wrote.
-    fn write(&mut self, batch: &Unsynced, records_max: usize) -> usize {
-        let mut written = 0;
-        if batch.installed_at.is_some() && written < records_max {
-            self.log.clear();
-            written += 1;
-        }
-        for e in &batch.entries {
-            if written == records_max {
-                return written;
-            }
-            self.log.retain(|old| old.index < e.index);
-            self.log.push(e.clone());
-            written += 1;
-        }
-        if let (Some(hs), true) = (&batch.hard_state, written < records_max) {
-            self.hard_state = hs.clone();
-            written += 1;
-        }
-        written
-    }
-
-    fn recover(&self) -> Recovered {
-        let newest = self.snapshots.iter().max_by_key(|(index, _, _)| *index);
-        let (tree, index, term) = match newest {
-            None => (DataTree::new(), 0, 0),
-            Some((index, term, SnapshotFile::Local(tree))) => (tree.clone(), *index, *term),
-            Some((index, term, SnapshotFile::Installed(data))) => (
-                stoa_tree::read_snapshot(&mut &data[..]).expect("installed snapshot reads"),
-                *index,
-                *term,
-            ),
-        };
-        let entries: Vec<Entry> = self
-            .log
-            .iter()
-            .filter(|e| e.index > index)
-            .cloned()
-            .collect();
-        if let Some(first) = entries.first() {
-            assert_eq!(first.index, index + 1, "a gap between snapshot and WAL");
-        }
-        Recovered {
-            tree,
-            snapshot_index: index,
-            snapshot_term: term,
-            hard_state: self.hard_state.clone(),
-            entries,
-        }
-    }
-}
+type SimNode = Node<SimWal, SimSnapshots>;
 
 struct Server {
     id: u64,
-    engine: Option<Engine>,
-    unsynced: VecDeque<Unsynced>,
-    disk: Disk,
+    /// `None` while the server is down.
+    node: Option<SimNode>,
+    /// Its disk while it is down: the log and the snapshots.
+    parked: Option<(SimWal, SimSnapshots)>,
+}
+
+impl Server {
+    fn engine(&self) -> Option<&Engine> {
+        self.node.as_ref().map(Node::engine)
+    }
+
+    fn engine_mut(&mut self) -> Option<&mut Engine> {
+        self.node.as_mut().map(Node::engine_mut)
+    }
+}
+
+/// What one flush of a node sends: collected, then posted by the
+/// simulator (the node and the network are both the simulator's).
+#[derive(Default)]
+struct Outbox {
+    sends: Vec<(ConnId, Vec<u8>)>,
+    closes: Vec<ConnId>,
+    messages: Vec<(u64, Message)>,
+}
+
+impl Transport for Outbox {
+    fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        self.sends.push((conn, bytes));
+    }
+
+    fn close(&mut self, conn: ConnId) -> bool {
+        self.closes.push(conn);
+        true
+    }
+
+    fn send_raft(&mut self, message: raft::eraftpb::Message) {
+        self.messages.push((message.to, Message::Raft(message)));
+    }
+
+    fn send_engine(&mut self, to: u64, message: EngineMessage) {
+        self.messages.push((to, Message::Engine(message)));
+    }
+
+    fn set_members(&mut self, _version: i64, _members: &[Member]) {}
 }
 
 enum Op {
@@ -285,6 +258,11 @@ struct Sim {
     /// Steps ending with some server in a joint configuration, and crashes
     /// of a server in one.
     joint: (usize, usize),
+    /// Servers stopped by a failed fsync, and by a machine stopping while
+    /// it installed a snapshot.
+    disk_stops: (usize, usize),
+    /// Restarts, and those that cut a torn or damaged tail off the log.
+    recoveries: (usize, usize),
 }
 
 /// Each server's election timeout, in ticks: fixed (raft's own random pick
@@ -309,16 +287,8 @@ impl Sim {
         let servers = (1..=voters + OBSERVERS)
             .map(|id| Server {
                 id,
-                engine: Some(
-                    Engine::new(
-                        engine_config(seed, voters, id),
-                        Disk::default().recover(),
-                        T0_MS,
-                    )
-                    .expect("engine starts"),
-                ),
-                unsynced: VecDeque::new(),
-                disk: Disk::default(),
+                node: None,
+                parked: Some((SimWal::default(), SimSnapshots::default())),
             })
             .collect();
         let clients = (0..CLIENTS)
@@ -357,13 +327,18 @@ impl Sim {
             fault_steps: vec![0; ((voters - 1) / 2 + 1) as usize],
             leader_steps: 0,
             joint: (0, 0),
+            disk_stops: (0, 0),
+            recoveries: (0, 0),
         };
+        for s in 0..sim.servers.len() {
+            sim.restart(s, false);
+        }
         sim.setup();
         sim
     }
 
     fn engine(&mut self, s: usize) -> Option<&mut Engine> {
-        self.servers[s].engine.as_mut()
+        self.servers[s].engine_mut()
     }
 
     /// Participants and observers.
@@ -377,11 +352,17 @@ impl Sim {
         ((self.voters - 1) / 2) as usize
     }
 
-    /// Servers down or cut off now (one both down and cut off counts
-    /// twice).
+    /// Servers down, cut off or bound to stop (a failed fsync armed) now;
+    /// one that is several counts several times.
     fn faults(&self) -> usize {
-        let down = self.servers.iter().filter(|s| s.engine.is_none()).count();
-        down + self.isolated.len()
+        let down = self.servers.iter().filter(|s| s.node.is_none()).count();
+        let doomed = self
+            .servers
+            .iter()
+            .filter_map(|s| s.node.as_ref())
+            .filter(|n| n.log().sync_failure_armed())
+            .count();
+        down + doomed + self.isolated.len()
     }
 
     /// A message between these two servers is lost to the partition.
@@ -426,56 +407,32 @@ impl Sim {
 
     // ----- servers -----
 
-    /// Carries out everything server `s` asked for.
+    /// Carries out everything server `s` asked for, through the node
+    /// driver. A flush fails when the WAL writer has stopped (a failed
+    /// fsync) or a snapshot could not be installed: the server stops, as a
+    /// real one exits; anything else failing is a bug.
     fn collect(&mut self, s: usize) {
         let id = self.servers[s].id;
-        let Some(engine) = self.servers[s].engine.as_mut() else {
+        let Some(node) = self.servers[s].node.as_mut() else {
             return;
         };
-        let out = engine.take_output();
-        assert!(
-            out.fatal.is_none(),
-            "seed {}: server {id} fatal: {:?}",
-            self.seed,
-            out.fatal
-        );
-        if let Some(job) = out.snapshot_to_ship {
-            let mut data = Vec::new();
-            stoa_tree::write_snapshot(&job.tree, &mut data).expect("in memory");
-            engine.handle(Input::SnapshotBuilt {
-                index: job.index,
-                term: job.term,
-                data: data.into(),
-            });
+        let mut out = Outbox::default();
+        if let Err(reason) = node.flush(&mut out) {
+            let stopped_installing = reason == INSTALL_STOPPED;
+            let disk_failed = reason.starts_with("WAL:") || stopped_installing;
+            assert!(
+                disk_failed,
+                "seed {}: server {id} fatal: {reason}",
+                self.seed
+            );
+            if stopped_installing {
+                self.disk_stops.1 += 1;
+            }
+            self.crash(s);
+            return;
         }
-        let server = &mut self.servers[s];
-        for job in out.snapshots {
-            server
-                .disk
-                .snapshots
-                .push((job.index, job.term, SnapshotFile::Local(job.tree)));
-        }
-        for job in out.persists {
-            let installed_at = job.installed.map(|i| {
-                // Written before the WAL batch that relies on it.
-                server
-                    .disk
-                    .snapshots
-                    .push((i.index, i.term, SnapshotFile::Installed(i.data)));
-                i.index
-            });
-            server.unsynced.push_back(Unsynced {
-                number: job.number,
-                installed_at,
-                entries: job.entries,
-                hard_state: job.hard_state,
-            });
-        }
-        for m in out.messages {
-            self.post(id, m.to, Message::Raft(m));
-        }
-        for (to, m) in out.engine_messages {
-            self.post(id, to, Message::Engine(m));
+        for (to, m) in out.messages {
+            self.post(id, to, m);
         }
         for (conn, bytes) in out.sends {
             if let Some(c) = self.client_on(id, conn) {
@@ -483,9 +440,6 @@ impl Sim {
             }
         }
         for conn in out.closes {
-            if let Some(engine) = self.servers[s].engine.as_mut() {
-                engine.handle(Input::Closed { conn });
-            }
             if let Some(c) = self.client_on(id, conn) {
                 self.drops.0 += 1;
                 self.disconnect(c);
@@ -499,50 +453,50 @@ impl Sim {
         let down = to
             .checked_sub(1)
             .and_then(|s| self.servers.get(s as usize))
-            .is_none_or(|s| s.engine.is_none());
+            .is_none_or(|s| s.node.is_none());
         if down || self.cut(from, to) {
             return;
         }
         self.links.entry((from, to)).or_default().push_back(message);
     }
 
-    /// Makes the oldest `n` WAL batches of server `s` durable.
+    /// One pass of server `s`'s WAL writer: up to `n` queued batches
+    /// written and synced as a group. A failed sync stops the server.
     fn sync(&mut self, s: usize, n: usize) {
-        let mut last = None;
-        for _ in 0..n {
-            let server = &mut self.servers[s];
-            let Some(batch) = server.unsynced.pop_front() else {
-                break;
-            };
-            server.disk.write(&batch, batch.records());
-            last = Some(batch.number);
-        }
-        if let Some(number) = last {
-            if let Some(engine) = self.engine(s) {
-                engine.handle(Input::Persisted { number });
+        let Some(node) = self.servers[s].node.as_mut() else {
+            return;
+        };
+        match node.log_mut().write_group(n) {
+            None => {}
+            Some(Ok(token)) => {
+                node.on_durable(token);
+                self.collect(s);
             }
-            self.collect(s);
+            Some(Err(_)) => {
+                self.disk_stops.0 += 1;
+                self.crash(s);
+            }
         }
     }
 
-    /// A crash can leave on disk part of what the WAL writer was handed and
-    /// had not synced: its records go out in order and open cuts a torn
-    /// tail, so any prefix of them (installed-snapshot marker, entries, hard
-    /// state, batch after batch), not only whole synced batches. Half the
-    /// crashes keep none.
-    fn persist_torn_prefix(&mut self, s: usize) {
-        let server = &mut self.servers[s];
-        let records: usize = server.unsynced.iter().map(Unsynced::records).sum();
-        if records == 0 || self.rng.chance(50) {
-            return;
+    /// Server `s`'s snapshot thread runs what is queued; returns whether
+    /// there was anything.
+    fn run_snapshots(&mut self, s: usize) -> bool {
+        let Some(node) = self.servers[s].node.as_mut() else {
+            return false;
+        };
+        let done = node.snapshots_mut().run_queued();
+        if done.is_empty() {
+            return false;
         }
-        let mut left = 1 + self.rng.below(records as u64) as usize;
-        for batch in &server.unsynced {
-            left -= server.disk.write(batch, left);
-            if left == 0 {
+        for outcome in done {
+            if node.on_snapshot_done(outcome).is_err() {
+                // The WAL writer stopped: the server stops at its next flush.
                 break;
             }
         }
+        self.collect(s);
+        true
     }
 
     /// Delivers the head of one non-empty link (chosen at random), or loses it.
@@ -605,18 +559,20 @@ impl Sim {
         self.client_patience();
     }
 
+    /// The machine stops: what the disk keeps is `SimWal::crash`'s (synced
+    /// records, perhaps a torn prefix of the rest) and whole snapshots.
     fn crash(&mut self, s: usize) {
         let id = self.servers[s].id;
-        if self.servers[s]
-            .engine
-            .as_ref()
-            .is_some_and(Engine::in_joint_config)
-        {
+        let Some(node) = self.servers[s].node.take() else {
+            return;
+        };
+        if node.engine().in_joint_config() {
             self.joint.1 += 1;
         }
-        self.servers[s].engine = None;
-        self.persist_torn_prefix(s);
-        self.servers[s].unsynced.clear();
+        let (_, mut wal, mut snapshots) = node.into_parts();
+        wal.crash(self.rng.next());
+        snapshots.crash();
+        self.servers[s].parked = Some((wal, snapshots));
         self.links.retain(|(from, to), _| *from != id && *to != id);
         for c in 0..CLIENTS {
             if self.clients[c].conn.is_some_and(|(server, _)| server == id) {
@@ -626,16 +582,32 @@ impl Sim {
         }
     }
 
-    fn restart(&mut self, s: usize) {
+    /// Starts server `s` from its disk, through the production recovery
+    /// (`node::load_newest`, `node::recovered`). With `may_stop_installing`,
+    /// now and then the machine will stop in the middle of the next
+    /// snapshot it installs.
+    fn restart(&mut self, s: usize, may_stop_installing: bool) {
         let id = self.servers[s].id;
-        let recovered = self.servers[s].disk.recover();
+        let (mut wal, mut snapshots) = self.servers[s]
+            .parked
+            .take()
+            .expect("a stopped server keeps its disk");
+        let replay = wal.recover();
+        self.recoveries.0 += 1;
+        self.recoveries.1 += usize::from(replay.torn_tail_bytes > 0);
+        let newest = node::load_newest(&snapshots.store).expect("the store lists");
+        let seed = self.seed;
+        let recovered = node::recovered(newest, &replay, PARTITION)
+            .unwrap_or_else(|e| panic!("seed {seed}: server {id} cannot recover: {e}"));
         let engine = Engine::new(
             engine_config(self.seed, self.voters, id),
             recovered,
             self.now_ms,
         )
         .expect("engine restarts");
-        self.servers[s].engine = Some(engine);
+        snapshots.stop_in_next_install =
+            may_stop_installing && self.rng.chance(INSTALL_CRASH_PERCENT);
+        self.servers[s].node = Some(Node::new(engine, wal, snapshots));
         self.collect(s);
     }
 
@@ -646,9 +618,13 @@ impl Sim {
             loop {
                 let mut busy = false;
                 for s in 0..self.servers.len() {
-                    let n = self.servers[s].unsynced.len();
-                    busy |= n > 0;
-                    self.sync(s, n);
+                    let queued = self.servers[s]
+                        .node
+                        .as_ref()
+                        .map_or(0, |n| n.log().queued());
+                    busy |= queued > 0;
+                    self.sync(s, queued);
+                    busy |= self.run_snapshots(s);
                 }
                 while self.deliver_one(0) {
                     busy = true;
@@ -666,7 +642,7 @@ impl Sim {
             self.tick();
         }
         for s in &self.servers {
-            if let Some(e) = &s.engine {
+            if let Some(e) = s.engine() {
                 eprintln!(
                     "server {}: leader {} term {} applied {} last {} unsynced {}",
                     s.id,
@@ -674,7 +650,7 @@ impl Sim {
                     e.raft.raft.term,
                     e.applied_index,
                     e.raft.store().last_index(),
-                    s.unsynced.len()
+                    s.node.as_ref().map_or(0, |n| n.log().queued())
                 );
                 eprintln!(
                     "  membership v{:x} voters {:?} learners {:?}; raft conf {:?}; progress {:?}",
@@ -700,17 +676,19 @@ impl Sim {
         let leader = self
             .servers
             .iter()
-            .position(|s| s.engine.as_ref().is_some_and(Engine::is_leader))?;
-        let leader_engine = self.servers[leader].engine.as_ref()?;
+            .position(|s| s.engine().is_some_and(Engine::is_leader))?;
+        let leader_engine = self.servers[leader].engine()?;
         let leader_last = leader_engine.raft.store().last_index();
         let members = &leader_engine.membership().members;
         // A server a reconfig removed may never hear that its removal
         // committed (the leader stops talking to it): it is left behind.
         let quiet = self.links.values().all(VecDeque::is_empty)
             && self.servers.iter().all(|s| {
-                s.unsynced.is_empty()
+                s.node
+                    .as_ref()
+                    .is_none_or(|n| n.log().queued() == 0 && n.snapshots().queued() == 0)
                     && (!members.contains_key(&s.id)
-                        || s.engine
+                        || s.engine()
                             .as_ref()
                             .is_none_or(|e| e.applied_index == leader_last))
             });
@@ -721,7 +699,7 @@ impl Sim {
 
     fn check_replicas(&mut self) {
         for server in &self.servers {
-            let Some(engine) = &server.engine else {
+            let Some(engine) = server.engine() else {
                 continue;
             };
             if engine.is_leader() {
@@ -759,7 +737,7 @@ impl Sim {
 
     fn connect_to(&mut self, c: usize, s: usize) {
         let id = self.servers[s].id;
-        if self.servers[s].engine.is_none() {
+        if self.servers[s].node.is_none() {
             return;
         }
         self.next_conn += 1;
@@ -780,7 +758,7 @@ impl Sim {
         let mut bytes = Vec::new();
         encode_connect_request(&mut bytes, &req);
         let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
-        let engine = self.servers[s].engine.as_mut().expect("checked above");
+        let engine = self.servers[s].engine_mut().expect("checked above");
         engine.handle(Input::Accepted { conn, peer });
         engine.handle(Input::Frames { conn, bytes });
         self.collect(s);
@@ -905,7 +883,7 @@ impl Sim {
         let Some(membership) = self
             .servers
             .iter()
-            .filter_map(|s| s.engine.as_ref())
+            .filter_map(|s| s.engine())
             .find(|e| e.is_leader())
             .map(|e| e.membership().clone())
         else {
@@ -1115,12 +1093,16 @@ impl Sim {
                     self.deliver_one(3);
                 }
             }
-            65..=79 => {
+            65..=76 => {
                 let s = self.rng.below(self.server_count()) as usize;
                 // Each server has a disk of its own: as many batches per
                 // server over time whatever their number (four: 1..=3).
                 let n = (1 + self.rng.below(3) as usize) * self.servers.len();
                 self.sync(s, n.div_ceil(4));
+            }
+            77..=79 => {
+                let s = self.rng.below(self.server_count()) as usize;
+                self.run_snapshots(s);
             }
             80..=89 => {
                 for c in 0..CLIENTS {
@@ -1139,8 +1121,16 @@ impl Sim {
         // participants left are a quorum.
         let room = self.faults() < self.faults_max();
         match self.rng.below(4) {
-            0 if room && self.servers[s].engine.is_some() => self.crash(s),
-            1 if self.servers[s].engine.is_none() => self.restart(s),
+            0 if room && self.servers[s].node.is_some() => {
+                if self.rng.chance(FSYNC_FAILURE_PERCENT) {
+                    if let Some(node) = self.servers[s].node.as_mut() {
+                        node.log_mut().fail_next_sync();
+                    }
+                } else {
+                    self.crash(s);
+                }
+            }
+            1 if self.servers[s].node.is_none() => self.restart(s, true),
             2 if room && !self.isolated.contains(&id) => {
                 self.isolated.push(id);
                 let isolated = std::mem::take(&mut self.isolated);
@@ -1157,32 +1147,33 @@ impl Sim {
     /// the end state.
     fn finish(&mut self) {
         self.isolated.clear();
-        for s in 0..self.servers.len() {
-            if self.servers[s].engine.is_none() {
-                self.restart(s);
+        let seed = self.seed;
+        // A server may stop once more while settling (a failed fsync or a
+        // stop mid-install armed earlier): restart it, disarmed, and settle
+        // again until every server runs.
+        let mut leader = None;
+        for _ in 0..=self.servers.len() {
+            for s in 0..self.servers.len() {
+                if self.servers[s].node.is_none() {
+                    self.restart(s, false);
+                }
+            }
+            leader = self.settle();
+            if self.servers.iter().all(|s| s.node.is_some()) {
+                break;
             }
         }
-        let seed = self.seed;
-        let leader = self
-            .settle()
-            .unwrap_or_else(|| panic!("seed {seed}: no quiet leader after healing"));
+        let leader = leader.unwrap_or_else(|| panic!("seed {seed}: no quiet leader after healing"));
         self.check_replicas();
-        let expected = state_of(
-            self.servers[leader]
-                .engine
-                .as_ref()
-                .expect("leader runs")
-                .tree(),
-        );
+        let expected = state_of(self.servers[leader].engine().expect("leader runs").tree());
         let members = self.servers[leader]
-            .engine
-            .as_ref()
+            .engine()
             .expect("leader runs")
             .membership()
             .members
             .clone();
         for server in &self.servers {
-            let engine = server.engine.as_ref().expect("all restarted");
+            let engine = server.engine().expect("all restarted");
             if !members.contains_key(&server.id) {
                 continue; // removed by a reconfig: it stopped where it left
             }
@@ -1215,11 +1206,7 @@ impl Sim {
                 .check_invariants()
                 .expect("tree invariants at the end");
         }
-        let tree = self.servers[leader]
-            .engine
-            .as_ref()
-            .expect("leader runs")
-            .tree();
+        let tree = self.servers[leader].engine().expect("leader runs").tree();
         let counter: u64 = tree
             .node("/counter/shared")
             .and_then(|n| std::str::from_utf8(n.data()).ok()?.parse().ok())
@@ -1262,18 +1249,22 @@ fn run(seed: u64, voters: u64) {
         sim.step();
         sim.check_replicas();
         let faults = sim.faults();
+        // A stop while installing may exceed `faults_max` for a while.
+        if sim.fault_steps.len() <= faults {
+            sim.fault_steps.resize(faults + 1, 0);
+        }
         sim.fault_steps[faults] += 1;
         if sim
             .servers
             .iter()
-            .any(|s| s.engine.as_ref().is_some_and(Engine::is_leader))
+            .any(|s| s.engine().is_some_and(Engine::is_leader))
         {
             sim.leader_steps += 1;
         }
         if sim
             .servers
             .iter()
-            .any(|s| s.engine.as_ref().is_some_and(Engine::in_joint_config))
+            .any(|s| s.engine().is_some_and(Engine::in_joint_config))
         {
             sim.joint.0 += 1;
         }
@@ -1281,7 +1272,7 @@ fn run(seed: u64, voters: u64) {
     let participants = sim
         .servers
         .iter()
-        .filter_map(|s| s.engine.as_ref())
+        .filter_map(|s| s.engine())
         .find(|e| e.is_leader())
         .map(|e| e.membership().voters());
     sim.finish();
@@ -1295,7 +1286,7 @@ fn run(seed: u64, voters: u64) {
         let installed: u64 = sim
             .servers
             .iter()
-            .map(|s| s.engine.as_ref().map_or(0, |e| e.stats.snapshots_installed))
+            .map(|s| s.engine().map_or(0, |e| e.stats.snapshots_installed))
             .sum();
         eprintln!(
             "seed {seed} ({voters} participants): {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}, reconfigs done/refused/several-at-once done {:?}, final participants {:?}",
@@ -1309,6 +1300,10 @@ fn run(seed: u64, voters: u64) {
         eprintln!(
             "  steps with 0, 1, .. servers down or cut off: {:?}; with a leader: {}; in a joint configuration (steps, crashes): {:?}",
             sim.fault_steps, sim.leader_steps, sim.joint
+        );
+        eprintln!(
+            "  stops by a failed fsync, mid-install: {:?}; recoveries, with a torn tail cut: {:?}",
+            sim.disk_stops, sim.recoveries
         );
     }
 }

@@ -1,0 +1,272 @@
+//! The node driver: what a server does around its engine apart from
+//! sockets. It carries the engine's output out through three ports, the
+//! log writer (`LogSink`), the snapshot writer (`SnapshotSink`) and the
+//! network (`Transport`), and feeds their completions back in: WAL tokens
+//! mapped to raft ready numbers, persist jobs turned into WAL records, an
+//! installed snapshot written before the log marker that relies on it,
+//! compaction markers after a snapshot is written, and recovery from a
+//! snapshot store plus a log replay.
+//!
+//! Production plugs in the WAL writer thread over the file log, the
+//! snapshot thread over the snapshot directory, and tokio sockets
+//! (`stoa-server`'s `partition.rs`); the simulator plugs in `SimLog`, an
+//! in-memory snapshot store with the same bytes, and its simulated network
+//! (`sim_disk`), so both run this code.
+
+mod records;
+pub mod sim_disk;
+mod snapshots;
+mod wal_tokens;
+
+use stoa_tree::DataTree;
+use stoa_wal::{Record, Replay};
+
+use crate::engine::forward::EngineMessage;
+use crate::engine::{Engine, Input, Output, Recovered};
+use crate::ensemble::Member;
+use crate::watch::ConnId;
+
+pub use records::{
+    entries_after, entry_to_record, hard_state_record, persist_job_records, record_to_entry,
+    record_to_hard_state,
+};
+pub use snapshots::{
+    coalesce_snapshot_tasks, load_newest, run_snapshot_task, write_snapshot, MemSnapshotStore,
+    SnapshotDone, SnapshotSource, SnapshotStore, SnapshotTask, SNAPSHOTS_RETAINED,
+};
+pub use wal_tokens::WalTokens;
+
+/// The log writer as a node sees it: batches go in with increasing tokens;
+/// the owner calls `Node::on_durable(token)` once every batch up to `token`
+/// is synced.
+pub trait LogSink {
+    fn submit(&mut self, token: u64, records: Vec<Record>) -> Result<(), String>;
+}
+
+/// The snapshot writer as a node sees it.
+pub trait SnapshotSink {
+    /// Writes a snapshot received from the leader, durably, before it
+    /// returns: the WAL marker that makes recovery rely on it is submitted
+    /// only after.
+    fn install(&mut self, index: u64, term: u64, data: &[u8]) -> Result<(), String>;
+    /// Queues a task; the owner hands its outcome to
+    /// `Node::on_snapshot_done`.
+    fn submit(&mut self, task: SnapshotTask);
+}
+
+/// The network as a node sees it: client connections and peers.
+pub trait Transport {
+    fn send(&mut self, conn: ConnId, bytes: Vec<u8>);
+    /// Closes `conn` once its pending bytes are written. False when it was
+    /// not open (the engine already heard it close).
+    fn close(&mut self, conn: ConnId) -> bool;
+    /// A raft message for peer `message.to`; a full queue may drop it (raft
+    /// retransmits).
+    fn send_raft(&mut self, message: raft::eraftpb::Message);
+    fn send_engine(&mut self, to: u64, message: EngineMessage);
+    /// The ensemble's members changed.
+    fn set_members(&mut self, version: i64, members: &[Member]);
+}
+
+/// What a flush leaves to the host besides the ports.
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flushed {
+    /// A snapshot's worth of memory was let go: time to return it to the
+    /// system.
+    pub memory_freed: bool,
+}
+
+pub struct Node<L, S> {
+    engine: Engine,
+    tokens: WalTokens,
+    log: L,
+    snapshots: S,
+    /// The partition the WAL records are written for.
+    partition: u32,
+}
+
+impl<L: LogSink, S: SnapshotSink> Node<L, S> {
+    pub fn new(engine: Engine, log: L, snapshots: S) -> Node<L, S> {
+        let partition = engine.config().partition;
+        Node {
+            engine,
+            tokens: WalTokens::default(),
+            log,
+            snapshots,
+            partition,
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
+    pub fn snapshots(&self) -> &S {
+        &self.snapshots
+    }
+
+    pub fn snapshots_mut(&mut self) -> &mut S {
+        &mut self.snapshots
+    }
+
+    /// Batches handed to the log and not yet durable.
+    pub fn wal_in_flight(&self) -> usize {
+        self.tokens.in_flight()
+    }
+
+    /// The node stops (a crash or a stop): its ports, for the next start.
+    pub fn into_parts(self) -> (Engine, L, S) {
+        (self.engine, self.log, self.snapshots)
+    }
+
+    /// Carries out everything the engine asked for. Acknowledging a ready
+    /// that needed no fsync can make more output (its committed entries),
+    /// so this goes on until the engine is quiet. An error is fatal: the
+    /// node must stop serving.
+    pub fn flush(&mut self, net: &mut impl Transport) -> Result<Flushed, String> {
+        let mut flushed = Flushed::default();
+        while let Some(number) = self.flush_once(net, &mut flushed)? {
+            self.engine.handle(Input::Persisted { number });
+        }
+        Ok(flushed)
+    }
+
+    /// Carries out one batch of output; returns a ready number that is
+    /// already done (it needed no fsync and nothing was in flight).
+    fn flush_once(
+        &mut self,
+        net: &mut impl Transport,
+        flushed: &mut Flushed,
+    ) -> Result<Option<u64>, String> {
+        let mut done_now = None;
+        let Output {
+            sends,
+            closes,
+            persists,
+            snapshots,
+            snapshot_to_ship,
+            members,
+            messages,
+            engine_messages,
+            fatal,
+            memory_freed,
+        } = self.engine.take_output();
+        if let Some(reason) = fatal {
+            return Err(reason);
+        }
+        flushed.memory_freed |= memory_freed;
+        for job in &persists {
+            if let Some(s) = &job.installed {
+                // Rare (a follower far behind), so written here, before the
+                // WAL marker that makes recovery rely on it.
+                self.snapshots.install(s.index, s.term, &s.data)?;
+            }
+            if !job.must_sync {
+                if let Some(number) = self.tokens.piggyback(job.number) {
+                    done_now = Some(number);
+                }
+                continue;
+            }
+            let records = persist_job_records(self.partition, job);
+            let token = self.tokens.issue(Some(job.number));
+            self.log
+                .submit(token, records)
+                .map_err(|e| format!("WAL: {e}"))?;
+        }
+        if let Some((version, members)) = members {
+            net.set_members(version, &members);
+        }
+        for m in messages {
+            net.send_raft(m);
+        }
+        for (to, m) in engine_messages {
+            net.send_engine(to, m);
+        }
+        for (conn, bytes) in sends {
+            net.send(conn, bytes);
+        }
+        for conn in closes {
+            if net.close(conn) {
+                self.engine.handle(Input::Closed { conn });
+            }
+        }
+        for job in snapshots {
+            self.snapshots.submit(SnapshotTask::Write(job));
+        }
+        if let Some(job) = snapshot_to_ship {
+            self.snapshots.submit(SnapshotTask::Ship(job));
+        }
+        Ok(done_now)
+    }
+
+    /// The log made every batch up to `token` durable.
+    pub fn on_durable(&mut self, token: u64) {
+        if let Some(number) = self.tokens.durable(token) {
+            self.engine.handle(Input::Persisted { number });
+        }
+    }
+
+    /// A snapshot task finished. A written snapshot lets the WAL drop what
+    /// the oldest retained one covers (a marker record); a failed one loses
+    /// nothing (the WAL still holds every entry) and the next one retries.
+    pub fn on_snapshot_done(&mut self, done: Result<SnapshotDone, String>) -> Result<(), String> {
+        match done {
+            Ok(SnapshotDone::Shipped { index, term, data }) => {
+                self.engine
+                    .handle(Input::SnapshotBuilt { index, term, data });
+            }
+            Ok(SnapshotDone::Written {
+                index,
+                term,
+                compact_to,
+            }) => {
+                log::info!("snapshot at raft index {index} (term {term}) written");
+                if let Some(upto) = compact_to {
+                    let token = self.tokens.issue(None);
+                    let marker = Record::snapshot(self.partition, term, upto, Vec::new());
+                    self.log
+                        .submit(token, vec![marker])
+                        .map_err(|e| format!("WAL: {e}"))?;
+                }
+            }
+            Err(e) => log::error!("snapshot failed: {e}"),
+        }
+        Ok(())
+    }
+}
+
+/// The state a partition starts from: the newest readable snapshot (as
+/// `load_newest` returns it) and what the log replay holds after it.
+pub fn recovered(
+    snapshot: (DataTree, u64, u64),
+    replay: &Replay,
+    partition: u32,
+) -> Result<Recovered, String> {
+    let (tree, snapshot_index, snapshot_term) = snapshot;
+    if replay.torn_tail_bytes > 0 {
+        log::warn!(
+            "WAL: discarded a torn tail of {} bytes (a write cut short by a crash)",
+            replay.torn_tail_bytes
+        );
+    }
+    let (hard_state, entries) = entries_after(replay, partition, snapshot_index)?;
+    Ok(Recovered {
+        tree,
+        snapshot_index,
+        snapshot_term,
+        hard_state,
+        entries,
+    })
+}
