@@ -261,6 +261,16 @@ pub fn recovered(
             replay.torn_tail_bytes
         );
     }
+    let marker = replay.partition(partition).and_then(|p| p.snapshot.as_ref());
+    if let Some(marker) = marker.filter(|m| m.index > snapshot_index) {
+        // The log forgot what the snapshot it relies on covers: starting
+        // would silently lose those entries.
+        return Err(format!(
+            "the WAL holds the log only after index {} but the newest readable snapshot ends at \
+             index {snapshot_index}: a snapshot is missing or unreadable",
+            marker.index
+        ));
+    }
     let (hard_state, entries) = entries_after(replay, partition, snapshot_index)?;
     Ok(Recovered {
         tree,
@@ -269,4 +279,38 @@ pub fn recovered(
         hard_state,
         entries,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use stoa_wal::{LogStore, SimLog};
+
+    use super::*;
+
+    fn replay_of(records: &[Record]) -> Replay {
+        let mut log = SimLog::new();
+        log.append(records).unwrap();
+        log.sync().unwrap();
+        log.crash(0);
+        log.recover()
+    }
+
+    #[test]
+    fn recovery_refuses_a_log_that_relies_on_a_missing_snapshot() {
+        // Proves a WAL whose marker says entries up to 7 live in a snapshot
+        // is refused when no snapshot that far is readable, instead of
+        // starting from an older tree with entries missing.
+        let records = [
+            Record::entry(0, 1, 1, vec![0]),
+            Record::snapshot_installed(0, 1, 7),
+            Record::entry(0, 1, 8, vec![0]),
+        ];
+        let replay = replay_of(&records);
+        let Err(err) = recovered((DataTree::new(), 0, 0), &replay, 0) else {
+            panic!("recovered without the snapshot the log relies on");
+        };
+        assert!(err.contains("after index 7"), "{err}");
+        let ok = recovered((DataTree::new(), 7, 1), &replay, 0).unwrap();
+        assert_eq!(ok.entries.iter().map(|e| e.index).collect::<Vec<_>>(), [8]);
+    }
 }
