@@ -13,6 +13,7 @@
 //! in-memory snapshot store with the same bytes, and its simulated network
 //! (`sim_disk`), so both run this code.
 
+pub mod outbox;
 mod records;
 pub mod sim_disk;
 mod snapshots;

@@ -54,11 +54,10 @@ use stoa_tree::DataTree;
 
 use super::sim::{index_of, key_path, value, Rng};
 use super::tests::config;
-use super::{forward::EngineMessage, Engine, Input};
-use crate::ensemble::Member;
+use super::{Engine, Input};
+use crate::node::outbox::{Outbox, PeerMessage as Message};
 use crate::node::sim_disk::{SimSnapshots, SimWal, INSTALL_STOPPED};
-use crate::node::{self, Node, Transport};
-use crate::watch::ConnId;
+use crate::node::{self, Node};
 
 // Participants 1..=voters, then the observers (raft learners), servers
 // voters + 1 ..= voters + OBSERVERS: `Sim::voters` is the size simulated.
@@ -89,10 +88,6 @@ const INSTALL_CRASH_PERCENT: u64 = 30;
 /// Faults that arm a failed fsync (the server stops at its next sync).
 const FSYNC_FAILURE_PERCENT: u64 = 25;
 
-enum Message {
-    Raft(raft::eraftpb::Message),
-    Engine(EngineMessage),
-}
 
 type SimNode = Node<SimWal, SimSnapshots>;
 
@@ -112,36 +107,6 @@ impl Server {
     fn engine_mut(&mut self) -> Option<&mut Engine> {
         self.node.as_mut().map(Node::engine_mut)
     }
-}
-
-/// What one flush of a node sends: collected, then posted by the
-/// simulator (the node and the network are both the simulator's).
-#[derive(Default)]
-struct Outbox {
-    sends: Vec<(ConnId, Vec<u8>)>,
-    closes: Vec<ConnId>,
-    messages: Vec<(u64, Message)>,
-}
-
-impl Transport for Outbox {
-    fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
-        self.sends.push((conn, bytes));
-    }
-
-    fn close(&mut self, conn: ConnId) -> bool {
-        self.closes.push(conn);
-        true
-    }
-
-    fn send_raft(&mut self, message: raft::eraftpb::Message) {
-        self.messages.push((message.to, Message::Raft(message)));
-    }
-
-    fn send_engine(&mut self, to: u64, message: EngineMessage) {
-        self.messages.push((to, Message::Engine(message)));
-    }
-
-    fn set_members(&mut self, _version: i64, _members: &[Member]) {}
 }
 
 enum Op {

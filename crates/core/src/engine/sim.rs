@@ -1,7 +1,10 @@
 //! A seeded simulation of one server and its clients: no sockets, files or
-//! clocks. Clients pipeline writes and reads on keys of their own; WAL
-//! batches become durable in random prefixes; the server crashes, losing
-//! whatever was not yet durable, and restarts from the durable log. After
+//! clocks. The server runs the production node driver over `SimLog` and an
+//! in-memory snapshot store (`crate::node::sim_disk`). Clients pipeline
+//! writes and reads on keys of their own; the WAL writer syncs random
+//! groups of batches; the server crashes, keeping what `SimLog` keeps (the
+//! synced log, perhaps a torn or damaged prefix of the rest), and restarts
+//! through the production recovery. After
 //! every step the contract is checked: replies in request order, a read sees
 //! exactly its session's preceding writes, and nothing acknowledged is lost.
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test sim`.
@@ -9,7 +12,6 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use raft::eraftpb::{Entry, HardState};
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::jute::{Reader, Record};
@@ -19,8 +21,11 @@ use stoa_proto::records::{
 };
 use stoa_proto::request::Request;
 
-use super::tests::{config, empty};
-use super::{Engine, Input, Recovered};
+use super::tests::config;
+use super::{Engine, Input};
+use crate::node::outbox::Outbox;
+use crate::node::sim_disk::{SimSnapshots, SimWal};
+use crate::node::{self, Node};
 
 const CLIENTS: usize = 3;
 const KEYS_PER_CLIENT: usize = 3;
@@ -28,6 +33,9 @@ const STEPS_PER_SEED: usize = 400;
 const SEEDS_DEFAULT: u64 = 40;
 const IN_FLIGHT_MAX: usize = 6;
 const T0_MS: i64 = 1_700_000_000_000;
+const PARTITION: u32 = 0;
+
+type SimNode = Node<SimWal, SimSnapshots>;
 
 /// splitmix64: small, seedable, and the same on every platform (the
 /// ensemble simulator draws from it too).
@@ -89,27 +97,20 @@ pub(super) fn index_of(bytes: &[u8]) -> Option<usize> {
 struct Sim {
     rng: Rng,
     seed: u64,
-    engine: Engine,
+    node: SimNode,
     now_ms: i64,
-    /// Emitted by the engine, not yet durable: (ready number, entries, hard state).
-    unsynced: VecDeque<(u64, Vec<Entry>, Option<HardState>)>,
-    durable: Vec<Entry>,
-    durable_hard_state: HardState,
     clients: Vec<Client>,
     next_conn: u64,
 }
 
 impl Sim {
     fn new(seed: u64) -> Sim {
-        let engine = Engine::new(config(), empty(), T0_MS).expect("engine starts");
+        let node = start(SimWal::default(), SimSnapshots::default(), T0_MS);
         let mut sim = Sim {
             rng: Rng(seed),
             seed,
-            engine,
+            node,
             now_ms: T0_MS,
-            unsynced: VecDeque::new(),
-            durable: Vec::new(),
-            durable_hard_state: HardState::default(),
             clients: Vec::new(),
             next_conn: 1,
         };
@@ -166,7 +167,7 @@ impl Sim {
     fn connect(&mut self, c: usize) {
         let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
         let conn = self.clients[c].conn;
-        self.engine.handle(Input::Accepted { conn, peer });
+        self.node.engine_mut().handle(Input::Accepted { conn, peer });
         let (session_id, passwd) = self.clients[c].session.clone().unwrap_or((0, vec![0; 16]));
         let req = ConnectRequest {
             time_out: 30_000,
@@ -176,7 +177,7 @@ impl Sim {
         };
         let mut bytes = Vec::new();
         encode_connect_request(&mut bytes, &req);
-        self.engine.handle(Input::Frames { conn, bytes });
+        self.node.engine_mut().handle(Input::Frames { conn, bytes });
         self.clients[c].handshaken = false;
         self.collect();
     }
@@ -195,22 +196,16 @@ impl Sim {
             &request,
         );
         let conn = client.conn;
-        self.engine.handle(Input::Frames { conn, bytes });
+        self.node.engine_mut().handle(Input::Frames { conn, bytes });
         self.collect();
         xid
     }
 
+    /// Carries out the engine's output through the node driver.
     fn collect(&mut self) {
-        let out = self.engine.take_output();
-        assert!(
-            out.fatal.is_none(),
-            "seed {}: fatal {:?}",
-            self.seed,
-            out.fatal
-        );
-        for job in out.persists {
-            self.unsynced
-                .push_back((job.number, job.entries, job.hard_state));
+        let mut out = Outbox::default();
+        if let Err(reason) = self.node.flush(&mut out) {
+            panic!("seed {}: fatal: {reason}", self.seed);
         }
         for (conn, bytes) in out.sends {
             if let Some(client) = self.clients.iter_mut().find(|c| c.conn == conn) {
@@ -219,31 +214,23 @@ impl Sim {
         }
     }
 
-    /// Makes the oldest `n` WAL batches durable, in order, as the WAL does.
+    /// One pass of the WAL writer: up to `n` queued batches written and
+    /// synced as a group; and now and then the snapshot thread runs.
     fn sync(&mut self, n: usize) {
-        let mut last = None;
-        for _ in 0..n {
-            let Some((number, entries, hard_state)) = self.unsynced.pop_front() else {
-                break;
-            };
-            for e in entries {
-                self.durable.retain(|old| old.index < e.index);
-                self.durable.push(e);
-            }
-            if let Some(hs) = hard_state {
-                self.durable_hard_state = hs;
-            }
-            last = Some(number);
+        if let Some(result) = self.node.log_mut().write_group(n) {
+            let token = result.unwrap_or_else(|e| panic!("seed {}: WAL: {e}", self.seed));
+            self.node.on_durable(token);
         }
-        if let Some(number) = last {
-            self.engine.handle(Input::Persisted { number });
-            self.collect();
+        for done in self.node.snapshots_mut().run_queued() {
+            let result = self.node.on_snapshot_done(done);
+            result.unwrap_or_else(|e| panic!("seed {}: {e}", self.seed));
         }
+        self.collect();
     }
 
     fn settle(&mut self) {
-        while !self.unsynced.is_empty() {
-            self.sync(self.unsynced.len());
+        while self.node.log().queued() > 0 || self.node.snapshots().queued() > 0 {
+            self.sync(self.node.log().queued());
         }
     }
 
@@ -330,8 +317,9 @@ impl Sim {
             }
             94..=97 => {
                 self.now_ms += 10;
-                self.engine.set_time(self.now_ms);
-                self.engine.tick();
+                let engine = self.node.engine_mut();
+                engine.set_time(self.now_ms);
+                engine.tick();
                 self.collect();
             }
             _ => self.crash_and_restart(),
@@ -369,21 +357,22 @@ impl Sim {
         for c in 0..CLIENTS {
             self.receive(c);
         }
-        self.unsynced.clear();
-        let recovered = Recovered {
-            entries: self.durable.clone(),
-            hard_state: self.durable_hard_state.clone(),
-            ..empty()
-        };
-        self.engine = Engine::new(config(), recovered, self.now_ms).expect("engine restarts");
+        // A stand-in takes the node's place while the disk is moved to the
+        // restarted one.
+        let stand_in = start(SimWal::default(), SimSnapshots::default(), self.now_ms);
+        let (_, mut wal, mut snapshots) = std::mem::replace(&mut self.node, stand_in).into_parts();
+        wal.crash(self.rng.next());
+        snapshots.crash();
+        self.node = start(wal, snapshots, self.now_ms);
         self.collect();
         self.settle();
         assert!(
-            self.engine.caught_up(),
+            self.node.engine().caught_up(),
             "seed {}: not caught up after restart",
             self.seed
         );
-        self.engine
+        self.node
+            .engine()
             .tree()
             .check_invariants()
             .expect("tree invariants after restart");
@@ -391,7 +380,8 @@ impl Sim {
             // What survived of this client's writes: at least what was acked.
             for key in 0..KEYS_PER_CLIENT {
                 let node = self
-                    .engine
+                    .node
+                    .engine()
                     .tree()
                     .node(&key_path(c, key))
                     .expect("setup keys are durable");
@@ -423,11 +413,22 @@ impl Sim {
     }
 }
 
+/// A server started from `wal` and `snapshots` through the production
+/// recovery.
+fn start(mut wal: SimWal, snapshots: SimSnapshots, now_ms: i64) -> SimNode {
+    let replay = wal.recover();
+    let newest = node::load_newest(&snapshots.store).expect("the store lists");
+    let recovered = node::recovered(newest, &replay, PARTITION).expect("recovery");
+    let engine = Engine::new(config(), recovered, now_ms).expect("engine starts");
+    Node::new(engine, wal, snapshots)
+}
+
 fn run(seed: u64) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
-        sim.engine
+        sim.node
+            .engine()
             .tree()
             .check_invariants()
             .expect("tree invariants");
