@@ -37,6 +37,7 @@ mod commit;
 mod connect;
 mod extensions;
 pub mod forward;
+mod invariants;
 mod ownership;
 mod reconfig;
 mod replication;

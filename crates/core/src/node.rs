@@ -262,7 +262,9 @@ pub fn recovered(
             replay.torn_tail_bytes
         );
     }
-    let marker = replay.partition(partition).and_then(|p| p.snapshot.as_ref());
+    let marker = replay
+        .partition(partition)
+        .and_then(|p| p.snapshot.as_ref());
     if let Some(marker) = marker.filter(|m| m.index > snapshot_index) {
         // The log forgot what the snapshot it relies on covers: starting
         // would silently lose those entries.

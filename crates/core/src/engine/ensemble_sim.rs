@@ -88,7 +88,6 @@ const INSTALL_CRASH_PERCENT: u64 = 30;
 /// Faults that arm a failed fsync (the server stops at its next sync).
 const FSYNC_FAILURE_PERCENT: u64 = 25;
 
-
 type SimNode = Node<SimWal, SimSnapshots>;
 
 struct Server {
@@ -667,6 +666,9 @@ impl Sim {
             let Some(engine) = server.engine() else {
                 continue;
             };
+            if let Err(broken) = engine.check_invariants() {
+                panic!("seed {}: server {}: {broken}", self.seed, server.id);
+            }
             if engine.is_leader() {
                 let term = engine.raft.raft.term;
                 let previous = self.leaders.insert(term, server.id);

@@ -167,7 +167,9 @@ impl Sim {
     fn connect(&mut self, c: usize) {
         let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
         let conn = self.clients[c].conn;
-        self.node.engine_mut().handle(Input::Accepted { conn, peer });
+        self.node
+            .engine_mut()
+            .handle(Input::Accepted { conn, peer });
         let (session_id, passwd) = self.clients[c].session.clone().unwrap_or((0, vec![0; 16]));
         let req = ConnectRequest {
             time_out: 30_000,
@@ -427,11 +429,11 @@ fn run(seed: u64) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
-        sim.node
-            .engine()
-            .tree()
-            .check_invariants()
-            .expect("tree invariants");
+        let engine = sim.node.engine();
+        engine.tree().check_invariants().expect("tree invariants");
+        if let Err(broken) = engine.check_invariants() {
+            panic!("seed {seed}: {broken}");
+        }
     }
     // Drain: everything sent is answered, and the final state holds every ack.
     sim.settle();
