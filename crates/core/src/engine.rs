@@ -35,6 +35,7 @@ mod apply;
 mod catch_up;
 mod commit;
 mod connect;
+mod extension_host;
 mod extensions;
 pub mod forward;
 mod invariants;
@@ -258,12 +259,7 @@ pub struct Engine {
     in_flight: VecDeque<Txn>,
     /// `tree` + `in_flight`, maintained only while extensions read it.
     speculative: Option<DataTree>,
-    extensions: stoa_ext::ExtensionManager,
-    /// Registered node extensions; 0 skips routing entirely.
-    node_extensions: usize,
-    /// Registered watch extensions; 0 skips them on every change.
-    watch_extensions: usize,
-    session_extensions: usize,
+    extensions: extension_host::ExtensionHost,
     /// Sessions with traffic here since the last liveness report.
     touched: std::collections::BTreeSet<SessionId>,
     held_writes: VecDeque<replication::HeldWrite>,
@@ -381,10 +377,7 @@ impl Engine {
             watches: WatchTable::default(),
             in_flight: VecDeque::new(),
             speculative: None,
-            extensions: stoa_ext::ExtensionManager::new(stoa_ext::Limits::default()),
-            node_extensions: 0,
-            watch_extensions: 0,
-            session_extensions: 0,
+            extensions: extension_host::ExtensionHost::new(),
             zxid_waiters: BTreeMap::new(),
             held_messages: VecDeque::new(),
             touched: Default::default(),

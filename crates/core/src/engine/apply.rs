@@ -104,8 +104,8 @@ impl Engine {
                 TreeEventKind::NodeDataChanged => ChangeKind::DataChanged,
                 TreeEventKind::NodeChildrenChanged => ChangeKind::ChildrenChanged,
             };
-            let deliver =
-                self.watch_extensions == 0 || self.run_watch_extensions(&event.path, change);
+            let deliver = !self.extensions.has_watch_extensions()
+                || self.run_watch_extensions(&event.path, change);
             if deliver {
                 for conn in self.watches.trigger(change, &event.path) {
                     self.notify(conn, zxid, change, &event.path);

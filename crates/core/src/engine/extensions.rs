@@ -11,7 +11,7 @@
 //! transaction. Its reply is held until the state it saw is committed, so a
 //! client never observes a write that could still be lost.
 
-use stoa_ext::{ExtOp, ExtReply, ExtRequest, ExtensionKind, TreeView, WriteOp};
+use stoa_ext::{ExtOp, ExtReply, ExtRequest, TreeView, WriteOp};
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::opcode::perms;
 use stoa_proto::records::{
@@ -94,7 +94,7 @@ impl Engine {
     /// The tree was replaced wholesale (a snapshot from the leader): load
     /// what it registers, forget the rest.
     pub(super) fn reload_extensions(&mut self) {
-        self.extensions = stoa_ext::ExtensionManager::new(stoa_ext::Limits::default());
+        self.extensions.clear();
         self.load_extensions();
         self.extensions_changed();
     }
@@ -105,11 +105,7 @@ impl Engine {
             return;
         };
         let data = node.data().to_vec();
-        let loaded = self
-            .extensions
-            .parse(name, &data)
-            .and_then(|spec| self.extensions.register(spec));
-        match loaded {
+        match self.extensions.register(name, &data) {
             Ok(()) => log::info!("extension {name} registered"),
             // The leader checked it before proposing; a replica that cannot load
             // it keeps serving and says why.
@@ -118,18 +114,9 @@ impl Engine {
         self.extensions_changed();
     }
 
+    /// Nothing reads the speculative tree once no node extension is left.
     fn extensions_changed(&mut self) {
-        let count = |kind: ExtensionKind| {
-            let names = self.extensions.names();
-            names
-                .iter()
-                .filter(|n| self.extensions.spec(n).is_some_and(|s| s.kind == kind))
-                .count()
-        };
-        self.node_extensions = count(ExtensionKind::Node);
-        self.watch_extensions = count(ExtensionKind::Watch);
-        self.session_extensions = count(ExtensionKind::Session);
-        if self.node_extensions == 0 {
+        if !self.extensions.has_node_extensions() {
             self.drop_speculative();
         }
     }
@@ -174,11 +161,7 @@ impl Engine {
             .current_acl(&self.tree, EXTENSIONS_ROOT)
             .ok_or(ErrorCode::NoNode)?;
         stoa_tree::check_acl(&root_acl, perms::ADMIN, Caller { ids, is_super })?;
-        let checked = self
-            .extensions
-            .parse(name, data)
-            .and_then(|spec| self.extensions.check(&spec));
-        checked.map_err(|e| {
+        self.extensions.check(name, data).map_err(|e| {
             log::warn!("extension {name} refused: {e}");
             e.error_code()
         })
@@ -186,7 +169,7 @@ impl Engine {
 
     /// The node extension that owns this request's path, if any.
     pub(super) fn extension_for(&self, request: &Request) -> Option<String> {
-        if self.node_extensions == 0 {
+        if !self.extensions.has_node_extensions() {
             return None;
         }
         extension_request(request, 0).and_then(|r| self.extensions.node_extension_for(&r.path))
@@ -197,7 +180,11 @@ impl Engine {
     /// plain tree would bypass it, so the multi is refused.
     pub(super) fn multi_touches_extension(&self, request: &Request) -> bool {
         let ops = match request {
-            Request::Multi(ops) | Request::MultiRead(ops) if self.node_extensions > 0 => ops,
+            Request::Multi(ops) | Request::MultiRead(ops)
+                if self.extensions.has_node_extensions() =>
+            {
+                ops
+            }
             _ => return false,
         };
         ops.iter().any(|op| {
@@ -386,6 +373,7 @@ impl Engine {
         let view = View(self.speculative.as_ref().unwrap_or(&self.tree));
         let outcome = self
             .extensions
+            .manager_mut()
             .call_stamped(name, &ext_request, &view, stamp);
         match outcome {
             Err(e) => {
@@ -491,6 +479,7 @@ impl Engine {
         let view = View(&self.tree);
         let results = self
             .extensions
+            .manager_mut()
             .watch_event(path, change.event_type(), &view);
         let mut deliver = true;
         for (name, result) in results {
@@ -526,13 +515,16 @@ impl Engine {
     /// Session extensions at session start and end; their writes commit as
     /// multis of their own.
     pub(super) fn run_session_extensions(&mut self, sid: SessionId, started: bool) {
-        if self.session_extensions == 0 {
+        if !self.extensions.has_session_extensions() {
             return;
         }
         self.prepare_extension_state();
         let view = View(self.speculative.as_ref().unwrap_or(&self.tree));
-        let results = self.extensions.session_event(started, sid, &view);
-        if self.node_extensions == 0 {
+        let results = self
+            .extensions
+            .manager_mut()
+            .session_event(started, sid, &view);
+        if !self.extensions.has_node_extensions() {
             self.drop_speculative();
         }
         for (name, result) in results {
