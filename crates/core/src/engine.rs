@@ -39,6 +39,7 @@ mod extension_host;
 mod extensions;
 pub mod forward;
 mod invariants;
+mod monitor;
 mod ownership;
 mod reconfig;
 mod replication;
@@ -489,7 +490,7 @@ impl Engine {
             Input::Accepted { conn, peer } => self.on_accepted(conn, peer),
             Input::Frames { conn, bytes } => self.on_frames(conn, &bytes),
             Input::FourLetter { conn, word } => {
-                let text = crate::fourlw::answer(self, &word, conn);
+                let text = self.four_letter(&word, conn);
                 self.send_raw(conn, text.into_bytes());
                 self.out.closes.push(conn);
             }
@@ -962,23 +963,8 @@ impl Engine {
 }
 
 impl Engine {
-    pub(crate) fn conns(&self) -> &FxHashMap<ConnId, Conn> {
-        &self.conns
-    }
-    pub(crate) fn sessions(&self) -> &BTreeMap<SessionId, Session> {
-        &self.sessions
-    }
-    pub(crate) fn watches(&self) -> &WatchTable {
-        &self.watches
-    }
     pub(crate) fn config(&self) -> &EngineConfig {
         &self.config
-    }
-    pub(crate) fn now_ms(&self) -> i64 {
-        self.now_ms
-    }
-    pub(crate) fn extension_metrics(&self) -> Vec<(String, stoa_ext::ExtMetrics)> {
-        self.extensions.metrics()
     }
     /// Requests received and not yet answered, over all sessions.
     pub(crate) fn outstanding(&self) -> usize {

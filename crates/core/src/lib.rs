@@ -9,6 +9,7 @@ pub mod engine;
 pub mod ensemble;
 pub mod fourlw;
 pub mod membership;
+pub mod monitor;
 pub mod node;
 pub mod raft_log;
 pub mod session;

@@ -406,7 +406,7 @@ async fn serve(
             Some(reply) = scrapes.recv() => {
                 let engine = node.engine_mut();
                 engine.set_time(wall_clock_ms());
-                let _ = reply.send(crate::metrics::render(&crate::fourlw::monitor(engine)));
+                let _ = reply.send(crate::metrics::render(&crate::fourlw::mntr(&engine.monitor())));
             }
             _ = &mut shutdown, if stopping.is_none() => {
                 if !node.engine_mut().transfer_leadership() {

@@ -1,0 +1,127 @@
+//! The engine's side of what the server reports: the words that change
+//! counters, and the values (`crate::monitor`) the others are printed from.
+
+use super::Engine;
+use crate::fourlw;
+use crate::monitor::{
+    ConnectionReport, Monitor, SessionReport, WatchReport, SYNCED_LAG_ENTRIES_MAX,
+};
+use crate::watch::ConnId;
+
+impl Engine {
+    /// The answer to a four-letter word asked on connection `asking`.
+    pub(super) fn four_letter(&mut self, word: &str, asking: ConnId) -> String {
+        if !self.config.four_letter_allowed(word) {
+            return fourlw::not_allowed(word);
+        }
+        match word {
+            "crst" => {
+                self.stats.reset_latency_only();
+                "Connection stats reset.\n".to_string()
+            }
+            "srst" => {
+                self.stats.reset();
+                "Server stats reset.\n".to_string()
+            }
+            "wchs" | "wchc" | "wchp" => fourlw::watch_answer(word, &self.watch_report()),
+            "dump" => fourlw::dump(&self.session_report()),
+            "hash" => format!("{:x}\n", self.tree.digest()),
+            _ => {
+                let mut monitor = self.monitor();
+                // ZooKeeper counts the word's own packet on the asking connection.
+                for c in monitor.connections.iter_mut().filter(|c| c.conn == asking) {
+                    c.packets_received += 1;
+                }
+                fourlw::answer(word, &monitor)
+            }
+        }
+    }
+
+    /// The server's state and counters now.
+    pub fn monitor(&self) -> Monitor {
+        let mut configuration = self.config.conf_text.clone();
+        if !self.standalone() {
+            configuration.push_str(&self.membership().render());
+            configuration.push('\n');
+        }
+        Monitor {
+            mode: self.mode(),
+            serving: self.is_member() && (self.leader_id() != 0 || self.read_only()),
+            read_only: self.read_only(),
+            now_ms: self.now_ms,
+            stats: self.stats.clone(),
+            connections: self
+                .conns
+                .iter()
+                .map(|(&conn, c)| ConnectionReport {
+                    conn,
+                    peer: c.peer,
+                    established_ms: c.established_ms,
+                    packets_received: c.packets_received,
+                    packets_sent: c.packets_sent,
+                    session: c.session.map(|sid| {
+                        let timeout = self.sessions.get(&sid).map_or(0, |s| s.timeout_ms);
+                        (sid, timeout)
+                    }),
+                })
+                .collect(),
+            outstanding: self.outstanding(),
+            last_zxid: self.tree.last_zxid(),
+            node_count: self.tree.node_count(),
+            approximate_data_size: self.tree.approximate_data_size(),
+            ephemerals: self.tree.ephemeral_count(),
+            watches: self.watches.watch_count(),
+            sessions: self.sessions.len(),
+            quorum_size: self.voter_count(),
+            followers: self.follower_lag(SYNCED_LAG_ENTRIES_MAX),
+            extensions: self.extensions.metrics(),
+            configuration,
+            host_name: self.config.host_name.clone(),
+            working_dir: self.config.working_dir.clone(),
+        }
+    }
+
+    fn session_of(&self, conn: ConnId) -> i64 {
+        self.conns.get(&conn).and_then(|c| c.session).unwrap_or(0)
+    }
+
+    fn watch_report(&self) -> WatchReport {
+        let w = &self.watches;
+        WatchReport {
+            connections: w.conns().count(),
+            paths: w.path_count(),
+            watches: w.watch_count(),
+            by_session: w
+                .conns()
+                .map(|conn| {
+                    let paths = w.of_conn(conn).map(|(_, path)| path.clone()).collect();
+                    (self.session_of(conn), paths)
+                })
+                .collect(),
+            by_path: w
+                .by_path()
+                .into_iter()
+                .map(|(path, conns)| {
+                    let sessions = conns.into_iter().map(|c| self.session_of(c)).collect();
+                    (path.to_string(), sessions)
+                })
+                .collect(),
+        }
+    }
+
+    fn session_report(&self) -> SessionReport {
+        SessionReport {
+            sessions: self
+                .sessions
+                .iter()
+                .map(|(&sid, s)| (sid, (s.deadline_ms - self.now_ms).max(0)))
+                .collect(),
+            ephemerals: self
+                .sessions
+                .keys()
+                .map(|&sid| (sid, self.tree.ephemerals(sid).map(String::from).collect()))
+                .filter(|(_, paths): &(i64, Vec<String>)| !paths.is_empty())
+                .collect(),
+        }
+    }
+}
