@@ -45,8 +45,7 @@ mod reconfig;
 mod replication;
 mod request;
 
-/// Raft ticks per election timeout; one voter elects itself at once, peers
-/// (issue 5) will rely on it.
+/// Raft ticks per election timeout (a lone voter elects itself at once).
 const RAFT_ELECTION_TICKS: usize = 10;
 const RAFT_HEARTBEAT_TICKS: usize = 1;
 /// Bytes of entries raft may put into one append message.
@@ -142,10 +141,6 @@ pub enum Input {
     Peer {
         from: u64,
         message: forward::EngineMessage,
-    },
-    /// The WAL failed to make data durable: the server must stop.
-    PersistFailed {
-        reason: String,
     },
     /// Peer `from` refused our connection: its membership, at this
     /// version, does not include this server.
@@ -351,11 +346,9 @@ impl Engine {
         let logger = slog::Logger::root(slog::Discard, slog::o!());
         let mut raft =
             RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
-        // A one-voter group elects itself immediately; with peers the
-        // election timer does it.
+        // A lone voter elects itself at once; in an ensemble the randomized
+        // election timer decides.
         if config.voters == [config.server_id] && config.learners.is_empty() {
-            // A lone voter elects itself at once; in an ensemble the
-            // randomized election timer decides.
             raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
         }
         let mut sessions = BTreeMap::new();
@@ -424,8 +417,10 @@ impl Engine {
         self.stats.wal_sync = stats;
     }
 
-    /// True once every entry in the recovered log has been applied, so the
-    /// tree is what clients acknowledged before the restart.
+    /// True once this server leads, may prepare writes (it applied an entry
+    /// of its own term) and applied every entry of its log: standalone, the
+    /// tree is then what clients were acknowledged before the restart.
+    /// Session expiry and container cleanup wait for it too.
     pub fn caught_up(&self) -> bool {
         self.applied_index >= self.raft.store().last_index()
             && self.is_leader()
@@ -519,9 +514,6 @@ impl Engine {
                     // Stale or misdirected messages are normal in raft.
                     log::debug!("raft message dropped: {e}");
                 }
-            }
-            Input::PersistFailed { reason } => {
-                self.out.fatal = Some(format!("WAL write failed: {reason}"))
             }
             Input::SnapshotBuilt { index, term, data } => self.on_snapshot_built(index, term, data),
             Input::RefusedByPeer {

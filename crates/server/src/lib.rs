@@ -1,7 +1,7 @@
 //! The Stoa server: a ZooKeeper-protocol coordination service. The pure
 //! core (`stoa-core`: the engine and the node driver) is driven here by one
 //! thread per partition that owns its sockets; the WAL and snapshot writers
-//! are the only other threads.
+//! are the long-lived other threads.
 
 pub mod config;
 pub mod ensemble;

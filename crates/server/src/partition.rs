@@ -1,7 +1,10 @@
 //! The partition thread: a current-thread runtime that hosts the client
-//! listener, the connection tasks and the engine loop. The engine, the tree,
-//! sessions and watches are owned here alone; the WAL writer and snapshot
-//! writer are the only other threads, reached by channels.
+//! listener, the connection and peer tasks and the engine loop around the
+//! node driver (`stoa_core::node`). The engine, the tree, sessions and
+//! watches are owned here alone; the WAL writer and the snapshot writer are
+//! the long-lived other threads, reached by channels (the file log starts
+//! short helper threads to zero and delete segments, and recovery reads the
+//! WAL on one while the snapshot loads).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

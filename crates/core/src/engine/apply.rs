@@ -81,7 +81,8 @@ impl Engine {
         let sid = txn.header.session_id;
         let applied = self.tree.apply(&txn);
         self.preparer.applied(zxid);
-        // Entries replayed at start-up were proposed by an earlier run.
+        // A transaction the leader still holds (a reconfig's, applied
+        // through `apply_conf_change_entry`) leaves the in-flight queue here.
         if self
             .in_flight
             .front()
