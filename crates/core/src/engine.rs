@@ -969,6 +969,8 @@ mod ensemble_sim;
 #[cfg(test)]
 mod ensemble_tests;
 #[cfg(test)]
+mod scenario_tests;
+#[cfg(test)]
 mod sim;
 #[cfg(test)]
 mod tests;

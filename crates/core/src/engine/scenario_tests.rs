@@ -1,0 +1,650 @@
+//! Scripted scenarios: each file in `crates/core/testdata/scenarios/` is a
+//! script of steps with the trace the clients saw written beneath each
+//! step, as etcd's raft writes its `testdata/` (datadriven). The servers run
+//! the production node driver over `SimLog` and the in-memory snapshot
+//! store; the network delivers in order. A behaviour change shows as a
+//! changed trace; when it is meant, `STOA_SCENARIO_REWRITE=1 cargo test -p
+//! stoa-core scenario` rewrites the traces, and the diff is reviewed like
+//! code.
+//!
+//! A step is one or more command lines, then `----`, then the expected
+//! output, then a blank line; `#` starts a comment line. After its commands
+//! a step lets the world settle (every WAL synced, every message delivered)
+//! unless a server is held, and prints what each client received, in the
+//! order clients are named. Commands:
+//!
+//! - `standalone` | `ensemble N`: start servers 1..=N (a leader elected);
+//! - `connect C S`: client C connects to server S (resuming its session);
+//! - `C create PATH [DATA] [ephemeral] [sequential]`, `C set PATH DATA`,
+//!   `C get PATH [watch]`, `C exists PATH [watch]`, `C children PATH
+//!   [watch]`, `C delete PATH`, `C sync PATH`, `C close` (closeSession),
+//!   `C drop` (the connection breaks);
+//! - `hold S` / `release S`: server S's WAL writer stops / goes on syncing;
+//! - `tick N`: N engine ticks of `TICK_MS` on every server, settling after
+//!   each;
+//! - `crash S` / `restart S`: the machine stops (unsynced writes are lost,
+//!   `SimLog` may keep a torn prefix) / starts from its disk;
+//! - `isolate S` / `heal`: S is cut off from the other servers / rejoined;
+//! - `leader`: prints which server leads.
+//!
+//! Session ids and zxids print as `s1`, `s2`.. in order of appearance and
+//! as hex, so traces read the same whatever the ids' bits are.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
+use stoa_proto::jute::{Reader, Record};
+use stoa_proto::opcode::{CreateMode, EventType, NOTIFICATION_XID};
+use stoa_proto::records::{
+    Acl, ConnectRequest, ConnectResponse, CreateRequest, CreateResponse, DeleteRequest,
+    ExistsRequest, GetChildrenRequest, GetChildrenResponse, GetDataRequest, GetDataResponse,
+    RequestHeader, SetDataRequest, SetDataResponse, Stat, SyncRequest, WatcherEvent,
+};
+use stoa_proto::request::Request;
+
+use super::tests::config;
+use super::{Engine, Input};
+use crate::node::outbox::{Outbox, PeerMessage};
+use crate::node::sim_disk::{SimSnapshots, SimWal};
+use crate::node::{self, Node};
+
+const T0_MS: i64 = 1_700_000_000_000;
+const TICK_MS: i64 = 50;
+const PARTITION: u32 = 0;
+/// Rounds of syncing and delivering before a step must be quiet.
+const SETTLE_ROUNDS_MAX: usize = 1_000;
+/// Ticks an ensemble may take to elect its first leader.
+const ELECTION_TICKS_MAX: usize = 200;
+const SCENARIO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/scenarios");
+
+type SimNode = Node<SimWal, SimSnapshots>;
+
+struct Server {
+    node: Option<SimNode>,
+    /// Its disk while it is down.
+    parked: Option<(SimWal, SimSnapshots)>,
+    voters: u64,
+}
+
+struct Client {
+    /// (server, connection) while connected.
+    conn: Option<(u64, u64)>,
+    session: Option<(i64, Vec<u8>)>,
+    handshaken: bool,
+    next_xid: i32,
+    /// What each request in flight was, to decode and print its reply.
+    asked: HashMap<i32, (String, String)>,
+    inbox: Vec<u8>,
+}
+
+struct World {
+    now_ms: i64,
+    servers: BTreeMap<u64, Server>,
+    clients: BTreeMap<String, Client>,
+    links: BTreeMap<(u64, u64), VecDeque<PeerMessage>>,
+    isolated: BTreeSet<u64>,
+    held: BTreeSet<u64>,
+    next_conn: u64,
+    /// Session ids as printed: s1, s2, ... in order of appearance.
+    session_names: HashMap<i64, String>,
+    out: String,
+}
+
+fn server_config(id: u64, voters: u64) -> super::EngineConfig {
+    let mut cfg = config();
+    cfg.server_id = id;
+    cfg.voters = (1..=voters).collect();
+    // Server 1 times out first, so it leads after the start.
+    cfg.fixed_election_ticks = (voters > 1).then_some((10 + 4 * (id - 1)) as usize);
+    cfg
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            now_ms: T0_MS,
+            servers: BTreeMap::new(),
+            clients: BTreeMap::new(),
+            links: BTreeMap::new(),
+            isolated: BTreeSet::new(),
+            held: BTreeSet::new(),
+            next_conn: 0,
+            session_names: HashMap::new(),
+            out: String::new(),
+        }
+    }
+
+    fn start(&mut self, voters: u64) {
+        for id in 1..=voters {
+            let disk = (SimWal::default(), SimSnapshots::default());
+            self.servers.insert(
+                id,
+                Server {
+                    node: None,
+                    parked: Some(disk),
+                    voters,
+                },
+            );
+            self.restart(id);
+        }
+        for _ in 0..ELECTION_TICKS_MAX {
+            self.settle();
+            if self.leader().is_some() {
+                return;
+            }
+            self.tick();
+        }
+        panic!("no leader elected");
+    }
+
+    fn leader(&self) -> Option<u64> {
+        self.servers
+            .iter()
+            .find(|(_, s)| s.node.as_ref().is_some_and(|n| n.engine().is_leader()))
+            .map(|(&id, _)| id)
+    }
+
+    fn restart(&mut self, id: u64) {
+        let server = self.servers.get_mut(&id).expect("a known server");
+        let (mut wal, snapshots) = server.parked.take().expect("the server is down");
+        let replay = wal.recover();
+        let newest = node::load_newest(&snapshots.store).expect("the store lists");
+        let recovered = node::recovered(newest, &replay, PARTITION).expect("recovery");
+        let engine = Engine::new(server_config(id, server.voters), recovered, self.now_ms)
+            .expect("the engine starts");
+        server.node = Some(Node::new(engine, wal, snapshots));
+        self.collect(id);
+    }
+
+    fn crash(&mut self, id: u64) {
+        let server = self.servers.get_mut(&id).expect("a known server");
+        let Some(node) = server.node.take() else {
+            return;
+        };
+        let (_, mut wal, mut snapshots) = node.into_parts();
+        // Seeded by the server, so the same script keeps the same tail.
+        wal.crash(id);
+        snapshots.crash();
+        server.parked = Some((wal, snapshots));
+        self.links.retain(|(from, to), _| *from != id && *to != id);
+        let dropped: Vec<String> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.conn.is_some_and(|(s, _)| s == id))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in dropped {
+            let _ = writeln!(self.out, "{name} connection lost (server {id} stopped)");
+            self.disconnect(&name);
+        }
+    }
+
+    fn node_mut(&mut self, id: u64) -> Option<&mut SimNode> {
+        self.servers.get_mut(&id)?.node.as_mut()
+    }
+
+    /// Carries out server `id`'s output through its node driver.
+    fn collect(&mut self, id: u64) {
+        let Some(node) = self.node_mut(id) else {
+            return;
+        };
+        let mut out = Outbox::default();
+        if let Err(reason) = node.flush(&mut out) {
+            panic!("server {id} fatal: {reason}");
+        }
+        for (to, message) in out.messages {
+            let cut = self.isolated.contains(&id) != self.isolated.contains(&to);
+            let up = self.servers.get(&to).is_some_and(|s| s.node.is_some());
+            if up && !cut {
+                self.links.entry((id, to)).or_default().push_back(message);
+            }
+        }
+        for (conn, bytes) in out.sends {
+            if let Some(c) = self.client_on(id, conn) {
+                self.clients
+                    .get_mut(&c)
+                    .expect("listed")
+                    .inbox
+                    .extend(bytes);
+            }
+        }
+        for conn in out.closes {
+            if let Some(c) = self.client_on(id, conn) {
+                self.receive(&c);
+                let _ = writeln!(self.out, "{c} connection closed by server {id}");
+                self.disconnect(&c);
+            }
+        }
+    }
+
+    fn client_on(&self, server: u64, conn: u64) -> Option<String> {
+        self.clients
+            .iter()
+            .find(|(_, c)| c.conn == Some((server, conn)))
+            .map(|(name, _)| name.clone())
+    }
+
+    fn disconnect(&mut self, name: &str) {
+        if let Some(c) = self.clients.get_mut(name) {
+            c.conn = None;
+            c.handshaken = false;
+            c.asked.clear();
+            c.inbox.clear();
+        }
+    }
+
+    /// Syncs every WAL not held and delivers every message, until quiet.
+    fn settle(&mut self) {
+        for _ in 0..SETTLE_ROUNDS_MAX {
+            let mut busy = false;
+            let ids: Vec<u64> = self.servers.keys().copied().collect();
+            for &id in &ids {
+                if self.held.contains(&id) {
+                    continue;
+                }
+                let Some(node) = self.node_mut(id) else {
+                    continue;
+                };
+                let queued = node.log().queued();
+                if let Some(result) = node.log_mut().write_group(queued) {
+                    node.on_durable(result.expect("no fsync failures in scenarios"));
+                    busy = true;
+                }
+                for done in node.snapshots_mut().run_queued() {
+                    node.on_snapshot_done(done)
+                        .expect("the WAL takes the marker");
+                    busy = true;
+                }
+                self.collect(id);
+            }
+            let links: Vec<(u64, u64)> = self
+                .links
+                .iter()
+                .filter(|(_, q)| !q.is_empty())
+                .map(|(&k, _)| k)
+                .collect();
+            for (from, to) in links {
+                let messages: Vec<PeerMessage> = self
+                    .links
+                    .get_mut(&(from, to))
+                    .map(|q| q.drain(..).collect())
+                    .unwrap_or_default();
+                let Some(node) = self.node_mut(to) else {
+                    continue;
+                };
+                for message in messages {
+                    busy = true;
+                    let engine = node.engine_mut();
+                    match message {
+                        PeerMessage::Raft(m) => engine.handle(Input::Raft(m)),
+                        PeerMessage::Engine(message) => {
+                            engine.handle(Input::Peer { from, message })
+                        }
+                    }
+                }
+                self.collect(to);
+            }
+            if !busy {
+                return;
+            }
+        }
+        panic!("the world does not settle");
+    }
+
+    fn tick(&mut self) {
+        self.now_ms += TICK_MS;
+        let ids: Vec<u64> = self.servers.keys().copied().collect();
+        for id in ids {
+            let now = self.now_ms;
+            if let Some(node) = self.node_mut(id) {
+                node.engine_mut().set_time(now);
+                node.engine_mut().tick();
+            }
+            self.collect(id);
+        }
+    }
+
+    fn connect(&mut self, name: &str, server: u64) {
+        self.next_conn += 1;
+        let conn = self.next_conn;
+        let client = self.clients.entry(name.to_string()).or_insert(Client {
+            conn: None,
+            session: None,
+            handshaken: false,
+            next_xid: 1,
+            asked: HashMap::new(),
+            inbox: Vec::new(),
+        });
+        client.conn = Some((server, conn));
+        client.handshaken = false;
+        let (session_id, passwd) = client.session.clone().unwrap_or((0, vec![0; 16]));
+        let request = ConnectRequest {
+            time_out: 30_000,
+            session_id,
+            passwd,
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        encode_connect_request(&mut bytes, &request);
+        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
+        let node = self.node_mut(server).expect("connect to a running server");
+        node.engine_mut().handle(Input::Accepted { conn, peer });
+        node.engine_mut().handle(Input::Frames { conn, bytes });
+        self.collect(server);
+    }
+
+    fn send(&mut self, name: &str, op: &str, path: &str, request: Request) {
+        let client = self.clients.get_mut(name).expect("a connected client");
+        let (server, conn) = client.conn.expect("the client is connected");
+        let xid = client.next_xid;
+        client.next_xid += 1;
+        client.asked.insert(xid, (op.to_string(), path.to_string()));
+        let mut bytes = Vec::new();
+        let header = RequestHeader {
+            xid,
+            kind: request.opcode() as i32,
+        };
+        encode_request(&mut bytes, &header, &request);
+        let node = self.node_mut(server).expect("the server runs");
+        node.engine_mut().handle(Input::Frames { conn, bytes });
+        self.collect(server);
+    }
+
+    fn session_name(&mut self, id: i64) -> String {
+        let next = self.session_names.len() + 1;
+        self.session_names
+            .entry(id)
+            .or_insert_with(|| format!("s{next}"))
+            .clone()
+    }
+
+    /// Prints what client `name` received since the last time.
+    fn receive(&mut self, name: &str) {
+        let Some(client) = self.clients.get_mut(name) else {
+            return;
+        };
+        let bytes = std::mem::take(&mut client.inbox);
+        let decoder = FrameDecoder::new(1 << 20);
+        let mut at = 0;
+        let mut lines = Vec::new();
+        while let Some((used, body)) = decoder.decode(&bytes[at..]).expect("whole frames") {
+            at += used;
+            let client = self.clients.get_mut(name).expect("listed");
+            if !client.handshaken {
+                let r = ConnectResponse::decode(&mut Reader::new(body)).expect("connect response");
+                client.handshaken = true;
+                if r.session_id == 0 {
+                    client.session = None;
+                    lines.push(format!("{name} session expired"));
+                    continue;
+                }
+                let resumed = client
+                    .session
+                    .as_ref()
+                    .is_some_and(|(id, _)| *id == r.session_id);
+                client.session = Some((r.session_id, r.passwd.clone()));
+                let session = self.session_name(r.session_id);
+                let verb = if resumed { "resumed" } else { "connected" };
+                lines.push(format!("{name} {verb} {session} timeout={}", r.time_out));
+                continue;
+            }
+            let (header, rest) = decode_reply_frame(body).expect("reply header");
+            if header.xid == NOTIFICATION_XID {
+                let event = WatcherEvent::decode(&mut Reader::new(rest)).expect("event");
+                let kind = EventType::from_i32(event.kind).expect("known event type");
+                lines.push(format!("{name} event {kind:?} {}", event.path));
+                continue;
+            }
+            let Some((op, path)) = client.asked.remove(&header.xid) else {
+                continue; // pings
+            };
+            let err = ErrorCode::from_i32(header.err).expect("known error code");
+            let target = if path.is_empty() {
+                op.clone()
+            } else {
+                format!("{op} {path}")
+            };
+            let mut line = format!("{name} #{} {target} -> {err:?}", header.xid);
+            if err == ErrorCode::Ok {
+                line.push_str(&describe(&op, rest));
+            }
+            let _ = write!(line, " zxid={:#x}", header.zxid);
+            lines.push(line);
+        }
+        for line in lines {
+            let _ = writeln!(self.out, "{line}");
+        }
+    }
+
+    fn run(&mut self, line: &str) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let server = |i: usize| -> u64 {
+            words
+                .get(i)
+                .and_then(|w| w.parse().ok())
+                .unwrap_or_else(|| panic!("{line}: a server number expected"))
+        };
+        match words.as_slice() {
+            ["standalone"] => self.start(1),
+            ["ensemble", n] => self.start(n.parse().expect("a size")),
+            ["connect", c, _] => self.connect(c, server(2)),
+            ["hold", _] => {
+                self.held.insert(server(1));
+            }
+            ["release", _] => {
+                self.held.remove(&server(1));
+            }
+            ["tick", n] => {
+                for _ in 0..n.parse::<usize>().expect("a count") {
+                    self.tick();
+                    self.settle();
+                }
+            }
+            ["crash", _] => self.crash(server(1)),
+            ["restart", _] => self.restart(server(1)),
+            ["isolate", _] => {
+                let id = server(1);
+                self.isolated.insert(id);
+                let isolated = self.isolated.clone();
+                self.links
+                    .retain(|(a, b), _| isolated.contains(a) == isolated.contains(b));
+            }
+            ["heal"] => self.isolated.clear(),
+            ["leader"] => {
+                let leader = self
+                    .leader()
+                    .map_or("none".into(), |id| format!("server {id}"));
+                let _ = writeln!(self.out, "leader: {leader}");
+            }
+            [c, "drop"] => {
+                if let Some((server, conn)) = self.clients.get(*c).and_then(|c| c.conn) {
+                    if let Some(node) = self.node_mut(server) {
+                        node.engine_mut().handle(Input::Closed { conn });
+                    }
+                    self.disconnect(c);
+                }
+            }
+            [c, "close"] => self.send(c, "close", "", Request::CloseSession),
+            [c, op, path, rest @ ..] => self.client_request(c, op, path, rest, line),
+            _ => panic!("unknown command: {line}"),
+        }
+    }
+
+    fn client_request(&mut self, c: &str, op: &str, path: &str, rest: &[&str], line: &str) {
+        let watch = rest.contains(&"watch");
+        let request = match op {
+            "create" => {
+                let ephemeral = rest.contains(&"ephemeral");
+                let sequential = rest.contains(&"sequential");
+                let mode = match (ephemeral, sequential) {
+                    (false, false) => CreateMode::Persistent,
+                    (false, true) => CreateMode::PersistentSequential,
+                    (true, false) => CreateMode::Ephemeral,
+                    (true, true) => CreateMode::EphemeralSequential,
+                };
+                let data = rest
+                    .first()
+                    .filter(|w| !["ephemeral", "sequential"].contains(w))
+                    .map_or(Vec::new(), |d| d.as_bytes().to_vec());
+                Request::Create(CreateRequest {
+                    path: path.into(),
+                    data,
+                    acl: vec![Acl::open_unsafe()],
+                    flags: mode.as_i32(),
+                })
+            }
+            "set" => Request::SetData(SetDataRequest {
+                path: path.into(),
+                data: rest.first().map_or(Vec::new(), |d| d.as_bytes().to_vec()),
+                version: -1,
+            }),
+            "get" => Request::GetData(GetDataRequest {
+                path: path.into(),
+                watch,
+            }),
+            "exists" => Request::Exists(ExistsRequest {
+                path: path.into(),
+                watch,
+            }),
+            "children" => Request::GetChildren(GetChildrenRequest {
+                path: path.into(),
+                watch,
+            }),
+            "delete" => Request::Delete(DeleteRequest {
+                path: path.into(),
+                version: -1,
+            }),
+            "sync" => Request::Sync(SyncRequest { path: path.into() }),
+            _ => panic!("unknown command: {line}"),
+        };
+        self.send(c, op, path, request);
+    }
+
+    /// Runs one step's commands, settles unless a server is held, and
+    /// returns what the clients saw.
+    fn step(&mut self, commands: &[&str]) -> String {
+        for line in commands {
+            self.run(line);
+        }
+        if self.held.is_empty() {
+            self.settle();
+        }
+        let names: Vec<String> = self.clients.keys().cloned().collect();
+        for name in names {
+            self.receive(&name);
+        }
+        std::mem::take(&mut self.out)
+    }
+}
+
+/// A successful reply's body, briefly.
+fn describe(op: &str, body: &[u8]) -> String {
+    let mut r = Reader::new(body);
+    let stat = |s: &Stat| format!(" version={} cversion={}", s.version, s.cversion);
+    match op {
+        "create" => {
+            CreateResponse::decode(&mut r).map_or(String::new(), |c| format!(" {}", c.path))
+        }
+        "set" => SetDataResponse::decode(&mut r).map_or(String::new(), |s| stat(&s.stat)),
+        "get" => GetDataResponse::decode(&mut r).map_or(String::new(), |g| {
+            format!(
+                " data={:?}{}",
+                String::from_utf8_lossy(&g.data),
+                stat(&g.stat)
+            )
+        }),
+        "exists" => Stat::decode(&mut r).map_or(String::new(), |s| stat(&s)),
+        "children" => GetChildrenResponse::decode(&mut r)
+            .map_or(String::new(), |g| format!(" {:?}", g.children)),
+        _ => String::new(),
+    }
+}
+
+/// Runs one script; returns it with the traces the run produced.
+fn run_script(text: &str) -> String {
+    let mut world = World::new();
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let mut commands = vec![line];
+        for next in lines.by_ref() {
+            if next == "----" {
+                break;
+            }
+            commands.push(next);
+        }
+        // Skip the old trace, up to the blank line that ends the step.
+        for next in lines.by_ref() {
+            if next.trim().is_empty() {
+                break;
+            }
+        }
+        let trace = world.step(&commands);
+        for command in &commands {
+            out.push_str(command);
+            out.push('\n');
+        }
+        out.push_str("----\n");
+        out.push_str(&trace);
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn scenarios_replay_their_traces() {
+    let rewrite = std::env::var("STOA_SCENARIO_REWRITE").is_ok();
+    let mut paths: Vec<_> = std::fs::read_dir(SCENARIO_DIR)
+        .expect("the scenario directory")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "no scenarios in {SCENARIO_DIR}");
+    let mut changed = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).expect("a scenario");
+        let replayed = run_script(&text);
+        if replayed != text {
+            if rewrite {
+                std::fs::write(&path, &replayed).expect("rewrite the scenario");
+            } else {
+                changed.push(format!(
+                    "{}:\n{}",
+                    path.display(),
+                    first_difference(&text, &replayed)
+                ));
+            }
+        }
+    }
+    assert!(
+        changed.is_empty(),
+        "traces changed (STOA_SCENARIO_REWRITE=1 rewrites them if that is meant):\n{}",
+        changed.join("\n")
+    );
+}
+
+/// The first line that differs, with the line before it.
+fn first_difference(expected: &str, actual: &str) -> String {
+    let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
+    let at = e
+        .iter()
+        .zip(&a)
+        .position(|(x, y)| x != y)
+        .unwrap_or(e.len().min(a.len()));
+    format!(
+        "  line {}: expected {:?}\n  line {}: got      {:?}",
+        at + 1,
+        e.get(at).copied().unwrap_or("<end>"),
+        at + 1,
+        a.get(at).copied().unwrap_or("<end>")
+    )
+}
