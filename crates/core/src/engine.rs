@@ -9,25 +9,21 @@
 //! session's replies leave in request order; a read waits for the session's
 //! earlier writes (ZooKeeper's FIFO client order).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use raft::eraftpb::Entry;
 use raft::RawNode;
-use rustc_hash::FxHashMap;
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::frame::{
-    decode_connect_request, decode_request_frame, encode_connect_response, encode_notification,
-    encode_reply, FrameDecoder, RequestFrameError,
+    decode_connect_request, decode_request_frame, FrameDecoder, RequestFrameError,
 };
-use stoa_proto::opcode::KeeperState;
-use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
 use stoa_proto::response::Response;
 use stoa_tree::{DataTree, Preparer, Txn};
 
 use crate::ensemble::Role;
 use crate::raft_log::RaftLog;
-use crate::session::{password_for, Pending, Session, SessionId};
+use crate::session::{Pending, Session, SessionId};
 use crate::stats::Stats;
 use crate::watch::{ChangeKind, ConnId, WatchTable};
 
@@ -38,6 +34,7 @@ mod connect;
 mod extension_host;
 mod extensions;
 pub mod forward;
+mod gate;
 mod invariants;
 mod monitor;
 mod ownership;
@@ -50,8 +47,6 @@ const RAFT_ELECTION_TICKS: usize = 10;
 const RAFT_HEARTBEAT_TICKS: usize = 1;
 /// Bytes of entries raft may put into one append message.
 const RAFT_MAX_MSG_BYTES: u64 = 4 << 20;
-/// First allocation of a connection's outgoing buffer in one flush.
-const OUT_BUF_BYTES_INITIAL: usize = 2048;
 /// Requests a connection may send after its handshake and before its
 /// session is established (held, then served in order); beyond either
 /// bound the connection is closed.
@@ -212,27 +207,6 @@ pub struct Output {
     pub memory_freed: bool,
 }
 
-pub(crate) struct Conn {
-    pub peer: SocketAddr,
-    pub established_ms: i64,
-    pub session: Option<SessionId>,
-    /// Authenticated identities: ip always, digest after auth.
-    pub ids: Vec<Id>,
-    pub is_super: bool,
-    /// The client sent `readOnly` in its handshake; answer in its dialect.
-    pub sent_read_only: bool,
-    pub handshaken: bool,
-    pub packets_received: u64,
-    pub packets_sent: u64,
-    /// Writes this connection forwarded to the leader (numbers them).
-    pub forwarded: u64,
-    /// Request frames that came after the handshake, before the session
-    /// was established: served once it is, as ZooKeeper, which stops
-    /// reading such a connection until then, would serve them.
-    pub early: Vec<Vec<u8>>,
-    pub early_bytes: usize,
-}
-
 pub struct Engine {
     config: EngineConfig,
     now_ms: i64,
@@ -242,34 +216,21 @@ pub struct Engine {
     /// Epoch (raft term) and counter of the last zxid handed out.
     zxid_epoch: u64,
     zxid_counter: u32,
-    conns: FxHashMap<ConnId, Conn>,
-    sessions: BTreeMap<SessionId, Session>,
-    /// New sessions whose createSession is in flight → the connection to answer.
-    connecting: HashMap<SessionId, ConnId>,
-    /// Connections whose session was just established with early frames
-    /// held (see `Conn::early`): served at the next `take_output`.
-    rebound: Vec<ConnId>,
-    next_session_id: SessionId,
+    /// Connections, sessions and their pending replies.
+    gate: gate::SessionGate,
     watches: WatchTable,
     /// Proposed and not yet applied, in zxid order.
     in_flight: VecDeque<Txn>,
     /// `tree` + `in_flight`, maintained only while extensions read it.
     speculative: Option<DataTree>,
     extensions: extension_host::ExtensionHost,
-    /// Sessions with traffic here since the last liveness report.
-    touched: std::collections::BTreeSet<SessionId>,
     held_writes: VecDeque<replication::HeldWrite>,
     /// Leader: the connection each session's writes are accepted from.
     owners: HashMap<SessionId, ownership::Owner>,
-    /// Follower: handshakes waiting for the leader's `Attached` (and then
-    /// for its zxid to be applied here).
-    attaching: HashMap<ConnId, (SessionId, Option<i64>)>,
     /// The leader as of the last raft step (0: none).
     known_leader: u64,
     /// Raft messages that may leave only once their ready is durable.
     held_messages: VecDeque<(u64, Vec<raft::eraftpb::Message>)>,
-    /// Sessions whose next reply waits for a zxid to be applied.
-    zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
     /// Raft index of the last applied entry, and its term.
     applied_index: u64,
     applied_term: u64,
@@ -308,7 +269,6 @@ pub struct Engine {
     shippable_idle_ticks: u32,
     last_container_check_ms: i64,
     out: Output,
-    out_buf: FxHashMap<ConnId, Vec<u8>>,
     pub(crate) stats: Stats,
 }
 
@@ -351,11 +311,12 @@ impl Engine {
         if config.voters == [config.server_id] && config.learners.is_empty() {
             raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
         }
-        let mut sessions = BTreeMap::new();
+        let mut gate =
+            gate::SessionGate::new(crate::session::initial_session_id(config.server_id, now_ms));
         for (id, timeout_ms) in recovered.tree.sessions() {
-            sessions.insert(id, Session::new(id, timeout_ms, now_ms));
+            gate.sessions
+                .insert(id, Session::new(id, timeout_ms, now_ms));
         }
-        let next_session_id = crate::session::initial_session_id(config.server_id, now_ms);
         let mut engine = Engine {
             now_ms,
             tree: recovered.tree,
@@ -363,21 +324,14 @@ impl Engine {
             raft,
             zxid_epoch: 0,
             zxid_counter: 0,
-            conns: FxHashMap::default(),
-            sessions,
-            connecting: HashMap::new(),
-            rebound: Vec::new(),
-            next_session_id,
+            gate,
             watches: WatchTable::default(),
             in_flight: VecDeque::new(),
             speculative: None,
             extensions: extension_host::ExtensionHost::new(),
-            zxid_waiters: BTreeMap::new(),
             held_messages: VecDeque::new(),
-            touched: Default::default(),
             held_writes: VecDeque::new(),
             owners: HashMap::new(),
-            attaching: HashMap::new(),
             known_leader: 0,
             applied_index: recovered.snapshot_index,
             applied_term: recovered.snapshot_term,
@@ -394,7 +348,6 @@ impl Engine {
             peer_heard_ms: HashMap::new(),
             last_container_check_ms: now_ms,
             out: Output::default(),
-            out_buf: FxHashMap::default(),
             stats: Stats {
                 started_at_ms: now_ms,
                 ..Stats::default()
@@ -482,7 +435,7 @@ impl Engine {
 
     pub fn handle(&mut self, input: Input) {
         match input {
-            Input::Accepted { conn, peer } => self.on_accepted(conn, peer),
+            Input::Accepted { conn, peer } => self.gate.accept(conn, peer, self.now_ms),
             Input::Frames { conn, bytes } => self.on_frames(conn, &bytes),
             Input::FourLetter { conn, word } => {
                 let text = self.four_letter(&word, conn);
@@ -549,58 +502,19 @@ impl Engine {
         // Sessions established while raft ran (createSession applied, an
         // attach completed) serve what their connections sent early; their
         // writes then need raft again.
-        while !self.rebound.is_empty() {
-            for conn in std::mem::take(&mut self.rebound) {
+        while !self.gate.rebound.is_empty() {
+            for conn in std::mem::take(&mut self.gate.rebound) {
                 self.serve_early(conn);
             }
             self.drive_raft();
         }
-        for (conn, bytes) in self.out_buf.drain() {
-            self.out.sends.push((conn, bytes));
-        }
+        self.gate.take_sends(&mut self.out.sends);
         std::mem::take(&mut self.out)
     }
 
-    fn on_accepted(&mut self, conn: ConnId, peer: SocketAddr) {
-        let ids = vec![Id {
-            scheme: "ip".into(),
-            id: peer.ip().to_string(),
-        }];
-        let fresh = Conn {
-            peer,
-            established_ms: self.now_ms,
-            session: None,
-            ids,
-            is_super: false,
-            sent_read_only: false,
-            handshaken: false,
-            packets_received: 0,
-            packets_sent: 0,
-            forwarded: 0,
-            early: Vec::new(),
-            early_bytes: 0,
-        };
-        let previous = self.conns.insert(conn, fresh);
-        assert!(previous.is_none(), "connection id {conn} reused");
-    }
-
     fn on_closed(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.remove(&conn) else {
-            return;
-        };
-        self.watches.remove_conn(conn);
-        self.out_buf.remove(&conn);
-        self.attaching.remove(&conn);
-        if let Some(sid) = c.session {
-            if let Some(s) = self.sessions.get_mut(&sid) {
-                if s.conn == Some(conn) {
-                    s.conn = None;
-                    // The calls in flight were this connection's: their
-                    // outcome is unknown to the client, and what it sends
-                    // next is not ordered behind them.
-                    s.queue.clear();
-                }
-            }
+        if self.gate.close(conn) {
+            self.watches.remove_conn(conn);
         }
     }
 
@@ -634,11 +548,11 @@ impl Engine {
             self.out.closes.push(conn);
             return;
         }
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.gate.conns.get_mut(&conn) else {
             return;
         };
         c.packets_received += 1;
-        self.stats.packets_received += 1;
+        self.gate.counters.packets_received += 1;
         if !c.handshaken {
             match decode_connect_request(body) {
                 Ok((req, sent_read_only)) => self.on_connect(conn, req, sent_read_only),
@@ -675,16 +589,16 @@ impl Engine {
 
     /// Binds `conn` to `sid`; early frames are served at the next output.
     pub(crate) fn bind_session(&mut self, conn: ConnId, sid: SessionId) {
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.session = Some(sid);
-            if !c.early.is_empty() {
-                self.rebound.push(conn);
-            }
-        }
+        self.gate.bind_session(conn, sid);
     }
 
     fn serve_early(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.session.is_some()) else {
+        let Some(c) = self
+            .gate
+            .conns
+            .get_mut(&conn)
+            .filter(|c| c.session.is_some())
+        else {
             return;
         };
         let early = std::mem::take(&mut c.early);
@@ -727,19 +641,10 @@ impl Engine {
         }
     }
 
-    // ----- output helpers -----
-
-    /// The bytes waiting for `conn` until the next `take_output`. Starts
-    /// with room for a flush's worth of small replies: growing from empty
-    /// reallocated several times per connection per flush.
-    fn out_buf_of(&mut self, conn: ConnId) -> &mut Vec<u8> {
-        self.out_buf
-            .entry(conn)
-            .or_insert_with(|| Vec::with_capacity(OUT_BUF_BYTES_INITIAL))
-    }
+    // ----- output helpers (the gate encodes) -----
 
     pub(crate) fn send_raw(&mut self, conn: ConnId, bytes: Vec<u8>) {
-        self.out_buf_of(conn).extend_from_slice(&bytes);
+        self.gate.send_raw(conn, bytes);
     }
 
     pub(crate) fn send_reply(
@@ -750,18 +655,7 @@ impl Engine {
         err: ErrorCode,
         response: &Response,
     ) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        c.packets_sent += 1;
-        self.stats.packets_sent += 1;
-        let header = ReplyHeader {
-            xid,
-            zxid,
-            err: err.as_i32(),
-        };
-        let buf = self.out_buf_of(conn);
-        encode_reply(buf, &header, response);
+        self.gate.send_reply(conn, xid, zxid, err, response);
     }
 
     pub(crate) fn send_connect_response(
@@ -770,41 +664,13 @@ impl Engine {
         session: SessionId,
         timeout_ms: i32,
     ) {
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        let sent_read_only = c.sent_read_only;
-        let response = if session == 0 {
-            // ZooKeeper's answer to an unknown or expired session.
-            ConnectResponse {
-                protocol_version: 0,
-                time_out: 0,
-                session_id: 0,
-                passwd: vec![0; 16],
-                read_only: false,
-            }
-        } else {
-            ConnectResponse {
-                protocol_version: 0,
-                time_out: timeout_ms,
-                session_id: session,
-                passwd: password_for(session),
-                read_only: self.read_only(),
-            }
-        };
-        let buf = self.out_buf_of(conn);
-        encode_connect_response(buf, &response, sent_read_only);
+        let read_only = self.read_only();
+        self.gate
+            .send_connect_response(conn, session, timeout_ms, read_only);
     }
 
     pub(crate) fn notify(&mut self, conn: ConnId, zxid: i64, change: ChangeKind, path: &str) {
-        let event = WatcherEvent {
-            kind: change.event_type() as i32,
-            state: KeeperState::SyncConnected as i32,
-            path: path.to_string(),
-        };
-        self.stats.notifications_sent += 1;
-        let buf = self.out_buf_of(conn);
-        encode_notification(buf, zxid, &event);
+        self.gate.notify(conn, zxid, change, path);
     }
 
     /// Appends a decided reply to the session's queue (or sends it now when
@@ -816,10 +682,10 @@ impl Engine {
         err: ErrorCode,
         response: Response,
     ) {
-        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else {
+        let Some(sid) = self.gate.conns.get(&conn).and_then(|c| c.session) else {
             return;
         };
-        if let Some(s) = self.sessions.get_mut(&sid) {
+        if let Some(s) = self.gate.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Reply { xid, err, response });
         }
         self.pump(sid);
@@ -828,7 +694,7 @@ impl Engine {
     /// Sends every queued reply of `sid` that no longer waits for a write.
     pub(crate) fn pump(&mut self, sid: SessionId) {
         loop {
-            let Some(s) = self.sessions.get_mut(&sid) else {
+            let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
             };
             let Some(conn) = s.conn else {
@@ -847,7 +713,7 @@ impl Engine {
                 Some(Pending::Decided { after_zxid, .. })
                     if *after_zxid > self.tree.last_zxid() =>
                 {
-                    let waiting = self.zxid_waiters.entry(*after_zxid).or_default();
+                    let waiting = self.gate.zxid_waiters.entry(*after_zxid).or_default();
                     if !waiting.contains(&sid) {
                         waiting.push(sid);
                     }
@@ -960,7 +826,7 @@ impl Engine {
     }
     /// Requests received and not yet answered, over all sessions.
     pub(crate) fn outstanding(&self) -> usize {
-        self.sessions.values().map(|s| s.queue.len()).sum()
+        self.gate.outstanding()
     }
 }
 

@@ -154,7 +154,7 @@ impl Engine {
                         (_, Ok(response)) => (ErrorCode::Ok, response),
                         (_, Err(code)) => (code, Response::Empty),
                     };
-                    if let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) {
+                    if let Some(conn) = self.gate.sessions.get(&sid).and_then(|s| s.conn) {
                         self.send_reply(conn, xid, zxid, err, &response);
                     }
                     self.pump(sid);
@@ -168,7 +168,7 @@ impl Engine {
 
     /// Sends the replies that waited for `zxid` to be applied.
     fn release_zxid_waiters(&mut self, zxid: i64) {
-        while let Some(entry) = self.zxid_waiters.first_entry() {
+        while let Some(entry) = self.gate.zxid_waiters.first_entry() {
             if *entry.key() > zxid {
                 break;
             }
@@ -184,7 +184,7 @@ impl Engine {
     /// is recognised by its xid.
     fn take_head_write(&mut self, sid: i64, zxid: i64, cxid: i32) -> Option<(i32, Request)> {
         let now_ms = self.now_ms;
-        let session = self.sessions.get_mut(&sid)?;
+        let session = self.gate.sessions.get_mut(&sid)?;
         match session.queue.front() {
             // An extension call's writes: its answer comes from the leader.
             Some(Pending::Remote { .. }) => return None,

@@ -167,7 +167,7 @@ impl Engine {
         // replaced: they reconnect and re-register (setWatches replays what
         // changed since their last zxid).
         self.drop_clients();
-        self.sessions = tree
+        self.gate.sessions = tree
             .sessions()
             .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
             .collect();

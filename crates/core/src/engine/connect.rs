@@ -20,7 +20,7 @@ impl Engine {
             self.out.closes.push(conn);
             return;
         }
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let Some(c) = self.gate.conns.get_mut(&conn) {
             c.handshaken = true;
             c.sent_read_only = sent_read_only;
         }
@@ -51,9 +51,9 @@ impl Engine {
             let sid = self.allocate_session_id();
             let mut session = Session::new(sid, timeout_ms, self.now_ms);
             session.local = true;
-            self.sessions.insert(sid, session);
+            self.gate.sessions.insert(sid, session);
             sid
-        } else if self.sessions.contains_key(&req.session_id)
+        } else if self.gate.sessions.contains_key(&req.session_id)
             && req.passwd == password_for(req.session_id)
         {
             req.session_id
@@ -62,7 +62,7 @@ impl Engine {
             self.out.closes.push(conn);
             return;
         };
-        let Some(s) = self.sessions.get_mut(&sid) else {
+        let Some(s) = self.gate.sessions.get_mut(&sid) else {
             return;
         };
         s.conn = Some(conn);
@@ -74,7 +74,7 @@ impl Engine {
 
     fn create_session(&mut self, conn: ConnId, timeout_ms: i32) {
         let sid = self.allocate_session_id();
-        self.connecting.insert(sid, conn);
+        self.gate.connecting.insert(sid, conn);
         if !self.is_leader() {
             // The id carries this server's id, so followers allocate
             // without asking; the leader makes it a transaction.
@@ -93,18 +93,12 @@ impl Engine {
     }
 
     fn allocate_session_id(&mut self) -> SessionId {
-        loop {
-            let sid = self.next_session_id;
-            self.next_session_id += 1;
-            if !self.sessions.contains_key(&sid) && !self.connecting.contains_key(&sid) {
-                return sid;
-            }
-        }
+        self.gate.allocate_session_id()
     }
 
     fn resume_session(&mut self, conn: ConnId, sid: SessionId, passwd: &[u8]) {
         let valid = passwd == password_for(sid).as_slice();
-        if !valid || self.sessions.get(&sid).is_none_or(|s| s.closing) {
+        if !valid || self.gate.sessions.get(&sid).is_none_or(|s| s.closing) {
             log::info!("connection {conn}: session {sid:#x} expired or invalid");
             self.send_connect_response(conn, 0, 0);
             self.out.closes.push(conn);
@@ -115,7 +109,7 @@ impl Engine {
             self.attach_session(conn, sid);
         } else {
             // The leader makes this connection the session's owner first.
-            self.attaching.insert(conn, (sid, None));
+            self.gate.attaching.insert(conn, (sid, None));
             self.forward(super::forward::EngineMessage::Attach {
                 session_id: sid,
                 conn,
@@ -126,7 +120,7 @@ impl Engine {
     /// Binds a resumed session to `conn` and answers the handshake.
     pub(super) fn attach_session(&mut self, conn: ConnId, sid: SessionId) {
         let now = self.now_ms;
-        let Some(s) = self.sessions.get_mut(&sid).filter(|s| !s.closing) else {
+        let Some(s) = self.gate.sessions.get_mut(&sid).filter(|s| !s.closing) else {
             log::info!("connection {conn}: session {sid:#x} expired meanwhile");
             self.send_connect_response(conn, 0, 0);
             self.out.closes.push(conn);
@@ -139,7 +133,7 @@ impl Engine {
         if let Some(old) = previous.filter(|&old| old != conn) {
             // What was in flight belonged to the old connection.
             s.queue.clear();
-            if let Some(c) = self.conns.get_mut(&old) {
+            if let Some(c) = self.gate.conns.get_mut(&old) {
                 c.session = None;
             }
             self.out.closes.push(old);
@@ -151,10 +145,10 @@ impl Engine {
     /// Called when a createSession transaction is applied.
     pub(super) fn session_created(&mut self, sid: SessionId, timeout_ms: i32) {
         let mut session = Session::new(sid, timeout_ms, self.now_ms);
-        if let Some(conn) = self.connecting.remove(&sid) {
-            if self.conns.contains_key(&conn) {
+        if let Some(conn) = self.gate.connecting.remove(&sid) {
+            if self.gate.conns.contains_key(&conn) {
                 session.conn = Some(conn);
-                self.sessions.insert(sid, session);
+                self.gate.sessions.insert(sid, session);
                 self.send_connect_response(conn, sid, timeout_ms);
                 self.bind_session(conn, sid);
                 return;
@@ -162,13 +156,13 @@ impl Engine {
         }
         // Created for a connection that has gone, or replayed after a
         // restart: it lives until it expires, as in ZooKeeper.
-        self.sessions.insert(sid, session);
+        self.gate.sessions.insert(sid, session);
     }
 
     /// Called when a closeSession transaction is applied.
     pub(super) fn session_closed(&mut self, sid: SessionId, reply_xid: Option<i32>) {
         self.owners.remove(&sid);
-        let Some(s) = self.sessions.remove(&sid) else {
+        let Some(s) = self.gate.sessions.remove(&sid) else {
             return;
         };
         if let Some(conn) = s.conn {
@@ -182,7 +176,7 @@ impl Engine {
                     &stoa_proto::response::Response::Empty,
                 );
             }
-            if let Some(c) = self.conns.get_mut(&conn) {
+            if let Some(c) = self.gate.conns.get_mut(&conn) {
                 c.session = None;
             }
             self.out.closes.push(conn);
@@ -195,6 +189,7 @@ impl Engine {
         }
         let now = self.now_ms;
         let expired: Vec<SessionId> = self
+            .gate
             .sessions
             .values()
             .filter(|s| !s.closing && s.deadline_ms < now)
@@ -229,7 +224,7 @@ impl Engine {
         let leader = self.is_leader();
         let zxid = if leader { self.next_zxid() } else { 0 };
         let now = self.now_ms;
-        let Some(s) = self.sessions.get_mut(&sid) else {
+        let Some(s) = self.gate.sessions.get_mut(&sid) else {
             return;
         };
         s.closing = true;
@@ -246,7 +241,7 @@ impl Engine {
         if leader {
             self.propose_close_session(sid, xid, zxid);
         } else if reply_xid.is_some() {
-            if let Some(conn) = self.sessions.get(&sid).and_then(|s| s.conn) {
+            if let Some(conn) = self.gate.sessions.get(&sid).and_then(|s| s.conn) {
                 let close = stoa_proto::request::Request::CloseSession;
                 self.forward_write(conn, sid, xid, close);
             }

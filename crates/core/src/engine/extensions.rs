@@ -217,7 +217,7 @@ impl Engine {
                 self.queue_remote(sid, xid, &request);
                 return self.hold_local_write(conn, sid, xid, request);
             }
-            let Some(ids) = self.conns.get(&conn).map(|c| c.ids.clone()) else {
+            let Some(ids) = self.gate.conns.get(&conn).map(|c| c.ids.clone()) else {
                 return;
             };
             let (err, response, after_zxid) =
@@ -234,7 +234,7 @@ impl Engine {
     }
 
     fn queue_remote(&mut self, sid: SessionId, xid: i32, request: &Request) {
-        if let Some(s) = self.sessions.get_mut(&sid) {
+        if let Some(s) = self.gate.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Remote {
                 xid,
                 op: request.opcode(),
@@ -283,7 +283,7 @@ impl Engine {
         err: i32,
         body: &[u8],
     ) {
-        let op = self.sessions.get(&sid).and_then(|s| {
+        let op = self.gate.sessions.get(&sid).and_then(|s| {
             s.queue.iter().find_map(|p| match p {
                 Pending::Remote { xid: x, op } if *x == xid => Some(*op),
                 _ => None,
@@ -323,7 +323,12 @@ impl Engine {
         err: ErrorCode,
         response: Response,
     ) {
-        let Some(s) = self.sessions.get_mut(&sid).filter(|s| s.conn == Some(conn)) else {
+        let Some(s) = self
+            .gate
+            .sessions
+            .get_mut(&sid)
+            .filter(|s| s.conn == Some(conn))
+        else {
             return;
         };
         let slot = s
@@ -424,7 +429,7 @@ impl Engine {
         err: ErrorCode,
         response: Response,
     ) {
-        if let Some(s) = self.sessions.get_mut(&sid) {
+        if let Some(s) = self.gate.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Decided {
                 xid,
                 after_zxid,

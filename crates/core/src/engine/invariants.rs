@@ -47,7 +47,7 @@ impl Engine {
         }
         // Sessions wait only for zxids not yet applied (applying one
         // releases its waiters).
-        if let Some((&zxid, _)) = self.zxid_waiters.first_key_value() {
+        if let Some((&zxid, _)) = self.gate.zxid_waiters.first_key_value() {
             if zxid <= applied_zxid {
                 return Err(format!(
                     "replies wait for zxid {zxid:#x}, already applied ({applied_zxid:#x})"

@@ -6,6 +6,7 @@ use crate::fourlw;
 use crate::monitor::{
     ConnectionReport, Monitor, SessionReport, WatchReport, SYNCED_LAG_ENTRIES_MAX,
 };
+use crate::stats::Stats;
 use crate::watch::ConnId;
 
 impl Engine {
@@ -21,6 +22,7 @@ impl Engine {
             }
             "srst" => {
                 self.stats.reset();
+                self.gate.counters = Default::default();
                 "Server stats reset.\n".to_string()
             }
             "wchs" | "wchc" | "wchp" => fourlw::watch_answer(word, &self.watch_report()),
@@ -49,8 +51,14 @@ impl Engine {
             serving: self.is_member() && (self.leader_id() != 0 || self.read_only()),
             read_only: self.read_only(),
             now_ms: self.now_ms,
-            stats: self.stats.clone(),
+            stats: Stats {
+                packets_received: self.gate.counters.packets_received,
+                packets_sent: self.gate.counters.packets_sent,
+                notifications_sent: self.gate.counters.notifications_sent,
+                ..self.stats.clone()
+            },
             connections: self
+                .gate
                 .conns
                 .iter()
                 .map(|(&conn, c)| ConnectionReport {
@@ -60,7 +68,7 @@ impl Engine {
                     packets_received: c.packets_received,
                     packets_sent: c.packets_sent,
                     session: c.session.map(|sid| {
-                        let timeout = self.sessions.get(&sid).map_or(0, |s| s.timeout_ms);
+                        let timeout = self.gate.sessions.get(&sid).map_or(0, |s| s.timeout_ms);
                         (sid, timeout)
                     }),
                 })
@@ -71,7 +79,7 @@ impl Engine {
             approximate_data_size: self.tree.approximate_data_size(),
             ephemerals: self.tree.ephemeral_count(),
             watches: self.watches.watch_count(),
-            sessions: self.sessions.len(),
+            sessions: self.gate.sessions.len(),
             quorum_size: self.voter_count(),
             followers: self.follower_lag(SYNCED_LAG_ENTRIES_MAX),
             extensions: self.extensions.metrics(),
@@ -82,7 +90,11 @@ impl Engine {
     }
 
     fn session_of(&self, conn: ConnId) -> i64 {
-        self.conns.get(&conn).and_then(|c| c.session).unwrap_or(0)
+        self.gate
+            .conns
+            .get(&conn)
+            .and_then(|c| c.session)
+            .unwrap_or(0)
     }
 
     fn watch_report(&self) -> WatchReport {
@@ -112,11 +124,13 @@ impl Engine {
     fn session_report(&self) -> SessionReport {
         SessionReport {
             sessions: self
+                .gate
                 .sessions
                 .iter()
                 .map(|(&sid, s)| (sid, (s.deadline_ms - self.now_ms).max(0)))
                 .collect(),
             ephemerals: self
+                .gate
                 .sessions
                 .keys()
                 .map(|&sid| (sid, self.tree.ephemerals(sid).map(String::from).collect()))

@@ -82,7 +82,7 @@ impl Engine {
 
     /// Leader: a follower's client resumed its session.
     pub(super) fn on_attach(&mut self, from: u64, sid: SessionId, conn: ConnId) {
-        let valid = self.sessions.get(&sid).is_some_and(|s| !s.closing);
+        let valid = self.gate.sessions.get(&sid).is_some_and(|s| !s.closing);
         if valid {
             self.set_owner(sid, from, conn);
         }
@@ -104,10 +104,10 @@ impl Engine {
         valid: bool,
         after_zxid: i64,
     ) {
-        match self.attaching.get_mut(&conn) {
+        match self.gate.attaching.get_mut(&conn) {
             Some((s, after)) if *s == sid => {
                 if !valid {
-                    self.attaching.remove(&conn);
+                    self.gate.attaching.remove(&conn);
                     log::info!("connection {conn}: the leader does not know session {sid:#x}");
                     self.send_connect_response(conn, 0, 0);
                     self.out.closes.push(conn);
@@ -122,18 +122,19 @@ impl Engine {
 
     /// Follower: finishes the handshakes whose session history is applied.
     pub(super) fn complete_attaches(&mut self) {
-        if self.attaching.is_empty() {
+        if self.gate.attaching.is_empty() {
             return;
         }
         let applied = self.tree.last_zxid();
         let ready: Vec<(ConnId, SessionId)> = self
+            .gate
             .attaching
             .iter()
             .filter(|(_, (_, after))| after.is_some_and(|z| z <= applied))
             .map(|(&conn, &(sid, _))| (conn, sid))
             .collect();
         for (conn, sid) in ready {
-            self.attaching.remove(&conn);
+            self.gate.attaching.remove(&conn);
             self.attach_session(conn, sid);
         }
     }
@@ -141,6 +142,7 @@ impl Engine {
     /// Follower: the leader refused a forward of `conn`.
     pub(super) fn on_rejected(&mut self, sid: SessionId, conn: ConnId) {
         if self
+            .gate
             .conns
             .get(&conn)
             .is_some_and(|c| c.session == Some(sid))

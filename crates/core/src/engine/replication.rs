@@ -38,7 +38,7 @@ impl Engine {
             EngineMessage::Touch { sessions } => {
                 let now = self.now_ms;
                 for sid in sessions {
-                    if let Some(s) = self.sessions.get_mut(&sid) {
+                    if let Some(s) = self.gate.sessions.get_mut(&sid) {
                         s.touch(now);
                     }
                 }
@@ -106,7 +106,7 @@ impl Engine {
         xid: i32,
         request: Request,
     ) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.gate.conns.get_mut(&conn) else {
             return;
         };
         c.forwarded += 1;
@@ -131,7 +131,7 @@ impl Engine {
         xid: i32,
         request: Request,
     ) {
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(c) = self.gate.conns.get(&conn) else {
             return;
         };
         let write = HeldWrite {
@@ -226,13 +226,13 @@ impl Engine {
     pub(super) fn report_liveness(&mut self) {
         if self.is_leader() {
             // The leader touches its own sessions directly.
-            self.touched.clear();
+            self.gate.touched.clear();
             return;
         }
-        if self.touched.is_empty() {
+        if self.gate.touched.is_empty() {
             return;
         }
-        let sessions: Vec<SessionId> = std::mem::take(&mut self.touched).into_iter().collect();
+        let sessions: Vec<SessionId> = std::mem::take(&mut self.gate.touched).into_iter().collect();
         self.forward(EngineMessage::Touch { sessions });
     }
 
@@ -246,12 +246,12 @@ impl Engine {
             self.config.server_id
         );
         self.drop_clients();
-        for s in self.sessions.values_mut() {
+        for s in self.gate.sessions.values_mut() {
             // The new leader gives every session a full timeout to find it.
             s.touch(self.now_ms);
         }
         // Read-only sessions were this server's own while it was cut off.
-        self.sessions.retain(|_, s| !s.local);
+        self.gate.sessions.retain(|_, s| !s.local);
     }
 
     /// Closes every client connection and forgets all work in flight for
@@ -259,20 +259,21 @@ impl Engine {
     pub(super) fn drop_clients(&mut self) {
         // Only client sessions: a four-letter word in flight keeps its answer.
         let conns: Vec<_> = self
+            .gate
             .conns
             .iter()
             .filter(|(_, c)| c.handshaken)
             .map(|(&id, _)| id)
             .collect();
         self.out.closes.extend(conns);
-        for s in self.sessions.values_mut() {
+        for s in self.gate.sessions.values_mut() {
             s.queue.clear();
             s.conn = None;
         }
-        self.connecting.clear();
-        self.attaching.clear();
+        self.gate.connecting.clear();
+        self.gate.attaching.clear();
         self.owners.clear();
-        self.zxid_waiters.clear();
+        self.gate.zxid_waiters.clear();
         self.held_writes.clear();
         self.preparer.clear();
         self.in_flight.clear();

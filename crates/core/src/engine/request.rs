@@ -14,18 +14,18 @@ use crate::watch::{ChangeKind, ConnId, WatchKind};
 
 impl Engine {
     pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, request: Request) {
-        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else {
+        let Some(sid) = self.gate.conns.get(&conn).and_then(|c| c.session) else {
             // Handshake answered but the session is gone (expired meanwhile).
             self.out.closes.push(conn);
             return;
         };
         let now = self.now_ms;
-        let Some(session) = self.sessions.get_mut(&sid) else {
+        let Some(session) = self.gate.sessions.get_mut(&sid) else {
             self.out.closes.push(conn);
             return;
         };
         session.touch(now);
-        self.touched.insert(sid);
+        self.gate.touched.insert(sid);
         if session.closing {
             self.queue_reply(conn, xid, ErrorCode::SessionExpired, Response::Empty);
             return;
@@ -35,8 +35,8 @@ impl Engine {
                 Request::CloseSession => {
                     // Only a local session ends here; a replicated one
                     // outlives this server's isolation.
-                    if self.sessions.get(&sid).is_some_and(|s| s.local) {
-                        self.sessions.remove(&sid);
+                    if self.gate.sessions.get(&sid).is_some_and(|s| s.local) {
+                        self.gate.sessions.remove(&sid);
                     }
                     self.send_reply(
                         conn,
@@ -84,7 +84,7 @@ impl Engine {
                 self.on_write(conn, sid, xid, request)
             }
             request => {
-                if let Some(s) = self.sessions.get_mut(&sid) {
+                if let Some(s) = self.gate.sessions.get_mut(&sid) {
                     s.queue.push_back(Pending::Read {
                         xid,
                         request,
@@ -105,7 +105,7 @@ impl Engine {
             self.out.closes.push(conn);
             return;
         }
-        if !self.conns.contains_key(&conn) {
+        if !self.gate.conns.contains_key(&conn) {
             return;
         }
         // The origin answers when the transaction applies here, wherever it
@@ -117,7 +117,7 @@ impl Engine {
             self.hold_local_write(conn, sid, xid, request.clone());
             0
         } else if leader {
-            let Some(c) = self.conns.get_mut(&conn) else {
+            let Some(c) = self.gate.conns.get_mut(&conn) else {
                 return;
             };
             let is_super = c.is_super;
@@ -129,7 +129,7 @@ impl Engine {
             } else {
                 self.prepare_and_propose(zxid, sid, xid, &ids, is_super, &request);
             }
-            if let Some(c) = self.conns.get_mut(&conn) {
+            if let Some(c) = self.gate.conns.get_mut(&conn) {
                 c.ids = ids;
             }
             // A reconfig of several servers is answered by its last step,
@@ -144,7 +144,7 @@ impl Engine {
             self.forward_write(conn, sid, xid, request.clone());
             0
         };
-        if let Some(s) = self.sessions.get_mut(&sid) {
+        if let Some(s) = self.gate.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Write {
                 xid,
                 zxid,
@@ -208,7 +208,7 @@ impl Engine {
             ("digest", Some(user_password)) => {
                 let id = digest_id(user_password);
                 let is_super = self.config.super_digest.as_deref() == Some(id.id.as_str());
-                if let Some(c) = self.conns.get_mut(&conn) {
+                if let Some(c) = self.gate.conns.get_mut(&conn) {
                     if is_super {
                         c.is_super = true;
                         c.ids.push(Id {
@@ -258,7 +258,7 @@ impl Engine {
         sid: SessionId,
         request: &Request,
     ) -> Result<Response, ErrorCode> {
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(c) = self.gate.conns.get(&conn) else {
             return Err(ErrorCode::ConnectionLoss);
         };
         match request {

@@ -1,0 +1,243 @@
+//! The session gate: the client side of a server. It owns the connections
+//! (their identities, handshakes and early frames), the sessions with
+//! their FIFO queues of pending replies, the handshakes in flight, and the
+//! bytes each connection is owed until the next flush. The partition core
+//! decides what to answer; the gate keeps each session's answers in the
+//! order its requests came, and encodes them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+
+use rustc_hash::FxHashMap;
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::frame::{encode_connect_response, encode_notification, encode_reply};
+use stoa_proto::opcode::KeeperState;
+use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
+use stoa_proto::response::Response;
+
+use crate::session::{password_for, Session, SessionId};
+use crate::watch::{ChangeKind, ConnId};
+
+/// First allocation of a connection's outgoing buffer in one flush.
+const OUT_BUF_BYTES_INITIAL: usize = 2048;
+
+pub(crate) struct Conn {
+    pub peer: SocketAddr,
+    pub established_ms: i64,
+    pub session: Option<SessionId>,
+    /// Authenticated identities: ip always, digest after auth.
+    pub ids: Vec<Id>,
+    pub is_super: bool,
+    /// The client sent `readOnly` in its handshake; answer in its dialect.
+    pub sent_read_only: bool,
+    pub handshaken: bool,
+    pub packets_received: u64,
+    pub packets_sent: u64,
+    /// Writes this connection forwarded to the leader (numbers them).
+    pub forwarded: u64,
+    /// Request frames that came after the handshake, before the session
+    /// was established: served once it is, as ZooKeeper, which stops
+    /// reading such a connection until then, would serve them.
+    pub early: Vec<Vec<u8>>,
+    pub early_bytes: usize,
+}
+
+/// Packets the gate counted, for `srvr` and `mntr` (reset with the rest
+/// of the statistics).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct GateCounters {
+    pub packets_received: u64,
+    pub packets_sent: u64,
+    pub notifications_sent: u64,
+}
+
+pub(crate) struct SessionGate {
+    pub conns: FxHashMap<ConnId, Conn>,
+    pub sessions: BTreeMap<SessionId, Session>,
+    /// New sessions whose createSession is in flight → the connection to answer.
+    pub connecting: HashMap<SessionId, ConnId>,
+    /// Connections whose session was just established with early frames
+    /// held (see `Conn::early`): served at the next `take_output`.
+    pub rebound: Vec<ConnId>,
+    pub next_session_id: SessionId,
+    /// Sessions with traffic here since the last liveness report.
+    pub touched: BTreeSet<SessionId>,
+    /// Follower: handshakes waiting for the leader's `Attached` (and then
+    /// for its zxid to be applied here).
+    pub attaching: HashMap<ConnId, (SessionId, Option<i64>)>,
+    /// Sessions whose next reply waits for a zxid to be applied.
+    pub zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
+    /// The bytes owed to each connection until the next flush.
+    out_buf: FxHashMap<ConnId, Vec<u8>>,
+    pub counters: GateCounters,
+}
+
+impl SessionGate {
+    pub fn new(first_session_id: SessionId) -> SessionGate {
+        SessionGate {
+            conns: FxHashMap::default(),
+            sessions: BTreeMap::new(),
+            connecting: HashMap::new(),
+            rebound: Vec::new(),
+            next_session_id: first_session_id,
+            touched: BTreeSet::new(),
+            attaching: HashMap::new(),
+            zxid_waiters: BTreeMap::new(),
+            out_buf: FxHashMap::default(),
+            counters: GateCounters::default(),
+        }
+    }
+
+    /// A client connected from `peer`.
+    pub fn accept(&mut self, conn: ConnId, peer: SocketAddr, now_ms: i64) {
+        let ids = vec![Id {
+            scheme: "ip".into(),
+            id: peer.ip().to_string(),
+        }];
+        let fresh = Conn {
+            peer,
+            established_ms: now_ms,
+            session: None,
+            ids,
+            is_super: false,
+            sent_read_only: false,
+            handshaken: false,
+            packets_received: 0,
+            packets_sent: 0,
+            forwarded: 0,
+            early: Vec::new(),
+            early_bytes: 0,
+        };
+        let previous = self.conns.insert(conn, fresh);
+        assert!(previous.is_none(), "connection id {conn} reused");
+    }
+
+    /// The connection is gone; false if it was not known. Its session
+    /// stays, detached.
+    pub fn close(&mut self, conn: ConnId) -> bool {
+        let Some(c) = self.conns.remove(&conn) else {
+            return false;
+        };
+        self.out_buf.remove(&conn);
+        self.attaching.remove(&conn);
+        if let Some(sid) = c.session {
+            if let Some(s) = self.sessions.get_mut(&sid) {
+                if s.conn == Some(conn) {
+                    s.conn = None;
+                    // The calls in flight were this connection's: their
+                    // outcome is unknown to the client, and what it sends
+                    // next is not ordered behind them.
+                    s.queue.clear();
+                }
+            }
+        }
+        true
+    }
+
+    /// Binds `conn` to `sid`; early frames are served at the next output.
+    pub fn bind_session(&mut self, conn: ConnId, sid: SessionId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(sid);
+            if !c.early.is_empty() {
+                self.rebound.push(conn);
+            }
+        }
+    }
+
+    pub fn allocate_session_id(&mut self) -> SessionId {
+        loop {
+            let sid = self.next_session_id;
+            self.next_session_id += 1;
+            if !self.sessions.contains_key(&sid) && !self.connecting.contains_key(&sid) {
+                return sid;
+            }
+        }
+    }
+
+    /// Requests received and not yet answered, over all sessions.
+    pub fn outstanding(&self) -> usize {
+        self.sessions.values().map(|s| s.queue.len()).sum()
+    }
+
+    /// The bytes waiting for `conn` until the next flush. Starts with room
+    /// for a flush's worth of small replies: growing from empty reallocated
+    /// several times per connection per flush.
+    fn out_buf_of(&mut self, conn: ConnId) -> &mut Vec<u8> {
+        self.out_buf
+            .entry(conn)
+            .or_insert_with(|| Vec::with_capacity(OUT_BUF_BYTES_INITIAL))
+    }
+
+    pub fn send_raw(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        self.out_buf_of(conn).extend_from_slice(&bytes);
+    }
+
+    pub fn send_reply(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        zxid: i64,
+        err: ErrorCode,
+        response: &Response,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.packets_sent += 1;
+        self.counters.packets_sent += 1;
+        let header = ReplyHeader {
+            xid,
+            zxid,
+            err: err.as_i32(),
+        };
+        encode_reply(self.out_buf_of(conn), &header, response);
+    }
+
+    /// Answers a handshake: `session` 0 is ZooKeeper's answer to an unknown
+    /// or expired session; `read_only` whether this server serves only reads.
+    pub fn send_connect_response(
+        &mut self,
+        conn: ConnId,
+        session: SessionId,
+        timeout_ms: i32,
+        read_only: bool,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let sent_read_only = c.sent_read_only;
+        let response = if session == 0 {
+            ConnectResponse {
+                protocol_version: 0,
+                time_out: 0,
+                session_id: 0,
+                passwd: vec![0; 16],
+                read_only: false,
+            }
+        } else {
+            ConnectResponse {
+                protocol_version: 0,
+                time_out: timeout_ms,
+                session_id: session,
+                passwd: password_for(session),
+                read_only,
+            }
+        };
+        encode_connect_response(self.out_buf_of(conn), &response, sent_read_only);
+    }
+
+    pub fn notify(&mut self, conn: ConnId, zxid: i64, change: ChangeKind, path: &str) {
+        let event = WatcherEvent {
+            kind: change.event_type() as i32,
+            state: KeeperState::SyncConnected as i32,
+            path: path.to_string(),
+        };
+        self.counters.notifications_sent += 1;
+        encode_notification(self.out_buf_of(conn), zxid, &event);
+    }
+
+    /// Every connection's bytes since the last flush, one buffer each.
+    pub fn take_sends(&mut self, sends: &mut Vec<(ConnId, Vec<u8>)>) {
+        sends.extend(self.out_buf.drain());
+    }
+}
