@@ -22,6 +22,7 @@ use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{Caller, DataTree};
 
+use super::replication::Admission;
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::{ChangeKind, ConnId};
@@ -206,23 +207,22 @@ impl Engine {
         request: Request,
     ) {
         if self.is_leader() {
-            if !self.owns_locally(sid, conn) {
-                log::info!("connection {conn}: session {sid:#x} is owned elsewhere; closing");
-                self.out.closes.push(conn);
-                return;
-            }
-            if !self.may_prepare() {
-                // The speculative tree lacks the previous leader's entries
-                // until they apply: the call waits with the held writes.
-                self.queue_remote(sid, xid, &request);
-                return self.hold_local_write(conn, sid, xid, request);
-            }
-            let Some(ids) = self.gate.conns.get(&conn).map(|c| c.ids.clone()) else {
+            let Some(c) = self.gate.conns.get(&conn) else {
                 return;
             };
-            let (err, response, after_zxid) =
-                self.leader_extension_call(name, &request, sid, xid, &ids);
-            return self.queue_decided(sid, xid, after_zxid, err, response);
+            let (ids, is_super) = (c.ids.clone(), c.is_super);
+            // Its place in the session's order, filled in when the leader
+            // runs it (at once, or once it may prepare).
+            self.queue_remote(sid, xid, &request);
+            self.admit(Admission {
+                origin: (self.config.server_id, conn),
+                session_id: sid,
+                xid,
+                ids: &ids,
+                is_super,
+                request: &request,
+            });
+            return;
         }
         let (err, response, writes) = self.call_node_extension(name, &request, sid);
         if writes.is_empty() {

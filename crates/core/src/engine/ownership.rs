@@ -42,11 +42,6 @@ impl Engine {
             .is_some_and(|o| o.server == server && o.conn == conn)
     }
 
-    /// Leader: may `conn` of this server write for the session?
-    pub(super) fn owns_locally(&self, sid: SessionId, conn: ConnId) -> bool {
-        self.is_owner(sid, self.config.server_id, conn)
-    }
-
     /// Leader: accepts a forward if it comes from the owner, in sequence.
     /// A refusal tells the sender to drop the connection: the client's
     /// calls then end in ConnectionLoss, as after any lost connection.

@@ -208,7 +208,8 @@ impl Engine {
     /// touch with the leader: committing it would stop the ensemble. (The
     /// old participants' majority, needed too while a joint configuration
     /// lasts, is the one this leader leads.) A participant counts only when
-    /// it also holds the log from where this leader's begins: one that needs
+    /// it also holds the log from where this leader's begins (a newcomer:
+    /// when this leader's log still starts at the first entry): one that needs
     /// a snapshot gets none while a joint configuration lasts (see
     /// `serve_snapshot_requests`), so a new quorum that needs it could never
     /// leave that configuration (the ensemble simulator found one stuck).
@@ -223,9 +224,11 @@ impl Engine {
                     .peer_heard_ms
                     .get(&id)
                     .is_some_and(|&t| self.now_ms - t <= PEER_LIVE_MS);
+                // A server not yet in raft's configuration starts from the
+                // first entry, which it gets only while the log holds it.
                 let has_log = progress
                     .get(id)
-                    .is_some_and(|p| p.matched + 1 >= first_index);
+                    .map_or(first_index <= 1, |p| p.matched + 1 >= first_index);
                 id == self.config.server_id || (live && has_log)
             })
             .count();

@@ -10,16 +10,60 @@ use super::Engine;
 use crate::session::SessionId;
 use crate::watch::ConnId;
 
-/// A write that reached a leader before it applied its whole log (the
-/// previous leader's entries): prepared once it has.
+/// The client connection a request came from: the server holding it and
+/// the connection there.
+pub(super) type Origin = (u64, ConnId);
+
+/// A client request a leader admits into its partition (a write, a sync, a
+/// close, an extension call), whatever its origin: its own client, a
+/// follower's forward, or a write held until the leader may prepare.
+pub(super) struct Admission<'a> {
+    pub origin: Origin,
+    pub session_id: SessionId,
+    pub xid: i32,
+    /// The client's authenticated identities, for ACL checks.
+    pub ids: &'a [Id],
+    pub is_super: bool,
+    pub request: &'a Request,
+}
+
+/// What the leader did with an admitted request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admitted {
+    /// Proposed as the transaction with this zxid: the origin answers
+    /// when it applies there.
+    Proposed(i64),
+    /// Held until this leader may prepare (`may_prepare`).
+    Held,
+    /// A node extension's call, answered to its origin now.
+    Answered,
+    /// Not the session's owning connection: a local one is closed, a
+    /// remote one was told by `accept_forward` or lost its session.
+    Refused,
+}
+
+/// A request admitted while the leader may not prepare yet (the previous
+/// leader's entries are not applied): admitted again once it may.
 pub(super) struct HeldWrite {
-    /// The client connection it came from (server, connection there).
-    origin: (u64, ConnId),
+    origin: Origin,
     session_id: SessionId,
     xid: i32,
     ids: Vec<Id>,
     is_super: bool,
     request: Request,
+}
+
+impl HeldWrite {
+    fn admission(&self) -> Admission<'_> {
+        Admission {
+            origin: self.origin,
+            session_id: self.session_id,
+            xid: self.xid,
+            ids: &self.ids,
+            is_super: self.is_super,
+            request: &self.request,
+        }
+    }
 }
 
 impl Engine {
@@ -85,13 +129,13 @@ impl Engine {
                 if !self.accept_forward(from, session_id, conn, seq) {
                     return;
                 }
-                self.leader_write(HeldWrite {
+                self.admit(Admission {
                     origin: (from, conn),
                     session_id,
                     xid,
-                    ids,
+                    ids: &ids,
                     is_super,
-                    request,
+                    request: &request,
                 });
             }
         }
@@ -122,71 +166,65 @@ impl Engine {
         self.forward(message);
     }
 
-    /// Leader: a write (or extension call) of this server's own client that
-    /// arrived before the log was applied; prepared with the forwarded ones.
-    pub(super) fn hold_local_write(
-        &mut self,
-        conn: ConnId,
-        sid: SessionId,
-        xid: i32,
-        request: Request,
-    ) {
-        let Some(c) = self.gate.conns.get(&conn) else {
-            return;
-        };
-        let write = HeldWrite {
-            origin: (self.config.server_id, conn),
-            session_id: sid,
-            xid,
-            ids: c.ids.clone(),
-            is_super: c.is_super,
-            request,
-        };
-        self.held_writes.push_back(write);
-    }
-
-    /// The leader's entry for forwarded writes (and its own, while held).
-    fn leader_write(&mut self, write: HeldWrite) {
+    /// Leader: the one way a client request enters this partition,
+    /// whatever its origin. It must come from the connection that owns the
+    /// session; it waits while this leader may not prepare; a node
+    /// extension's call runs now; anything else becomes the next
+    /// transaction.
+    pub(super) fn admit(&mut self, request: Admission<'_>) -> Admitted {
+        debug_assert!(self.is_leader(), "only a leader admits requests");
+        let (server, conn) = request.origin;
+        if !self.is_owner(request.session_id, server, conn) {
+            if server == self.config.server_id {
+                // The session moved on to another connection meanwhile.
+                log::info!(
+                    "connection {conn}: session {:#x} is owned elsewhere; closing",
+                    request.session_id
+                );
+                self.out.closes.push(conn);
+            } else {
+                // Its connection lost the session while the write was held:
+                // that client saw ConnectionLoss, and its newer
+                // connection's writes must not be overtaken by this one.
+                log::debug!(
+                    "dropping a held write of session {:#x}: owner changed",
+                    request.session_id
+                );
+            }
+            return Admitted::Refused;
+        }
         if !self.may_prepare() {
-            self.held_writes.push_back(write);
-            return;
+            self.held_writes.push_back(HeldWrite {
+                origin: request.origin,
+                session_id: request.session_id,
+                xid: request.xid,
+                ids: request.ids.to_vec(),
+                is_super: request.is_super,
+                request: request.request.clone(),
+            });
+            return Admitted::Held;
         }
-        let (server, conn) = write.origin;
-        if !self.is_owner(write.session_id, server, conn) {
-            // Its connection lost the session while the write was held:
-            // that client saw ConnectionLoss, and its newer connection's
-            // writes must not be overtaken by this one.
-            log::debug!(
-                "dropping a held write of session {:#x}: owner changed",
-                write.session_id
-            );
-            return;
-        }
-        if let Some(name) = self.extension_for(&write.request) {
-            return self.leader_extension_write(
-                write.origin,
-                write.session_id,
-                write.xid,
-                &write.ids,
+        if let Some(name) = self.extension_for(request.request) {
+            self.leader_extension_write(
+                request.origin,
+                request.session_id,
+                request.xid,
+                request.ids,
                 &name,
-                &write.request,
+                request.request,
             );
+            return Admitted::Answered;
         }
         let zxid = self.next_zxid();
-        match write.request {
-            Request::CloseSession => self.propose_close_session(write.session_id, write.xid, zxid),
+        let (sid, xid) = (request.session_id, request.xid);
+        match request.request {
+            Request::CloseSession => self.propose_close_session(sid, xid, zxid),
             // The origin answers a sync once this no-op applies there: every
             // write committed before the sync is then visible on it.
-            Request::Sync(_) => self.propose_noop(write.session_id, write.xid, zxid),
-            request => self.prepare_and_propose(
-                zxid,
-                write.session_id,
-                write.xid,
-                &write.ids,
-                write.is_super,
-                &request,
-            ),
+            Request::Sync(_) => self.propose_noop(sid, xid, zxid),
+            other => self.prepare_and_propose(zxid, sid, xid, request.ids, request.is_super, other),
         }
+        Admitted::Proposed(zxid)
     }
 
     /// True once this leader applied an entry of its own term (the empty
@@ -218,7 +256,7 @@ impl Engine {
             let Some(write) = self.held_writes.pop_front() else {
                 return;
             };
-            self.leader_write(write);
+            self.admit(write.admission());
         }
     }
 

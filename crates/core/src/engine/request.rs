@@ -8,6 +8,7 @@ use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, Txn, TxnHeader};
 
+use super::replication::{Admission, Admitted};
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::{ChangeKind, ConnId, WatchKind};
@@ -96,51 +97,41 @@ impl Engine {
         }
     }
 
+    /// A client's write on this server. A follower forwards it; a leader
+    /// admits it (`Engine::admit`) as it admits forwarded ones. Either way
+    /// the reply waits in the session's queue for the transaction to apply
+    /// here, matched by zxid when it is known here, else by xid.
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
-        let leader = self.is_leader();
-        let may_prepare = self.may_prepare();
-        if leader && !self.owns_locally(sid, conn) {
-            // The session moved on to another connection meanwhile.
-            log::info!("connection {conn}: session {sid:#x} is owned elsewhere; closing");
-            self.out.closes.push(conn);
-            return;
-        }
-        if !self.gate.conns.contains_key(&conn) {
-            return;
-        }
-        // The origin answers when the transaction applies here, wherever it
-        // was prepared; until then the reply's place in the session's order
-        // is held. A forwarded write's zxid is not known here (0).
-        let zxid = if leader && !may_prepare {
-            // A new leader prepares only once its log is applied; until
-            // then its own clients' writes queue with forwarded ones.
-            self.hold_local_write(conn, sid, xid, request.clone());
-            0
-        } else if leader {
+        let zxid = if self.is_leader() {
             let Some(c) = self.gate.conns.get_mut(&conn) else {
                 return;
             };
             let is_super = c.is_super;
             // Lent out for prep and returned, so the hot path copies nothing.
             let ids = std::mem::take(&mut c.ids);
-            let zxid = self.next_zxid();
-            if let Request::Sync(_) = request {
-                self.propose_noop(sid, xid, zxid);
-            } else {
-                self.prepare_and_propose(zxid, sid, xid, &ids, is_super, &request);
-            }
+            let admitted = self.admit(Admission {
+                origin: (self.config.server_id, conn),
+                session_id: sid,
+                xid,
+                ids: &ids,
+                is_super,
+                request: &request,
+            });
             if let Some(c) = self.gate.conns.get_mut(&conn) {
                 c.ids = ids;
             }
-            // A reconfig of several servers is answered by its last step,
-            // whose zxid is not known yet: matched by xid, as a forwarded
-            // write is.
-            if let Request::Reconfig(_) = request {
-                0
-            } else {
-                zxid
+            match admitted {
+                Admitted::Refused => return,
+                // A reconfig of several servers is answered by its last
+                // step, whose zxid is not known yet: matched by xid.
+                Admitted::Proposed(_) if matches!(request, Request::Reconfig(_)) => 0,
+                Admitted::Proposed(zxid) => zxid,
+                Admitted::Held | Admitted::Answered => 0,
             }
         } else {
+            if !self.gate.conns.contains_key(&conn) {
+                return;
+            }
             self.forward_write(conn, sid, xid, request.clone());
             0
         };
