@@ -6,7 +6,6 @@ import re
 import subprocess
 
 from . import REPO
-from servers import default_etcd_binary
 
 
 def sh(cmd):
@@ -36,9 +35,9 @@ def machine():
                                                    cpu, mem, platform.release())
 
 
-def etcd_versions():
+def etcd_versions(binary):
     """(etcd version, Go version) from `etcd --version`."""
-    text = sh([default_etcd_binary(), "--version"])
+    text = sh([binary, "--version"])
     get = lambda prefix: next((line.split(":", 1)[1].strip() for line in text.splitlines()  # noqa: E731
                                if line.startswith(prefix)), "?")
     return get("etcd Version"), "Go " + get("Go Version").replace("go", "", 1)

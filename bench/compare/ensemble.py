@@ -9,8 +9,9 @@ from .matrix import Cell, run_matrix
 from .runner import run_bench
 
 
-def ensemble_matrix(quick):
-    """Cells against the 3-member ensembles: 9 sessions, 3 per member."""
+def ensemble_matrix(quick, reference="zookeeper"):
+    """Cells against the 3-member ensembles: 9 sessions, 3 per member; the
+    open-loop rates are fractions of the `reference` ZooKeeper's peak."""
     peak = ["--sessions", "9", "--outstanding", "16"]
     cells = [Cell("ensemble", "write peak (set, 9x16)", peak + ["--mix", "set=100"]),
              Cell("ensemble", "read peak (get, 9x16)", peak + ["--mix", "get=100"])]
@@ -22,7 +23,7 @@ def ensemble_matrix(quick):
                       ["--sessions", "3", "--outstanding", "1", "--mix", "set=100"]))
     for f in (0.5, 1.0):
         def args(med, f=f):
-            rate = f * med[("write peak (set, 9x16)", "zookeeper")]["throughput_ops_s"]
+            rate = f * med[("write peak (set, 9x16)", reference)]["throughput_ops_s"]
             return peak + ["--mix", "set=100", "--rate", "%.0f" % max(rate, 1.0)]
         cells.append(Cell("ensemble", "write at %d%% of ZK peak (9x16, open loop)" % (f * 100),
                           args))
@@ -32,34 +33,35 @@ def ensemble_matrix(quick):
 def start_ensembles(base, systems):
     ensembles = {}
     try:
-        for kind in systems:
-            d = os.path.join(base, "ensemble-" + kind)
+        for system in systems:
+            d = os.path.join(base, "ensemble-" + system)
             os.makedirs(d)
-            ensembles[kind] = new_ensemble(kind, d).start()
+            ensembles[system] = new_ensemble(system, d).start()
             log("%s ensemble on %s (pids %s, leader m%s)"
-                % (kind, ensembles[kind].hosts, ",".join(map(str, ensembles[kind].pids)),
-                   ensembles[kind].leader()))
+                % (system, ensembles[system].hosts, ",".join(map(str, ensembles[system].pids)),
+                   ensembles[system].leader()))
     except BaseException:
         stop_servers(ensembles)
         raise
     return ensembles
 
 
-def run_ensembles(stoa_bin, base, systems, quick, repeats, timing, global_warmup, work):
+def run_ensembles(stoa_bin, base, systems, quick, repeats, timing, global_warmup, work,
+                  reference="zookeeper"):
     """(cells, medians, context) of the ensemble section."""
     ensembles = {}
     try:
         ensembles = start_ensembles(base, systems)
         ectx = {"leaders": {k: e.leader() for k, e in ensembles.items()},
-                "zk_version": ".".join(map(str, ensembles["zookeeper"].version() or ("?",)))
-                if "zookeeper" in ensembles else "?",
+                "versions": {k: ".".join(map(str, e.version() or ("?",)))
+                             for k, e in ensembles.items() if k != "stoa"},
                 "repeats": repeats, "duration": timing[0], "warmup": timing[1],
                 "global_warmup": global_warmup, "systems": list(systems)}
-        for kind in systems:
-            run_bench(stoa_bin, ensembles[kind], ["--sessions", "9", "--outstanding", "8",
-                                                  "--mix", "create=10,set=30,get=60"],
+        for system in systems:
+            run_bench(stoa_bin, ensembles[system],
+                      ["--sessions", "9", "--outstanding", "8", "--mix", "create=10,set=30,get=60"],
                       ["--duration", str(global_warmup), "--warmup", "0"], work)
-        cells = ensemble_matrix(quick)
+        cells = ensemble_matrix(quick, reference)
         med = run_matrix(stoa_bin, ensembles, cells, repeats, timing, work)
         # The leaders after the load (an election during it would show here).
         ectx["leaders_after"] = {k: e.leader() for k, e in ensembles.items()}

@@ -6,12 +6,24 @@ from math import nan as NAN
 
 from .log import log
 from .runner import ratio, rotated, run_bench
+from .systems import of_family, short
 
 
-# (experiment, approach, system): the extension runs on Stoa only.
-EZK_VARIANTS = (("recipe", "zookeeper"), ("recipe", "stoa"), ("extension", "stoa"))
 EZK_FIGURES = ("throughput_ops_s", "calls_per_op", "calls_per_release", "conflicts", "short",
                "empty", "p50", "p99", "cpu_us_per_op")
+
+
+def ezk_variants(systems):
+    """(approach, system) pairs: the recipe on every ZooKeeper and on
+    Stoa, the extension on Stoa only."""
+    return tuple([("recipe", z) for z in of_family("zookeeper", systems)]
+                 + [("recipe", "stoa"), ("extension", "stoa")])
+
+
+def ezk_zookeepers(med):
+    """The ZooKeepers whose recipe results are in `med` (saved medians)."""
+    have = {key.split("/")[3] for key in med if key.split("/")[2] == "recipe"}
+    return [z for z in of_family("zookeeper", have)]
 
 
 def ezk_matrix(quick):
@@ -65,14 +77,16 @@ def ezk_median(runs):
 
 
 def run_ezk(stoa_bin, servers, points, repeats, timing, work):
-    """Every variant of a point, interleaved (the order rotates each repeat)."""
+    """Every variant of a point, interleaved (the order rotates each repeat),
+    on the ZooKeepers among `servers`."""
+    variants = ezk_variants(servers)
     med = {}
     timing_args = ["--duration", str(timing[0]), "--warmup", str(timing[1])]
     for i, (experiment, n, extra) in enumerate(points):
         base = "pq" if experiment.startswith("pq") else "quota"
-        runs = {v: [] for v in EZK_VARIANTS}
+        runs = {v: [] for v in variants}
         for rep in range(repeats):
-            order = rotated(EZK_VARIANTS, rep)
+            order = rotated(variants, rep)
             if rep % 2:
                 order = tuple(reversed(order))
             for approach, system in order:
@@ -82,13 +96,11 @@ def run_ezk(stoa_bin, servers, points, repeats, timing, work):
         for (approach, system), rs in runs.items():
             med[ezk_key(experiment, n, approach, system)] = ezk_median(rs)
         g = lambda a, s: med[ezk_key(experiment, n, a, s)]  # noqa: E731
-        log("[ezk %d/%d] %-8s %2d clients: ext/Stoa %7.0f ops/s %.2f calls | recipe/Stoa %7.0f "
-            "%.2f | recipe/ZK %7.0f %.2f | ext/ZK-recipe x%.2f"
-            % (i + 1, len(points), experiment, n,
-               g("extension", "stoa")["throughput_ops_s"], g("extension", "stoa")["calls_per_op"],
-               g("recipe", "stoa")["throughput_ops_s"], g("recipe", "stoa")["calls_per_op"],
-               g("recipe", "zookeeper")["throughput_ops_s"],
-               g("recipe", "zookeeper")["calls_per_op"],
-               ratio(g("extension", "stoa")["throughput_ops_s"],
-                     g("recipe", "zookeeper")["throughput_ops_s"])))
+        ext = g("extension", "stoa")
+        log("[ezk %d/%d] %-8s %2d clients: ext/Stoa %7.0f ops/s %.2f calls | %s"
+            % (i + 1, len(points), experiment, n, ext["throughput_ops_s"], ext["calls_per_op"],
+               " | ".join("recipe/%s %7.0f %.2f (ext x%.2f)"
+                          % (short(s), g(a, s)["throughput_ops_s"], g(a, s)["calls_per_op"],
+                             ratio(ext["throughput_ops_s"], g(a, s)["throughput_ops_s"]))
+                          for a, s in variants if a == "recipe")))
     return med

@@ -1,40 +1,16 @@
-"""Installing what a run needs and is missing: the servers from Debian's
-packages, the plotting venv, the stoa binary."""
+"""Installing what a run needs and is missing: the plotting venv and the
+stoa binary (the servers: anchors/)."""
 
 import os
-import shutil
 import subprocess
 import sys
 
 from . import REPO
 from .log import log
-from servers import default_etcd_binary
 
 VENV = os.path.join(REPO, "target", "bench-venv")
 REQUIREMENTS = os.path.join(REPO, "bench", "requirements.txt")
 ENTRY_POINT = os.path.join(REPO, "scripts", "bench-compare")
-
-
-def ensure_servers(install, etcd):
-    """Apache ZooKeeper (and a JRE) and etcd, from Debian's packages."""
-    need = []
-    if not (os.path.exists("/usr/share/java/zookeeper.jar") and shutil.which("java")):
-        need += ["zookeeper", "default-jre-headless"]
-    if etcd and not os.access(default_etcd_binary(), os.X_OK):
-        need += ["etcd-server"]
-    if not need:
-        return
-    if not install:
-        sys.exit("bench-compare: missing %s (apt-get install %s%s)"
-                 % (", ".join(need), " ".join(need),
-                    "; or --no-etcd" if "etcd-server" in need else ""))
-    log("installing %s (apt-get)" % " ".join(need))
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    subprocess.run(sudo + ["apt-get", "update", "-qq"], check=True)
-    # etcd-server's package may start a system etcd on 2379 where systemd
-    # runs; ours uses its own ports and data dir, so that does not matter.
-    subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + need,
-                   check=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
 
 
 def ensure_plotting_venv(install):

@@ -3,35 +3,40 @@ interleaved with the order rotating per repeat, medians of the repeats."""
 
 from .log import log
 from .runner import figures, median_of, ratio, rotated, run_bench, settle
-from .systems import SHORT, SYSTEMS
+from .systems import QUICK_EVERY_CELL, SYSTEMS, family, short
 
 
 # Closed-loop shapes (sessions, calls in flight each) of the peak sweep.
 PEAK_SHAPES = ((8, 16), (8, 32), (32, 16))
 # Measured seconds of the peak cells (the targets) in a full run.
 PEAK_MEASURED_S = 5.0
-# --quick runs etcd on these cells only (a smoke test of the etcd path that
-# keeps the CI run short); the full matrix runs every cell on all three.
-QUICK_ETCD_CELLS = ("write peak (set, 8x16)", "read peak (get, 8x16)", "50% reads (8x8)",
-                    "create-sync", "etcd serializable read peak (get, 8x16)")
+# --quick runs the systems but ZooKeeper (Debian's) and Stoa on these cells
+# only (a smoke test of each one's path that keeps the CI run short); the
+# full matrix runs every cell on every system.
+QUICK_CELLS = ("write peak (set, 8x16)", "read peak (get, 8x16)", "50% reads (8x8)",
+               "create-sync", "etcd serializable read peak (get, 8x16)")
 
 
 class Cell:
     """One benchmark point; `args` are stoa bench flags, or a function of
-    the medians measured so far (for loads relative to ZooKeeper's peak)."""
+    the medians measured so far (for loads relative to ZooKeeper's peak).
+    `only`: the families it runs on, when not all."""
 
     def __init__(self, group, name, args, x=None, series=None, duration=None, only=None):
         self.group, self.name, self.args = group, name, args
         self.x, self.series = x, series
         # Measured seconds when longer than the run's default (see matrix).
         self.duration = duration
-        # Also run against etcd (all cells but a few in --quick).
-        self.etcd = True
+        # Run on every system, not only QUICK_EVERY_CELL (all cells but a
+        # few in --quick).
+        self.everywhere = True
         # The systems this cell runs on, when not all of them.
         self.only = only
 
 
-def matrix(quick):
+def matrix(quick, reference="zookeeper"):
+    """The cells; the open-loop rates are fractions of the peak of the
+    `reference` system (a ZooKeeper)."""
     cells = []
     peak = ["--sessions", "8", "--outstanding", "16"]
     # The targets are read off these two cells. In a one-second window one
@@ -62,7 +67,7 @@ def matrix(quick):
                                  ("read", "get=100", "read peak (get, 8x16)")):
         for f in (fractions if what == "write" else (0.5, 1.0)):
             def args(med, mix=mix, f=f, peak_cell=peak_cell):
-                rate = f * med[(peak_cell, "zookeeper")]["throughput_ops_s"]
+                rate = f * med[(peak_cell, reference)]["throughput_ops_s"]
                 return peak + ["--mix", mix, "--rate", "%.0f" % max(rate, 1.0)]
             cells.append(Cell("latency", "%s at %d%% of ZK peak" % (what, f * 100), args,
                               x=f, series=what))
@@ -91,13 +96,13 @@ def matrix(quick):
         cells.append(Cell("scenario", s, ["--scenario", s, "--clean-up"] + extra))
     if quick:
         for c in cells:
-            c.etcd = c.name in QUICK_ETCD_CELLS
+            c.everywhere = c.name in QUICK_CELLS
     return cells
 
 
 def cell_systems(cell, servers):
-    return [k for k in SYSTEMS if k in servers and (k != "etcd" or cell.etcd)
-            and (cell.only is None or k in cell.only)]
+    return [k for k in SYSTEMS if k in servers and (k in QUICK_EVERY_CELL or cell.everywhere)
+            and (cell.only is None or family(k) in cell.only)]
 
 
 # The cells the throughput targets are read from run their repeats twice:
@@ -142,19 +147,14 @@ def run_matrix(stoa_bin, servers, cells, repeats, timing, work, revisit=False):
 
 
 def log_cell(i, n, name, systems, med):
-    if "zookeeper" not in systems:
-        e = med[(name, systems[0])]
-        log("[%d/%d] %-32s %s %9.0f ops/s p99 %7.2f ms"
-            % (i + 1, n, name, SHORT[systems[0]], e["throughput_ops_s"], e["p99"] / 1000.0))
-        return
-    z, s = med[(name, "zookeeper")], med[(name, "stoa")]
-    line = ("[%d/%d] %-32s ZK %9.0f ops/s p99 %7.2f ms | Stoa %9.0f ops/s p99 %7.2f ms | x%.2f"
-            % (i + 1, n, name, z["throughput_ops_s"], z["p99"] / 1000.0,
-               s["throughput_ops_s"], s["p99"] / 1000.0,
-               ratio(s["throughput_ops_s"], z["throughput_ops_s"])))
-    if (name, "etcd") in med:
-        e = med[(name, "etcd")]
-        line += (" | etcd %9.0f ops/s p99 %7.2f ms | Stoa/etcd x%.2f"
-                 % (e["throughput_ops_s"], e["p99"] / 1000.0,
-                    ratio(s["throughput_ops_s"], e["throughput_ops_s"])))
-    log(line)
+    """One line per cell: each system's throughput and p99, and Stoa's
+    throughput over each other's."""
+    parts = []
+    stoa = med.get((name, "stoa"))
+    for k in systems:
+        m = med[(name, k)]
+        part = "%s %9.0f ops/s p99 %7.2f ms" % (short(k), m["throughput_ops_s"], m["p99"] / 1000.0)
+        if stoa is not None and k != "stoa":
+            part += " (Stoa x%.2f)" % ratio(stoa["throughput_ops_s"], m["throughput_ops_s"])
+        parts.append(part)
+    log("[%d/%d] %-32s %s" % (i + 1, n, name, " | ".join(parts)))

@@ -2,9 +2,9 @@
 
 import os
 
-from .ezk import EZK_VARIANTS, ezk_key
+from .ezk import ezk_key, ezk_variants, ezk_zookeepers
 from .resources import LOAD_PAYLOAD, MIB
-from .systems import COLORS, LONG, SYSTEMS
+from .systems import COLORS, SYSTEMS, long
 
 
 def matrix_plots(cells, med, out_dir):
@@ -31,7 +31,7 @@ def matrix_plots(cells, med, out_dir):
                 xs = [x for x, _ in have]
                 ys = [value(med[(name, kind)], x) for x, name in have]
                 ax.plot(xs, ys, styles.get(series, "-"), marker="o", color=COLORS[kind],
-                        label="%s %s" % (LONG[kind], series))
+                        label="%s %s" % (long(kind), series))
         if logx:
             ax.set_xscale("log", base=2)
         if logy:
@@ -71,16 +71,14 @@ def ezk_plots(points, med, out_dir):
     if not points:
         return []
     made = []
-    styles = {("extension", "stoa"): ("tab:orange", "-", "extension on Stoa"),
-              ("recipe", "stoa"): ("tab:orange", "--", "recipe on Stoa"),
-              ("recipe", "zookeeper"): ("tab:blue", "--", "recipe on ZooKeeper")}
+    variants = ezk_variants(ezk_zookeepers(med))
 
     def lines(ax, experiment, value):
         ns = sorted({n for e, n, _ in points if e == experiment})
-        for v in EZK_VARIANTS:
-            color, style, label = styles[v]
-            ax.plot(ns, [value(med[ezk_key(experiment, n, *v)]) for n in ns], style, marker="o",
-                    color=color, label=label)
+        for approach, system in variants:
+            ax.plot(ns, [value(med[ezk_key(experiment, n, approach, system)]) for n in ns],
+                    "-" if approach == "extension" else "--", marker="o", color=COLORS[system],
+                    label="%s on %s" % (approach, long(system)))
         ax.set_xscale("log", base=2)
         ax.set_xticks(ns)
         ax.set_xticklabels([str(n) for n in ns])
@@ -133,7 +131,7 @@ def resource_plot(res, out_dir):
     fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.2), dpi=80)
     for ax, (title, value) in zip(axes, panels):
         vals = [value(res[k]) for k in systems]
-        ax.bar([LONG[k] for k in systems], [v if v == v else 0 for v in vals],
+        ax.bar([long(k) for k in systems], [v if v == v else 0 for v in vals],
                color=[COLORS[k] for k in systems])
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
@@ -164,9 +162,9 @@ def ensemble_plot(cells, med, out_dir):
                                          if (c.name, kind) in med else 0)
         pos = [x + (j - (len(systems) - 1) / 2.0) * width for x in xs]
         a1.bar(pos, [get(c, "throughput_ops_s") for c in cells], width, color=COLORS[kind],
-               label=LONG[kind])
+               label=long(kind))
         a2.bar(pos, [get(c, "p99", 1e-3) for c in cells], width, color=COLORS[kind],
-               label=LONG[kind])
+               label=long(kind))
     for ax, title, ylabel in ((a1, "(a) throughput", "ops/s (log)"),
                               (a2, "(b) p99 latency", "p99 ms (log)")):
         ax.set_yscale("log")

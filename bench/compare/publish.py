@@ -5,6 +5,7 @@ import os
 from . import results
 from .plots import ensemble_plot, ezk_plots, matrix_plots, resource_plot
 from .render import write_report
+from .systems import note_versions
 
 # Context keys that only the report needs (the plots made, and the
 # sections, passed to the renderer in the context): not saved.
@@ -18,6 +19,8 @@ def write_outputs(out_dir, cells, med, ctx, ezk_points=(), ezk_med=None, resourc
     whether to write results.json too."""
     plot_dir = os.path.join(out_dir, "bench")
     os.makedirs(plot_dir, exist_ok=True)
+    # The plots' legends name the versions too.
+    note_versions(ctx.get("versions"))
     ctx["plots"] = matrix_plots(cells, med, plot_dir)
     ctx["ezk_plots"] = ezk_plots(list(ezk_points), ezk_med or {}, plot_dir)
     ens_cells, ens_med, ens_ctx = ensemble or ([], {}, {})

@@ -110,8 +110,8 @@ def timed_restart(srv, expect, bound_s):
         time.sleep(RESTART_POLL_S)
 
 
-def resource_server(kind, base_dir):
-    return new_server(kind, base_dir, extra_cfg={"snapCount": SNAP_COUNT},
+def resource_server(system, base_dir):
+    return new_server(system, base_dir, extra_cfg={"snapCount": SNAP_COUNT},
                       etcd_args=["--snapshot-count", str(SNAP_COUNT)])
 
 
@@ -119,18 +119,19 @@ def resource_server(kind, base_dir):
 BIG_TREE_WRITE = ["--sessions", "8", "--outstanding", "32", "--mix", "set=100"]
 
 
-def resource_run(stoa_bin, kind, base, n, restarts, bound_s, work, name, write_timing):
+def resource_run(stoa_bin, system, base, n, restarts, bound_s, work, name, write_timing):
     """Loads n znodes of LOAD_PAYLOAD bytes into a fresh standalone server,
     then measures memory, disk, stop and restart-to-serving times, and
     last the write throughput beside that tree (`write_timing`: measured
     and warm-up seconds)."""
     d = os.path.join(base, "resources-" + name)
     os.makedirs(d)
-    srv = resource_server(kind, d)
+    srv = resource_server(system, d)
+    kind = srv.kind
     r = {"n": n}
     try:
         srv.start(timeout=60)
-        if kind == "zookeeper":
+        if kind != "stoa":
             r["version"] = ".".join(map(str, srv.version() or ("?",)))
         t = time.monotonic()
         res = run_bench(stoa_bin, srv, ["--scenario", "create-async", "--ops", str(n),
@@ -201,7 +202,7 @@ def resource_run(stoa_bin, kind, base, n, restarts, bound_s, work, name, write_t
     log("resources %-9s %d znodes: load %.0f ops/s (%.1f s), RSS %.0f MiB (peak %.0f), "
         "disk %.0f MiB, snapshot %.0f MiB, stop %.2f s, restart %s s, writes beside it "
         "%.0f ops/s"
-        % (kind, n, r["load_ops_s"], r["load_s"], r["rss"] / MIB, r["rss_peak"] / MIB,
+        % (system, n, r["load_ops_s"], r["load_s"], r["rss"] / MIB, r["rss_peak"] / MIB,
            r["disk"] / MIB, r["snap_bytes"] / MIB, r["stop_s"],
            " / ".join("%.2f" % x for x in r["restart_s"]), r["big_write_ops_s"]))
     return r
@@ -212,12 +213,12 @@ def run_resources(stoa_bin, base, systems, n, runs, restarts, bound_s, work, wri
     own, the order rotating; each figure is the median of its runs. One
     run was not enough: ZooKeeper's RSS after the same load was 660 MiB in
     one full benchmark and 965 MiB in the next, as G1 sized its heap."""
-    done = {kind: [] for kind in systems}
+    done = {system: [] for system in systems}
     for i in range(runs):
-        for kind in rotated(systems, i):
-            done[kind].append(resource_run(stoa_bin, kind, base, n, restarts, bound_s, work,
-                                           "%s-%d" % (kind, i), write_timing))
-    return {kind: combine_resource_runs(done[kind]) for kind in systems}
+        for system in rotated(systems, i):
+            done[system].append(resource_run(stoa_bin, system, base, n, restarts, bound_s, work,
+                                             "%s-%d" % (system, i), write_timing))
+    return {system: combine_resource_runs(done[system]) for system in systems}
 
 
 def combine_resource_runs(runs):

@@ -4,13 +4,20 @@ again (--report-only).
 
 The file's layout, version RESULTS_VERSION:
   {"version": 2,
-   "context": {...},                  the run: date, machine, options, versions
+   "context": {...},                  the run: date, machine, options, and
+                                      "versions" {system: "3.8.0"}, "go_versions"
+                                      {etcd system: "Go 1.19.8"}, "etcd_db_sizes"
+                                      {etcd system: "424 MiB"}, "reference" (the
+                                      ZooKeeper the open-loop rates follow)
    "cells": [{"group", "name", "args", <system>: medians or null, ...}],
    "ezk": {"points": [[experiment, clients, extra args]], "medians": {key: ...}},
    "resources": {<system>: figures},
-   "ensemble": {"context": {...}, "cells": [as "cells"]}}
-Version 1 (written by the one-file scripts/bench-compare) is the same
-without "version". load() brings every older version up to this one.
+   "ensemble": {"context": {... "versions"}, "cells": [as "cells"]}}
+A <system> is a key of systems.SYSTEMS. Version 1 (written by the one-file
+scripts/bench-compare, without "version") had the systems zookeeper, stoa
+and etcd (Debian's ZooKeeper and etcd) and in the contexts zk_version,
+etcd_version, etcd_go and etcd_db_size for the one ZooKeeper and etcd.
+load() brings every older version up to this one.
 """
 
 import json
@@ -47,8 +54,27 @@ def upgraded(saved):
     if version > RESULTS_VERSION:
         raise ValueError("results.json is of version %d; this bench-compare reads up to %d"
                          % (version, RESULTS_VERSION))
-    # 1 -> 2: only the version field is new.
-    return dict(saved, version=RESULTS_VERSION)
+    if version == 1:
+        saved = _upgraded_from_1(saved)
+    return saved
+
+
+def _upgraded_from_1(saved):
+    """Version 1's one ZooKeeper and one etcd were Debian's: their figures
+    keep their keys, their versions go under the new context keys."""
+    ctx = dict(saved["context"])
+    ctx["versions"] = {k: ctx.pop(old) for k, old in (("zookeeper", "zk_version"),
+                                                      ("etcd", "etcd_version")) if old in ctx}
+    ctx["go_versions"] = {"etcd": ctx.pop("etcd_go")} if "etcd_go" in ctx else {}
+    if "etcd_db_size" in ctx:
+        ctx["etcd_db_sizes"] = {"etcd": ctx.pop("etcd_db_size")}
+    ctx["reference"] = "zookeeper"
+    ens = dict(saved.get("ensemble") or {})
+    ens_ctx = dict(ens.get("context") or {})
+    if "zk_version" in ens_ctx:
+        ens_ctx["versions"] = {"zookeeper": ens_ctx.pop("zk_version")}
+    ens["context"] = ens_ctx
+    return dict(saved, version=2, context=ctx, ensemble=ens)
 
 
 def load(path):
@@ -58,8 +84,9 @@ def load(path):
         saved = upgraded(json.load(f))
     by_name = {c["name"]: c for c in saved["cells"]}
     cells, med = [], {}
+    reference = saved["context"].get("reference", "zookeeper")
     for quick in (False, True):
-        for c in matrix(quick):
+        for c in matrix(quick, reference):
             if c.name in by_name and all(c.name != d.name for d in cells):
                 c.resolved = by_name[c.name]["args"]
                 cells.append(c)

@@ -1,7 +1,7 @@
 """docs/benchmarks.md from a run's figures: the head, the targets, then a
 section per part of the run (render/*.py, one each), the plots, the TODO."""
 
-from ..systems import SYSTEMS
+from ..systems import SYSTEMS, note_versions, of_family
 from .ensemble import ensemble_report
 from .ezk import ezk_report
 from .header import header
@@ -16,10 +16,11 @@ def write_report(path, cells, med, ctx):
     ens_cells, ens_med, ens_ctx = ctx.get("ensemble") or ([], {}, {})
     systems = present_systems(cells, med) or [k for k in SYSTEMS if k in resources] or \
         present_systems(ens_cells, ens_med)
-    etcd = "etcd" in systems
+    etcd = bool(of_family("etcd", systems))
+    note_versions(ctx.get("versions"))
     L = []
     header(L, cells, med, ctx, systems, ens_cells)
-    targets(L, cells, med, systems, ens_med, resources)
+    targets(L, cells, med, systems, ens_med, resources, ctx.get("reference", "zookeeper"))
     group_tables(L, cells, med, ctx, systems)
     resource_report(L, resources, ctx)
     ensemble_report(L, ens_cells, ens_med, ens_ctx)

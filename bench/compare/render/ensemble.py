@@ -1,7 +1,7 @@
 """The report's section on 3-member ensembles."""
 
 from ..launch import ZK_HEAP_FLAG
-from ..systems import LONG, SYSTEMS
+from ..systems import SYSTEMS, long
 from .text import cell_table
 
 
@@ -27,7 +27,7 @@ def ensemble_report(L, cells, med, ectx):
              "Leader (member number) before / after the cells: %s.\n" % (
                  ZK_HEAP_FLAG, ectx["repeats"], ectx["duration"], ectx["warmup"],
                  ectx["global_warmup"],
-                 ", ".join("%s m%s / m%s" % (LONG[k], ectx["leaders"].get(k),
+                 ", ".join("%s m%s / m%s" % (long(k), ectx["leaders"].get(k),
                                              ectx.get("leaders_after", {}).get(k))
                            for k in systems)))
     cell_table(L, cells, med, systems)

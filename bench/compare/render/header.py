@@ -1,24 +1,49 @@
 """The report's head: title, how to run, and how the run was made."""
 
+from ..anchors.gobuild import ETCD_MODULE
+from ..anchors.maven import ZOOKEEPER_ARTIFACTS
 from ..launch import ZK_HEAP_FLAG
-from ..matrix import QUICK_ETCD_CELLS
-from ..systems import SHORT
+from ..matrix import QUICK_CELLS
+from ..systems import DEBIAN, QUICK_EVERY_CELL, long, of_family, short, version
 from .text import client_cpu, num
+
+NUMBER_WORDS = {2: "both", 3: "all three", 4: "all four", 5: "all five"}
+
+
+def anchor_lines(L, ctx, systems):
+    """A line per ZooKeeper and etcd: which, from where, how it runs."""
+    for k in of_family("zookeeper", systems):
+        where = ("Debian package zookeeper" if k in DEBIAN else
+                 "Apache's jars from Maven Central (`org.apache.zookeeper:zookeeper:%s` and the "
+                 "%d jars it needs at run time, checked against their .sha1, cached under "
+                 "target/anchors/)" % (version(k) or "?", len(ZOOKEEPER_ARTIFACTS) - 1))
+        L.append("- %s: %s, %s, JVM flags `%s` (default JIT and GC), no AdminServer"
+                 % (long(k), where, ctx["java"], ZK_HEAP_FLAG))
+    for k in of_family("etcd", systems):
+        where = ("Debian package etcd-server" if k in DEBIAN else
+                 "built from the Go module proxy (`%s` v%s, its etcdmain in a wrapper module; "
+                 "cached under target/anchors/)" % (ETCD_MODULE, version(k) or "?"))
+        L.append("- %s: %s, %s, one member (three in the ensemble section), etcd's defaults "
+                 "(no flag but the name, URLs and data dir; the resource runs also state "
+                 "`--snapshot-count`)" % (long(k), where, (ctx.get("go_versions") or {}).get(k, "?")))
 
 
 def header(L, cells, med, ctx, systems, ens_cells):
-    etcd = "etcd" in systems
+    etcds = of_family("etcd", systems)
+    etcd = bool(etcds)
     L.append("# Benchmarks: Stoa vs Apache ZooKeeper%s (standalone%s)\n" % (
         " and etcd" if etcd else "", " and 3-member ensembles" if ens_cells else ""))
     L.append("Written by `scripts/bench-compare`; do not edit by hand, re-run it. "
              "Absolute numbers on this machine are noise; read the **ratios** "
              "(Stoa / ZooKeeper%s).\n" % (", Stoa / etcd" if etcd else ""))
-    L.append("How to run: `scripts/bench-compare` (everything, about 40 minutes; `--quick` for a "
-             "smoke run of a minute or two that writes under target/, with etcd on a few cells "
-             "only, 20,000 znodes for the resource figures and two ensemble cells; `--no-etcd` "
-             "leaves etcd out; `--sections resources,ensemble` runs only those sections and "
-             "keeps the others from the last bench/results.json; `--znodes N` sizes the "
-             "resource tree). One load by hand: "
+    L.append("How to run: `scripts/bench-compare` (everything, about an hour with the five "
+             "systems; `--quick` for a smoke run of a few minutes that writes under target/, "
+             "with the systems but Debian's ZooKeeper and Stoa on a few cells only, 20,000 "
+             "znodes for the resource figures and two ensemble cells; `--systems LIST` picks "
+             "the systems, of zookeeper (Debian's), zookeeper-3.9, stoa, etcd (Debian's), "
+             "etcd-3.6; `--no-etcd` leaves etcd out; `--sections resources,ensemble` runs only "
+             "those sections and keeps the others from the last bench/results.json; `--znodes "
+             "N` sizes the resource tree). One load by hand: "
              "`stoa bench --servers 127.0.0.1:2181 --sessions 8 --outstanding 16 --mix set=100 "
              "--duration 5`, the same against etcd: `stoa bench --target etcd --endpoints "
              "127.0.0.1:2379 --sessions 8 --outstanding 16 --mix set=100 --duration 5` "
@@ -32,13 +57,7 @@ def header(L, cells, med, ctx, systems, ens_cells):
     L.append("- date: %s" % ctx["date"])
     L.append("- machine: %s" % ctx["machine"])
     L.append("- Stoa: %s" % ctx["stoa_version"])
-    L.append("- Apache ZooKeeper: %s (Debian package), %s, JVM flags `%s` (default JIT and GC)"
-             % (ctx.get("zk_version", "?"), ctx["java"], ZK_HEAP_FLAG))
-    if etcd:
-        L.append("- etcd: %s (Debian package etcd-server), %s, one member (three in the "
-                 "ensemble section), etcd's defaults (no flag but the name, URLs and data dir; "
-                 "the resource runs also state `--snapshot-count`, at its default)"
-                 % (ctx.get("etcd_version", "?"), ctx.get("etcd_go", "?")))
+    anchor_lines(L, ctx, systems)
     L.append("- command: `%s`" % ctx["command"])
     if ctx.get("reused"):
         L.append("- reused: %s" % ctx["reused"])
@@ -55,14 +74,14 @@ def header(L, cells, med, ctx, systems, ens_cells):
              "before it left behind. Setup (the 1000-key keyspace, 100 B values unless the payload "
              "says otherwise) is not measured. Every server got a %.0f s mixed warm-up first "
              "(JIT)." % (
-                 "all three servers" if etcd else "both servers",
+                 "%s servers" % NUMBER_WORDS.get(len(systems), "the"),
                  ", `stoa bench --target etcd` (etcd's v3 gRPC API through tonic) for etcd"
                  if etcd else "",
-                 "All" if etcd else "Both",
+                 "All" if len(systems) > 2 else "Both",
                  "; etcd's default: a write is acknowledged after its raft entry is fsynced to "
                  "the WAL, one fsync per raft batch, the bbolt backend committed every 100 ms"
                  if etcd else "",
-                 ctx["repeats"], ", ".join(SHORT[k] for k in systems), ctx["duration"],
+                 ctx["repeats"], ", ".join(short(k) for k in systems), ctx["duration"],
                  ctx["warmup"],
                  " (%.1f s in the peak cells, which the targets are read from: in 1 s "
                  "windows one garbage collection more or less moved ZooKeeper's write peak "
@@ -98,17 +117,20 @@ def header(L, cells, med, ctx, systems, ens_cells):
                  "against etcd's own Go client (`go.etcd.io/etcd/client/v3`, gets and puts at "
                  "8x16) gave the same etcd throughput and server CPU per call within noise. "
                  "etcd keeps every "
-                 "revision (no auto-compaction by default); its database was %s at the end "
-                 "(quota 2 GiB)." % ctx.get("etcd_db_size", "?"))
-        if cells and ctx.get("quick"):
-            L.append("- `--quick`: etcd runs only %s; the other cells show a dash for it."
-                     % ", ".join(QUICK_ETCD_CELLS))
+                 "revision (no auto-compaction by default); its database at the end: %s "
+                 "(quota 2 GiB)." % ", ".join("%s %s" % (long(k), (ctx.get("etcd_db_sizes") or {})
+                                                         .get(k, "?")) for k in etcds))
+    if cells and ctx.get("quick"):
+        rest = [k for k in systems if k not in QUICK_EVERY_CELL]
+        if rest:
+            L.append("- `--quick`: %s run only %s; the other cells show a dash for them."
+                     % (", ".join(long(k) for k in rest), ", ".join(QUICK_CELLS)))
     L.append("- cpu µs/op: the server process's CPU time (user + system, from /proc) over the "
              "measured window divided by the calls answered; it counts every thread (ZooKeeper's "
              "JIT and GC included) and is less blurred by the shared cores than throughput. The "
              "load generator itself spends CPU per call on these same 2 cores (median over the "
              "cells: %s µs/call), so throughput ratios understate the faster server%s." % (
-                 ", ".join("%s %s" % (SHORT[k], num(client_cpu(cells, med, k), "%.1f"))
+                 ", ".join("%s %s" % (short(k), num(client_cpu(cells, med, k), "%.1f"))
                            for k in systems),
                  "; the gRPC client costs more per call than the ZooKeeper one, which caps "
                  "etcd's figures more than the others'" if etcd else ""))

@@ -4,7 +4,7 @@ tables that go with some of them."""
 from math import nan as NAN
 
 from ..resources import LOAD_PAYLOAD
-from ..systems import LONG, SHORT
+from ..systems import family, long, of_family, short
 from .text import cell_table, num, ratio, shape_of
 
 GROUP_TITLES = {
@@ -57,7 +57,7 @@ def peak_runs_report(L, cells, med, systems, ctx):
     L.append("Every run of the peak cells, ops/s in the order run%s:\n" % (
         " (the first half in the matrix's first pass, the rest in its second)"
         if ctx.get("peak_revisit") else ""))
-    L.append("| cell | " + " | ".join(LONG[k] for k in systems) + " |")
+    L.append("| cell | " + " | ".join(long(k) for k in systems) + " |")
     L.append("|---|" + "---|" * len(systems))
     L.extend(rows)
     L.append("")
@@ -67,28 +67,34 @@ def etcd_reads_report(L, cells, med, systems):
     """The read peak sweep again with etcd's serializable reads: etcd answers
     them from the member's local state, as ZooKeeper and Stoa answer every
     read, so this is the like-for-like read figure for etcd."""
-    ser = [c for c in cells if c.group == "etcd-reads" and (c.name, "etcd") in med]
+    etcds = of_family("etcd", systems)
+    ser = [c for c in cells if c.group == "etcd-reads" and any((c.name, e) in med for e in etcds)]
     if not ser:
         return
+    others = [k for k in systems if k not in etcds]
     L.append("### etcd's reads, serializable\n")
     L.append("etcd reads linearizably by default: before answering, the member confirms "
              "its commit index with raft's ReadIndex. ZooKeeper and Stoa answer reads from "
              "the local tree; etcd does so with `serializable=true` (`stoa bench --target etcd "
              "--serializable`). The read peak sweep again on etcd, with such reads:\n")
-    cols = ["shape"] + ["%s get ops/s" % SHORT[k] for k in systems if k != "etcd"]
-    cols += ["etcd linearizable", "etcd serializable", "Stoa/etcd serializable",
-             "etcd serializable p99 ms", "etcd serializable cpu µs/op"]
+    cols = ["shape"] + ["%s get ops/s" % short(k) for k in others]
+    for e in etcds:
+        cols += ["%s linearizable" % short(e), "%s serializable" % short(e),
+                 "Stoa/%s serializable" % short(e), "%s serializable p99 ms" % short(e),
+                 "%s serializable cpu µs/op" % short(e)]
     L.append("| " + " | ".join(cols) + " |")
     L.append("|---|" + "---:|" * (len(cols) - 1))
     for c in ser:
         shape = shape_of(c.name)
         plain = "read peak (get, %s)" % shape
         tput = lambda k: (med.get((plain, k)) or {}).get("throughput_ops_s", NAN)  # noqa: E731
-        e = med[(c.name, "etcd")]
-        row = [shape] + [num(tput(k), "%.0f") for k in systems if k != "etcd"]
-        row += [num(tput("etcd"), "%.0f"), num(e["throughput_ops_s"], "%.0f"),
-                num(ratio(tput("stoa"), e["throughput_ops_s"]), "%.2f"),
-                num(e["p99"] * 1e-3, "%.2f"), num(e["cpu_us_per_op"], "%.1f")]
+        row = [shape] + [num(tput(k), "%.0f") for k in others]
+        for k in etcds:
+            e = med.get((c.name, k)) or {}
+            ser_tput = e.get("throughput_ops_s", NAN)
+            row += [num(tput(k), "%.0f"), num(ser_tput, "%.0f"),
+                    num(ratio(tput("stoa"), ser_tput), "%.2f"),
+                    num(e.get("p99", NAN) * 1e-3, "%.2f"), num(e.get("cpu_us_per_op"), "%.1f")]
         L.append("| " + " | ".join(row) + " |")
     L.append("")
 
@@ -111,6 +117,7 @@ def floor_report(L, floor, med, systems):
         if m is None:
             continue
         L.append("| %s %s | %s | %s | %s | %s |" % (
-            LONG[k], "put" if k == "etcd" else "setData", num(m["throughput_ops_s"], "%.0f"), num(m["p50"] / 1000.0, "%.3f"),
+            long(k), "put" if family(k) == "etcd" else "setData",
+            num(m["throughput_ops_s"], "%.0f"), num(m["p50"] / 1000.0, "%.3f"),
             num(m["p99"] / 1000.0, "%.3f"), num(ratio(m["p50"], floor["p50"]), "%.2f")))
     L.append("")

@@ -7,7 +7,7 @@ from ..launch import ZK_HEAP_FLAG
 from ..procstat import IDLE_CPU, IDLE_WINDOW_S
 from ..resources import (BIG_TREE_WRITE, LOAD_OUTSTANDING, LOAD_PAYLOAD, MIB, RESTART_POLL_S,
                          SNAP_COUNT)
-from ..systems import LONG, SHORT, SYSTEMS
+from ..systems import SYSTEMS, long, of_family, short
 from .text import num, ratio
 
 
@@ -16,7 +16,7 @@ def resource_report(L, res, ctx):
         return
     systems = [k for k in SYSTEMS if k in res]
     others = [k for k in systems if k != "stoa"]
-    etcd = "etcd" in res
+    etcd = bool(of_family("etcd", res))
     n = res["stoa"]["n"]
     restarts = len(res["stoa"]["restart_s"])
     runs = len(res["stoa"].get("runs") or [None])
@@ -44,7 +44,7 @@ def resource_report(L, res, ctx):
                  "%d runs per server, each on a fresh server, in rounds with the order "
                  "rotating (%s; ...); every figure is the median of the runs, and the runs' "
                  "own RSS and first restart are listed under the table." % (
-                     runs, ", ".join(SHORT[k] for k in systems))
+                     runs, ", ".join(short(k) for k in systems))
                  if runs > 1 else "One run per server (not repeated, unlike the matrix).",
                  " etcd: its bbolt backend is its snapshot (`member/snap/db`: the raft `.snap` "
                  "files hold only membership and the v2 store), keys are not a tree, and its "
@@ -97,8 +97,8 @@ def resource_report(L, res, ctx):
              False),
             ("  p99, ms", lambda k: g(k, "big_write_p99") / 1000.0, "%.2f", False),
         ]
-    L.append("| figure | " + " | ".join(LONG[k] for k in systems) + " | "
-             + " | ".join("Stoa/%s" % SHORT[k] for k in others) + " |")
+    L.append("| figure | " + " | ".join(long(k) for k in systems) + " | "
+             + " | ".join("Stoa/%s" % short(k) for k in others) + " |")
     L.append("|---|" + "---:|" * (len(systems) + len(others)))
     for what, f, spec, _ in rows:
         vals = {k: f(k) for k in systems}
@@ -109,18 +109,20 @@ def resource_report(L, res, ctx):
     if runs > 1:
         each = lambda k, f: " / ".join(f(r) for r in res[k]["runs"])  # noqa: E731
         L.append("Each run, in the order run: RSS after the load %s MiB; first restart %s s.\n" % (
-            "; ".join("%s %s" % (SHORT[k], each(k, lambda r: "%.0f" % (r["rss"] / MIB)))
+            "; ".join("%s %s" % (short(k), each(k, lambda r: "%.0f" % (r["rss"] / MIB)))
                       for k in systems),
-            "; ".join("%s %s" % (SHORT[k], each(k, lambda r: "%.2f" % r["restart_s"][0]))
+            "; ".join("%s %s" % (short(k), each(k, lambda r: "%.2f" % r["restart_s"][0]))
                       for k in systems)))
-    z = res.get("zookeeper", {})
-    if z.get("jvm_live_heap") == z.get("jvm_live_heap"):
-        L.append("ZooKeeper's JVM after the load: %.0f MiB of heap live after a full GC (`jcmd "
+    for k in of_family("zookeeper", res):
+        z = res[k]
+        if z.get("jvm_live_heap") is None or z["jvm_live_heap"] != z["jvm_live_heap"]:
+            continue
+        L.append("%s's JVM after the load: %.0f MiB of heap live after a full GC (`jcmd "
                  "GC.run`, then `GC.heap_info`), %.0f MiB committed; Stoa's RSS is %.2fx "
-                 "ZooKeeper's live heap.\n" % (z["jvm_live_heap"] / MIB,
-                                                z["jvm_heap_committed"] / MIB,
-                                                ratio(res["stoa"]["rss"], z["jvm_live_heap"])))
-    errs = ", ".join("%s %d" % (SHORT[k], res[k].get("load_errors", 0)) for k in systems)
+                 "that live heap.\n" % (long(k), z["jvm_live_heap"] / MIB,
+                                        z["jvm_heap_committed"] / MIB,
+                                        ratio(res["stoa"]["rss"], z["jvm_live_heap"])))
+    errs = ", ".join("%s %d" % (short(k), res[k].get("load_errors", 0)) for k in systems)
     L.append("Errors during the loads: %s.\n" % errs)
     if big_write:
         L.append("Writes beside the tree: last, on the server restarted over it and idle "
@@ -130,7 +132,7 @@ def resource_report(L, res, ctx):
                  "cells. Errors: %s.\n" % (
                      LOAD_PAYLOAD, ctx.get("big_write_s", NAN),
                      ctx.get("big_write_warmup", "?"),
-                     ", ".join("%s %d" % (SHORT[k], res[k].get("big_write_errors", 0))
+                     ", ".join("%s %d" % (short(k), res[k].get("big_write_errors", 0))
                                for k in systems)))
     if any(res[k].get("snap_bytes") != res[k].get("snap_bytes") for k in systems):
         L.append("A dash for a snapshot: that server had written none yet (fewer than "

@@ -3,7 +3,7 @@
 from math import nan as NAN
 
 from ..resources import LOAD_PAYLOAD, MIB
-from ..systems import SHORT
+from ..systems import long, of_family, short
 from .text import num, ratio, shape_of
 
 # The issue's memory goal: Stoa's RSS with the resource tree at most this
@@ -11,36 +11,39 @@ from .text import num, ratio, shape_of
 RSS_GOAL = 0.2
 
 
-def targets(L, cells, med, systems, ens_med, resources):
+def targets(L, cells, med, systems, ens_med, resources, reference):
     """The goals against ZooKeeper, read off the peak, latency and
-    resource figures, and the notes on what bounds them."""
-    etcd = "etcd" in systems
+    resource figures, and the notes on what bounds them; `reference`: the
+    ZooKeeper whose peak rates the latency cells offered."""
+    zks, etcds = of_family("zookeeper", systems), of_family("etcd", systems)
     get = lambda name, kind: med.get((name, kind))  # noqa: E731
     wp, rp = "write peak (set, 8x16)", "read peak (get, 8x16)"
     L.append("## Targets (issue)\n")
-    if etcd:
-        L.append("The goals are against ZooKeeper; the last column gives the same ratio "
-                 "against etcd.\n")
-    L.append("| target | ZooKeeper | Stoa |%s ratio | goal | met |%s" % (
-        " etcd |" if etcd else "", " same ratio vs etcd |" if etcd else ""))
-    L.append("|---|---:|---:|%s---:|---:|:-:|%s" % ("---:|" if etcd else "", "---:|" if etcd else ""))
+    L.append("The goals are against ZooKeeper: each ratio column names the server it is "
+             "against, and each ZooKeeper's has its own \"met\"%s.\n"
+             % ("; the etcd columns give the same ratio against etcd" if etcds else ""))
+    L.append("| target | " + " | ".join(long(k) for k in systems) + " | goal | "
+             + " | ".join("Stoa / %s | met" % long(z) for z in zks)
+             + "".join(" | Stoa / %s" % long(e) for e in etcds) + " |")
+    L.append("|---|" + "---:|" * (len(systems) + 1) + "---:|:-:|" * len(zks)
+             + "---:|" * len(etcds))
 
     def target_row(what, values, goal, higher, unit, inverse=False):
         """values: system -> figure; ratio = Stoa/other (other/Stoa if inverse)."""
-        zv, sv = values.get("zookeeper", NAN), values.get("stoa", NAN)
-        if zv != zv and sv != sv:  # not measured in this report
-            return
-        r = ratio(zv, sv) if inverse else ratio(sv, zv)
-        met = (r >= goal) if higher else (r <= goal)
+        sv = values.get("stoa", NAN)
+        if sv != sv and all(values.get(z, NAN) != values.get(z, NAN) for z in zks):
+            return  # not measured in this report
         fmt = "%.0f" if unit in ("ops/s", "MiB") else ("%.1f" if unit == "µs/op" else "%.2f")
-        row = "| %s | %s %s | %s %s |" % (what, num(zv, fmt), unit, num(sv, fmt), unit)
-        if etcd:
-            row += " %s %s |" % (num(values.get("etcd"), fmt), unit)
-        row += " %.2f | %s %.2f | %s |" % (r, ">=" if higher else "<=", goal,
-                                           "yes" if met else "**no**")
-        if etcd:
-            ev = values.get("etcd", NAN)
-            row += " %s |" % num(ratio(ev, sv) if inverse else ratio(sv, ev), "%.2f")
+        row = "| %s | %s | %s %.2f |" % (
+            what, " | ".join(num(values.get(k), fmt + " " + unit) for k in systems),
+            ">=" if higher else "<=", goal)
+        for k in zks + etcds:
+            v = values.get(k, NAN)
+            r = ratio(v, sv) if inverse else ratio(sv, v)
+            row += " %s |" % num(r, "%.2f")
+            if k in zks:
+                met = (r >= goal) if higher else (r <= goal)
+                row += " %s |" % ("–" if r != r else "yes" if met else "**no**")
         L.append(row)
 
     def fig(name, key, scale=1.0):
@@ -71,7 +74,7 @@ def targets(L, cells, med, systems, ens_med, resources):
             return
         target_row("%s throughput (%s, 100 B), each server's best of %s: %s" % (
             what, op, " / ".join(shape_of(n) for n in names),
-            ", ".join("%s %s" % (SHORT[k], shapes[k]) for k in systems if k in shapes)),
+            ", ".join("%s %s" % (short(k), shapes[k]) for k in systems if k in shapes)),
             best, goal, True, "ops/s")
         target_row("(%s throughput at 8x16 alone, for reference)" % what,
                    fig(names[0], "throughput_ops_s"), goal, True, "ops/s")
@@ -89,9 +92,9 @@ def targets(L, cells, med, systems, ens_med, resources):
     for what in ("write", "read"):
         name = "%s at 100%% of ZK peak" % what
         if (name, "stoa") in med:
-            target_row("p99 %s latency at ZooKeeper's peak %s rate" % (what, what),
+            target_row("p99 %s latency at %s's peak %s rate" % (what, long(reference), what),
                        fig(name, "p99", 1 / 1000.0), 1 / 3.0, False, "ms")
-    if "stoa" in resources and "zookeeper" in resources:
+    if "stoa" in resources and of_family("zookeeper", resources):
         n = "{:,}".format(resources["stoa"]["n"])
         target_row("resident memory (VmRSS) with %s znodes of %d B" % (n, LOAD_PAYLOAD),
                    {k: r["rss"] / MIB for k, r in resources.items() if k in systems},
@@ -106,15 +109,16 @@ def targets(L, cells, med, systems, ens_med, resources):
                  "when the calls in flight saturate it, and where that happens differs between "
                  "servers. Every shape and its ratio is in the peak table below; the 8x16 rows "
                  "give the single shape the earlier reports used. The latency targets use "
-                 "ZooKeeper's 8x16 rate, which the open loop's 8x16 workers offer.\n")
-    L.append("At ZooKeeper's peak rate ZooKeeper itself is saturated, so its p99 there "
-             "includes queueing; the latency-vs-load table shows the lower loads too.%s\n" % (
-                 " etcd gets the same offered rates; where they exceed what it sustains, its "
-                 "latency is mostly queueing." if etcd else ""))
-    L.extend(bound_notes(systems, get, wp, resources))
+                 "%s's 8x16 rate, which the open loop's 8x16 workers offer.\n" % long(reference))
+    L.append("At %s's peak rate that ZooKeeper itself is saturated, so its p99 there "
+             "includes queueing; the latency-vs-load table shows the lower loads too. %s\n" % (
+                 long(reference),
+                 "Every other server gets the same offered rates; where they exceed what it "
+                 "sustains, its latency is mostly queueing."))
+    L.extend(bound_notes(systems, get, wp, resources, reference))
 
 
-def bound_notes(systems, get, write_peak, resources):
+def bound_notes(systems, get, write_peak, resources, reference):
     """What bounds the write peak and the memory figure, from this run's numbers: the
     cores a server and the load generator keep busy at the write peak, and the share of
     ZooKeeper's RSS the payload alone takes."""
@@ -127,24 +131,25 @@ def bound_notes(systems, get, write_peak, resources):
         per_op = m.get("cpu_us_per_op", NAN) + m.get("client_cpu_us_per_op", NAN)
         cores = per_op * m.get("throughput_ops_s", NAN) / 1e6
         if cores == cores:
-            busy.append("%s %.2f" % (SHORT[k], cores))
+            busy.append("%s %.2f" % (short(k), cores))
     if busy:
         lines.append("Cores busy at the write peak (server + load generator, CPU per call times "
                      "calls per second): %s. A server that leaves cores idle there is bounded "
                      "by the round trip of its group commit with the 128 calls in flight, not "
                      "by CPU; one that uses them all, by CPU.\n" % ", ".join(busy))
-    zk, stoa = resources.get("zookeeper"), resources.get("stoa")
+    zk, stoa = resources.get(reference), resources.get("stoa")
     if zk and stoa and zk.get("rss") == zk.get("rss") and stoa.get("n"):
         n = stoa["n"]
         payload = n * LOAD_PAYLOAD
         rest = {k: (r["rss"] - payload) / n for k, r in resources.items()
                 if k in systems and r.get("rss") == r.get("rss")}
         lines.append(
-            "The payload alone (%s x %d B = %.0f MiB) is %.2f of ZooKeeper's RSS. The memory "
+            "The payload alone (%s x %d B = %.0f MiB) is %.2f of %s's RSS. The memory "
             "goal of %.2f leaves %.0f B per znode for everything else: its name, stat, ACL, "
             "the index over the children and the process itself. Beyond the payload, per "
             "znode: %s.\n" % (
-                "{:,}".format(n), LOAD_PAYLOAD, payload / MIB, payload / zk["rss"], RSS_GOAL,
+                "{:,}".format(n), LOAD_PAYLOAD, payload / MIB, payload / zk["rss"],
+                long(reference), RSS_GOAL,
                 (RSS_GOAL * zk["rss"] - payload) / n,
-                ", ".join("%s %.0f B" % (SHORT[k], rest[k]) for k in systems if k in rest)))
+                ", ".join("%s %.0f B" % (short(k), rest[k]) for k in systems if k in rest)))
     return lines

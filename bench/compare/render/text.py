@@ -4,7 +4,7 @@ import statistics
 from math import nan as NAN
 
 from ..runner import ratio  # noqa: F401 - the report's too
-from ..systems import SHORT, SYSTEMS
+from ..systems import SYSTEMS, short
 
 
 def num(x, spec):
@@ -27,12 +27,12 @@ def cell_table(L, cells, med, systems):
     others = [k for k in systems if k != "stoa"]
     get = lambda name, kind: med.get((name, kind))  # noqa: E731
     cols = ["cell"]
-    cols += ["%s ops/s" % SHORT[k] for k in systems] + ["Stoa/%s" % SHORT[k] for k in others]
-    cols += ["%s p50" % SHORT[k] for k in systems]
-    cols += ["%s p99" % SHORT[k] for k in systems] + ["p99 Stoa/%s" % SHORT[k] for k in others]
-    cols += ["%s p99.9" % SHORT[k] for k in systems]
-    cols += ["%s cpu µs/op" % SHORT[k] for k in systems] + ["cpu Stoa/%s" % SHORT[k] for k in others]
-    cols += ["errors " + "/".join(SHORT[k] for k in systems)]
+    cols += ["%s ops/s" % short(k) for k in systems] + ["Stoa/%s" % short(k) for k in others]
+    cols += ["%s p50" % short(k) for k in systems]
+    cols += ["%s p99" % short(k) for k in systems] + ["p99 Stoa/%s" % short(k) for k in others]
+    cols += ["%s p99.9" % short(k) for k in systems]
+    cols += ["%s cpu µs/op" % short(k) for k in systems] + ["cpu Stoa/%s" % short(k) for k in others]
+    cols += ["errors " + "/".join(short(k) for k in systems)]
     L.append("| " + " | ".join(cols) + " |")
     L.append("|---|" + "---:|" * (len(cols) - 2) + "---|")
     for c in cells:
@@ -51,7 +51,7 @@ def cell_table(L, cells, med, systems):
         row += [num(ratio(val("stoa", "cpu_us_per_op"), val(k, "cpu_us_per_op")), "%.2f")
                 for k in others]
         errs = " / ".join("–" if m[k] is None else "%d" % m[k]["errors"] for k in systems)
-        codes = ["%s: %s" % (SHORT[k], ", ".join("%s %d" % kv
+        codes = ["%s: %s" % (short(k), ", ".join("%s %d" % kv
                                                 for kv in sorted(m[k]["error_codes"].items())))
                  for k in systems if m[k] is not None and m[k]["error_codes"]]
         if codes:
