@@ -9,7 +9,7 @@ from .text import cell_table, num, ratio, shape_of
 
 GROUP_TITLES = {
     "peak": "Peak throughput (closed loop)",
-    "latency": "Latency vs offered load (open loop, 8x16, rate relative to ZooKeeper's median 8x16 peak; latency counted from the scheduled start)",
+    "latency": "Latency vs offered load (open loop, 8x16, rate relative to {reference}'s median 8x16 peak; latency counted from the scheduled start)",
     "clients": "Throughput vs synchronous clients",
     "read-ratio": "Read-ratio sweep (get/set, 8x8)",
     "payload": "Throughput vs payload (8x8)",
@@ -19,11 +19,12 @@ GROUP_TITLES = {
 
 def group_tables(L, cells, med, ctx, systems):
     """A section per group of cells, in GROUP_TITLES' order."""
+    reference = long(ctx.get("reference", "zookeeper"))
     for group, title in GROUP_TITLES.items():
         group_cells = [c for c in cells if c.group == group]
         if not group_cells:
             continue
-        L.append("## %s\n" % title)
+        L.append("## %s\n" % title.format(reference=reference))
         cell_table(L, group_cells, med, systems)
         L.append("")
         if group == "peak":
