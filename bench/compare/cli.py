@@ -35,7 +35,7 @@ MATRIX_CTX = ("repeats", "duration", "peak_duration", "peak_revisit", "warmup", 
 
 def parse_args():
     ap = argparse.ArgumentParser(description=OVERVIEW.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="seconds-long smoke run")
+    ap.add_argument("--quick", action="store_true", help="a smoke run of a few minutes (CI), every system on a few cells")
     ap.add_argument("--repeats", type=int, help="runs per cell and server (default 3; quick 1)")
     ap.add_argument("--duration", type=float, help="measured seconds per run (default 1.0)")
     ap.add_argument("--warmup", type=float, help="warm-up seconds per run (default 0.3)")

@@ -4,7 +4,7 @@ import os
 
 from .ezk import ezk_key, ezk_variants, ezk_zookeepers
 from .resources import LOAD_PAYLOAD, MIB
-from .systems import COLORS, SYSTEMS, long
+from .systems import COLORS, SYSTEMS, long, short
 
 
 def matrix_plots(cells, med, out_dir):
@@ -131,11 +131,12 @@ def resource_plot(res, out_dir):
     fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.2), dpi=80)
     for ax, (title, value) in zip(axes, panels):
         vals = [value(res[k]) for k in systems]
-        ax.bar([long(k) for k in systems], [v if v == v else 0 for v in vals],
+        ax.bar([short(k) for k in systems], [v if v == v else 0 for v in vals],
                color=[COLORS[k] for k in systems])
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.tick_params(axis="x", labelsize=8)
+        # Five names side by side would overlap.
+        ax.tick_params(axis="x", labelsize=8, labelrotation=30 if len(systems) > 3 else 0)
     fig.suptitle("Resource use with %s znodes of %d B (standalone)" % ("{:,}".format(n),
                                                                      LOAD_PAYLOAD), fontsize=10)
     fig.tight_layout()
