@@ -1,30 +1,26 @@
 """End-to-end harness: start Stoa or Apache ZooKeeper on a free port with the
-same zoo.cfg, talk to it with kazoo or with the small raw jute client below,
-and put a TCP proxy in between for connection faults.
+same zoo.cfg (servers.py, shared with the benchmarks), talk to it with kazoo
+or with the small raw jute client below, and put a TCP proxy in between for
+connection faults.
 
 Everything here is bounded in time; every process started here is stopped by
 PID (SIGTERM, then SIGKILL after a bound), also at interpreter exit.
 """
 
-import atexit
-import base64
-import hashlib
 import os
 import queue
 import shutil
-import signal
 import socket
 import struct
-import subprocess
 import tempfile
 import threading
 import time
 
-REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_STOA_BIN = os.path.join(REPO_ROOT, "target", "release", "stoa")
-
-SUPER_PASSWORD = "test"
-
+import servers
+# Re-exported: the tests know these as harness names.
+from servers import (DEFAULT_STOA_BIN, ENSEMBLE_SIZE, REPO_ROOT, SUPER_DIGEST,  # noqa: F401
+                     SUPER_PASSWORD, digest, four_letter, free_port, srvr_mode, srvr_zxid,
+                     stoa_bin)
 
 TARGETS = ("stoa", "zookeeper", "stoa-ensemble")
 
@@ -52,38 +48,6 @@ def ensemble_target():
     return target_name() == "stoa-ensemble"
 
 
-def stoa_bin():
-    return os.environ.get("STOA_BIN", DEFAULT_STOA_BIN)
-
-
-def digest(user, password):
-    """The ZooKeeper digest id for user:password (base64 of SHA1)."""
-    raw = ("%s:%s" % (user, password)).encode()
-    return "%s:%s" % (user, base64.b64encode(hashlib.sha1(raw).digest()).decode())
-
-
-SUPER_DIGEST = digest("super", SUPER_PASSWORD)
-
-
-_HANDED_OUT = set()
-
-
-def free_port():
-    """A port free now and not handed out before in this run: the kernel
-    may offer a just-closed port again, and two servers of one ensemble
-    given the same port would fail to start."""
-    while True:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        finally:
-            s.close()
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-
-
 def wait_until(pred, timeout=10.0, interval=0.02, what="condition"):
     """Poll pred() until it is truthy; return its value or raise after timeout."""
     deadline = time.monotonic() + timeout
@@ -97,65 +61,9 @@ def wait_until(pred, timeout=10.0, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
-def four_letter(host, port, cmd, timeout=5.0):
-    """Send a four letter word and read the reply until the server closes."""
-    s = socket.create_connection((host, port), timeout=timeout)
-    try:
-        s.sendall(cmd.encode())
-        chunks = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                b = s.recv(65536)
-            except socket.timeout:
-                break
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks).decode("utf-8", "replace")
-    finally:
-        s.close()
-
-
-# --------------------------------------------------------------------------
-# processes
-
-_LIVE = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def _atexit_kill():
-    with _LIVE_LOCK:
-        procs = list(_LIVE)
-    for p in procs:
-        try:
-            p.kill()
-            p.wait(timeout=5)
-        except Exception:
-            pass
-
-
-atexit.register(_atexit_kill)
-
-LOG4J_PROPERTIES = """\
-log4j.rootLogger=INFO, CONSOLE
-log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
-log4j.appender.CONSOLE.Target=System.err
-log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
-log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
-"""
-
-ZK_JARS = [
-    "/usr/share/java/zookeeper.jar",  # its manifest Class-Path brings the rest
-    "/usr/share/java/slf4j-log4j12.jar",
-    "/usr/share/java/log4j-1.2.jar",
-]
-
-
-class Server:
-    """One server process (Stoa or ZooKeeper) configured by a zoo.cfg we write.
-
-    kind: "stoa" or "zookeeper". Keyword options become zoo.cfg entries.
+class Server(servers.Server):
+    """servers.Server (one Stoa or ZooKeeper process, zoo.cfg options as
+    keywords) whose kind defaults to the server under test (STOA_TARGET).
 
     Under STOA_TARGET=stoa-ensemble, Server(kind="stoa", ...) without
     server.N entries in extra_cfg builds an Ensemble instead (same options,
@@ -169,177 +77,13 @@ class Server:
             return Ensemble(*args, **kw)
         return object.__new__(cls)
 
-    def __init__(self, kind=None, tick_time=2000, min_session_timeout=None,
-                 max_session_timeout=None, max_client_cnxns=60,
-                 container_check_ms=500, super_digest=True, extra_cfg=None,
-                 base_dir=None, ensemble=None):
-        self.kind = kind or target()
-        self.port = free_port()
-        self.hosts = "127.0.0.1:%d" % self.port
-        self.base_dir = base_dir or tempfile.mkdtemp(prefix="stoa-e2e-%s-" % self.kind)
-        self._own_base = base_dir is None
-        self.data_dir = os.path.join(self.base_dir, "data")
-        os.makedirs(self.data_dir, exist_ok=True)
-        self.log_path = os.path.join(self.base_dir, "server.log")
-        self.cfg_path = os.path.join(self.base_dir, "zoo.cfg")
-        self.tick_time = tick_time
-        self.min_session_timeout = min_session_timeout or 2 * tick_time
-        self.max_session_timeout = max_session_timeout or 20 * tick_time
-        self.container_check_ms = container_check_ms
-        self.super_digest = super_digest
-        cfg = [
-            ("tickTime", tick_time),
-            ("dataDir", self.data_dir),
-            ("clientPort", self.port),
-            ("clientPortAddress", "127.0.0.1"),
-            ("maxClientCnxns", max_client_cnxns),
-            ("minSessionTimeout", self.min_session_timeout),
-            ("maxSessionTimeout", self.max_session_timeout),
-            ("4lw.commands.whitelist", "*"),
-            ("admin.enableServer", "false"),
-            ("extendedTypesEnabled", "true"),
-            ("znode.container.checkIntervalMs", container_check_ms),
-        ]
-        if super_digest:
-            cfg.append(("DigestAuthenticationProvider.superDigest", SUPER_DIGEST))
-        for k, v in (extra_cfg or {}).items():
-            cfg.append((k, v))
-        with open(self.cfg_path, "w") as f:
-            for k, v in cfg:
-                f.write("%s=%s\n" % (k, v))
-        self.proc = None
-        self._log_file = None
-
-    # -- command lines
-    def _argv(self):
-        if self.kind == "stoa":
-            return [stoa_bin(), "server", "--config", self.cfg_path]
-        l4j = os.path.join(self.base_dir, "log4j.properties")
-        with open(l4j, "w") as f:
-            f.write(LOG4J_PROPERTIES)
-        java = shutil.which("java") or "/usr/bin/java"
-        argv = [
-            java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Dlog4j.configuration=file:" + l4j,
-            "-Dzookeeper.log.dir=" + self.base_dir,
-            "-Dznode.container.checkIntervalMs=%d" % self.container_check_ms,
-            "-Dzookeeper.extendedTypesEnabled=true",
-        ]
-        if self.super_digest:
-            argv.append("-Dzookeeper.DigestAuthenticationProvider.superDigest=" + SUPER_DIGEST)
-        argv += ["-cp", ":".join(ZK_JARS),
-                 "org.apache.zookeeper.server.ZooKeeperServerMain", self.cfg_path]
-        return argv
-
-    @property
-    def pid(self):
-        return self.proc.pid if self.proc else None
-
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self, timeout=30.0, serving=True):
-        """Starts the process and waits until it serves a session, or only
-        until it answers ruok when `serving` is false (a server that waits
-        to be added to an ensemble serves nobody yet)."""
-        assert not self.running(), "already running"
-        if self.kind == "stoa" and not os.access(stoa_bin(), os.X_OK):
-            raise RuntimeError("Stoa binary not found at %s (set STOA_BIN or cargo build --release)"
-                               % stoa_bin())
-        self._log_file = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self._argv(), stdout=self._log_file,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=self.base_dir, start_new_session=True)
-        with _LIVE_LOCK:
-            _LIVE.add(self.proc)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("%s exited with %s during start\n%s"
-                                   % (self.kind, self.proc.returncode, self.log_tail()))
-            if self._ready(serving):
-                return self
-            time.sleep(0.05)
-        self.kill9()
-        raise RuntimeError("%s not ready after %.0fs\n%s" % (self.kind, timeout, self.log_tail()))
-
-    def _ready(self, serving=True):
-        try:
-            if four_letter("127.0.0.1", self.port, "ruok", timeout=1.0).strip() == "imok":
-                if not serving:
-                    return True
-                # ruok answers before the request pipeline is up; a session proves it.
-                c = RawClient(self.hosts, timeout_ms=self.min_session_timeout, connect_timeout=2.0)
-                c.close()
-                return True
-        except (OSError, RawError, AssertionError):
-            return False
-        return False
-
-    def _reap(self):
-        with _LIVE_LOCK:
-            _LIVE.discard(self.proc)
-        if self._log_file:
-            self._log_file.close()
-            self._log_file = None
-
-    def stop(self, timeout=10.0):
-        """SIGTERM, wait up to timeout, then SIGKILL."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            except ProcessLookupError:
-                pass
-        self._reap()
-
-    def kill9(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        self._reap()
-
-    def restart(self, timeout=30.0):
-        self.stop()
-        return self.start(timeout=timeout)
-
-    def four_letter(self, cmd, timeout=5.0):
-        return four_letter("127.0.0.1", self.port, cmd, timeout=timeout)
-
-    def version(self):
-        """(major, minor, patch) from srvr's 'Zookeeper version:' line, or None."""
-        import re
-        m = re.search(r"Zookeeper version: (\d+)\.(\d+)\.(\d+)", self.four_letter("srvr"))
-        return tuple(int(x) for x in m.groups()) if m else None
-
-    def log_tail(self, n=60):
-        try:
-            with open(self.log_path, "rb") as f:
-                lines = f.read().decode("utf-8", "replace").splitlines()
-            return "\n".join(lines[-n:])
-        except OSError:
-            return "(no log)"
-
-    def cleanup(self):
-        self.stop()
-        if self._own_base and not os.environ.get("STOA_E2E_KEEP"):
-            shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __repr__(self):
-        return "<Server %s %s pid=%s>" % (self.kind, self.hosts, self.pid)
+    def default_kind(self):
+        return target()
 
 
 # --------------------------------------------------------------------------
 # STOA_TARGET=stoa-ensemble: the one-server interface over a 3-member ensemble
 
-ENSEMBLE_SIZE = 3
 # zoo.cfg keys naming a port of this host: the client member (m1) gets the
 # requested one, the other members free ports of their own.
 ENSEMBLE_PER_MEMBER_PORT_KEYS = ("metricsProvider.httpPort", "admin.serverPort")
@@ -357,25 +101,6 @@ def _wants_ensemble(*args, **kw):
     return not any(str(k).startswith("server.") for k in (a.get("extra_cfg") or {}))
 
 
-def srvr_mode(server):
-    """The Mode from a server's srvr (standalone, leader, follower, ...), or None."""
-    import re
-    try:
-        m = re.search(r"^Mode: (\S+)$", server.four_letter("srvr", timeout=2.0), re.M)
-    except OSError:
-        return None
-    return m.group(1) if m else None
-
-
-def srvr_zxid(server):
-    import re
-    try:
-        m = re.search(r"^Zxid: 0x([0-9a-f]+)$", server.four_letter("srvr", timeout=2.0), re.M)
-    except OSError:
-        return None
-    return int(m.group(1), 16) if m else None
-
-
 class Ensemble:
     """ENSEMBLE_SIZE Stoa members on 127.0.0.1 with the options of one Server
     (the same zoo.cfg plus server.N lines, a myid each, data under base_dir/mN),
@@ -387,6 +112,7 @@ class Ensemble:
     m1 is made a follower by starting it last: m2 and m3 (a quorum) start
     together and elect a leader, then m1 joins, and start() waits until srvr
     on m1 says "Mode: follower" and its zxid has caught up with the leader's.
+    (servers.Ensemble is the benchmarks' kind: every member a client's.)
     """
 
     def __init__(self, kind=None, tick_time=2000, min_session_timeout=None,
@@ -400,18 +126,11 @@ class Ensemble:
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="stoa-e2e-stoa-ensemble-")
         self._own_base = base_dir is None
         cfg = dict(extra_cfg or {})
-        # Hold the quorum/election ports bound until every member picked its
+        # The quorum/election ports stay bound until every member picked its
         # client port, so all 3 * size ports differ.
-        held = []
-        try:
+        with servers.held_ports(2 * size) as ports:
             for i in range(size):
-                ports = []
-                for _ in range(2):
-                    sk = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                    sk.bind(("127.0.0.1", 0))
-                    held.append(sk)
-                    ports.append(sk.getsockname()[1])
-                cfg["server.%d" % (i + 1)] = "127.0.0.1:%d:%d" % tuple(ports)
+                cfg["server.%d" % (i + 1)] = "127.0.0.1:%d:%d" % (ports[2 * i], ports[2 * i + 1])
             self.members = []
             for i in range(size):
                 member_cfg = dict(cfg)
@@ -427,12 +146,8 @@ class Ensemble:
                            extra_cfg=member_cfg,
                            base_dir=os.path.join(self.base_dir, "m%d" % (i + 1)),
                            ensemble=False)
-                with open(os.path.join(m.data_dir, "myid"), "w") as f:
-                    f.write("%d\n" % (i + 1))
+                servers.write_myid(m.data_dir, i + 1)
                 self.members.append(m)
-        finally:
-            for sk in held:
-                sk.close()
         self.client_member = self.members[0]
         c = self.client_member
         self.port, self.hosts = c.port, c.hosts
@@ -461,23 +176,6 @@ class Ensemble:
         leaders = [m for m in self.members if m.running() and srvr_mode(m) == "leader"]
         return leaders[0] if len(leaders) == 1 else None
 
-    def _parallel(self, fn, members):
-        errors = []
-
-        def run(m):
-            try:
-                fn(m)
-            except BaseException as e:  # noqa: B902 - reported below
-                errors.append(e)
-
-        threads = [threading.Thread(target=run, args=(m,), daemon=True) for m in members]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-
     def start(self, timeout=60.0):
         assert not self.running(), "already running"
         timeout = max(timeout, 60.0)
@@ -485,7 +183,7 @@ class Ensemble:
         others = [m for m in self.members if m is not self.client_member]
         try:
             # A quorum without m1 first: they elect a leader among themselves.
-            self._parallel(lambda m: m.start(timeout=timeout), others)
+            servers.run_parallel(lambda m: m.start(timeout=timeout), others)
             wait_until(lambda: any(srvr_mode(m) == "leader" for m in others),
                        timeout=max(1.0, deadline - time.monotonic()), interval=0.05,
                        what="a leader among %s" % others)
@@ -509,7 +207,7 @@ class Ensemble:
         return self
 
     def stop(self, timeout=10.0):
-        self._parallel(lambda m: m.stop(timeout=timeout), self.members)
+        servers.run_parallel(lambda m: m.stop(timeout=timeout), self.members)
 
     def kill9(self):
         for m in self.members:

@@ -1,0 +1,59 @@
+"""docs/benchmarks.md from a run's figures: the head, the targets, then a
+section per part of the run (render/*.py, one each), the plots, the TODO."""
+
+from ..systems import SYSTEMS, note_versions, of_family
+from .ensemble import ensemble_report
+from .ezk import ezk_report
+from .header import header
+from .matrix import group_tables
+from .resources import resource_report
+from .targets import targets
+from .text import have_matplotlib, present_systems
+
+
+def write_report(path, cells, med, ctx):
+    resources = ctx.get("resources") or {}
+    ens_cells, ens_med, ens_ctx = ctx.get("ensemble") or ([], {}, {})
+    systems = present_systems(cells, med) or [k for k in SYSTEMS if k in resources] or \
+        present_systems(ens_cells, ens_med)
+    etcd = bool(of_family("etcd", systems))
+    note_versions(ctx.get("versions"))
+    L = []
+    header(L, cells, med, ctx, systems, ens_cells)
+    targets(L, cells, med, systems, ens_med, resources, ctx.get("reference", "zookeeper"))
+    group_tables(L, cells, med, ctx, systems)
+    resource_report(L, resources, ctx)
+    ensemble_report(L, ens_cells, ens_med, ens_ctx)
+    if etcd and ctx.get("ezk_points"):
+        L.append("The EZK experiments below are ZooKeeper-protocol recipes and server-side "
+                 "extensions; they do not run on etcd.\n")
+    ezk_report(L, ctx.get("ezk_points", []), ctx.get("ezk_med", {}), ctx)
+    if ctx["plots"]:
+        L.append("## Plots\n")
+        for png, title in ctx["plots"]:
+            L.append("![%s](bench/%s)\n" % (title, png))
+    elif not have_matplotlib():
+        L.append("(No plots: matplotlib was not available.)\n")
+    L.append("Raw medians and every repeat: [bench/results.json](bench/results.json).\n")
+    L.append("## Not measured yet (TODO)\n")
+    if not etcd:
+        L.append("- etcd (`etcd-server`) as a third column (`scripts/bench-compare` without "
+                 "`--no-etcd`).")
+    else:
+        L.append("- etcd with auto-compaction; etcd's serializable reads beyond the peak sweep "
+                 "(the latency, read-ratio and payload cells read linearizably).")
+    L.append("- Ensembles: 5 members, observers/learners, members on separate machines (here "
+             "the three members of each ensemble share the 2 cores and one disk), failover "
+             "and session moves under load, reads after sync.")
+    L.append("- Resource use with other tree shapes (here one parent of all N znodes), larger "
+             "values, each ensemble member's memory, restart after kill -9 (here SIGTERM) and "
+             "a follower catching up from a snapshot of that tree.")
+    L.append("- Partitions P > 1 (AGORA's multicore scaling), watch fan-out, session "
+             "churn, large (>1 KiB) values, the `raft-engine` baseline for the WAL.")
+    L.append("- The load generator shares the 2 cores with the server; a second machine "
+             "would remove that bias.")
+    L.append("- EZK experiments on a replicated cell (the paper used 5 replicas on EC2; here "
+             "both servers are standalone), the quota figures with other backoffs than 1 ms, "
+             "and several producers for the queue.")
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")
