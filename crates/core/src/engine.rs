@@ -25,7 +25,7 @@ use crate::ensemble::Role;
 use crate::raft_log::RaftLog;
 use crate::session::{Pending, Session, SessionId};
 use crate::stats::Stats;
-use crate::watch::{ChangeKind, ConnId, WatchTable};
+use crate::watch::{ConnId, WatchTable};
 
 mod apply;
 mod catch_up;
@@ -439,7 +439,7 @@ impl Engine {
             Input::Frames { conn, bytes } => self.on_frames(conn, &bytes),
             Input::FourLetter { conn, word } => {
                 let text = self.four_letter(&word, conn);
-                self.send_raw(conn, text.into_bytes());
+                self.gate.send_raw(conn, text.into_bytes());
                 self.out.closes.push(conn);
             }
             Input::Closed { conn } => self.on_closed(conn),
@@ -641,22 +641,7 @@ impl Engine {
         }
     }
 
-    // ----- output helpers (the gate encodes) -----
-
-    pub(crate) fn send_raw(&mut self, conn: ConnId, bytes: Vec<u8>) {
-        self.gate.send_raw(conn, bytes);
-    }
-
-    pub(crate) fn send_reply(
-        &mut self,
-        conn: ConnId,
-        xid: i32,
-        zxid: i64,
-        err: ErrorCode,
-        response: &Response,
-    ) {
-        self.gate.send_reply(conn, xid, zxid, err, response);
-    }
+    // ----- output (the gate encodes) -----
 
     pub(crate) fn send_connect_response(
         &mut self,
@@ -667,10 +652,6 @@ impl Engine {
         let read_only = self.read_only();
         self.gate
             .send_connect_response(conn, session, timeout_ms, read_only);
-    }
-
-    pub(crate) fn notify(&mut self, conn: ConnId, zxid: i64, change: ChangeKind, path: &str) {
-        self.gate.notify(conn, zxid, change, path);
     }
 
     /// Appends a decided reply to the session's queue (or sends it now when
@@ -739,7 +720,7 @@ impl Engine {
                     xid, err, response, ..
                 } => {
                     let zxid = self.tree.last_zxid();
-                    self.send_reply(conn, xid, zxid, err, &response);
+                    self.gate.send_reply(conn, xid, zxid, err, &response);
                 }
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
             }

@@ -109,7 +109,7 @@ impl Engine {
                 || self.run_watch_extensions(&event.path, change);
             if deliver {
                 for conn in self.watches.trigger(change, &event.path) {
-                    self.notify(conn, zxid, change, &event.path);
+                    self.gate.notify(conn, zxid, change, &event.path);
                 }
             }
             if event.path.starts_with(super::extensions::EXTENSIONS_ROOT)
@@ -155,7 +155,7 @@ impl Engine {
                         (_, Err(code)) => (code, Response::Empty),
                     };
                     if let Some(conn) = self.gate.sessions.get(&sid).and_then(|s| s.conn) {
-                        self.send_reply(conn, xid, zxid, err, &response);
+                        self.gate.send_reply(conn, xid, zxid, err, &response);
                     }
                     self.pump(sid);
                 }

@@ -168,7 +168,7 @@ impl Engine {
         if let Some(conn) = s.conn {
             if let Some(xid) = reply_xid {
                 let zxid = self.tree.last_zxid();
-                self.send_reply(
+                self.gate.send_reply(
                     conn,
                     xid,
                     zxid,

@@ -22,7 +22,6 @@ use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{Caller, DataTree};
 
-use super::replication::Admission;
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::{ChangeKind, ConnId};
@@ -207,21 +206,10 @@ impl Engine {
         request: Request,
     ) {
         if self.is_leader() {
-            let Some(c) = self.gate.conns.get(&conn) else {
-                return;
-            };
-            let (ids, is_super) = (c.ids.clone(), c.is_super);
             // Its place in the session's order, filled in when the leader
             // runs it (at once, or once it may prepare).
             self.queue_remote(sid, xid, &request);
-            self.admit(Admission {
-                origin: (self.config.server_id, conn),
-                session_id: sid,
-                xid,
-                ids: &ids,
-                is_super,
-                request: &request,
-            });
+            self.admit_local(conn, sid, xid, &request);
             return;
         }
         let (err, response, writes) = self.call_node_extension(name, &request, sid);

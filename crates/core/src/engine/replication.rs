@@ -166,6 +166,33 @@ impl Engine {
         self.forward(message);
     }
 
+    /// Leader: admits a request of this server's own client on `conn`;
+    /// `None` when the connection is gone.
+    pub(super) fn admit_local(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        xid: i32,
+        request: &Request,
+    ) -> Option<Admitted> {
+        let c = self.gate.conns.get_mut(&conn)?;
+        let is_super = c.is_super;
+        // Lent out for prep and returned, so the hot path copies nothing.
+        let ids = std::mem::take(&mut c.ids);
+        let admitted = self.admit(Admission {
+            origin: (self.config.server_id, conn),
+            session_id: sid,
+            xid,
+            ids: &ids,
+            is_super,
+            request,
+        });
+        if let Some(c) = self.gate.conns.get_mut(&conn) {
+            c.ids = ids;
+        }
+        Some(admitted)
+    }
+
     /// Leader: the one way a client request enters this partition,
     /// whatever its origin. It must come from the connection that owns the
     /// session; it waits while this leader may not prepare; a node

@@ -8,7 +8,7 @@ use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, Txn, TxnHeader};
 
-use super::replication::{Admission, Admitted};
+use super::replication::Admitted;
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::{ChangeKind, ConnId, WatchKind};
@@ -39,7 +39,7 @@ impl Engine {
                     if self.gate.sessions.get(&sid).is_some_and(|s| s.local) {
                         self.gate.sessions.remove(&sid);
                     }
-                    self.send_reply(
+                    self.gate.send_reply(
                         conn,
                         xid,
                         self.tree.last_zxid(),
@@ -103,23 +103,9 @@ impl Engine {
     /// here, matched by zxid when it is known here, else by xid.
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
         let zxid = if self.is_leader() {
-            let Some(c) = self.gate.conns.get_mut(&conn) else {
+            let Some(admitted) = self.admit_local(conn, sid, xid, &request) else {
                 return;
             };
-            let is_super = c.is_super;
-            // Lent out for prep and returned, so the hot path copies nothing.
-            let ids = std::mem::take(&mut c.ids);
-            let admitted = self.admit(Admission {
-                origin: (self.config.server_id, conn),
-                session_id: sid,
-                xid,
-                ids: &ids,
-                is_super,
-                request: &request,
-            });
-            if let Some(c) = self.gate.conns.get_mut(&conn) {
-                c.ids = ids;
-            }
             match admitted {
                 Admitted::Refused => return,
                 // A reconfig of several servers is answered by its last
@@ -217,7 +203,8 @@ impl Engine {
                 log::warn!("connection {conn}: authentication failed for scheme {scheme:?}");
                 // ZooKeeper answers AuthFailed and closes the connection.
                 let zxid = self.tree.last_zxid();
-                self.send_reply(conn, xid, zxid, ErrorCode::AuthFailed, &Response::Empty);
+                self.gate
+                    .send_reply(conn, xid, zxid, ErrorCode::AuthFailed, &Response::Empty);
                 self.out.closes.push(conn);
             }
         }
@@ -240,7 +227,7 @@ impl Engine {
         if err != ErrorCode::Ok {
             self.stats.request_errors += 1;
         }
-        self.send_reply(conn, xid, zxid, err, &response);
+        self.gate.send_reply(conn, xid, zxid, err, &response);
     }
 
     fn read_response(
@@ -402,15 +389,15 @@ impl Engine {
         for (paths, kind, changed_at, change) in versioned {
             for path in paths {
                 match self.tree.node(path).map(|n| changed_at(&n.stat())) {
-                    None => self.notify(conn, zxid, ChangeKind::Deleted, path),
-                    Some(at) if at > w.relative_zxid => self.notify(conn, zxid, change, path),
+                    None => self.gate.notify(conn, zxid, ChangeKind::Deleted, path),
+                    Some(at) if at > w.relative_zxid => self.gate.notify(conn, zxid, change, path),
                     Some(_) => self.watches.add(conn, kind, path),
                 }
             }
         }
         for path in w.exist {
             if self.tree.node(path).is_some() {
-                self.notify(conn, zxid, ChangeKind::Created, path);
+                self.gate.notify(conn, zxid, ChangeKind::Created, path);
             } else {
                 self.watches.add(conn, WatchKind::Exist, path);
             }
