@@ -25,7 +25,11 @@
 //! - `crash S` / `restart S`: the machine stops (unsynced writes are lost,
 //!   `SimLog` may keep a torn prefix) / starts from its disk;
 //! - `isolate S` / `heal`: S is cut off from the other servers / rejoined;
-//! - `leader`: prints which server leads.
+//! - `leader`: prints which server leads; `members`: the participants and
+//!   observers each running server has applied;
+//! - `C auth super`: digest authentication as the super user (reconfig
+//!   needs it); `C reconfig add N participant|observer`, `C reconfig
+//!   remove N`: a membership change of server N.
 //!
 //! Session ids and zxids print as `s1`, `s2`.. in order of appearance and
 //! as hex, so traces read the same whatever the ids' bits are.
@@ -39,9 +43,10 @@ use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_reque
 use stoa_proto::jute::{Reader, Record};
 use stoa_proto::opcode::{CreateMode, EventType, NOTIFICATION_XID};
 use stoa_proto::records::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, CreateResponse, DeleteRequest,
+    Acl, AuthPacket, ConnectRequest, ConnectResponse, CreateRequest, CreateResponse, DeleteRequest,
     ExistsRequest, GetChildrenRequest, GetChildrenResponse, GetDataRequest, GetDataResponse,
-    RequestHeader, SetDataRequest, SetDataResponse, Stat, SyncRequest, WatcherEvent,
+    ReconfigRequest, RequestHeader, SetDataRequest, SetDataResponse, Stat, SyncRequest,
+    WatcherEvent,
 };
 use stoa_proto::request::Request;
 
@@ -58,6 +63,8 @@ const PARTITION: u32 = 0;
 const SETTLE_ROUNDS_MAX: usize = 1_000;
 /// Ticks an ensemble may take to elect its first leader.
 const ELECTION_TICKS_MAX: usize = 200;
+/// The super user's digest credentials (`C auth super`).
+const SUPER_CREDENTIALS: &str = "super:scenario";
 const SCENARIO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/scenarios");
 
 type SimNode = Node<SimWal, SimSnapshots>;
@@ -99,6 +106,7 @@ fn server_config(id: u64, voters: u64) -> super::EngineConfig {
     cfg.voters = (1..=voters).collect();
     // Server 1 times out first, so it leads after the start.
     cfg.fixed_election_ticks = (voters > 1).then_some((10 + 4 * (id - 1)) as usize);
+    cfg.super_digest = Some(stoa_tree::digest_id(SUPER_CREDENTIALS).id);
     cfg
 }
 
@@ -453,6 +461,49 @@ impl World {
                     .retain(|(a, b), _| isolated.contains(a) == isolated.contains(b));
             }
             ["heal"] => self.isolated.clear(),
+            ["members"] => {
+                let lines: Vec<String> = self
+                    .servers
+                    .iter()
+                    .filter_map(|(id, s)| Some((id, s.node.as_ref()?.engine().membership())))
+                    .map(|(id, m)| {
+                        format!(
+                            "server {id}: participants {:?} observers {:?}",
+                            m.voters(),
+                            m.learners()
+                        )
+                    })
+                    .collect();
+                for line in lines {
+                    let _ = writeln!(self.out, "{line}");
+                }
+            }
+            [c, "auth", "super"] => {
+                let auth = Request::Auth(AuthPacket {
+                    kind: 0,
+                    scheme: "digest".into(),
+                    auth: SUPER_CREDENTIALS.as_bytes().to_vec(),
+                });
+                self.send(c, "auth", "super", auth);
+            }
+            [c, "reconfig", change, n, role @ ..] => {
+                let n: u64 = n.parse().expect("a server number");
+                let (joining, leaving) = match (*change, role) {
+                    ("add", [role]) => (
+                        format!("server.{n}=127.0.0.1:2888:3888:{role}"),
+                        String::new(),
+                    ),
+                    ("remove", []) => (String::new(), n.to_string()),
+                    _ => panic!("unknown command: {line}"),
+                };
+                let reconfig = Request::Reconfig(ReconfigRequest {
+                    joining_servers: joining,
+                    leaving_servers: leaving,
+                    new_members: String::new(),
+                    cur_config_id: -1,
+                });
+                self.send(c, "reconfig", &format!("{change} {n}"), reconfig);
+            }
             ["leader"] => {
                 let leader = self
                     .leader()
