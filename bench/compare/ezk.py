@@ -5,7 +5,7 @@ import statistics
 from math import nan as NAN
 
 from .log import log
-from .runner import ratio, rotated, run_bench
+from .runner import combine_runs, ratio, rotated, run_bench
 from .systems import of_family, short
 
 
@@ -62,18 +62,11 @@ def ezk_figures(result):
 
 
 def ezk_median(runs):
-    def med(k):
-        vals = [r[k] for r in runs if r[k] == r[k]]
+    def median_of_numbers(vals):
+        # A figure a run could not measure (NaN) does not count.
+        vals = [v for v in vals if v == v]
         return statistics.median(vals) if vals else NAN
-    out = {k: med(k) for k in EZK_FIGURES}
-    out["errors"] = sum(r["errors"] for r in runs)
-    codes = {}
-    for r in runs:
-        for k, v in r["error_codes"].items():
-            codes[k] = codes.get(k, 0) + v
-    out["error_codes"] = codes
-    out["runs"] = [{k: r[k] for k in EZK_FIGURES} for r in runs]
-    return out
+    return combine_runs(runs, EZK_FIGURES, median_of_numbers)
 
 
 def run_ezk(stoa_bin, servers, points, repeats, timing, work):

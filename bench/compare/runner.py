@@ -49,16 +49,22 @@ def figures(result):
             "error_codes": result["errors"]}
 
 
-def median_of(runs):
-    med = {k: statistics.median(r[k] for r in runs) for k in FIGURES}
+def combine_runs(runs, keys, median=statistics.median):
+    """One cell's repeats as one result: `median` of each figure in `keys`,
+    errors and error codes summed, and every run's figures kept."""
+    med = {k: median([r[k] for r in runs]) for k in keys}
     med["errors"] = sum(r["errors"] for r in runs)
     codes = {}
     for r in runs:
         for k, v in r["error_codes"].items():
             codes[k] = codes.get(k, 0) + v
     med["error_codes"] = codes
-    med["runs"] = [{k: r[k] for k in FIGURES} for r in runs]
+    med["runs"] = [{k: r[k] for k in keys} for r in runs]
     return med
+
+
+def median_of(runs):
+    return combine_runs(runs, FIGURES)
 
 
 # Before each matrix run: wait (at most this long, in windows of this
