@@ -9,7 +9,6 @@
 //! session's replies leave in request order; a read waits for the session's
 //! earlier writes (ZooKeeper's FIFO client order).
 
-use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use raft::eraftpb::Entry;
@@ -19,17 +18,18 @@ use stoa_proto::frame::{
     decode_connect_request, decode_request_frame, FrameDecoder, RequestFrameError,
 };
 use stoa_proto::response::Response;
-use stoa_tree::{DataTree, Preparer, Txn};
+use stoa_tree::{DataTree, Txn};
 
 use crate::ensemble::Role;
 use crate::raft_log::RaftLog;
 use crate::session::{Pending, Session, SessionId};
 use crate::stats::Stats;
-use crate::watch::{ConnId, WatchTable};
+use crate::watch::ConnId;
 
 mod apply;
 mod catch_up;
 mod commit;
+mod ensemble_view;
 mod connect;
 mod extension_host;
 mod extensions;
@@ -38,6 +38,7 @@ mod gate;
 mod invariants;
 mod monitor;
 mod ownership;
+mod partition_core;
 mod reconfig;
 mod replication;
 mod request;
@@ -210,64 +211,13 @@ pub struct Output {
 pub struct Engine {
     config: EngineConfig,
     now_ms: i64,
-    tree: DataTree,
-    preparer: Preparer,
-    raft: RawNode<RaftLog>,
-    /// Epoch (raft term) and counter of the last zxid handed out.
-    zxid_epoch: u64,
-    zxid_counter: u32,
     /// Connections, sessions and their pending replies.
     gate: gate::SessionGate,
-    watches: WatchTable,
-    /// Proposed and not yet applied, in zxid order.
-    in_flight: VecDeque<Txn>,
-    /// `tree` + `in_flight`, maintained only while extensions read it.
-    speculative: Option<DataTree>,
+    /// The partition's tree, raft group and what hangs on them.
+    pub(crate) core: partition_core::PartitionCore,
+    /// Membership, leader knowledge, peer liveness.
+    ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
-    held_writes: VecDeque<replication::HeldWrite>,
-    /// Leader: the connection each session's writes are accepted from.
-    owners: HashMap<SessionId, ownership::Owner>,
-    /// The leader as of the last raft step (0: none).
-    known_leader: u64,
-    /// Raft messages that may leave only once their ready is durable.
-    held_messages: VecDeque<(u64, Vec<raft::eraftpb::Message>)>,
-    /// Raft index of the last applied entry, and its term.
-    applied_index: u64,
-    applied_term: u64,
-    snapshot_index: u64,
-    /// Bytes of the transactions applied since the snapshot at
-    /// `snapshot_index` (see `maybe_snapshot`).
-    log_bytes_since_snapshot: u64,
-    /// A snapshot for lagging peers is being serialized.
-    /// Holds the configuration as of the snapshot's index, which raft
-    /// needs in the snapshot's metadata.
-    shipping: Option<raft::eraftpb::ConfState>,
-    /// The ready that installed a leader's snapshot, until it is durable.
-    /// raft-rs counts the snapshot as stored but not applied meanwhile, and
-    /// an election in that window would read entries the snapshot replaced:
-    /// raft is not ticked until then.
-    installing: Option<u64>,
-    /// The membership `/zookeeper/config` holds as applied here.
-    membership: crate::membership::Membership,
-    /// Leader: a membership change proposed and not yet applied.
-    membership_pending: Option<crate::membership::Membership>,
-    /// A member refused this server's connection: its applied membership,
-    /// at this version, leaves this server out. Set only when newer than
-    /// what this server applied (it missed its own removal); any membership
-    /// it applies at this version or later supersedes it.
-    removed_at_version: Option<i64>,
-    /// While raft runs the joint configuration of a reconfig of several
-    /// servers: the membership before it, whose servers still vote (and
-    /// must be talked to) until the entry leaving it applies.
-    outgoing: Option<crate::membership::Membership>,
-    /// When each peer was last heard from (a reconfig needs its new
-    /// quorum in touch; raft-rs's own activity flags reset periodically).
-    peer_heard_ms: HashMap<u64, i64>,
-    /// Leader: ticks each peer has been waiting on a snapshot sent to it.
-    snapshot_wait_ticks: HashMap<u64, u32>,
-    /// Ticks the snapshot for lagging peers has gone unused.
-    shippable_idle_ticks: u32,
-    last_container_check_ms: i64,
     out: Output,
     pub(crate) stats: Stats,
 }
@@ -319,34 +269,15 @@ impl Engine {
         }
         let mut engine = Engine {
             now_ms,
-            tree: recovered.tree,
-            preparer: Preparer::new(),
-            raft,
-            zxid_epoch: 0,
-            zxid_counter: 0,
+            core: partition_core::PartitionCore::new(
+                recovered.tree,
+                raft,
+                (recovered.snapshot_index, recovered.snapshot_term),
+                now_ms,
+            ),
             gate,
-            watches: WatchTable::default(),
-            in_flight: VecDeque::new(),
-            speculative: None,
+            ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),
-            held_messages: VecDeque::new(),
-            held_writes: VecDeque::new(),
-            owners: HashMap::new(),
-            known_leader: 0,
-            applied_index: recovered.snapshot_index,
-            applied_term: recovered.snapshot_term,
-            snapshot_index: recovered.snapshot_index,
-            log_bytes_since_snapshot: 0,
-            shipping: None,
-            installing: None,
-            snapshot_wait_ticks: HashMap::new(),
-            shippable_idle_ticks: 0,
-            membership,
-            membership_pending: None,
-            removed_at_version: None,
-            outgoing: None,
-            peer_heard_ms: HashMap::new(),
-            last_container_check_ms: now_ms,
             out: Output::default(),
             stats: Stats {
                 started_at_ms: now_ms,
@@ -355,7 +286,7 @@ impl Engine {
             config,
         };
         // A lone voter is leader from the start; that is no change of leader.
-        engine.known_leader = engine.leader_id();
+        engine.ensemble.known_leader = engine.leader_id();
         engine.load_extensions();
         engine.publish_members();
         Ok(engine)
@@ -375,13 +306,13 @@ impl Engine {
     /// tree is then what clients were acknowledged before the restart.
     /// Session expiry and container cleanup wait for it too.
     pub fn caught_up(&self) -> bool {
-        self.applied_index >= self.raft.store().last_index()
+        self.core.applied_index >= self.core.raft.store().last_index()
             && self.is_leader()
             && self.may_prepare()
     }
 
     pub fn is_leader(&self) -> bool {
-        self.raft.raft.state == raft::StateRole::Leader
+        self.core.is_leader()
     }
 
     /// Cut off from the quorum with read-only mode enabled.
@@ -397,7 +328,7 @@ impl Engine {
             "read-only"
         } else if self.is_leader() {
             "leader"
-        } else if self.membership.role_of(self.config.server_id) == Some(Role::Observer) {
+        } else if self.ensemble.membership.role_of(self.config.server_id) == Some(Role::Observer) {
             "observer"
         } else {
             "follower"
@@ -410,10 +341,10 @@ impl Engine {
         if !self.is_leader() {
             return (0, 0, 0);
         }
-        let last = self.raft.store().last_index();
+        let last = self.core.raft.store().last_index();
         let me = self.config.server_id;
         let lags: Vec<u64> = self
-            .raft
+            .core.raft
             .raft
             .prs()
             .iter()
@@ -426,11 +357,11 @@ impl Engine {
 
     /// The leader this server knows of (0: none).
     pub fn leader_id(&self) -> u64 {
-        self.raft.raft.leader_id
+        self.core.leader_id()
     }
 
     pub fn tree(&self) -> &DataTree {
-        &self.tree
+        &self.core.tree
     }
 
     pub fn handle(&mut self, input: Input) {
@@ -444,18 +375,18 @@ impl Engine {
             }
             Input::Closed { conn } => self.on_closed(conn),
             Input::Persisted { number } => {
-                self.raft.on_persist_ready(number);
-                if self.installing.is_some_and(|n| n <= number) {
+                self.core.raft.on_persist_ready(number);
+                if self.core.installing.is_some_and(|n| n <= number) {
                     // raft-rs let go of the snapshot's data just now.
-                    self.installing = None;
+                    self.core.installing = None;
                     self.out.memory_freed = true;
                 }
                 while self
-                    .held_messages
+                    .core.held_messages
                     .front()
                     .is_some_and(|(n, _)| *n <= number)
                 {
-                    if let Some((_, messages)) = self.held_messages.pop_front() {
+                    if let Some((_, messages)) = self.core.held_messages.pop_front() {
                         self.out.messages.extend(messages);
                     }
                 }
@@ -463,7 +394,7 @@ impl Engine {
             Input::Peer { from, message } => self.on_peer(from, message),
             Input::Raft(message) => {
                 self.heard_from(message.from);
-                if let Err(e) = self.raft.step(message) {
+                if let Err(e) = self.core.raft.step(message) {
                     // Stale or misdirected messages are normal in raft.
                     log::debug!("raft message dropped: {e}");
                 }
@@ -480,12 +411,12 @@ impl Engine {
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
         assert_eq!(
-            self.outgoing.is_some(),
+            self.ensemble.outgoing.is_some(),
             self.in_joint_config(),
             "the leaving servers are kept exactly while raft's configuration is joint"
         );
-        if self.installing.is_none() {
-            self.raft.tick();
+        if self.core.installing.is_none() {
+            self.core.raft.tick();
         }
         self.watch_snapshot_sends();
         self.release_idle_shippable();
@@ -514,7 +445,7 @@ impl Engine {
 
     fn on_closed(&mut self, conn: ConnId) {
         if self.gate.close(conn) {
-            self.watches.remove_conn(conn);
+            self.core.watches.remove_conn(conn);
         }
     }
 
@@ -692,7 +623,7 @@ impl Engine {
             match s.queue.front() {
                 None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
                 Some(Pending::Decided { after_zxid, .. })
-                    if *after_zxid > self.tree.last_zxid() =>
+                    if *after_zxid > self.core.tree.last_zxid() =>
                 {
                     let waiting = self.gate.zxid_waiters.entry(*after_zxid).or_default();
                     if !waiting.contains(&sid) {
@@ -719,7 +650,7 @@ impl Engine {
                 | Pending::Decided {
                     xid, err, response, ..
                 } => {
-                    let zxid = self.tree.last_zxid();
+                    let zxid = self.core.tree.last_zxid();
                     self.gate.send_reply(conn, xid, zxid, err, &response);
                 }
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
@@ -727,77 +658,31 @@ impl Engine {
         }
     }
 
-    /// The zxid `next_zxid` will hand out (extension replies carry it in
-    /// the stats of what the call writes).
-    pub(crate) fn peek_next_zxid(&self) -> i64 {
-        let term = self.raft.raft.term;
-        let counter = if term == self.zxid_epoch {
-            self.zxid_counter
-                .checked_add(1)
-                .expect("zxid counter overflow within one epoch")
-        } else {
-            1
-        };
-        ((term as i64) << 32) | counter as i64
-    }
-
-    pub(crate) fn next_zxid(&mut self) -> i64 {
-        let zxid = self.peek_next_zxid();
-        self.zxid_epoch = self.raft.raft.term;
-        self.zxid_counter = zxid as u32;
-        assert!(
-            zxid > self.tree.last_zxid(),
-            "zxid {zxid:#x} not above applied {:#x}",
-            self.tree.last_zxid()
-        );
-        zxid
-    }
 
     /// Proposes a transaction through raft.
     pub(crate) fn propose(&mut self, txn: Txn) {
         let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);
         debug_assert_eq!(data.len(), txn.encoded_len());
-        if let Some(to) = self.raft.raft.lead_transferee {
+        if let Some(to) = self.core.raft.raft.lead_transferee {
             // raft-rs drops proposals while it hands leadership over; client
             // writes are held meanwhile, and what cannot wait (a session's
             // creation or expiry) keeps this leader.
             log::info!("leader transfer to server {to} abandoned: a transaction must go out");
-            self.raft.raft.abort_leader_transfer();
+            self.core.raft.raft.abort_leader_transfer();
         }
-        if let Err(e) = self.raft.propose(vec![], data) {
+        if let Err(e) = self.core.raft.propose(vec![], data) {
             // Only a non-leader refuses; standalone is always leader once caught up.
             panic!("raft refused a proposal: {e}");
         }
-        self.proposed(txn);
+        self.core.proposed(txn);
     }
 
-    /// Bookkeeping for a transaction raft accepted.
-    fn proposed(&mut self, txn: Txn) {
-        self.stats.proposals += 1;
-        if let Some(speculative) = &mut self.speculative {
-            speculative.apply(&txn);
-        }
-        self.in_flight.push_back(txn);
-    }
 
-    /// The leader's current state: the applied tree plus every proposed
-    /// transaction. Built on first use (O(1) clone, then the in-flight
-    /// transactions) and kept up to date while `keep_speculative` holds.
-    pub(crate) fn speculative_tree(&mut self) -> &DataTree {
-        if self.speculative.is_none() {
-            let mut tree = self.tree.clone();
-            for txn in &self.in_flight {
-                tree.apply(txn);
-            }
-            self.speculative = Some(tree);
-        }
-        self.speculative.as_ref().expect("just built")
-    }
 
     /// Stops maintaining the speculative tree (nothing reads it).
     pub(crate) fn drop_speculative(&mut self) {
-        self.speculative = None;
+        self.core.speculative = None;
     }
 }
 

@@ -15,13 +15,13 @@ impl Engine {
     pub(super) fn apply_entries(&mut self, entries: Vec<Entry>) {
         for entry in entries {
             assert!(
-                entry.index == self.applied_index + 1,
+                entry.index == self.core.applied_index + 1,
                 "applying {} after {}",
                 entry.index,
-                self.applied_index
+                self.core.applied_index
             );
-            self.applied_index = entry.index;
-            self.applied_term = entry.term;
+            self.core.applied_index = entry.index;
+            self.core.applied_term = entry.term;
             match entry.get_entry_type() {
                 EntryType::EntryConfChangeV2 => {
                     // Entries after one that cannot be applied are not
@@ -43,8 +43,8 @@ impl Engine {
                 EntryType::EntryNormal if entry.data.is_empty() => continue,
                 EntryType::EntryNormal => {}
             }
-            self.log_bytes_since_snapshot += entry.data.len() as u64;
-            if let Some(txn) = self.own_proposal(&entry.data) {
+            self.core.log_bytes_since_snapshot += entry.data.len() as u64;
+            if let Some(txn) = self.core.own_proposal(&entry.data) {
                 self.apply_txn(txn);
                 continue;
             }
@@ -63,32 +63,20 @@ impl Engine {
         }
     }
 
-    /// The leader keeps every txn it proposed until it applies: a committed
-    /// entry that is the oldest of them is taken from there instead of
-    /// decoded (zxids are unique: the epoch is in their high bits).
-    fn own_proposal(&mut self, data: &[u8]) -> Option<Txn> {
-        let zxid = Txn::zxid_of(data)?;
-        if self.in_flight.front()?.header.zxid != zxid {
-            return None;
-        }
-        let txn = self.in_flight.pop_front()?;
-        debug_assert_eq!(Txn::decode(data).as_ref(), Ok(&txn));
-        Some(txn)
-    }
 
     pub(super) fn apply_txn(&mut self, txn: Txn) {
         let zxid = txn.header.zxid;
         let sid = txn.header.session_id;
-        let applied = self.tree.apply(&txn);
-        self.preparer.applied(zxid);
+        let applied = self.core.tree.apply(&txn);
+        self.core.preparer.applied(zxid);
         // A transaction the leader still holds (a reconfig's, applied
         // through `apply_conf_change_entry`) leaves the in-flight queue here.
         if self
-            .in_flight
+            .core.in_flight
             .front()
             .is_some_and(|t| t.header.zxid == zxid)
         {
-            self.in_flight.pop_front();
+            self.core.in_flight.pop_front();
         }
         self.stats.txns_applied += 1;
         if self.is_leader() {
@@ -108,7 +96,7 @@ impl Engine {
             let deliver = !self.extensions.has_watch_extensions()
                 || self.run_watch_extensions(&event.path, change);
             if deliver {
-                for conn in self.watches.trigger(change, &event.path) {
+                for conn in self.core.watches.trigger(change, &event.path) {
                     self.gate.notify(conn, zxid, change, &event.path);
                 }
             }
@@ -142,7 +130,7 @@ impl Engine {
                         // configuration, as getData of /zookeeper/config.
                         (Request::Reconfig(_), Ok(Response::Stat(stat))) => {
                             let data = self
-                                .tree
+                                .core.tree
                                 .node(stoa_tree::CONFIG)
                                 .map(|n| n.data().to_vec())
                                 .unwrap_or_default();

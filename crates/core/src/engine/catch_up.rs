@@ -42,7 +42,7 @@ impl Engine {
                     m.to
                 );
                 self.stats.snapshots_sent += 1;
-                self.snapshot_wait_ticks.insert(m.to, 0);
+                self.core.snapshot_wait_ticks.insert(m.to, 0);
             }
         }
         // Not in a joint configuration (the request waits): the receiver
@@ -51,23 +51,23 @@ impl Engine {
         if self.in_joint_config() {
             return;
         }
-        if !self.raft.store().take_snapshot_wanted() || self.shipping.is_some() {
+        if !self.core.raft.store().take_snapshot_wanted() || self.core.shipping.is_some() {
             return;
         }
         // The tree clones in O(1); the shell serializes it elsewhere.
-        self.shipping = Some(self.raft.raft.prs().conf().to_conf_state());
+        self.core.shipping = Some(self.core.raft.raft.prs().conf().to_conf_state());
         self.out.snapshot_to_ship = Some(SnapshotJob {
-            tree: self.tree.clone(),
-            index: self.applied_index,
-            term: self.applied_term,
+            tree: self.core.tree.clone(),
+            index: self.core.applied_index,
+            term: self.core.applied_term,
         });
     }
 
     pub(super) fn on_snapshot_built(&mut self, index: u64, term: u64, data: bytes::Bytes) {
-        let Some(conf_state) = self.shipping.take() else {
+        let Some(conf_state) = self.core.shipping.take() else {
             return;
         };
-        if index < self.raft.store().first_index() - 1 {
+        if index < self.core.raft.store().first_index() - 1 {
             log::debug!("snapshot at {index} is already behind the log; dropped");
             return;
         }
@@ -75,7 +75,7 @@ impl Engine {
             "snapshot at index {index} ({} bytes) ready for lagging peers",
             data.len()
         );
-        self.raft
+        self.core.raft
             .mut_store()
             .set_shippable(index, term, data, conf_state);
     }
@@ -84,12 +84,12 @@ impl Engine {
     /// reported lost, so raft probes the peer and sends again.
     pub(super) fn watch_snapshot_sends(&mut self) {
         if !self.is_leader() {
-            self.snapshot_wait_ticks.clear();
+            self.core.snapshot_wait_ticks.clear();
             return;
         }
         let mut lost = Vec::new();
-        let progress = self.raft.raft.prs();
-        self.snapshot_wait_ticks.retain(|&peer, ticks| {
+        let progress = self.core.raft.raft.prs();
+        self.core.snapshot_wait_ticks.retain(|&peer, ticks| {
             let waiting = progress
                 .get(peer)
                 .is_some_and(|p| p.state == ProgressState::Snapshot);
@@ -101,7 +101,7 @@ impl Engine {
         });
         for peer in lost {
             log::warn!("server {peer} did not acknowledge its snapshot; sending again");
-            self.raft.report_snapshot(peer, SnapshotStatus::Failure);
+            self.core.raft.report_snapshot(peer, SnapshotStatus::Failure);
         }
     }
 
@@ -109,30 +109,30 @@ impl Engine {
     /// waited on one for `SHIPPABLE_IDLE_TICKS_MAX` ticks (at once when
     /// this server no longer leads).
     pub(super) fn release_idle_shippable(&mut self) {
-        if !self.raft.store().has_shippable() {
-            self.shippable_idle_ticks = 0;
+        if !self.core.raft.store().has_shippable() {
+            self.core.shippable_idle_ticks = 0;
             return;
         }
         let leader = self.is_leader();
         // (`snapshot_wait_ticks` only lists peers in this state.)
         let wanted = leader
             && self
-                .raft
+                .core.raft
                 .raft
                 .prs()
                 .iter()
                 .any(|(_, p)| p.state == ProgressState::Snapshot);
         if wanted {
-            self.shippable_idle_ticks = 0;
+            self.core.shippable_idle_ticks = 0;
             return;
         }
-        self.shippable_idle_ticks += 1;
-        if leader && self.shippable_idle_ticks < SHIPPABLE_IDLE_TICKS_MAX {
+        self.core.shippable_idle_ticks += 1;
+        if leader && self.core.shippable_idle_ticks < SHIPPABLE_IDLE_TICKS_MAX {
             return;
         }
         log::info!("letting go of the snapshot built for lagging peers: none waits for it");
-        self.raft.mut_store().drop_shippable();
-        self.shippable_idle_ticks = 0;
+        self.core.raft.mut_store().drop_shippable();
+        self.core.shippable_idle_ticks = 0;
         self.out.memory_freed = true;
     }
 
@@ -158,10 +158,10 @@ impl Engine {
             tree.last_zxid()
         );
         assert!(
-            meta.index > self.applied_index,
+            meta.index > self.core.applied_index,
             "snapshot at {} does not move past applied {}",
             meta.index,
-            self.applied_index
+            self.core.applied_index
         );
         // Clients' watches and pending calls refer to the tree being
         // replaced: they reconnect and re-register (setWatches replays what
@@ -171,16 +171,16 @@ impl Engine {
             .sessions()
             .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
             .collect();
-        self.tree = tree;
-        self.applied_index = meta.index;
-        self.applied_term = meta.term;
-        self.snapshot_index = meta.index;
-        self.log_bytes_since_snapshot = 0;
-        self.raft.mut_store().install(meta);
+        self.core.tree = tree;
+        self.core.applied_index = meta.index;
+        self.core.applied_term = meta.term;
+        self.core.snapshot_index = meta.index;
+        self.core.log_bytes_since_snapshot = 0;
+        self.core.raft.mut_store().install(meta);
         self.reload_extensions();
         // A leader never sends a snapshot in a joint configuration: one
         // this server was in ended within the snapshot.
-        self.outgoing = None;
+        self.ensemble.outgoing = None;
         self.membership_applied();
         self.publish_members();
         self.stats.snapshots_installed += 1;

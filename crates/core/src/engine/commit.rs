@@ -15,11 +15,11 @@ impl Engine {
     /// `PersistJob` (acknowledged later by `Input::Persisted`); committed
     /// entries are applied at once.
     pub(super) fn drive_raft(&mut self) {
-        while self.raft.has_ready() {
-            let mut ready = self.raft.ready();
+        while self.core.raft.has_ready() {
+            let mut ready = self.core.raft.ready();
             let installed = if ready.snapshot().get_metadata().index != 0 {
                 let snapshot = ready.snapshot().clone();
-                self.installing = Some(ready.number());
+                self.core.installing = Some(ready.number());
                 self.install_snapshot(&snapshot)
             } else {
                 None
@@ -27,7 +27,7 @@ impl Engine {
             // Messages that need nothing durable (e.g. a leader's appends)
             // leave at once; the others wait for this ready's persistence.
             for mut message in ready.take_messages() {
-                let log = &self.raft.raft.raft_log;
+                let log = &self.core.raft.raft.raft_log;
                 let term_of =
                     |index| (index + 1 >= log.first_index()).then(|| log.term(index).ok())?;
                 if !repair_batched_append(&mut message, term_of) {
@@ -45,7 +45,7 @@ impl Engine {
             let entries = ready.take_entries();
             let must_sync = ready.must_sync() || installed.is_some();
             if let Some(hs) = ready.hs() {
-                self.raft.mut_store().set_hard_state(hs.clone());
+                self.core.raft.mut_store().set_hard_state(hs.clone());
             }
             let after_persist = ready.take_persisted_messages();
             // A ready with messages to send after persistence needs a job
@@ -56,10 +56,10 @@ impl Engine {
                 || !after_persist.is_empty()
                 || installed.is_some()
             {
-                self.raft.mut_store().append(&entries);
+                self.core.raft.mut_store().append(&entries);
                 // Every synced batch carries the latest hard state, so a
                 // commit index written lazily still reaches the disk.
-                let hard_state = must_sync.then(|| self.raft.store().hard_state().clone());
+                let hard_state = must_sync.then(|| self.core.raft.store().hard_state().clone());
                 if !entries.is_empty() {
                     self.stats.record_wal_batch(entries.len() as u64);
                 }
@@ -72,14 +72,14 @@ impl Engine {
                 });
             }
             if !after_persist.is_empty() {
-                self.held_messages
+                self.core.held_messages
                     .push_back((ready.number(), after_persist));
             }
-            self.raft.advance_append_async(ready);
+            self.core.raft.advance_append_async(ready);
             self.report_applied();
             let leader = self.leader_id();
-            if leader != self.known_leader {
-                let old = std::mem::replace(&mut self.known_leader, leader);
+            if leader != self.ensemble.known_leader {
+                let old = std::mem::replace(&mut self.ensemble.known_leader, leader);
                 self.on_leader_change(old, leader);
             }
         }
@@ -100,17 +100,17 @@ impl Engine {
     /// next snapshot was ~5% of the RSS).
     fn release_applied_entries(&mut self) {
         if self.standalone() {
-            let applied = self.applied_index.min(self.raft.raft.raft_log.applied);
-            self.raft.mut_store().compact(applied);
+            let applied = self.core.applied_index.min(self.core.raft.raft.raft_log.applied);
+            self.core.raft.mut_store().compact(applied);
         }
-        self.raft.mut_store().compact_step(COMPACT_STEP_ENTRIES);
+        self.core.raft.mut_store().compact_step(COMPACT_STEP_ENTRIES);
     }
 
     fn report_applied(&mut self) {
-        let log = &self.raft.raft.raft_log;
-        let applied = self.applied_index.min(log.persisted).min(log.committed);
+        let log = &self.core.raft.raft.raft_log;
+        let applied = self.core.applied_index.min(log.persisted).min(log.committed);
         if applied > log.applied {
-            self.raft.advance_apply_to(applied);
+            self.core.raft.advance_apply_to(applied);
         }
     }
 
@@ -118,13 +118,13 @@ impl Engine {
     /// stat, ACL reference and framing per node.
     fn snapshot_bytes_estimate(&self) -> u64 {
         const NODE_BYTES: u64 = 48;
-        self.tree.approximate_data_size() + NODE_BYTES * self.tree.node_count() as u64
+        self.core.tree.approximate_data_size() + NODE_BYTES * self.core.tree.node_count() as u64
     }
 
     fn maybe_snapshot(&mut self) {
         // A restart rebuilds raft's configuration from the snapshot's
         // `/zookeeper/config`, which cannot express a joint one.
-        if self.applied_index < self.snapshot_index + self.config.snap_count
+        if self.core.applied_index < self.core.snapshot_index + self.config.snap_count
             || self.in_joint_config()
         {
             return;
@@ -135,25 +135,25 @@ impl Engine {
         // share keeps the replay after a restart within about a quarter of
         // a snapshot. (An ensemble compacts its in-memory log at snapshots,
         // so waiting there would hold more of it.)
-        if self.standalone() && self.log_bytes_since_snapshot < self.snapshot_bytes_estimate() / 4 {
+        if self.standalone() && self.core.log_bytes_since_snapshot < self.snapshot_bytes_estimate() / 4 {
             return;
         }
-        self.log_bytes_since_snapshot = 0;
+        self.core.log_bytes_since_snapshot = 0;
         // The tree clones in O(1) (structural sharing), so the writer thread
         // serializes a frozen copy while this thread keeps applying.
         self.out.snapshots.push(SnapshotJob {
-            tree: self.tree.clone(),
-            index: self.applied_index,
-            term: self.applied_term,
+            tree: self.core.tree.clone(),
+            index: self.core.applied_index,
+            term: self.core.applied_term,
         });
-        self.snapshot_index = self.applied_index;
+        self.core.snapshot_index = self.core.applied_index;
         // Never past what raft counts as applied: it still reads entries
         // after that (e.g. for pending membership changes on campaign).
         let upto = self
-            .applied_index
+            .core.applied_index
             .saturating_sub(self.log_retained_after_snapshot())
-            .min(self.raft.raft.raft_log.applied);
-        self.raft.mut_store().compact(upto);
+            .min(self.core.raft.raft.raft_log.applied);
+        self.core.raft.mut_store().compact(upto);
     }
 }
 
@@ -234,16 +234,16 @@ impl Engine {
     /// nodes, as ordinary replicated transactions.
     pub(super) fn check_containers(&mut self) {
         let interval_ms = self.config.container_check_interval_ms as i64;
-        if !self.caught_up() || self.now_ms - self.last_container_check_ms < interval_ms {
+        if !self.caught_up() || self.now_ms - self.core.last_container_check_ms < interval_ms {
             return;
         }
-        self.last_container_check_ms = self.now_ms;
-        for path in self.tree.expiry_candidates(self.now_ms, 0) {
-            let zxid = self.next_zxid();
+        self.core.last_container_check_ms = self.now_ms;
+        for path in self.core.tree.expiry_candidates(self.now_ms, 0) {
+            let zxid = self.core.next_zxid();
             let ctx = self.internal_ctx(0, zxid);
             match self
-                .preparer
-                .prepare_delete_container(&self.tree, &ctx, &path)
+                .core.preparer
+                .prepare_delete_container(&self.core.tree, &ctx, &path)
             {
                 Ok(txn) => {
                     self.propose(txn);

@@ -9,7 +9,7 @@ use crate::watch::ConnId;
 
 impl Engine {
     pub(super) fn on_connect(&mut self, conn: ConnId, req: ConnectRequest, sent_read_only: bool) {
-        let last_zxid = self.tree.last_zxid();
+        let last_zxid = self.core.tree.last_zxid();
         if req.last_zxid_seen > last_zxid {
             // The client saw a newer tree than ours: serving it would go back in time.
             log::warn!(
@@ -86,9 +86,9 @@ impl Engine {
             return;
         }
         self.set_owner(sid, self.config.server_id, conn);
-        let zxid = self.next_zxid();
+        let zxid = self.core.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
-        let txn = self.preparer.prepare_create_session(&ctx, timeout_ms);
+        let txn = self.core.preparer.prepare_create_session(&ctx, timeout_ms);
         self.propose(txn);
     }
 
@@ -161,13 +161,13 @@ impl Engine {
 
     /// Called when a closeSession transaction is applied.
     pub(super) fn session_closed(&mut self, sid: SessionId, reply_xid: Option<i32>) {
-        self.owners.remove(&sid);
+        self.core.owners.remove(&sid);
         let Some(s) = self.gate.sessions.remove(&sid) else {
             return;
         };
         if let Some(conn) = s.conn {
             if let Some(xid) = reply_xid {
-                let zxid = self.tree.last_zxid();
+                let zxid = self.core.tree.last_zxid();
                 self.gate.send_reply(
                     conn,
                     xid,
@@ -222,7 +222,7 @@ impl Engine {
     /// Proposes closeSession; `reply_xid` when the client asked for it.
     pub(super) fn close_session(&mut self, sid: SessionId, reply_xid: Option<i32>) {
         let leader = self.is_leader();
-        let zxid = if leader { self.next_zxid() } else { 0 };
+        let zxid = if leader { self.core.next_zxid() } else { 0 };
         let now = self.now_ms;
         let Some(s) = self.gate.sessions.get_mut(&sid) else {
             return;
@@ -251,7 +251,7 @@ impl Engine {
     pub(super) fn propose_close_session(&mut self, sid: SessionId, xid: i32, zxid: i64) {
         let mut ctx = self.internal_ctx(sid, zxid);
         ctx.cxid = xid;
-        let txn: Txn = self.preparer.prepare_close_session(&self.tree, &ctx);
+        let txn: Txn = self.core.preparer.prepare_close_session(&self.core.tree, &ctx);
         self.propose(txn);
     }
 

@@ -611,9 +611,9 @@ impl Sim {
                     "server {}: leader {} term {} applied {} last {} unsynced {}",
                     s.id,
                     e.leader_id(),
-                    e.raft.raft.term,
-                    e.applied_index,
-                    e.raft.store().last_index(),
+                    e.core.raft.raft.term,
+                    e.core.applied_index,
+                    e.core.raft.store().last_index(),
                     s.node.as_ref().map_or(0, |n| n.log().queued())
                 );
                 eprintln!(
@@ -621,8 +621,8 @@ impl Sim {
                     e.membership().version,
                     e.membership().voters(),
                     e.membership().learners(),
-                    e.raft.raft.prs().conf().to_conf_state(),
-                    e.raft
+                    e.core.raft.raft.prs().conf().to_conf_state(),
+                    e.core.raft
                         .raft
                         .prs()
                         .iter()
@@ -642,7 +642,7 @@ impl Sim {
             .iter()
             .position(|s| s.engine().is_some_and(Engine::is_leader))?;
         let leader_engine = self.servers[leader].engine()?;
-        let leader_last = leader_engine.raft.store().last_index();
+        let leader_last = leader_engine.core.raft.store().last_index();
         let members = &leader_engine.membership().members;
         // A server a reconfig removed may never hear that its removal
         // committed (the leader stops talking to it): it is left behind.
@@ -654,7 +654,7 @@ impl Sim {
                     && (!members.contains_key(&s.id)
                         || s.engine()
                             .as_ref()
-                            .is_none_or(|e| e.applied_index == leader_last))
+                            .is_none_or(|e| e.core.applied_index == leader_last))
             });
         quiet.then_some(leader)
     }
@@ -670,7 +670,7 @@ impl Sim {
                 panic!("seed {}: server {}: {broken}", self.seed, server.id);
             }
             if engine.is_leader() {
-                let term = engine.raft.raft.term;
+                let term = engine.core.raft.raft.term;
                 let previous = self.leaders.insert(term, server.id);
                 assert!(
                     previous.is_none_or(|p| p == server.id),
@@ -680,7 +680,7 @@ impl Sim {
                 );
             }
             let state = state_of(engine.tree());
-            let index = engine.applied_index;
+            let index = engine.core.applied_index;
             match self.applied_states.get(&index) {
                 Some(seen) => assert_eq!(
                     seen, &state,
@@ -1146,7 +1146,7 @@ impl Sim {
             }
             // Every joint configuration was left, whoever led meanwhile,
             // and raft runs what `/zookeeper/config` says.
-            let conf = engine.raft.raft.prs().conf().to_conf_state();
+            let conf = engine.core.raft.raft.prs().conf().to_conf_state();
             let sorted = |mut ids: Vec<u64>| {
                 ids.sort_unstable();
                 ids

@@ -267,7 +267,7 @@ fn a_follower_behind_the_compacted_log_catches_up_from_a_snapshot() {
     }
     cluster.tick();
     assert!(
-        cluster.engines[leader].raft.store().first_index() > 30,
+        cluster.engines[leader].core.raft.store().first_index() > 30,
         "the leader compacted its log"
     );
     assert!(cluster.engines[lagging].tree().node("/n0").is_none());
@@ -290,11 +290,11 @@ fn a_follower_behind_the_compacted_log_catches_up_from_a_snapshot() {
     cluster.pump();
     assert!(cluster.engines[lagging].tree().node("/after").is_some());
     // The leader keeps the snapshot a while for other peers, then lets it go.
-    assert!(cluster.engines[leader].raft.store().has_shippable());
+    assert!(cluster.engines[leader].core.raft.store().has_shippable());
     for _ in 0..super::catch_up::SHIPPABLE_IDLE_TICKS_MAX {
         cluster.tick();
     }
-    assert!(!cluster.engines[leader].raft.store().has_shippable());
+    assert!(!cluster.engines[leader].core.raft.store().has_shippable());
     // A peer that falls behind again gets a new one (through a new
     // session: the first expired meanwhile).
     cluster.engines[leader].handle(Input::Closed { conn: 1 });

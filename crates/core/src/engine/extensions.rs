@@ -82,7 +82,7 @@ impl TreeView for View<'_> {
 impl Engine {
     /// Loads every registration in the tree (at start-up, after recovery).
     pub(super) fn load_extensions(&mut self) {
-        let names: Vec<String> = match self.tree.node(EXTENSIONS_ROOT) {
+        let names: Vec<String> = match self.core.tree.node(EXTENSIONS_ROOT) {
             Some(root) => root.children().map(String::from).collect(),
             None => return,
         };
@@ -101,7 +101,7 @@ impl Engine {
 
     fn load_extension(&mut self, name: &str) {
         let path = format!("{EXTENSIONS_ROOT}/{name}");
-        let Some(node) = self.tree.node(&path) else {
+        let Some(node) = self.core.tree.node(&path) else {
             return;
         };
         let data = node.data().to_vec();
@@ -157,8 +157,8 @@ impl Engine {
         };
         // `/extensions` may itself still be pending (a pipelined create).
         let root_acl = self
-            .preparer
-            .current_acl(&self.tree, EXTENSIONS_ROOT)
+            .core.preparer
+            .current_acl(&self.core.tree, EXTENSIONS_ROOT)
             .ok_or(ErrorCode::NoNode)?;
         stoa_tree::check_acl(&root_acl, perms::ADMIN, Caller { ids, is_super })?;
         self.extensions.check(name, data).map_err(|e| {
@@ -339,7 +339,7 @@ impl Engine {
     /// nothing; the speculative copy would go stale as entries apply).
     fn prepare_extension_state(&mut self) {
         if self.is_leader() {
-            self.speculative_tree();
+            self.core.speculative_tree();
         } else {
             self.drop_speculative();
         }
@@ -360,10 +360,10 @@ impl Engine {
         // the stats it replies with can carry that zxid; a follower's run
         // of a writing call is discarded (the leader runs it again).
         let stamp = self.is_leader().then(|| stoa_ext::TxnStamp {
-            zxid: self.peek_next_zxid(),
+            zxid: self.core.peek_next_zxid(),
             time_ms: self.now_ms,
         });
-        let view = View(self.speculative.as_ref().unwrap_or(&self.tree));
+        let view = View(self.core.speculative.as_ref().unwrap_or(&self.core.tree));
         let outcome = self
             .extensions
             .manager_mut()
@@ -399,13 +399,13 @@ impl Engine {
     ) -> (ErrorCode, Response, i64) {
         let (err, response, writes) = self.call_node_extension(name, request, sid);
         // The reply waits until what the extension saw (or wrote) is committed.
-        let after_zxid = self.in_flight.back().map_or(0, |t| t.header.zxid);
+        let after_zxid = self.core.in_flight.back().map_or(0, |t| t.header.zxid);
         if writes.is_empty() {
             return (err, response, after_zxid);
         }
         match self.propose_extension_writes(ids, sid, xid, writes) {
             Ok(zxid) => (err, response, zxid),
-            Err(code) => (code, Response::Empty, self.tree.last_zxid()),
+            Err(code) => (code, Response::Empty, self.core.tree.last_zxid()),
         }
     }
 
@@ -436,7 +436,7 @@ impl Engine {
         writes: Vec<WriteOp>,
     ) -> Result<i64, ErrorCode> {
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        let zxid = self.next_zxid();
+        let zxid = self.core.next_zxid();
         let ctx = stoa_tree::PrepContext {
             session_id: sid,
             cxid: xid,
@@ -449,8 +449,8 @@ impl Engine {
             ttl_enabled: self.config.ttl_enabled,
         };
         match self
-            .preparer
-            .prepare(&self.tree, &ctx, &Request::Multi(ops))
+            .core.preparer
+            .prepare(&self.core.tree, &ctx, &Request::Multi(ops))
         {
             Ok(txn) => {
                 self.propose(txn);
@@ -469,7 +469,7 @@ impl Engine {
     /// their writes proposed as multis. A failing extension delivers as if it
     /// were not there.
     pub(super) fn run_watch_extensions(&mut self, path: &str, change: ChangeKind) -> bool {
-        let view = View(&self.tree);
+        let view = View(&self.core.tree);
         let results = self
             .extensions
             .manager_mut()
@@ -494,11 +494,11 @@ impl Engine {
             return; // the leader's own extension run makes these writes
         }
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        let zxid = self.next_zxid();
+        let zxid = self.core.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
         match self
-            .preparer
-            .prepare(&self.tree, &ctx, &Request::Multi(ops))
+            .core.preparer
+            .prepare(&self.core.tree, &ctx, &Request::Multi(ops))
         {
             Ok(txn) => self.propose(txn),
             Err(e) => log::warn!("extension {name}: writes refused: {e:?}"),
@@ -512,7 +512,7 @@ impl Engine {
             return;
         }
         self.prepare_extension_state();
-        let view = View(self.speculative.as_ref().unwrap_or(&self.tree));
+        let view = View(self.core.speculative.as_ref().unwrap_or(&self.core.tree));
         let results = self
             .extensions
             .manager_mut()

@@ -7,11 +7,11 @@ impl Engine {
     /// Checks the engine's own invariants; the error says which broke.
     /// The tree checks its own (`DataTree::check_invariants`).
     pub fn check_invariants(&self) -> Result<(), String> {
-        let applied_zxid = self.tree.last_zxid();
+        let applied_zxid = self.core.tree.last_zxid();
         // Proposals apply in the order made: their zxids ascend, all past
         // what the tree has applied.
         let mut previous = applied_zxid;
-        for txn in &self.in_flight {
+        for txn in &self.core.in_flight {
             let zxid = txn.header.zxid;
             if zxid <= previous {
                 return Err(format!(
@@ -20,9 +20,9 @@ impl Engine {
             }
             previous = zxid;
         }
-        if let Some(speculative) = &self.speculative {
-            let mut expected = self.tree.clone();
-            for txn in &self.in_flight {
+        if let Some(speculative) = &self.core.speculative {
+            let mut expected = self.core.tree.clone();
+            for txn in &self.core.in_flight {
                 expected.apply(txn);
             }
             if (speculative.digest(), speculative.last_zxid())
@@ -36,13 +36,13 @@ impl Engine {
         }
         // Writes are owned and proposed by the leader alone: a server that
         // stops leading forgets both (`drop_clients`).
-        let holds_writes = !self.owners.is_empty() || !self.in_flight.is_empty();
+        let holds_writes = !self.core.owners.is_empty() || !self.core.in_flight.is_empty();
         if holds_writes && !self.is_leader() {
             return Err(format!(
                 "server {} does not lead but owns {} sessions' writes and has {} proposals in flight",
                 self.config.server_id,
-                self.owners.len(),
-                self.in_flight.len()
+                self.core.owners.len(),
+                self.core.in_flight.len()
             ));
         }
         // Sessions wait only for zxids not yet applied (applying one
@@ -54,11 +54,11 @@ impl Engine {
                 ));
             }
         }
-        let committed = self.raft.raft.raft_log.committed;
-        if self.applied_index < self.snapshot_index || self.applied_index > committed {
+        let committed = self.core.raft.raft.raft_log.committed;
+        if self.core.applied_index < self.core.snapshot_index || self.core.applied_index > committed {
             return Err(format!(
                 "applied index {} outside [snapshot {}, committed {committed}]",
-                self.applied_index, self.snapshot_index
+                self.core.applied_index, self.core.snapshot_index
             ));
         }
         Ok(())

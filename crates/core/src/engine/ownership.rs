@@ -15,7 +15,7 @@ use crate::watch::ConnId;
 
 /// The connection a session's writes are accepted from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Owner {
+pub(crate) struct Owner {
     pub server: u64,
     pub conn: ConnId,
     /// Sequence number the next forward from `conn` must carry.
@@ -25,7 +25,7 @@ pub(super) struct Owner {
 impl Engine {
     /// Leader: `conn` at `server` now owns the session.
     pub(super) fn set_owner(&mut self, sid: SessionId, server: u64, conn: ConnId) {
-        self.owners.insert(
+        self.core.owners.insert(
             sid,
             Owner {
                 server,
@@ -37,7 +37,7 @@ impl Engine {
 
     /// Leader: does `conn` at `server` own the session?
     pub(super) fn is_owner(&self, sid: SessionId, server: u64, conn: ConnId) -> bool {
-        self.owners
+        self.core.owners
             .get(&sid)
             .is_some_and(|o| o.server == server && o.conn == conn)
     }
@@ -52,7 +52,7 @@ impl Engine {
         conn: ConnId,
         seq: u64,
     ) -> bool {
-        match self.owners.get_mut(&sid) {
+        match self.core.owners.get_mut(&sid) {
             Some(o) if o.server == from && o.conn == conn && o.next_seq == seq => {
                 o.next_seq += 1;
                 true
@@ -63,7 +63,7 @@ impl Engine {
                 );
                 if owner.is_some_and(|o| o.server == from && o.conn == conn) {
                     // A gap: everything after it from this connection is refused too.
-                    self.owners.remove(&sid);
+                    self.core.owners.remove(&sid);
                 }
                 let rejected = EngineMessage::Rejected {
                     session_id: sid,
@@ -120,7 +120,7 @@ impl Engine {
         if self.gate.attaching.is_empty() {
             return;
         }
-        let applied = self.tree.last_zxid();
+        let applied = self.core.tree.last_zxid();
         let ready: Vec<(ConnId, SessionId)> = self
             .gate
             .attaching
@@ -149,11 +149,11 @@ impl Engine {
 
     /// The newest zxid this leader handed out (or applied, if none yet).
     fn last_proposed_zxid(&self) -> i64 {
-        let handed = if self.zxid_epoch == self.raft.raft.term && self.zxid_counter > 0 {
-            ((self.zxid_epoch as i64) << 32) | self.zxid_counter as i64
+        let handed = if self.core.zxid_epoch == self.core.raft.raft.term && self.core.zxid_counter > 0 {
+            ((self.core.zxid_epoch as i64) << 32) | self.core.zxid_counter as i64
         } else {
             0
         };
-        handed.max(self.tree.last_zxid())
+        handed.max(self.core.tree.last_zxid())
     }
 }

@@ -90,8 +90,8 @@ impl Engine {
     /// leader no longer talks to it), from a member refusing its connection.
     pub(crate) fn is_member(&self) -> bool {
         self.standalone()
-            || (self.membership.members.contains_key(&self.config.server_id)
-                && self.removed_at_version.is_none())
+            || (self.ensemble.membership.members.contains_key(&self.config.server_id)
+                && self.ensemble.removed_at_version.is_none())
     }
 
     /// Hands the membership to the transport: whom to dial and accept,
@@ -99,23 +99,23 @@ impl Engine {
     /// While a joint configuration lasts, the servers leaving are still
     /// among them.
     pub(super) fn publish_members(&mut self) {
-        let mut members: Vec<Member> = self.membership.members.values().cloned().collect();
-        if let Some(outgoing) = &self.outgoing {
+        let mut members: Vec<Member> = self.ensemble.membership.members.values().cloned().collect();
+        if let Some(outgoing) = &self.ensemble.outgoing {
             let leaving = outgoing.members.values();
             members.extend(
                 leaving
-                    .filter(|m| !self.membership.members.contains_key(&m.id))
+                    .filter(|m| !self.ensemble.membership.members.contains_key(&m.id))
                     .cloned(),
             );
         }
-        self.out.members = Some((self.membership.version, members));
+        self.out.members = Some((self.ensemble.membership.version, members));
     }
 
     /// A member's applied membership leaves this server out. Only news
     /// when newer than the membership applied here: a member behind us
     /// (say, one that has not applied our addition yet) proves nothing.
     pub(super) fn on_refused_by_peer(&mut self, from: u64, membership_version: i64) {
-        if membership_version <= self.membership.version || !self.is_member() {
+        if membership_version <= self.ensemble.membership.version || !self.is_member() {
             return;
         }
         let me = self.config.server_id;
@@ -123,19 +123,19 @@ impl Engine {
             "server {from} does not list this server in membership version \
              {membership_version:x} (this server applied {:x}): removed, or not added yet; \
              no clients are served until a membership listing this server applies",
-            self.membership.version
+            self.ensemble.membership.version
         );
-        self.removed_at_version = Some(membership_version);
+        self.ensemble.removed_at_version = Some(membership_version);
         debug_assert!(!self.is_member(), "server {me} still counts as a member");
         self.drop_clients();
     }
 
     pub(crate) fn voter_count(&self) -> usize {
-        self.membership.voters().len()
+        self.ensemble.membership.voters().len()
     }
 
     pub(crate) fn membership(&self) -> &Membership {
-        &self.membership
+        &self.ensemble.membership
     }
 
     /// Leader: turns a client's reconfig into its log entry; a refusal is
@@ -158,41 +158,41 @@ impl Engine {
         // ZooKeeper: the super user, or WRITE on /zookeeper/config (which
         // by default only grants READ to anyone).
         let acl = self
-            .preparer
-            .current_acl(&self.tree, CONFIG)
+            .core.preparer
+            .current_acl(&self.core.tree, CONFIG)
             .unwrap_or_default();
         let caller = Caller {
             ids: ctx.ids,
             is_super: ctx.is_super,
         };
         check_acl(&acl, perms::WRITE, caller)?;
-        if self.membership_pending.is_some()
-            || self.raft.raft.has_pending_conf()
+        if self.ensemble.membership_pending.is_some()
+            || self.core.raft.raft.has_pending_conf()
             || self.in_joint_config()
         {
             return Err(ErrorCode::ReconfigInProgress);
         }
-        let mut target = self.membership.reconfigure(request).map_err(|r| {
+        let mut target = self.ensemble.membership.reconfigure(request).map_err(|r| {
             log::warn!("reconfig refused ({}): {}", r.code.as_i32(), r.reason);
             r.code
         })?;
         self.check_new_quorum(&target)?;
         target.version = ctx.zxid;
-        let changes = self.membership.changes_to(&target);
+        let changes = self.ensemble.membership.changes_to(&target);
         let txn =
-            self.preparer
-                .prepare_set_config(&self.tree, ctx, target.render().into_bytes())?;
+            self.core.preparer
+                .prepare_set_config(&self.core.tree, ctx, target.render().into_bytes())?;
         log::info!(
             "reconfig: participants {:?} observers {:?} -> participants {:?} observers {:?} ({} raft change{}; version {:x})",
-            self.membership.voters(),
-            self.membership.learners(),
+            self.ensemble.membership.voters(),
+            self.ensemble.membership.learners(),
             target.voters(),
             target.learners(),
             changes.len(),
             if changes.len() == 1 { "" } else { "s" },
             target.version
         );
-        self.membership_pending = Some(target);
+        self.ensemble.membership_pending = Some(target);
         Ok((txn, changes))
     }
 
@@ -201,7 +201,7 @@ impl Engine {
     /// joint configurations that raft leaves by itself (auto-leave), so
     /// that flag tells.
     pub(crate) fn in_joint_config(&self) -> bool {
-        *self.raft.raft.prs().conf().auto_leave()
+        self.core.in_joint_config()
     }
 
     /// ZooKeeper refuses a configuration whose quorum is not up and in
@@ -215,13 +215,13 @@ impl Engine {
     /// leave that configuration (the ensemble simulator found one stuck).
     fn check_new_quorum(&self, next: &Membership) -> Result<(), ErrorCode> {
         let voters = next.voters();
-        let first_index = self.raft.store().first_index();
-        let progress = self.raft.raft.prs();
+        let first_index = self.core.raft.store().first_index();
+        let progress = self.core.raft.raft.prs();
         let ready = voters
             .iter()
             .filter(|&&id| {
                 let live = self
-                    .peer_heard_ms
+                    .ensemble.peer_heard_ms
                     .get(&id)
                     .is_some_and(|&t| self.now_ms - t <= PEER_LIVE_MS);
                 // A server not yet in raft's configuration starts from the
@@ -255,17 +255,17 @@ impl Engine {
             context: context.into(),
             ..Default::default()
         };
-        self.raft.raft.abort_leader_transfer();
-        if let Err(e) = self.raft.propose_conf_change(vec![], cc) {
+        self.core.raft.raft.abort_leader_transfer();
+        if let Err(e) = self.core.raft.propose_conf_change(vec![], cc) {
             panic!("raft refused a configuration change: {e}");
         }
-        let raft = &self.raft.raft;
+        let raft = &self.core.raft.raft;
         assert_eq!(
             raft.pending_conf_index,
             raft.raft_log.last_index(),
             "raft ignored a configuration change it was checked to accept"
         );
-        self.proposed(txn);
+        self.core.proposed(txn);
     }
 
     /// Leader of an ensemble that has never recorded its membership: the
@@ -275,22 +275,22 @@ impl Engine {
         if self.standalone()
             || !self.is_leader()
             || !self.log_applied()
-            || self.membership_pending.is_some()
-            || self.raft.raft.lead_transferee.is_some()
-            || self.tree.node(CONFIG).is_none_or(|n| !n.data().is_empty())
+            || self.ensemble.membership_pending.is_some()
+            || self.core.raft.raft.lead_transferee.is_some()
+            || self.core.tree.node(CONFIG).is_none_or(|n| !n.data().is_empty())
         {
             return;
         }
-        let zxid = self.next_zxid();
-        let mut next = self.membership.clone();
+        let zxid = self.core.next_zxid();
+        let mut next = self.ensemble.membership.clone();
         next.version = zxid;
         let ctx = self.internal_ctx(0, zxid);
         match self
-            .preparer
-            .prepare_set_config(&self.tree, &ctx, next.render().into_bytes())
+            .core.preparer
+            .prepare_set_config(&self.core.tree, &ctx, next.render().into_bytes())
         {
             Ok(txn) => {
-                self.membership_pending = Some(next);
+                self.ensemble.membership_pending = Some(next);
                 self.propose(txn);
             }
             Err(code) => log::error!("cannot record the membership: {code:?}"),
@@ -303,7 +303,7 @@ impl Engine {
         let cc: ConfChangeV2 = protobuf::Message::parse_from_bytes(&entry.data)
             .map_err(|e| format!("undecodable configuration change: {e}"))?;
         let conf_state = self
-            .raft
+            .core.raft
             .apply_conf_change(&cc)
             .map_err(|e| format!("configuration change does not apply: {e}"))?;
         let joint = !conf_state.voters_outgoing.is_empty();
@@ -311,11 +311,11 @@ impl Engine {
             joint, conf_state.auto_leave,
             "Stoa enters only joint configurations raft leaves by itself"
         );
-        self.raft.mut_store().set_conf_state(conf_state);
+        self.core.raft.mut_store().set_conf_state(conf_state);
         self.step_down_if_removed();
         if joint {
             // The servers leaving still vote until the leave entry applies.
-            self.outgoing = Some(self.membership.clone());
+            self.ensemble.outgoing = Some(self.ensemble.membership.clone());
         }
         if !cc.context.is_empty() {
             let txn = Txn::decode(&cc.context)
@@ -325,10 +325,10 @@ impl Engine {
         if cc.leave_joint() {
             log::info!(
                 "left the joint configuration: participants {:?}, observers {:?}",
-                self.membership.voters(),
-                self.membership.learners()
+                self.ensemble.membership.voters(),
+                self.ensemble.membership.learners()
             );
-            self.outgoing = None;
+            self.ensemble.outgoing = None;
             self.publish_members();
             self.hand_over_if_not_participant();
         }
@@ -339,7 +339,7 @@ impl Engine {
     /// a snapshot): the membership follows it.
     pub(super) fn membership_applied(&mut self) {
         let recorded = self
-            .tree
+            .core.tree
             .node(CONFIG)
             .map(|n| Membership::parse(&String::from_utf8_lossy(n.data())));
         let next = match recorded {
@@ -351,30 +351,30 @@ impl Engine {
             }
         };
         if self
-            .membership_pending
+            .ensemble.membership_pending
             .as_ref()
             .is_some_and(|p| p.version <= next.version)
         {
-            self.membership_pending = None;
+            self.ensemble.membership_pending = None;
         }
-        if next == self.membership {
+        if next == self.ensemble.membership {
             return;
         }
         let me = self.config.server_id;
         let was_member = self.is_member();
-        self.membership = next;
+        self.ensemble.membership = next;
         if self
-            .removed_at_version
-            .is_some_and(|v| v <= self.membership.version)
+            .ensemble.removed_at_version
+            .is_some_and(|v| v <= self.ensemble.membership.version)
         {
-            self.removed_at_version = None;
+            self.ensemble.removed_at_version = None;
         }
         self.publish_members();
         log::info!(
             "membership version {:x}: participants {:?}, observers {:?}",
-            self.membership.version,
-            self.membership.voters(),
-            self.membership.learners()
+            self.ensemble.membership.version,
+            self.ensemble.membership.voters(),
+            self.ensemble.membership.learners()
         );
         if was_member && !self.is_member() {
             log::warn!("server {me} was removed from the ensemble: it stops serving clients");
@@ -390,10 +390,10 @@ impl Engine {
     pub(super) fn hand_over_if_not_participant(&mut self) {
         if self.is_leader()
             && !self.standalone()
-            && self.raft.raft.lead_transferee.is_none()
+            && self.core.raft.raft.lead_transferee.is_none()
             // It leads on until the joint configuration is left.
             && !self.in_joint_config()
-            && self.membership.role_of(self.config.server_id) != Some(Role::Participant)
+            && self.ensemble.membership.role_of(self.config.server_id) != Some(Role::Participant)
         {
             self.transfer_leadership();
         }
@@ -405,15 +405,15 @@ impl Engine {
     /// timeout.
     fn step_down_if_removed(&mut self) {
         let me = self.config.server_id;
-        if !self.is_leader() || self.raft.raft.prs().get(me).is_some() {
+        if !self.is_leader() || self.core.raft.raft.prs().get(me).is_some() {
             return;
         }
         let successor = self.most_up_to_date_voter();
-        let term = self.raft.raft.term;
+        let term = self.core.raft.raft.term;
         log::info!("server {me} left the ensemble: stepping down as leader");
-        self.raft.raft.become_follower(term, raft::INVALID_ID);
+        self.core.raft.raft.become_follower(term, raft::INVALID_ID);
         if let Some(to) = successor {
-            self.raft.raft.send_timeout_now(to);
+            self.core.raft.raft.send_timeout_now(to);
         }
     }
 
@@ -422,8 +422,8 @@ impl Engine {
     /// change applies there just before its transaction reaches the tree.
     fn most_up_to_date_voter(&self) -> Option<u64> {
         let me = self.config.server_id;
-        let voters = self.raft.raft.prs().conf().to_conf_state().voters;
-        self.raft
+        let voters = self.core.raft.raft.prs().conf().to_conf_state().voters;
+        self.core.raft
             .raft
             .prs()
             .iter()
@@ -443,18 +443,18 @@ impl Engine {
             return false;
         };
         log::info!("transferring leadership from server {me} to server {to}");
-        self.raft.transfer_leader(to);
+        self.core.raft.transfer_leader(to);
         true
     }
 
     /// A leader transfer is under way (raft-rs drops it after an election
     /// timeout if the successor does not take over).
     pub fn transferring_leadership(&self) -> bool {
-        self.is_leader() && self.raft.raft.lead_transferee.is_some()
+        self.is_leader() && self.core.raft.raft.lead_transferee.is_some()
     }
 
     /// Notes that `from` is alive (for the reconfig quorum check).
     pub(super) fn heard_from(&mut self, from: u64) {
-        self.peer_heard_ms.insert(from, self.now_ms);
+        self.ensemble.heard_from(from, self.now_ms);
     }
 }

@@ -44,7 +44,7 @@ pub(super) enum Admitted {
 
 /// A request admitted while the leader may not prepare yet (the previous
 /// leader's entries are not applied): admitted again once it may.
-pub(super) struct HeldWrite {
+pub(crate) struct HeldWrite {
     origin: Origin,
     session_id: SessionId,
     xid: i32,
@@ -112,9 +112,9 @@ impl Engine {
                 timeout_ms,
             } => {
                 self.set_owner(session_id, from, conn);
-                let zxid = self.next_zxid();
+                let zxid = self.core.next_zxid();
                 let ctx = self.internal_ctx(session_id, zxid);
-                let txn = self.preparer.prepare_create_session(&ctx, timeout_ms);
+                let txn = self.core.preparer.prepare_create_session(&ctx, timeout_ms);
                 self.propose(txn);
             }
             EngineMessage::Forward {
@@ -221,7 +221,7 @@ impl Engine {
             return Admitted::Refused;
         }
         if !self.may_prepare() {
-            self.held_writes.push_back(HeldWrite {
+            self.core.held_writes.push_back(HeldWrite {
                 origin: request.origin,
                 session_id: request.session_id,
                 xid: request.xid,
@@ -242,7 +242,7 @@ impl Engine {
             );
             return Admitted::Answered;
         }
-        let zxid = self.next_zxid();
+        let zxid = self.core.next_zxid();
         let (sid, xid) = (request.session_id, request.xid);
         match request.request {
             Request::CloseSession => self.propose_close_session(sid, xid, zxid),
@@ -259,7 +259,7 @@ impl Engine {
     /// then may it prepare, since those entries change the tree its checks
     /// read. Its own proposals in flight do not count: prep sees them.
     pub(super) fn log_applied(&self) -> bool {
-        self.applied_term == self.raft.raft.term
+        self.core.applied_term == self.core.raft.raft.term
     }
 
     /// The leader may turn writes into transactions now: its log is
@@ -268,19 +268,19 @@ impl Engine {
     /// writes are held.
     pub(super) fn may_prepare(&self) -> bool {
         self.log_applied()
-            && self.raft.raft.lead_transferee.is_none()
+            && self.core.raft.raft.lead_transferee.is_none()
             // A reconfig of several servers is done only once raft left
             // the joint configuration; writes received meanwhile wait.
             && !self.in_joint_config()
             && (self.standalone()
-                || self.membership.role_of(self.config.server_id)
+                || self.ensemble.membership.role_of(self.config.server_id)
                     == Some(crate::ensemble::Role::Participant))
     }
 
     /// Prepares the writes held while the log was being applied.
     pub(super) fn release_held_writes(&mut self) {
         while self.is_leader() && self.may_prepare() {
-            let Some(write) = self.held_writes.pop_front() else {
+            let Some(write) = self.core.held_writes.pop_front() else {
                 return;
             };
             self.admit(write.admission());
@@ -337,12 +337,12 @@ impl Engine {
         }
         self.gate.connecting.clear();
         self.gate.attaching.clear();
-        self.owners.clear();
+        self.core.owners.clear();
         self.gate.zxid_waiters.clear();
-        self.held_writes.clear();
-        self.preparer.clear();
-        self.in_flight.clear();
-        self.membership_pending = None;
+        self.core.held_writes.clear();
+        self.core.preparer.clear();
+        self.core.in_flight.clear();
+        self.ensemble.membership_pending = None;
         self.drop_speculative();
     }
 }

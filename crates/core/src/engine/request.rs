@@ -42,7 +42,7 @@ impl Engine {
                     self.gate.send_reply(
                         conn,
                         xid,
-                        self.tree.last_zxid(),
+                        self.core.tree.last_zxid(),
                         ErrorCode::Ok,
                         &Response::Empty,
                     );
@@ -158,7 +158,7 @@ impl Engine {
             return self.propose_reconfig(&ctx, r);
         }
         let prepared = match self.check_registration(ids, is_super, request) {
-            Ok(()) => self.preparer.prepare(&self.tree, &ctx, request),
+            Ok(()) => self.core.preparer.prepare(&self.core.tree, &ctx, request),
             Err(code) => Err(stoa_tree::PrepError::Code(code)),
         };
         let txn = match prepared {
@@ -202,7 +202,7 @@ impl Engine {
             _ => {
                 log::warn!("connection {conn}: authentication failed for scheme {scheme:?}");
                 // ZooKeeper answers AuthFailed and closes the connection.
-                let zxid = self.tree.last_zxid();
+                let zxid = self.core.tree.last_zxid();
                 self.gate
                     .send_reply(conn, xid, zxid, ErrorCode::AuthFailed, &Response::Empty);
                 self.out.closes.push(conn);
@@ -219,7 +219,7 @@ impl Engine {
         xid: i32,
         request: Request,
     ) {
-        let zxid = self.tree.last_zxid();
+        let zxid = self.core.tree.last_zxid();
         let (err, response) = match self.read_response(conn, sid, &request) {
             Ok(response) => (ErrorCode::Ok, response),
             Err(code) => (code, Response::Empty),
@@ -296,7 +296,7 @@ impl Engine {
                     Some(AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
                     None => return Err(ErrorCode::BadArguments),
                 };
-                self.watches.add(conn, kind, &r.path);
+                self.core.watches.add(conn, kind, &r.path);
                 // ZooKeeper answers addWatch with an ErrorResponse body of 0.
                 Ok(Response::AddWatch(stoa_proto::records::ErrorResponse {
                     err: 0,
@@ -305,7 +305,7 @@ impl Engine {
             Request::RemoveWatches(r) => self.remove_watches(conn, &r.path, r.kind, true),
             Request::CheckWatches(r) => self.remove_watches(conn, &r.path, r.kind, false),
             _ => {
-                let result = self.tree.execute_read(&c.ids, c.is_super, sid, request);
+                let result = self.core.tree.execute_read(&c.ids, c.is_super, sid, request);
                 self.register_read_watch(conn, request, &result);
                 result
             }
@@ -329,7 +329,7 @@ impl Engine {
             Request::GetChildren2(r) if r.watch && result.is_ok() => (&r.path, WatchKind::Child),
             _ => return,
         };
-        self.watches.add(conn, kind, path);
+        self.core.watches.add(conn, kind, path);
     }
 
     fn remove_watches(
@@ -356,9 +356,9 @@ impl Engine {
         let mut found = false;
         for &kind in kinds {
             if remove {
-                found |= self.watches.remove(conn, kind, path);
+                found |= self.core.watches.remove(conn, kind, path);
             } else {
-                found |= self.watches.contains(conn, kind, path);
+                found |= self.core.watches.contains(conn, kind, path);
             }
         }
         if found {
@@ -371,7 +371,7 @@ impl Engine {
     /// Re-registers a reconnecting client's watches, firing at once those
     /// whose change it missed (anything newer than `relative_zxid`).
     fn set_watches(&mut self, conn: ConnId, w: WatchesToRestore<'_>) {
-        let zxid = self.tree.last_zxid();
+        let zxid = self.core.tree.last_zxid();
         let versioned: [VersionedWatches<'_>; 2] = [
             (
                 w.data,
@@ -388,18 +388,18 @@ impl Engine {
         ];
         for (paths, kind, changed_at, change) in versioned {
             for path in paths {
-                match self.tree.node(path).map(|n| changed_at(&n.stat())) {
+                match self.core.tree.node(path).map(|n| changed_at(&n.stat())) {
                     None => self.gate.notify(conn, zxid, ChangeKind::Deleted, path),
                     Some(at) if at > w.relative_zxid => self.gate.notify(conn, zxid, change, path),
-                    Some(_) => self.watches.add(conn, kind, path),
+                    Some(_) => self.core.watches.add(conn, kind, path),
                 }
             }
         }
         for path in w.exist {
-            if self.tree.node(path).is_some() {
+            if self.core.tree.node(path).is_some() {
                 self.gate.notify(conn, zxid, ChangeKind::Created, path);
             } else {
-                self.watches.add(conn, WatchKind::Exist, path);
+                self.core.watches.add(conn, WatchKind::Exist, path);
             }
         }
         for (paths, kind) in [
@@ -407,7 +407,7 @@ impl Engine {
             (w.recursive, WatchKind::PersistentRecursive),
         ] {
             for path in paths {
-                self.watches.add(conn, kind, path);
+                self.core.watches.add(conn, kind, path);
             }
         }
     }

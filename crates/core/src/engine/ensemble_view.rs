@@ -1,0 +1,47 @@
+//! This server's view of the ensemble: the membership it applied (and the
+//! one a reconfig is moving to), the leader it knows of, and when it last
+//! heard from each peer. One per server, whatever the number of
+//! partitions; raft's own configuration lives in each partition's group
+//! and follows the membership applied here.
+
+use std::collections::HashMap;
+
+use crate::membership::Membership;
+
+pub(crate) struct EnsembleView {
+    /// The membership `/zookeeper/config` holds as applied here.
+    pub membership: Membership,
+    /// Leader: a membership change proposed and not yet applied.
+    pub membership_pending: Option<Membership>,
+    /// A member refused this server's connection: its applied membership,
+    /// at this version, leaves this server out. Set only when newer than
+    /// what this server applied (it missed its own removal); any membership
+    /// it applies at this version or later supersedes it.
+    pub removed_at_version: Option<i64>,
+    /// While raft runs the joint configuration of a reconfig of several
+    /// servers: the membership before it, whose servers still vote (and
+    /// must be talked to) until the entry leaving it applies.
+    pub outgoing: Option<Membership>,
+    /// When each peer was last heard from (a reconfig needs its new
+    /// quorum in touch; raft-rs's own activity flags reset periodically).
+    pub peer_heard_ms: HashMap<u64, i64>,
+    /// The leader as of the last raft step (0: none).
+    pub known_leader: u64,
+}
+
+impl EnsembleView {
+    pub fn new(membership: Membership) -> Self {
+        EnsembleView {
+            membership,
+            membership_pending: None,
+            removed_at_version: None,
+            outgoing: None,
+            peer_heard_ms: HashMap::new(),
+            known_leader: 0,
+        }
+    }
+
+    pub fn heard_from(&mut self, peer: u64, now_ms: i64) {
+        self.peer_heard_ms.insert(peer, now_ms);
+    }
+}

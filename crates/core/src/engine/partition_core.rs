@@ -1,0 +1,167 @@
+//! The partition core: what one partition owns. Its tree, the preparer
+//! that validates writes against it, its raft group with the proposals in
+//! flight and the speculative tree over them, the watches set on its tree,
+//! the leader's admission state (session owners, held writes), its
+//! snapshots' bookkeeping and its container/TTL reaper's clock.
+//!
+//! With several partitions a server holds one of these per partition, each
+//! owned by its partition's thread; the session gate and the ensemble view
+//! stay one per server. The engine's methods still reach into the core's
+//! fields directly (one partition, one thread); what the core can do on its
+//! own is here.
+
+use std::collections::{HashMap, VecDeque};
+
+use raft::RawNode;
+use stoa_tree::{DataTree, Preparer, Txn};
+
+use super::ownership::Owner;
+use super::replication::HeldWrite;
+use crate::raft_log::RaftLog;
+use crate::session::SessionId;
+use crate::watch::WatchTable;
+
+pub(crate) struct PartitionCore {
+    pub tree: DataTree,
+    pub preparer: Preparer,
+    pub raft: RawNode<RaftLog>,
+    /// Epoch (raft term) and counter of the last zxid handed out.
+    pub zxid_epoch: u64,
+    pub zxid_counter: u32,
+    pub watches: WatchTable,
+    /// Proposed and not yet applied, in zxid order.
+    pub in_flight: VecDeque<Txn>,
+    /// `tree` + `in_flight`, maintained only while extensions read it.
+    pub speculative: Option<DataTree>,
+    /// Leader: writes received before it may prepare them.
+    pub held_writes: VecDeque<HeldWrite>,
+    /// Leader: the connection each session's writes are accepted from.
+    pub owners: HashMap<SessionId, Owner>,
+    /// Raft messages that may leave only once their ready is durable.
+    pub held_messages: VecDeque<(u64, Vec<raft::eraftpb::Message>)>,
+    /// Raft index of the last applied entry, and its term.
+    pub applied_index: u64,
+    pub applied_term: u64,
+    pub snapshot_index: u64,
+    /// Bytes of the transactions applied since the snapshot at
+    /// `snapshot_index` (see `maybe_snapshot`).
+    pub log_bytes_since_snapshot: u64,
+    /// A snapshot for lagging peers is being serialized.
+    /// Holds the configuration as of the snapshot's index, which raft
+    /// needs in the snapshot's metadata.
+    pub shipping: Option<raft::eraftpb::ConfState>,
+    /// The ready that installed a leader's snapshot, until it is durable.
+    /// raft-rs counts the snapshot as stored but not applied meanwhile, and
+    /// an election in that window would read entries the snapshot replaced:
+    /// raft is not ticked until then.
+    pub installing: Option<u64>,
+    /// Leader: ticks each peer has been waiting on a snapshot sent to it.
+    pub snapshot_wait_ticks: HashMap<u64, u32>,
+    /// Ticks the snapshot for lagging peers has gone unused.
+    pub shippable_idle_ticks: u32,
+    pub last_container_check_ms: i64,
+}
+
+impl PartitionCore {
+    pub fn new(tree: DataTree, raft: RawNode<RaftLog>, snapshot: (u64, u64), now_ms: i64) -> Self {
+        let (snapshot_index, snapshot_term) = snapshot;
+        PartitionCore {
+            tree,
+            preparer: Preparer::new(),
+            raft,
+            zxid_epoch: 0,
+            zxid_counter: 0,
+            watches: WatchTable::default(),
+            in_flight: VecDeque::new(),
+            speculative: None,
+            held_writes: VecDeque::new(),
+            owners: HashMap::new(),
+            held_messages: VecDeque::new(),
+            applied_index: snapshot_index,
+            applied_term: snapshot_term,
+            snapshot_index,
+            log_bytes_since_snapshot: 0,
+            shipping: None,
+            installing: None,
+            snapshot_wait_ticks: HashMap::new(),
+            shippable_idle_ticks: 0,
+            last_container_check_ms: now_ms,
+        }
+    }
+
+    /// The leader of this partition's raft group as of its last step (0: none).
+    pub fn leader_id(&self) -> u64 {
+        self.raft.raft.leader_id
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.raft.raft.state == raft::StateRole::Leader
+    }
+
+    /// The zxid `next_zxid` will hand out (extension replies carry it in
+    /// the stats of what the call writes).
+    pub fn peek_next_zxid(&self) -> i64 {
+        let term = self.raft.raft.term;
+        let counter = if term == self.zxid_epoch {
+            self.zxid_counter
+                .checked_add(1)
+                .expect("zxid counter overflow within one epoch")
+        } else {
+            1
+        };
+        ((term as i64) << 32) | counter as i64
+    }
+
+    pub fn next_zxid(&mut self) -> i64 {
+        let zxid = self.peek_next_zxid();
+        self.zxid_epoch = self.raft.raft.term;
+        self.zxid_counter = zxid as u32;
+        assert!(
+            zxid > self.tree.last_zxid(),
+            "zxid {zxid:#x} not above applied {:#x}",
+            self.tree.last_zxid()
+        );
+        zxid
+    }
+
+    /// Bookkeeping for a transaction raft accepted.
+    pub fn proposed(&mut self, txn: Txn) {
+        if let Some(speculative) = &mut self.speculative {
+            speculative.apply(&txn);
+        }
+        self.in_flight.push_back(txn);
+    }
+
+    /// The leader keeps every txn it proposed until it applies: a committed
+    /// entry that is the oldest of them is taken from there instead of
+    /// decoded (zxids are unique: the epoch is in their high bits).
+    pub fn own_proposal(&mut self, data: &[u8]) -> Option<Txn> {
+        let zxid = Txn::zxid_of(data)?;
+        if self.in_flight.front()?.header.zxid != zxid {
+            return None;
+        }
+        let txn = self.in_flight.pop_front()?;
+        debug_assert_eq!(Txn::decode(data).as_ref(), Ok(&txn));
+        Some(txn)
+    }
+
+    /// The leader's current state: the applied tree plus every proposed
+    /// transaction. Built on first use (O(1) clone, then the in-flight
+    /// transactions) and kept up to date while `keep_speculative` holds.
+    pub fn speculative_tree(&mut self) -> &DataTree {
+        if self.speculative.is_none() {
+            let mut tree = self.tree.clone();
+            for txn in &self.in_flight {
+                tree.apply(txn);
+            }
+            self.speculative = Some(tree);
+        }
+        self.speculative.as_ref().expect("just built")
+    }
+
+    /// Whether raft's configuration is joint (a reconfig of several
+    /// servers in progress).
+    pub fn in_joint_config(&self) -> bool {
+        *self.raft.raft.prs().conf().auto_leave()
+    }
+}
