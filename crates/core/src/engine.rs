@@ -29,8 +29,8 @@ use crate::watch::ConnId;
 mod apply;
 mod catch_up;
 mod commit;
-mod ensemble_view;
 mod connect;
+mod ensemble_view;
 mod extension_host;
 mod extensions;
 pub mod forward;
@@ -344,7 +344,8 @@ impl Engine {
         let last = self.core.raft.store().last_index();
         let me = self.config.server_id;
         let lags: Vec<u64> = self
-            .core.raft
+            .core
+            .raft
             .raft
             .prs()
             .iter()
@@ -382,7 +383,8 @@ impl Engine {
                     self.out.memory_freed = true;
                 }
                 while self
-                    .core.held_messages
+                    .core
+                    .held_messages
                     .front()
                     .is_some_and(|(n, _)| *n <= number)
                 {
@@ -658,7 +660,6 @@ impl Engine {
         }
     }
 
-
     /// Proposes a transaction through raft.
     pub(crate) fn propose(&mut self, txn: Txn) {
         let mut data = Vec::with_capacity(txn.encoded_len());
@@ -677,8 +678,6 @@ impl Engine {
         }
         self.core.proposed(txn);
     }
-
-
 
     /// Stops maintaining the speculative tree (nothing reads it).
     pub(crate) fn drop_speculative(&mut self) {

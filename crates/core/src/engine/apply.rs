@@ -1,14 +1,10 @@
 //! Applying committed transactions: tree, watches, sessions, replies.
 
 use raft::eraftpb::{Entry, EntryType};
-use stoa_proto::codes::ErrorCode;
-use stoa_proto::records::{GetDataResponse, SyncResponse};
-use stoa_proto::request::Request;
-use stoa_proto::response::Response;
-use stoa_tree::{reply_for, TreeEventKind, Txn, TxnOp};
+use stoa_tree::{TreeEventKind, Txn, TxnOp};
 
+use super::gate::WriteOutcome;
 use super::Engine;
-use crate::session::Pending;
 use crate::watch::ChangeKind;
 
 impl Engine {
@@ -63,21 +59,10 @@ impl Engine {
         }
     }
 
-
     pub(super) fn apply_txn(&mut self, txn: Txn) {
         let zxid = txn.header.zxid;
         let sid = txn.header.session_id;
-        let applied = self.core.tree.apply(&txn);
-        self.core.preparer.applied(zxid);
-        // A transaction the leader still holds (a reconfig's, applied
-        // through `apply_conf_change_entry`) leaves the in-flight queue here.
-        if self
-            .core.in_flight
-            .front()
-            .is_some_and(|t| t.header.zxid == zxid)
-        {
-            self.core.in_flight.pop_front();
-        }
+        let applied = self.core.apply(&txn);
         self.stats.txns_applied += 1;
         if self.is_leader() {
             // The header's time is this leader's clock when it prepared the txn.
@@ -114,37 +99,29 @@ impl Engine {
             }
             TxnOp::CloseSession { .. } => {
                 let xid = self
+                    .gate
                     .take_head_write(sid, zxid, txn.header.cxid)
-                    .map(|(xid, _)| xid);
+                    .map(|(xid, ..)| xid);
                 self.session_closed(sid, xid);
                 self.run_session_extensions(sid, false);
             }
             _ => {
-                if let Some((xid, request)) = self.take_head_write(sid, zxid, txn.header.cxid) {
-                    let (err, response) = match (&request, reply_for(&request, &applied.result)) {
-                        (Request::Sync(r), _) => {
-                            let path = r.path.clone();
-                            (ErrorCode::Ok, Response::Sync(SyncResponse { path }))
-                        }
-                        // ZooKeeper answers a reconfig with the new
-                        // configuration, as getData of /zookeeper/config.
-                        (Request::Reconfig(_), Ok(Response::Stat(stat))) => {
-                            let data = self
-                                .core.tree
-                                .node(stoa_tree::CONFIG)
-                                .map(|n| n.data().to_vec())
-                                .unwrap_or_default();
-                            (
-                                ErrorCode::Ok,
-                                Response::GetData(GetDataResponse { data, stat }),
-                            )
-                        }
-                        (_, Ok(response)) => (ErrorCode::Ok, response),
-                        (_, Err(code)) => (code, Response::Empty),
-                    };
-                    if let Some(conn) = self.gate.sessions.get(&sid).and_then(|s| s.conn) {
-                        self.gate.send_reply(conn, xid, zxid, err, &response);
-                    }
+                let outcome = WriteOutcome {
+                    session: sid,
+                    cxid: txn.header.cxid,
+                    zxid,
+                    result: applied.result,
+                    config: membership_changed.then(|| {
+                        self.core
+                            .tree
+                            .node(stoa_tree::CONFIG)
+                            .map(|n| n.data().to_vec())
+                            .unwrap_or_default()
+                    }),
+                };
+                if let Some(completed) = self.gate.complete_write(outcome) {
+                    self.stats
+                        .record_latency((self.now_ms - completed.received_ms).max(0) as u64);
                     self.pump(sid);
                 }
             }
@@ -163,47 +140,6 @@ impl Engine {
             for sid in entry.remove() {
                 self.pump(sid);
             }
-        }
-    }
-
-    /// Pops the session's queued write for `zxid`, which FIFO order puts at
-    /// the head of its queue.
-    /// A write forwarded to the leader waits with zxid 0 (unknown here) and
-    /// is recognised by its xid.
-    fn take_head_write(&mut self, sid: i64, zxid: i64, cxid: i32) -> Option<(i32, Request)> {
-        let now_ms = self.now_ms;
-        let session = self.gate.sessions.get_mut(&sid)?;
-        match session.queue.front() {
-            // An extension call's writes: its answer comes from the leader.
-            Some(Pending::Remote { .. }) => return None,
-            Some(Pending::Write { zxid: head, .. }) if *head == zxid => {}
-            Some(Pending::Write { zxid: 0, xid, .. }) if *xid == cxid => {}
-            // Not the forwarded write at the head: an internal transaction
-            // of the session (expiry), or one of an earlier connection's.
-            // The leader's owner check keeps this connection's own writes
-            // in order, so the head's turn is still to come.
-            Some(Pending::Write { zxid: 0, .. }) => return None,
-            // An internal transaction of this session (e.g. expiry) applied
-            // ahead of the client's next write.
-            Some(Pending::Write { zxid: head, .. }) if *head > zxid => return None,
-            Some(Pending::Write { zxid: head, .. }) => {
-                panic!("session {sid:#x}: applied zxid {zxid:#x} but its oldest write is {head:#x}")
-            }
-            // Internal transactions (expiry, container cleanup) have no reply.
-            _ => return None,
-        }
-        match session.queue.pop_front() {
-            Some(Pending::Write {
-                xid,
-                request,
-                received_ms,
-                ..
-            }) => {
-                self.stats
-                    .record_latency((now_ms - received_ms).max(0) as u64);
-                Some((xid, request))
-            }
-            _ => unreachable!("checked above"),
         }
     }
 }

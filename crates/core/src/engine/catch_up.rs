@@ -75,7 +75,8 @@ impl Engine {
             "snapshot at index {index} ({} bytes) ready for lagging peers",
             data.len()
         );
-        self.core.raft
+        self.core
+            .raft
             .mut_store()
             .set_shippable(index, term, data, conf_state);
     }
@@ -101,7 +102,9 @@ impl Engine {
         });
         for peer in lost {
             log::warn!("server {peer} did not acknowledge its snapshot; sending again");
-            self.core.raft.report_snapshot(peer, SnapshotStatus::Failure);
+            self.core
+                .raft
+                .report_snapshot(peer, SnapshotStatus::Failure);
         }
     }
 
@@ -117,7 +120,8 @@ impl Engine {
         // (`snapshot_wait_ticks` only lists peers in this state.)
         let wanted = leader
             && self
-                .core.raft
+                .core
+                .raft
                 .raft
                 .prs()
                 .iter()

@@ -72,7 +72,8 @@ impl Engine {
                 });
             }
             if !after_persist.is_empty() {
-                self.core.held_messages
+                self.core
+                    .held_messages
                     .push_back((ready.number(), after_persist));
             }
             self.core.raft.advance_append_async(ready);
@@ -100,15 +101,25 @@ impl Engine {
     /// next snapshot was ~5% of the RSS).
     fn release_applied_entries(&mut self) {
         if self.standalone() {
-            let applied = self.core.applied_index.min(self.core.raft.raft.raft_log.applied);
+            let applied = self
+                .core
+                .applied_index
+                .min(self.core.raft.raft.raft_log.applied);
             self.core.raft.mut_store().compact(applied);
         }
-        self.core.raft.mut_store().compact_step(COMPACT_STEP_ENTRIES);
+        self.core
+            .raft
+            .mut_store()
+            .compact_step(COMPACT_STEP_ENTRIES);
     }
 
     fn report_applied(&mut self) {
         let log = &self.core.raft.raft.raft_log;
-        let applied = self.core.applied_index.min(log.persisted).min(log.committed);
+        let applied = self
+            .core
+            .applied_index
+            .min(log.persisted)
+            .min(log.committed);
         if applied > log.applied {
             self.core.raft.advance_apply_to(applied);
         }
@@ -135,7 +146,9 @@ impl Engine {
         // share keeps the replay after a restart within about a quarter of
         // a snapshot. (An ensemble compacts its in-memory log at snapshots,
         // so waiting there would hold more of it.)
-        if self.standalone() && self.core.log_bytes_since_snapshot < self.snapshot_bytes_estimate() / 4 {
+        if self.standalone()
+            && self.core.log_bytes_since_snapshot < self.snapshot_bytes_estimate() / 4
+        {
             return;
         }
         self.core.log_bytes_since_snapshot = 0;
@@ -150,7 +163,8 @@ impl Engine {
         // Never past what raft counts as applied: it still reads entries
         // after that (e.g. for pending membership changes on campaign).
         let upto = self
-            .core.applied_index
+            .core
+            .applied_index
             .saturating_sub(self.log_retained_after_snapshot())
             .min(self.core.raft.raft.raft_log.applied);
         self.core.raft.mut_store().compact(upto);
@@ -242,7 +256,8 @@ impl Engine {
             let zxid = self.core.next_zxid();
             let ctx = self.internal_ctx(0, zxid);
             match self
-                .core.preparer
+                .core
+                .preparer
                 .prepare_delete_container(&self.core.tree, &ctx, &path)
             {
                 Ok(txn) => {

@@ -251,7 +251,10 @@ impl Engine {
     pub(super) fn propose_close_session(&mut self, sid: SessionId, xid: i32, zxid: i64) {
         let mut ctx = self.internal_ctx(sid, zxid);
         ctx.cxid = xid;
-        let txn: Txn = self.core.preparer.prepare_close_session(&self.core.tree, &ctx);
+        let txn: Txn = self
+            .core
+            .preparer
+            .prepare_close_session(&self.core.tree, &ctx);
         self.propose(txn);
     }
 

@@ -622,7 +622,8 @@ impl Sim {
                     e.membership().voters(),
                     e.membership().learners(),
                     e.core.raft.raft.prs().conf().to_conf_state(),
-                    e.core.raft
+                    e.core
+                        .raft
                         .raft
                         .prs()
                         .iter()

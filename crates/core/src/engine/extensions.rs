@@ -157,7 +157,8 @@ impl Engine {
         };
         // `/extensions` may itself still be pending (a pipelined create).
         let root_acl = self
-            .core.preparer
+            .core
+            .preparer
             .current_acl(&self.core.tree, EXTENSIONS_ROOT)
             .ok_or(ErrorCode::NoNode)?;
         stoa_tree::check_acl(&root_acl, perms::ADMIN, Caller { ids, is_super })?;
@@ -449,7 +450,8 @@ impl Engine {
             ttl_enabled: self.config.ttl_enabled,
         };
         match self
-            .core.preparer
+            .core
+            .preparer
             .prepare(&self.core.tree, &ctx, &Request::Multi(ops))
         {
             Ok(txn) => {
@@ -497,7 +499,8 @@ impl Engine {
         let zxid = self.core.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
         match self
-            .core.preparer
+            .core
+            .preparer
             .prepare(&self.core.tree, &ctx, &Request::Multi(ops))
         {
             Ok(txn) => self.propose(txn),

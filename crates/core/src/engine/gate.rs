@@ -13,9 +13,12 @@ use stoa_proto::codes::ErrorCode;
 use stoa_proto::frame::{encode_connect_response, encode_notification, encode_reply};
 use stoa_proto::opcode::KeeperState;
 use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
+use stoa_proto::records::{GetDataResponse, SyncResponse};
+use stoa_proto::request::Request;
 use stoa_proto::response::Response;
+use stoa_tree::{reply_for, TxnResult};
 
-use crate::session::{password_for, Session, SessionId};
+use crate::session::{password_for, Pending, Session, SessionId};
 use crate::watch::{ChangeKind, ConnId};
 
 /// First allocation of a connection's outgoing buffer in one flush.
@@ -49,6 +52,28 @@ pub(crate) struct GateCounters {
     pub packets_received: u64,
     pub packets_sent: u64,
     pub notifications_sent: u64,
+}
+
+/// What applying one client transaction decided, handed from the
+/// partition core to the gate: the session and the xid its transaction
+/// carries (the client's request it answers), its zxid and its result.
+/// The gate matches it to the request at the head of the session's queue
+/// and builds the reply from the two.
+#[derive(Debug)]
+pub(crate) struct WriteOutcome {
+    pub session: SessionId,
+    pub cxid: i32,
+    pub zxid: i64,
+    pub result: TxnResult,
+    /// The configuration after a transaction that changed it: a reconfig
+    /// is answered with it, as getData of /zookeeper/config would.
+    pub config: Option<Vec<u8>>,
+}
+
+/// A session's write answered by `complete_write`.
+pub(crate) struct Completed {
+    /// When its request arrived (for the latency statistics).
+    pub received_ms: i64,
 }
 
 pub(crate) struct SessionGate {
@@ -239,5 +264,73 @@ impl SessionGate {
     /// Every connection's bytes since the last flush, one buffer each.
     pub fn take_sends(&mut self, sends: &mut Vec<(ConnId, Vec<u8>)>) {
         sends.extend(self.out_buf.drain());
+    }
+
+    /// Answers the session's write that `outcome` completes, if it is
+    /// this server's to answer.
+    pub fn complete_write(&mut self, outcome: WriteOutcome) -> Option<Completed> {
+        let (xid, request, received_ms) =
+            self.take_head_write(outcome.session, outcome.zxid, outcome.cxid)?;
+        let (err, response) = match (&request, reply_for(&request, &outcome.result)) {
+            (Request::Sync(r), _) => {
+                let path = r.path.clone();
+                (ErrorCode::Ok, Response::Sync(SyncResponse { path }))
+            }
+            // ZooKeeper answers a reconfig with the new configuration.
+            (Request::Reconfig(_), Ok(Response::Stat(stat))) => (
+                ErrorCode::Ok,
+                Response::GetData(GetDataResponse {
+                    data: outcome.config.unwrap_or_default(),
+                    stat,
+                }),
+            ),
+            (_, Ok(response)) => (ErrorCode::Ok, response),
+            (_, Err(code)) => (code, Response::Empty),
+        };
+        if let Some(conn) = self.sessions.get(&outcome.session).and_then(|s| s.conn) {
+            self.send_reply(conn, xid, outcome.zxid, err, &response);
+        }
+        Some(Completed { received_ms })
+    }
+
+    /// Pops the session's queued write for `zxid`, which FIFO order puts at
+    /// the head of its queue: its xid, request and arrival time.
+    /// A write forwarded to the leader waits with zxid 0 (unknown here) and
+    /// is recognised by its xid.
+    pub fn take_head_write(
+        &mut self,
+        sid: SessionId,
+        zxid: i64,
+        cxid: i32,
+    ) -> Option<(i32, Request, i64)> {
+        let session = self.sessions.get_mut(&sid)?;
+        match session.queue.front() {
+            // An extension call's writes: its answer comes from the leader.
+            Some(Pending::Remote { .. }) => return None,
+            Some(Pending::Write { zxid: head, .. }) if *head == zxid => {}
+            Some(Pending::Write { zxid: 0, xid, .. }) if *xid == cxid => {}
+            // Not the forwarded write at the head: an internal transaction
+            // of the session (expiry), or one of an earlier connection's.
+            // The leader's owner check keeps this connection's own writes
+            // in order, so the head's turn is still to come.
+            Some(Pending::Write { zxid: 0, .. }) => return None,
+            // An internal transaction of this session (e.g. expiry) applied
+            // ahead of the client's next write.
+            Some(Pending::Write { zxid: head, .. }) if *head > zxid => return None,
+            Some(Pending::Write { zxid: head, .. }) => {
+                panic!("session {sid:#x}: applied zxid {zxid:#x} but its oldest write is {head:#x}")
+            }
+            // Internal transactions (expiry, container cleanup) have no reply.
+            _ => return None,
+        }
+        match session.queue.pop_front() {
+            Some(Pending::Write {
+                xid,
+                request,
+                received_ms,
+                ..
+            }) => Some((xid, request, received_ms)),
+            _ => unreachable!("checked above"),
+        }
     }
 }

@@ -55,7 +55,8 @@ impl Engine {
             }
         }
         let committed = self.core.raft.raft.raft_log.committed;
-        if self.core.applied_index < self.core.snapshot_index || self.core.applied_index > committed {
+        if self.core.applied_index < self.core.snapshot_index || self.core.applied_index > committed
+        {
             return Err(format!(
                 "applied index {} outside [snapshot {}, committed {committed}]",
                 self.core.applied_index, self.core.snapshot_index

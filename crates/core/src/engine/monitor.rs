@@ -133,7 +133,12 @@ impl Engine {
                 .gate
                 .sessions
                 .keys()
-                .map(|&sid| (sid, self.core.tree.ephemerals(sid).map(String::from).collect()))
+                .map(|&sid| {
+                    (
+                        sid,
+                        self.core.tree.ephemerals(sid).map(String::from).collect(),
+                    )
+                })
                 .filter(|(_, paths): &(i64, Vec<String>)| !paths.is_empty())
                 .collect(),
         }

@@ -37,7 +37,8 @@ impl Engine {
 
     /// Leader: does `conn` at `server` own the session?
     pub(super) fn is_owner(&self, sid: SessionId, server: u64, conn: ConnId) -> bool {
-        self.core.owners
+        self.core
+            .owners
             .get(&sid)
             .is_some_and(|o| o.server == server && o.conn == conn)
     }
@@ -149,11 +150,12 @@ impl Engine {
 
     /// The newest zxid this leader handed out (or applied, if none yet).
     fn last_proposed_zxid(&self) -> i64 {
-        let handed = if self.core.zxid_epoch == self.core.raft.raft.term && self.core.zxid_counter > 0 {
-            ((self.core.zxid_epoch as i64) << 32) | self.core.zxid_counter as i64
-        } else {
-            0
-        };
+        let handed =
+            if self.core.zxid_epoch == self.core.raft.raft.term && self.core.zxid_counter > 0 {
+                ((self.core.zxid_epoch as i64) << 32) | self.core.zxid_counter as i64
+            } else {
+                0
+            };
         handed.max(self.core.tree.last_zxid())
     }
 }

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use raft::RawNode;
-use stoa_tree::{DataTree, Preparer, Txn};
+use stoa_tree::{Applied, DataTree, Preparer, Txn};
 
 use super::ownership::Owner;
 use super::replication::HeldWrite;
@@ -143,6 +143,23 @@ impl PartitionCore {
         let txn = self.in_flight.pop_front()?;
         debug_assert_eq!(Txn::decode(data).as_ref(), Ok(&txn));
         Some(txn)
+    }
+
+    /// Applies a committed transaction to the tree.
+    pub fn apply<'t>(&mut self, txn: &'t Txn) -> Applied<'t> {
+        let zxid = txn.header.zxid;
+        let applied = self.tree.apply(txn);
+        self.preparer.applied(zxid);
+        // A transaction the leader still holds (a reconfig's, applied
+        // through `apply_conf_change_entry`) leaves the in-flight queue here.
+        if self
+            .in_flight
+            .front()
+            .is_some_and(|t| t.header.zxid == zxid)
+        {
+            self.in_flight.pop_front();
+        }
+        applied
     }
 
     /// The leader's current state: the applied tree plus every proposed

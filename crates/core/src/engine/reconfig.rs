@@ -90,7 +90,11 @@ impl Engine {
     /// leader no longer talks to it), from a member refusing its connection.
     pub(crate) fn is_member(&self) -> bool {
         self.standalone()
-            || (self.ensemble.membership.members.contains_key(&self.config.server_id)
+            || (self
+                .ensemble
+                .membership
+                .members
+                .contains_key(&self.config.server_id)
                 && self.ensemble.removed_at_version.is_none())
     }
 
@@ -158,7 +162,8 @@ impl Engine {
         // ZooKeeper: the super user, or WRITE on /zookeeper/config (which
         // by default only grants READ to anyone).
         let acl = self
-            .core.preparer
+            .core
+            .preparer
             .current_acl(&self.core.tree, CONFIG)
             .unwrap_or_default();
         let caller = Caller {
@@ -179,9 +184,11 @@ impl Engine {
         self.check_new_quorum(&target)?;
         target.version = ctx.zxid;
         let changes = self.ensemble.membership.changes_to(&target);
-        let txn =
-            self.core.preparer
-                .prepare_set_config(&self.core.tree, ctx, target.render().into_bytes())?;
+        let txn = self.core.preparer.prepare_set_config(
+            &self.core.tree,
+            ctx,
+            target.render().into_bytes(),
+        )?;
         log::info!(
             "reconfig: participants {:?} observers {:?} -> participants {:?} observers {:?} ({} raft change{}; version {:x})",
             self.ensemble.membership.voters(),
@@ -221,7 +228,8 @@ impl Engine {
             .iter()
             .filter(|&&id| {
                 let live = self
-                    .ensemble.peer_heard_ms
+                    .ensemble
+                    .peer_heard_ms
                     .get(&id)
                     .is_some_and(|&t| self.now_ms - t <= PEER_LIVE_MS);
                 // A server not yet in raft's configuration starts from the
@@ -277,7 +285,11 @@ impl Engine {
             || !self.log_applied()
             || self.ensemble.membership_pending.is_some()
             || self.core.raft.raft.lead_transferee.is_some()
-            || self.core.tree.node(CONFIG).is_none_or(|n| !n.data().is_empty())
+            || self
+                .core
+                .tree
+                .node(CONFIG)
+                .is_none_or(|n| !n.data().is_empty())
         {
             return;
         }
@@ -285,10 +297,11 @@ impl Engine {
         let mut next = self.ensemble.membership.clone();
         next.version = zxid;
         let ctx = self.internal_ctx(0, zxid);
-        match self
-            .core.preparer
-            .prepare_set_config(&self.core.tree, &ctx, next.render().into_bytes())
-        {
+        match self.core.preparer.prepare_set_config(
+            &self.core.tree,
+            &ctx,
+            next.render().into_bytes(),
+        ) {
             Ok(txn) => {
                 self.ensemble.membership_pending = Some(next);
                 self.propose(txn);
@@ -303,7 +316,8 @@ impl Engine {
         let cc: ConfChangeV2 = protobuf::Message::parse_from_bytes(&entry.data)
             .map_err(|e| format!("undecodable configuration change: {e}"))?;
         let conf_state = self
-            .core.raft
+            .core
+            .raft
             .apply_conf_change(&cc)
             .map_err(|e| format!("configuration change does not apply: {e}"))?;
         let joint = !conf_state.voters_outgoing.is_empty();
@@ -339,7 +353,8 @@ impl Engine {
     /// a snapshot): the membership follows it.
     pub(super) fn membership_applied(&mut self) {
         let recorded = self
-            .core.tree
+            .core
+            .tree
             .node(CONFIG)
             .map(|n| Membership::parse(&String::from_utf8_lossy(n.data())));
         let next = match recorded {
@@ -351,7 +366,8 @@ impl Engine {
             }
         };
         if self
-            .ensemble.membership_pending
+            .ensemble
+            .membership_pending
             .as_ref()
             .is_some_and(|p| p.version <= next.version)
         {
@@ -364,7 +380,8 @@ impl Engine {
         let was_member = self.is_member();
         self.ensemble.membership = next;
         if self
-            .ensemble.removed_at_version
+            .ensemble
+            .removed_at_version
             .is_some_and(|v| v <= self.ensemble.membership.version)
         {
             self.ensemble.removed_at_version = None;
@@ -423,7 +440,8 @@ impl Engine {
     fn most_up_to_date_voter(&self) -> Option<u64> {
         let me = self.config.server_id;
         let voters = self.core.raft.raft.prs().conf().to_conf_state().voters;
-        self.core.raft
+        self.core
+            .raft
             .raft
             .prs()
             .iter()

@@ -305,7 +305,10 @@ impl Engine {
             Request::RemoveWatches(r) => self.remove_watches(conn, &r.path, r.kind, true),
             Request::CheckWatches(r) => self.remove_watches(conn, &r.path, r.kind, false),
             _ => {
-                let result = self.core.tree.execute_read(&c.ids, c.is_super, sid, request);
+                let result = self
+                    .core
+                    .tree
+                    .execute_read(&c.ids, c.is_super, sid, request);
                 self.register_read_watch(conn, request, &result);
                 result
             }
