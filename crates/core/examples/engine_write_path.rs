@@ -74,6 +74,7 @@ fn config() -> EngineConfig {
         host_name: "bench".into(),
         working_dir: "/".into(),
         fixed_election_ticks: None,
+        zxid_counter_limit: None,
     }
 }
 

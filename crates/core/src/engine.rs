@@ -88,6 +88,9 @@ pub struct EngineConfig {
     /// Fixes raft's election timeout to this many ticks instead of raft's
     /// own random pick, which a deterministic simulation cannot replay.
     pub fixed_election_ticks: Option<usize>,
+    /// The highest zxid counter of an epoch (None: ZooKeeper's 32 bits);
+    /// simulations lower it to roll epochs often.
+    pub zxid_counter_limit: Option<u32>,
 }
 
 impl EngineConfig {
@@ -272,6 +275,8 @@ impl Engine {
             core: partition_core::PartitionCore::new(
                 recovered.tree,
                 raft,
+                // One partition per server so far: the whole low half is its counter.
+                crate::zxid::ZxidClock::new(0, 1, config.zxid_counter_limit),
                 (recovered.snapshot_index, recovered.snapshot_term),
                 now_ms,
             ),
@@ -431,6 +436,7 @@ impl Engine {
     /// Runs raft until it has nothing more to do now, and returns everything
     /// the engine wants done outside.
     pub fn take_output(&mut self) -> Output {
+        self.roll_epoch();
         self.drive_raft();
         // Sessions established while raft ran (createSession applied, an
         // attach completed) serve what their connections sent early; their

@@ -15,3 +15,4 @@ pub mod raft_log;
 pub mod session;
 pub mod stats;
 pub mod watch;
+pub mod zxid;

@@ -17,6 +17,9 @@ pub struct Stats {
     pub packets_sent: u64,
     pub notifications_sent: u64,
     pub proposals: u64,
+    /// New epochs this server started as leader because its zxid counter
+    /// neared its end.
+    pub epoch_rollovers: u64,
     pub txns_applied: u64,
     pub request_errors: u64,
     pub sessions_expired: u64,

@@ -86,6 +86,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
         fixed_election_ticks: None,
+        zxid_counter_limit: None,
     }
 }
 

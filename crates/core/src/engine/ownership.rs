@@ -150,12 +150,6 @@ impl Engine {
 
     /// The newest zxid this leader handed out (or applied, if none yet).
     fn last_proposed_zxid(&self) -> i64 {
-        let handed =
-            if self.core.zxid_epoch == self.core.raft.raft.term && self.core.zxid_counter > 0 {
-                ((self.core.zxid_epoch as i64) << 32) | self.core.zxid_counter as i64
-            } else {
-                0
-            };
-        handed.max(self.core.tree.last_zxid())
+        self.core.last_zxid_handed_out()
     }
 }

@@ -20,14 +20,14 @@ use super::replication::HeldWrite;
 use crate::raft_log::RaftLog;
 use crate::session::SessionId;
 use crate::watch::WatchTable;
+use crate::zxid::ZxidClock;
 
 pub(crate) struct PartitionCore {
     pub tree: DataTree,
     pub preparer: Preparer,
     pub raft: RawNode<RaftLog>,
-    /// Epoch (raft term) and counter of the last zxid handed out.
-    pub zxid_epoch: u64,
-    pub zxid_counter: u32,
+    /// Hands out this partition's zxids (see crate::zxid).
+    pub zxids: ZxidClock,
     pub watches: WatchTable,
     /// Proposed and not yet applied, in zxid order.
     pub in_flight: VecDeque<Txn>,
@@ -63,14 +63,19 @@ pub(crate) struct PartitionCore {
 }
 
 impl PartitionCore {
-    pub fn new(tree: DataTree, raft: RawNode<RaftLog>, snapshot: (u64, u64), now_ms: i64) -> Self {
+    pub fn new(
+        tree: DataTree,
+        raft: RawNode<RaftLog>,
+        zxids: ZxidClock,
+        snapshot: (u64, u64),
+        now_ms: i64,
+    ) -> Self {
         let (snapshot_index, snapshot_term) = snapshot;
         PartitionCore {
             tree,
             preparer: Preparer::new(),
             raft,
-            zxid_epoch: 0,
-            zxid_counter: 0,
+            zxids,
             watches: WatchTable::default(),
             in_flight: VecDeque::new(),
             speculative: None,
@@ -98,30 +103,55 @@ impl PartitionCore {
         self.raft.raft.state == raft::StateRole::Leader
     }
 
+    /// The epoch this partition hands zxids out in: its group's term. With
+    /// several groups it is the server's epoch over all of them
+    /// (`crate::zxid::server_epoch`).
+    pub fn epoch(&self) -> u64 {
+        crate::zxid::server_epoch([self.raft.raft.term])
+    }
+
     /// The zxid `next_zxid` will hand out (extension replies carry it in
     /// the stats of what the call writes).
     pub fn peek_next_zxid(&self) -> i64 {
-        let term = self.raft.raft.term;
-        let counter = if term == self.zxid_epoch {
-            self.zxid_counter
-                .checked_add(1)
-                .expect("zxid counter overflow within one epoch")
-        } else {
-            1
-        };
-        ((term as i64) << 32) | counter as i64
+        match self.zxids.peek(self.epoch()) {
+            Ok(zxid) => zxid,
+            Err(e) => panic!(
+                "zxid counter of epoch {} used up, reserve included",
+                e.epoch
+            ),
+        }
     }
 
     pub fn next_zxid(&mut self) -> i64 {
-        let zxid = self.peek_next_zxid();
-        self.zxid_epoch = self.raft.raft.term;
-        self.zxid_counter = zxid as u32;
+        let zxid = match self.zxids.next(self.epoch()) {
+            Ok(zxid) => zxid,
+            Err(e) => panic!(
+                "zxid counter of epoch {} used up, reserve included",
+                e.epoch
+            ),
+        };
         assert!(
             zxid > self.tree.last_zxid(),
             "zxid {zxid:#x} not above applied {:#x}",
             self.tree.last_zxid()
         );
         zxid
+    }
+
+    /// The newest zxid handed out in the current epoch, or applied (if none).
+    pub fn last_zxid_handed_out(&self) -> i64 {
+        let handed = self.zxids.last();
+        if crate::zxid::epoch_of(handed) == self.epoch() {
+            handed.max(self.tree.last_zxid())
+        } else {
+            self.tree.last_zxid()
+        }
+    }
+
+    /// The counter of this epoch nears its end: the leader must start a
+    /// new one (see `Engine::roll_epoch`) and hold client writes till then.
+    pub fn wants_new_epoch(&self) -> bool {
+        self.zxids.wants_new_epoch(self.epoch())
     }
 
     /// Bookkeeping for a transaction raft accepted.

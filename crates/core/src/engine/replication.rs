@@ -272,9 +272,40 @@ impl Engine {
             // A reconfig of several servers is done only once raft left
             // the joint configuration; writes received meanwhile wait.
             && !self.in_joint_config()
+            // Client writes wait while the leader starts a new epoch.
+            && !self.core.wants_new_epoch()
             && (self.standalone()
                 || self.ensemble.membership.role_of(self.config.server_id)
                     == Some(crate::ensemble::Role::Participant))
+    }
+
+    /// Starts a new epoch when this leader's zxid counter nears its end
+    /// (ZooKeeper's leader does at counter rollover): a new raft term,
+    /// campaigned for as a leader transfer to itself so that its peers
+    /// vote at once. Standalone it wins in the same step; in an ensemble
+    /// the votes come back within a round trip (or another server wins).
+    /// Client writes are held meanwhile (`may_prepare`).
+    pub(super) fn roll_epoch(&mut self) {
+        if !self.is_leader()
+            || !self.core.wants_new_epoch()
+            || !self.log_applied()
+            || self.in_joint_config()
+            || self.core.raft.raft.lead_transferee.is_some()
+            || self.core.installing.is_some()
+            // raft-rs campaigns only with its whole log durable.
+            || self.core.raft.raft.raft_log.persisted != self.core.raft.raft.raft_log.last_index()
+        {
+            return;
+        }
+        let raft = &mut self.core.raft.raft;
+        log::info!(
+            "zxid counter of epoch {} near its end: starting a new term",
+            raft.term
+        );
+        let term = raft.term;
+        raft.become_follower(term, raft::INVALID_ID);
+        raft.campaign(raft::CAMPAIGN_TRANSFER);
+        self.stats.epoch_rollovers += 1;
     }
 
     /// Prepares the writes held while the log was being applied.

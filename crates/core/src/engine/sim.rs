@@ -22,7 +22,7 @@ use stoa_proto::records::{
 use stoa_proto::request::Request;
 
 use super::tests::config;
-use super::{Engine, Input};
+use super::{Engine, EngineConfig, Input};
 use crate::node::outbox::Outbox;
 use crate::node::sim_disk::{SimSnapshots, SimWal};
 use crate::node::{self, Node};
@@ -105,7 +105,7 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64) -> Sim {
-        let node = start(SimWal::default(), SimSnapshots::default(), T0_MS);
+        let node = start(seed, SimWal::default(), SimSnapshots::default(), T0_MS);
         let mut sim = Sim {
             rng: Rng(seed),
             seed,
@@ -361,11 +361,16 @@ impl Sim {
         }
         // A stand-in takes the node's place while the disk is moved to the
         // restarted one.
-        let stand_in = start(SimWal::default(), SimSnapshots::default(), self.now_ms);
+        let stand_in = start(
+            self.seed,
+            SimWal::default(),
+            SimSnapshots::default(),
+            self.now_ms,
+        );
         let (_, mut wal, mut snapshots) = std::mem::replace(&mut self.node, stand_in).into_parts();
         wal.crash(self.rng.next());
         snapshots.crash();
-        self.node = start(wal, snapshots, self.now_ms);
+        self.node = start(self.seed, wal, snapshots, self.now_ms);
         self.collect();
         self.settle();
         assert!(
@@ -417,11 +422,16 @@ impl Sim {
 
 /// A server started from `wal` and `snapshots` through the production
 /// recovery.
-fn start(mut wal: SimWal, snapshots: SimSnapshots, now_ms: i64) -> SimNode {
+/// One seed in four rolls the epoch every few dozen zxids.
+fn start(seed: u64, mut wal: SimWal, snapshots: SimSnapshots, now_ms: i64) -> SimNode {
     let replay = wal.recover();
     let newest = node::load_newest(&snapshots.store).expect("the store lists");
     let recovered = node::recovered(newest, &replay, PARTITION).expect("recovery");
-    let engine = Engine::new(config(), recovered, now_ms).expect("engine starts");
+    let config = EngineConfig {
+        zxid_counter_limit: (seed % 4 == 1).then_some(24 + (seed % 41) as u32),
+        ..config()
+    };
+    let engine = Engine::new(config, recovered, now_ms).expect("engine starts");
     Node::new(engine, wal, snapshots)
 }
 

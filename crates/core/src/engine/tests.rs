@@ -40,6 +40,7 @@ pub(super) fn config() -> EngineConfig {
         host_name: "test".into(),
         working_dir: "/".into(),
         fixed_election_ticks: None,
+        zxid_counter_limit: None,
     }
 }
 
@@ -559,4 +560,81 @@ fn a_standalone_snapshot_waits_for_a_log_worth_a_quarter_of_the_tree() {
         2,
         "180 KB of log: a quarter of the tree"
     );
+}
+
+#[test]
+fn a_used_up_zxid_counter_starts_a_new_epoch_without_losing_or_reordering_writes() {
+    const LIMIT: u32 = 16;
+    let mut rig = Rig::with_config(
+        EngineConfig {
+            zxid_counter_limit: Some(LIMIT),
+            ..config()
+        },
+        empty(),
+    );
+    rig.connect(1);
+    let mut zxids = Vec::new();
+    let mut xid = 0;
+    for round in 0..20 {
+        // Pipelined bursts of 1 to 7 writes, each burst settled.
+        for _ in 0..(round % 7 + 1) {
+            xid += 1;
+            rig.send(1, xid, create(&format!("/n{xid}")));
+        }
+        rig.settle();
+        for frame in rig.frames(1) {
+            let Frame::Reply(header, _) = frame else {
+                panic!("unexpected {frame:?}");
+            };
+            assert_eq!(header.err, OK, "xid {}", header.xid);
+            zxids.push((header.xid, header.zxid));
+        }
+    }
+    assert_eq!(zxids.len(), xid as usize, "every write answered");
+    for pair in zxids.windows(2) {
+        assert_eq!(pair[1].0, pair[0].0 + 1, "replies in request order");
+        assert!(pair[1].1 > pair[0].1, "zxids ascend: {pair:x?}");
+    }
+    for (_, zxid) in &zxids {
+        assert!(
+            (*zxid as u32) <= LIMIT,
+            "counter of {zxid:#x} past the limit"
+        );
+    }
+    let epochs: std::collections::BTreeSet<u64> = zxids
+        .iter()
+        .map(|(_, z)| crate::zxid::epoch_of(*z))
+        .collect();
+    // 80 writes plus the session's creation, at most 14 per epoch before
+    // the leader rolls (the rest of 16 is the reserve).
+    assert!(epochs.len() >= 6, "epochs {epochs:?}");
+    assert!(rig.engine.stats.epoch_rollovers >= 5);
+    // Every write is in the tree, and survives a restart from the log.
+    for n in 1..=xid {
+        assert!(rig.engine.tree().node(&format!("/n{n}")).is_some());
+    }
+    let digest = rig.engine.tree().digest();
+    let last = rig.engine.tree().last_zxid();
+    let recovered = Recovered {
+        entries: rig.log.clone(),
+        hard_state: raft::eraftpb::HardState {
+            term: rig.engine.core.raft.raft.term,
+            vote: 1,
+            commit: 0,
+            ..Default::default()
+        },
+        ..empty()
+    };
+    let mut restarted = Rig::with_config(
+        EngineConfig {
+            zxid_counter_limit: Some(LIMIT),
+            ..config()
+        },
+        recovered,
+    );
+    assert_eq!(restarted.engine.tree().digest(), digest);
+    restarted.connect(2);
+    restarted.send(2, 1, create("/after"));
+    restarted.settle();
+    assert!(restarted.engine.tree().last_zxid() > last);
 }
