@@ -30,6 +30,7 @@ mod apply;
 mod catch_up;
 mod commit;
 mod connect;
+mod core_read;
 mod ensemble_view;
 mod extension_host;
 mod extensions;

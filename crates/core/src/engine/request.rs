@@ -2,16 +2,16 @@
 //! in session order, writes are prepared and proposed.
 
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::opcode::{AddWatchMode, WatcherType};
-use stoa_proto::records::{ClientInfo, Id, Stat, SyncResponse, WhoAmIResponse};
+use stoa_proto::records::Id;
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, Txn, TxnHeader};
 
+use super::partition_core::{Caller, ReadCall, ReadOutcome};
 use super::replication::Admitted;
 use super::Engine;
 use crate::session::{Pending, SessionId};
-use crate::watch::{ChangeKind, ConnId, WatchKind};
+use crate::watch::ConnId;
 
 impl Engine {
     pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, request: Request) {
@@ -210,8 +210,9 @@ impl Engine {
         }
     }
 
-    /// Runs a read (or an ordered no-op like ping/sync) once it reaches the
-    /// head of its session's queue.
+    /// Hands a read (or an ordered no-op like ping/sync) to the core once
+    /// it reaches the head of its session's queue, and answers with what
+    /// the core decided.
     pub(super) fn execute_read(
         &mut self,
         conn: ConnId,
@@ -219,213 +220,33 @@ impl Engine {
         xid: i32,
         request: Request,
     ) {
-        let zxid = self.core.tree.last_zxid();
-        let (err, response) = match self.read_response(conn, sid, &request) {
+        let outcome = match self.gate.conns.get(&conn) {
+            Some(c) => self.core.read(ReadCall {
+                conn,
+                session: sid,
+                caller: Caller {
+                    ids: &c.ids,
+                    is_super: c.is_super,
+                },
+                request: &request,
+            }),
+            None => ReadOutcome {
+                zxid: self.core.tree.last_zxid(),
+                result: Err(ErrorCode::ConnectionLoss),
+                fired: Vec::new(),
+            },
+        };
+        for (change, path) in &outcome.fired {
+            self.gate.notify(conn, outcome.zxid, *change, path);
+        }
+        let (err, response) = match outcome.result {
             Ok(response) => (ErrorCode::Ok, response),
             Err(code) => (code, Response::Empty),
         };
         if err != ErrorCode::Ok {
             self.stats.request_errors += 1;
         }
-        self.gate.send_reply(conn, xid, zxid, err, &response);
+        self.gate
+            .send_reply(conn, xid, outcome.zxid, err, &response);
     }
-
-    fn read_response(
-        &mut self,
-        conn: ConnId,
-        sid: SessionId,
-        request: &Request,
-    ) -> Result<Response, ErrorCode> {
-        let Some(c) = self.gate.conns.get(&conn) else {
-            return Err(ErrorCode::ConnectionLoss);
-        };
-        match request {
-            Request::Ping => Ok(Response::Empty),
-            Request::SetWatches(w) => {
-                let restore = WatchesToRestore {
-                    relative_zxid: w.relative_zxid,
-                    data: &w.data_watches,
-                    exist: &w.exist_watches,
-                    child: &w.child_watches,
-                    persistent: &[],
-                    recursive: &[],
-                };
-                self.set_watches(conn, restore);
-                Ok(Response::Empty)
-            }
-            Request::SetWatches2(w) => {
-                let restore = WatchesToRestore {
-                    relative_zxid: w.relative_zxid,
-                    data: &w.data_watches,
-                    exist: &w.exist_watches,
-                    child: &w.child_watches,
-                    persistent: &w.persistent_watches,
-                    recursive: &w.persistent_recursive_watches,
-                };
-                self.set_watches(conn, restore);
-                Ok(Response::Empty)
-            }
-            Request::Sync(r) => {
-                // Standalone: everything committed is applied already (an
-                // ensemble's sync goes through the log instead).
-                stoa_tree::validate_path(&r.path)?;
-                Ok(Response::Sync(SyncResponse {
-                    path: r.path.clone(),
-                }))
-            }
-            Request::WhoAmI => {
-                // ZooKeeper shows a digest identity by its user name only.
-                let user = |id: &Id| match id.scheme.as_str() {
-                    "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
-                    _ => id.id.clone(),
-                };
-                let client_info = c
-                    .ids
-                    .iter()
-                    .map(|id| ClientInfo {
-                        auth_scheme: id.scheme.clone(),
-                        user: user(id),
-                    })
-                    .collect();
-                Ok(Response::WhoAmI(WhoAmIResponse { client_info }))
-            }
-            Request::AddWatch(r) => {
-                stoa_tree::validate_path(&r.path)?;
-                let kind = match AddWatchMode::from_i32(r.mode) {
-                    Some(AddWatchMode::Persistent) => WatchKind::Persistent,
-                    Some(AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
-                    None => return Err(ErrorCode::BadArguments),
-                };
-                self.core.watches.add(conn, kind, &r.path);
-                // ZooKeeper answers addWatch with an ErrorResponse body of 0.
-                Ok(Response::AddWatch(stoa_proto::records::ErrorResponse {
-                    err: 0,
-                }))
-            }
-            Request::RemoveWatches(r) => self.remove_watches(conn, &r.path, r.kind, true),
-            Request::CheckWatches(r) => self.remove_watches(conn, &r.path, r.kind, false),
-            _ => {
-                let result = self
-                    .core
-                    .tree
-                    .execute_read(&c.ids, c.is_super, sid, request);
-                self.register_read_watch(conn, request, &result);
-                result
-            }
-        }
-    }
-
-    fn register_read_watch(
-        &mut self,
-        conn: ConnId,
-        request: &Request,
-        result: &Result<Response, ErrorCode>,
-    ) {
-        let (path, kind) = match request {
-            Request::Exists(r) if r.watch => match result {
-                Ok(_) => (&r.path, WatchKind::Data),
-                Err(ErrorCode::NoNode) => (&r.path, WatchKind::Exist),
-                Err(_) => return,
-            },
-            Request::GetData(r) if r.watch && result.is_ok() => (&r.path, WatchKind::Data),
-            Request::GetChildren(r) if r.watch && result.is_ok() => (&r.path, WatchKind::Child),
-            Request::GetChildren2(r) if r.watch && result.is_ok() => (&r.path, WatchKind::Child),
-            _ => return,
-        };
-        self.core.watches.add(conn, kind, path);
-    }
-
-    fn remove_watches(
-        &mut self,
-        conn: ConnId,
-        path: &str,
-        watcher_type: i32,
-        remove: bool,
-    ) -> Result<Response, ErrorCode> {
-        let kinds: &[WatchKind] = match WatcherType::from_i32(watcher_type) {
-            Some(WatcherType::Children) => &[WatchKind::Child],
-            Some(WatcherType::Data) => &[WatchKind::Data, WatchKind::Exist],
-            Some(WatcherType::Persistent) => &[WatchKind::Persistent],
-            Some(WatcherType::PersistentRecursive) => &[WatchKind::PersistentRecursive],
-            Some(WatcherType::Any) => &[
-                WatchKind::Child,
-                WatchKind::Data,
-                WatchKind::Exist,
-                WatchKind::Persistent,
-                WatchKind::PersistentRecursive,
-            ],
-            None => return Err(ErrorCode::BadArguments),
-        };
-        let mut found = false;
-        for &kind in kinds {
-            if remove {
-                found |= self.core.watches.remove(conn, kind, path);
-            } else {
-                found |= self.core.watches.contains(conn, kind, path);
-            }
-        }
-        if found {
-            Ok(Response::Empty)
-        } else {
-            Err(ErrorCode::NoWatcher)
-        }
-    }
-
-    /// Re-registers a reconnecting client's watches, firing at once those
-    /// whose change it missed (anything newer than `relative_zxid`).
-    fn set_watches(&mut self, conn: ConnId, w: WatchesToRestore<'_>) {
-        let zxid = self.core.tree.last_zxid();
-        let versioned: [VersionedWatches<'_>; 2] = [
-            (
-                w.data,
-                WatchKind::Data,
-                |s| s.mzxid,
-                ChangeKind::DataChanged,
-            ),
-            (
-                w.child,
-                WatchKind::Child,
-                |s| s.pzxid,
-                ChangeKind::ChildrenChanged,
-            ),
-        ];
-        for (paths, kind, changed_at, change) in versioned {
-            for path in paths {
-                match self.core.tree.node(path).map(|n| changed_at(&n.stat())) {
-                    None => self.gate.notify(conn, zxid, ChangeKind::Deleted, path),
-                    Some(at) if at > w.relative_zxid => self.gate.notify(conn, zxid, change, path),
-                    Some(_) => self.core.watches.add(conn, kind, path),
-                }
-            }
-        }
-        for path in w.exist {
-            if self.core.tree.node(path).is_some() {
-                self.gate.notify(conn, zxid, ChangeKind::Created, path);
-            } else {
-                self.core.watches.add(conn, WatchKind::Exist, path);
-            }
-        }
-        for (paths, kind) in [
-            (w.persistent, WatchKind::Persistent),
-            (w.recursive, WatchKind::PersistentRecursive),
-        ] {
-            for path in paths {
-                self.core.watches.add(conn, kind, path);
-            }
-        }
-    }
-}
-
-/// Watches restored against a zxid: paths, their kind, the stat field that
-/// says when they last changed, and the event a newer change fires.
-type VersionedWatches<'a> = (&'a [String], WatchKind, fn(&Stat) -> i64, ChangeKind);
-
-/// The watches a reconnecting client asks to restore (setWatches/setWatches2).
-struct WatchesToRestore<'a> {
-    relative_zxid: i64,
-    data: &'a [String],
-    exist: &'a [String],
-    child: &'a [String],
-    persistent: &'a [String],
-    recursive: &'a [String],
 }
