@@ -711,4 +711,6 @@ mod scenario_tests;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]
+mod sim_world;
+#[cfg(test)]
 mod tests;

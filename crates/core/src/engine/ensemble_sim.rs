@@ -40,24 +40,22 @@
 //! `STOA_SIM_VERBOSE=1` prints what each seed went through.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::net::SocketAddr;
 
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::jute::{Reader, Record};
-use stoa_proto::records::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, GetDataResponse,
-    RequestHeader, SetDataRequest,
-};
+use stoa_proto::records::GetDataResponse;
 use stoa_proto::request::Request;
 use stoa_tree::DataTree;
 
-use super::sim::{index_of, key_path, value, Rng};
+use super::sim::{index_of, key_path, value};
+use super::sim_world::machine::SimMachine;
+use super::sim_world::network::{input_of, SimNetwork};
+use super::sim_world::rng::Rng;
+use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{Engine, Input};
-use crate::node::outbox::{Outbox, PeerMessage as Message};
-use crate::node::sim_disk::{SimSnapshots, SimWal, INSTALL_STOPPED};
-use crate::node::{self, Node};
+use crate::node::outbox::PeerMessage as Message;
+use crate::node::sim_disk::INSTALL_STOPPED;
 
 // Participants 1..=voters, then the observers (raft learners), servers
 // voters + 1 ..= voters + OBSERVERS: `Sim::voters` is the size simulated.
@@ -80,31 +78,28 @@ const TICK_MS: i64 = 50;
 const CLIENT_PATIENCE_MS: i64 = 3_000;
 const SETTLE_ROUNDS_MAX: usize = 4_000;
 const T0_MS: i64 = 1_700_000_000_000;
-/// The partition every server's WAL records are written for.
-const PARTITION: u32 = 0;
 /// Restarts after which the machine stops in the middle of the next
 /// snapshot it installs from the leader.
 const INSTALL_CRASH_PERCENT: u64 = 30;
 /// Faults that arm a failed fsync (the server stops at its next sync).
 const FSYNC_FAILURE_PERCENT: u64 = 25;
 
-type SimNode = Node<SimWal, SimSnapshots>;
-
 struct Server {
     id: u64,
-    /// `None` while the server is down.
-    node: Option<SimNode>,
-    /// Its disk while it is down: the log and the snapshots.
-    parked: Option<(SimWal, SimSnapshots)>,
+    machine: SimMachine,
 }
 
 impl Server {
     fn engine(&self) -> Option<&Engine> {
-        self.node.as_ref().map(Node::engine)
+        self.machine.engine()
     }
 
     fn engine_mut(&mut self) -> Option<&mut Engine> {
-        self.node.as_mut().map(Node::engine_mut)
+        self.machine.engine_mut()
+    }
+
+    fn is_up(&self) -> bool {
+        self.machine.node().is_some()
     }
 }
 
@@ -135,14 +130,10 @@ enum Op {
 struct Client {
     /// (server, connection) while connected.
     conn: Option<(u64, u64)>,
-    session: Option<(i64, Vec<u8>)>,
-    handshaken: bool,
-    next_xid: i32,
+    wire: WireClient,
     in_flight: VecDeque<(i32, Op)>,
     /// When the oldest call in flight was sent (patience runs from it).
     waiting_since_ms: i64,
-    inbox: Vec<u8>,
-    last_zxid: i64,
     /// Per key: values sent, the highest acknowledged, the highest read.
     written: Vec<usize>,
     acked: Vec<Option<usize>>,
@@ -200,11 +191,9 @@ struct Sim {
     voters: u64,
     now_ms: i64,
     servers: Vec<Server>,
-    /// Per link (from, to): messages in order.
-    links: BTreeMap<(u64, u64), VecDeque<Message>>,
-    /// Servers cut off from the others (clients still reach them); among
-    /// themselves they still talk, a minority partition.
-    isolated: Vec<u64>,
+    /// Peer links; servers cut off from the others still reach their
+    /// clients.
+    network: SimNetwork,
     clients: Vec<Client>,
     next_conn: u64,
     leaders: HashMap<u64, u64>,
@@ -256,20 +245,15 @@ impl Sim {
         let servers = (1..=voters + OBSERVERS)
             .map(|id| Server {
                 id,
-                node: None,
-                parked: Some((SimWal::default(), SimSnapshots::default())),
+                machine: SimMachine::new(),
             })
             .collect();
         let clients = (0..CLIENTS)
             .map(|_| Client {
                 conn: None,
-                session: None,
-                handshaken: false,
-                next_xid: 1,
+                wire: WireClient::new(),
                 in_flight: VecDeque::new(),
                 waiting_since_ms: 0,
-                inbox: Vec::new(),
-                last_zxid: 0,
                 written: vec![0; KEYS_PER_CLIENT],
                 acked: vec![None; KEYS_PER_CLIENT],
                 read: vec![None; KEYS_PER_CLIENT],
@@ -284,8 +268,7 @@ impl Sim {
             voters,
             now_ms: T0_MS,
             servers,
-            links: BTreeMap::new(),
-            isolated: Vec::new(),
+            network: SimNetwork::default(),
             clients,
             next_conn: 1,
             leaders: HashMap::new(),
@@ -324,19 +307,14 @@ impl Sim {
     /// Servers down, cut off or bound to stop (a failed fsync armed) now;
     /// one that is several counts several times.
     fn faults(&self) -> usize {
-        let down = self.servers.iter().filter(|s| s.node.is_none()).count();
+        let down = self.servers.iter().filter(|s| !s.is_up()).count();
         let doomed = self
             .servers
             .iter()
-            .filter_map(|s| s.node.as_ref())
+            .filter_map(|s| s.machine.node())
             .filter(|n| n.log().sync_failure_armed())
             .count();
-        down + doomed + self.isolated.len()
-    }
-
-    /// A message between these two servers is lost to the partition.
-    fn cut(&self, a: u64, b: u64) -> bool {
-        self.isolated.contains(&a) != self.isolated.contains(&b)
+        down + doomed + self.network.isolated_count()
     }
 
     /// Elects a leader and creates every client's keys through it.
@@ -359,13 +337,7 @@ impl Sim {
             paths.extend((0..KEYS_PER_CLIENT).map(|k| (key_path(c, k), Vec::new())));
         }
         for (path, data) in paths {
-            let create = CreateRequest {
-                path,
-                data,
-                acl: vec![Acl::open_unsafe()],
-                flags: 0,
-            };
-            let xid = self.send_request(creator, Request::Create(create));
+            let xid = self.send_request(creator, wire::create(&path, data));
             let xid = xid.expect("the creator is connected");
             self.clients[creator].in_flight.push_back((xid, Op::Create));
         }
@@ -382,30 +354,29 @@ impl Sim {
     /// real one exits; anything else failing is a bug.
     fn collect(&mut self, s: usize) {
         let id = self.servers[s].id;
-        let Some(node) = self.servers[s].node.as_mut() else {
-            return;
-        };
-        let mut out = Outbox::default();
-        if let Err(reason) = node.flush(&mut out) {
-            let stopped_installing = reason == INSTALL_STOPPED;
-            let disk_failed = reason.starts_with("WAL:") || stopped_installing;
-            assert!(
-                disk_failed,
-                "seed {}: server {id} fatal: {reason}",
-                self.seed
-            );
-            if stopped_installing {
-                self.disk_stops.1 += 1;
+        let out = match self.servers[s].machine.flush() {
+            Ok(out) => out,
+            Err(reason) => {
+                let stopped_installing = reason == INSTALL_STOPPED;
+                let disk_failed = reason.starts_with("WAL:") || stopped_installing;
+                assert!(
+                    disk_failed,
+                    "seed {}: server {id} fatal: {reason}",
+                    self.seed
+                );
+                if stopped_installing {
+                    self.disk_stops.1 += 1;
+                }
+                self.crash(s);
+                return;
             }
-            self.crash(s);
-            return;
-        }
+        };
         for (to, m) in out.messages {
             self.post(id, to, m);
         }
         for (conn, bytes) in out.sends {
             if let Some(c) = self.client_on(id, conn) {
-                self.clients[c].inbox.extend(bytes);
+                self.clients[c].wire.inbox.extend(bytes);
             }
         }
         for conn in out.closes {
@@ -419,20 +390,17 @@ impl Sim {
     /// Queues a message, or loses it: cut off, or to a server that is
     /// down (its connections are refused).
     fn post(&mut self, from: u64, to: u64, message: Message) {
-        let down = to
+        let up = to
             .checked_sub(1)
             .and_then(|s| self.servers.get(s as usize))
-            .is_none_or(|s| s.node.is_none());
-        if down || self.cut(from, to) {
-            return;
-        }
-        self.links.entry((from, to)).or_default().push_back(message);
+            .is_some_and(Server::is_up);
+        self.network.post(from, to, message, up);
     }
 
     /// One pass of server `s`'s WAL writer: up to `n` queued batches
     /// written and synced as a group. A failed sync stops the server.
     fn sync(&mut self, s: usize, n: usize) {
-        let Some(node) = self.servers[s].node.as_mut() else {
+        let Some(node) = self.servers[s].machine.node_mut() else {
             return;
         };
         match node.log_mut().write_group(n) {
@@ -451,7 +419,7 @@ impl Sim {
     /// Server `s`'s snapshot thread runs what is queued; returns whether
     /// there was anything.
     fn run_snapshots(&mut self, s: usize) -> bool {
-        let Some(node) = self.servers[s].node.as_mut() else {
+        let Some(node) = self.servers[s].machine.node_mut() else {
             return false;
         };
         let done = node.snapshots_mut().run_queued();
@@ -492,25 +460,17 @@ impl Sim {
     /// the server's output. Returns the receiver; `None` if no link had a
     /// message.
     fn hand_over(&mut self, to: Option<u64>, lose_percent: u64) -> Option<u64> {
-        let busy: Vec<(u64, u64)> = self
-            .links
-            .iter()
-            .filter(|((_, t), q)| to.is_none_or(|to| to == *t) && !q.is_empty())
-            .map(|(k, _)| *k)
-            .collect();
+        let busy = self.network.busy_links(to);
         if busy.is_empty() {
             return None;
         }
         let (from, to) = busy[self.rng.below(busy.len() as u64) as usize];
-        let message = self.links.get_mut(&(from, to))?.pop_front()?;
+        let message = self.network.take((from, to))?;
         if self.rng.chance(lose_percent) {
             return Some(to);
         }
         if let Some(engine) = self.engine((to - 1) as usize) {
-            match message {
-                Message::Raft(m) => engine.handle(Input::Raft(m)),
-                Message::Engine(message) => engine.handle(Input::Peer { from, message }),
-            }
+            engine.handle(input_of(from, message));
         }
         Some(to)
     }
@@ -532,17 +492,16 @@ impl Sim {
     /// records, perhaps a torn prefix of the rest) and whole snapshots.
     fn crash(&mut self, s: usize) {
         let id = self.servers[s].id;
-        let Some(node) = self.servers[s].node.take() else {
+        if !self.servers[s].is_up() {
             return;
-        };
-        if node.engine().in_joint_config() {
-            self.joint.1 += 1;
         }
-        let (_, mut wal, mut snapshots) = node.into_parts();
-        wal.crash(self.rng.next());
-        snapshots.crash();
-        self.servers[s].parked = Some((wal, snapshots));
-        self.links.retain(|(from, to), _| *from != id && *to != id);
+        let tail_seed = self.rng.next();
+        if let Some(engine) = self.servers[s].machine.crash(tail_seed) {
+            if engine.in_joint_config() {
+                self.joint.1 += 1;
+            }
+        }
+        self.network.drop_server(id);
         for c in 0..CLIENTS {
             if self.clients[c].conn.is_some_and(|(server, _)| server == id) {
                 self.drops.2 += 1;
@@ -557,26 +516,19 @@ impl Sim {
     /// snapshot it installs.
     fn restart(&mut self, s: usize, may_stop_installing: bool) {
         let id = self.servers[s].id;
-        let (mut wal, mut snapshots) = self.servers[s]
-            .parked
-            .take()
-            .expect("a stopped server keeps its disk");
-        let replay = wal.recover();
-        self.recoveries.0 += 1;
-        self.recoveries.1 += usize::from(replay.torn_tail_bytes > 0);
-        let newest = node::load_newest(&snapshots.store).expect("the store lists");
         let seed = self.seed;
-        let recovered = node::recovered(newest, &replay, PARTITION)
+        let stop_installing = may_stop_installing && self.rng.chance(INSTALL_CRASH_PERCENT);
+        let machine = &mut self.servers[s].machine;
+        let (_, snapshots) = machine
+            .parked_disk_mut()
+            .expect("a stopped server keeps its disk");
+        snapshots.stop_in_next_install = stop_installing;
+        let config = engine_config(seed, self.voters, id);
+        let booted = machine
+            .boot(config, self.now_ms)
             .unwrap_or_else(|e| panic!("seed {seed}: server {id} cannot recover: {e}"));
-        let engine = Engine::new(
-            engine_config(self.seed, self.voters, id),
-            recovered,
-            self.now_ms,
-        )
-        .expect("engine restarts");
-        snapshots.stop_in_next_install =
-            may_stop_installing && self.rng.chance(INSTALL_CRASH_PERCENT);
-        self.servers[s].node = Some(Node::new(engine, wal, snapshots));
+        self.recoveries.0 += 1;
+        self.recoveries.1 += usize::from(booted.torn_tail);
         self.collect(s);
     }
 
@@ -588,8 +540,8 @@ impl Sim {
                 let mut busy = false;
                 for s in 0..self.servers.len() {
                     let queued = self.servers[s]
-                        .node
-                        .as_ref()
+                        .machine
+                        .node()
                         .map_or(0, |n| n.log().queued());
                     busy |= queued > 0;
                     self.sync(s, queued);
@@ -619,7 +571,7 @@ impl Sim {
                     e.core.raft.raft.term,
                     e.core.applied_index,
                     e.core.raft.store().last_index(),
-                    s.node.as_ref().map_or(0, |n| n.log().queued())
+                    s.machine.node().map_or(0, |n| n.log().queued())
                 );
                 eprintln!(
                     "  membership v{:x} voters {:?} learners {:?}; raft conf {:?}; progress {:?}",
@@ -652,10 +604,10 @@ impl Sim {
         let members = &leader_engine.membership().members;
         // A server a reconfig removed may never hear that its removal
         // committed (the leader stops talking to it): it is left behind.
-        let quiet = self.links.values().all(VecDeque::is_empty)
+        let quiet = self.network.is_quiet()
             && self.servers.iter().all(|s| {
-                s.node
-                    .as_ref()
+                s.machine
+                    .node()
                     .is_none_or(|n| n.log().queued() == 0 && n.snapshots().queued() == 0)
                     && (!members.contains_key(&s.id)
                         || s.engine()
@@ -710,30 +662,18 @@ impl Sim {
 
     fn connect_to(&mut self, c: usize, s: usize) {
         let id = self.servers[s].id;
-        if self.servers[s].node.is_none() {
+        if !self.servers[s].is_up() {
             return;
         }
         self.next_conn += 1;
         let conn = self.next_conn;
         let client = &mut self.clients[c];
         client.conn = Some((id, conn));
-        client.handshaken = false;
         client.waiting_since_ms = self.now_ms;
         client.sent_here = vec![None; KEYS_PER_CLIENT];
-        let (session_id, passwd) = client.session.clone().unwrap_or((0, vec![0; 16]));
-        let req = ConnectRequest {
-            time_out: 30_000,
-            session_id,
-            passwd,
-            last_zxid_seen: client.last_zxid,
-            ..Default::default()
-        };
-        let mut bytes = Vec::new();
-        encode_connect_request(&mut bytes, &req);
-        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
+        let bytes = client.wire.connect_bytes(30_000);
         let engine = self.servers[s].engine_mut().expect("checked above");
-        engine.handle(Input::Accepted { conn, peer });
-        engine.handle(Input::Frames { conn, bytes });
+        wire::open(engine, conn, bytes);
         self.collect(s);
     }
 
@@ -741,9 +681,9 @@ impl Sim {
     fn disconnect(&mut self, c: usize) {
         let client = &mut self.clients[c];
         client.conn = None;
-        client.handshaken = false;
+        client.wire.handshaken = false;
         client.in_flight.clear();
-        client.inbox.clear();
+        client.wire.inbox.clear();
     }
 
     /// A client whose member stays silent closes the connection.
@@ -753,7 +693,7 @@ impl Sim {
             let Some((server, conn)) = client.conn else {
                 continue;
             };
-            let silent = (!client.handshaken || !client.in_flight.is_empty())
+            let silent = (!client.wire.handshaken || !client.in_flight.is_empty())
                 && self.now_ms - client.waiting_since_ms > CLIENT_PATIENCE_MS;
             if silent {
                 let s = (server - 1) as usize;
@@ -768,12 +708,12 @@ impl Sim {
     }
 
     fn send_request(&mut self, c: usize, request: Request) -> Option<i32> {
-        if self.clients[c].conn.is_none() || !self.clients[c].handshaken {
+        if self.clients[c].conn.is_none() || !self.clients[c].wire.handshaken {
             return None;
         }
         let client = &mut self.clients[c];
-        let xid = client.next_xid;
-        client.next_xid += 1;
+        let xid = client.wire.next_xid;
+        client.wire.next_xid += 1;
         if client.in_flight.is_empty() {
             client.waiting_since_ms = self.now_ms;
         }
@@ -782,18 +722,10 @@ impl Sim {
 
     fn send_with_xid(&mut self, c: usize, xid: i32, request: Request) -> Option<i32> {
         let (server, conn) = self.clients[c].conn?;
-        if !self.clients[c].handshaken {
+        if !self.clients[c].wire.handshaken {
             return None;
         }
-        let mut bytes = Vec::new();
-        encode_request(
-            &mut bytes,
-            &RequestHeader {
-                xid,
-                kind: request.opcode() as i32,
-            },
-            &request,
-        );
+        let bytes = wire::request_frame(xid, &request);
         let s = (server - 1) as usize;
         self.engine(s)?.handle(Input::Frames { conn, bytes });
         self.collect(s);
@@ -805,10 +737,7 @@ impl Sim {
             return self.send_reconfig(c);
         }
         if self.rng.chance(15) {
-            let next = Request::GetData(GetDataRequest {
-                path: COUNTER_NEXT.into(),
-                watch: false,
-            });
+            let next = wire::get(COUNTER_NEXT, false);
             if let Some(xid) = self.send_request(c, next) {
                 self.clients[c].in_flight.push_back((xid, Op::Next));
             }
@@ -818,12 +747,8 @@ impl Sim {
         let path = key_path(c, key);
         if self.rng.chance(55) {
             let index = self.clients[c].written[key];
-            let set = SetDataRequest {
-                path,
-                data: value(c, key, index),
-                version: -1,
-            };
-            if let Some(xid) = self.send_request(c, Request::SetData(set)) {
+            let set = wire::set(&path, value(c, key, index));
+            if let Some(xid) = self.send_request(c, set) {
                 let client = &mut self.clients[c];
                 client.written[key] += 1;
                 client.sent_here[key] = Some(index);
@@ -837,7 +762,7 @@ impl Sim {
                 .max(client.sent_here[key])
                 .max(client.read[key]);
             let max = client.written[key].checked_sub(1);
-            let get = Request::GetData(GetDataRequest { path, watch: false });
+            let get = wire::get(&path, false);
             if let Some(xid) = self.send_request(c, get) {
                 self.clients[c]
                     .in_flight
@@ -946,34 +871,25 @@ impl Sim {
         let seed = self.seed;
         let now = self.now_ms;
         let client = &mut self.clients[c];
-        let bytes = std::mem::take(&mut client.inbox);
-        let decoder = FrameDecoder::new(1 << 20);
-        let mut at = 0;
         let mut handed = Vec::new();
         let mut reconfigs = Vec::new();
-        while let Some((used, body)) = decoder
-            .decode(&bytes[at..])
-            .expect("server frames are well formed")
-        {
-            at += used;
-            if !client.handshaken {
-                let r = ConnectResponse::decode(&mut Reader::new(body)).expect("connect response");
-                client.handshaken = true;
-                client.waiting_since_ms = now;
-                if r.session_id == 0 {
-                    // Expired while away: a fresh session on the next connect.
-                    client.session = None;
-                    client.handshaken = false;
-                    client.conn = None;
-                    return;
+        for frame in client.wire.take_frames() {
+            let (header, body) = match frame {
+                ServerFrame::Connected(r) => {
+                    client.waiting_since_ms = now;
+                    client.wire.adopt(&r);
+                    if r.session_id == 0 {
+                        // Expired while away: a fresh session on the next connect.
+                        client.wire.handshaken = false;
+                        client.conn = None;
+                        return;
+                    }
+                    continue;
                 }
-                client.session = Some((r.session_id, r.passwd.clone()));
-                continue;
-            }
-            let (header, rest) = decode_reply_frame(body).expect("reply header");
-            if header.xid < 0 {
-                continue; // pings, notifications
-            }
+                ServerFrame::Event(_) => continue,
+                ServerFrame::Reply(header, _) if header.xid < 0 => continue, // pings
+                ServerFrame::Reply(header, body) => (header, body),
+            };
             let Some((xid, op)) = client.in_flight.pop_front() else {
                 panic!("seed {seed}: client {c} got reply {} unasked", header.xid)
             };
@@ -995,17 +911,17 @@ impl Sim {
                 header.err
             );
             assert!(
-                header.zxid >= client.last_zxid,
+                header.zxid >= client.wire.last_zxid,
                 "seed {seed}: client {c} saw zxid go back from {:#x} to {:#x}",
-                client.last_zxid,
+                client.wire.last_zxid,
                 header.zxid
             );
-            client.last_zxid = header.zxid;
+            client.wire.last_zxid = header.zxid;
             match op {
                 Op::Create | Op::Reconfig { .. } => {}
                 Op::Next => {
                     let reply =
-                        GetDataResponse::decode(&mut Reader::new(rest)).expect("getData reply");
+                        GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
                     let value: u64 = std::str::from_utf8(&reply.data)
                         .ok()
                         .and_then(|v| v.parse().ok())
@@ -1021,7 +937,7 @@ impl Sim {
                 }
                 Op::Get { key, min, max } => {
                     let reply =
-                        GetDataResponse::decode(&mut Reader::new(rest)).expect("getData reply");
+                        GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
                     let seen = index_of(&reply.data);
                     assert!(
                         seen >= min && seen <= max,
@@ -1031,7 +947,6 @@ impl Sim {
                 }
             }
         }
-        assert_eq!(at, bytes.len(), "partial frame");
         for (refused, several) in reconfigs {
             match (refused, several) {
                 (false, false) => self.reconfigs.0 += 1,
@@ -1056,7 +971,7 @@ impl Sim {
                 if client.conn.is_none() {
                     let s = self.rng.below(self.server_count()) as usize;
                     self.connect_to(c, s);
-                } else if client.handshaken && client.in_flight.len() < IN_FLIGHT_MAX {
+                } else if client.wire.handshaken && client.in_flight.len() < IN_FLIGHT_MAX {
                     self.send_op(c);
                 }
             }
@@ -1094,24 +1009,18 @@ impl Sim {
         // participants left are a quorum.
         let room = self.faults() < self.faults_max();
         match self.rng.below(4) {
-            0 if room && self.servers[s].node.is_some() => {
+            0 if room && self.servers[s].is_up() => {
                 if self.rng.chance(FSYNC_FAILURE_PERCENT) {
-                    if let Some(node) = self.servers[s].node.as_mut() {
+                    if let Some(node) = self.servers[s].machine.node_mut() {
                         node.log_mut().fail_next_sync();
                     }
                 } else {
                     self.crash(s);
                 }
             }
-            1 if self.servers[s].node.is_none() => self.restart(s, true),
-            2 if room && !self.isolated.contains(&id) => {
-                self.isolated.push(id);
-                let isolated = std::mem::take(&mut self.isolated);
-                self.links
-                    .retain(|(from, to), _| isolated.contains(from) == isolated.contains(to));
-                self.isolated = isolated;
-            }
-            3 => self.isolated.clear(),
+            1 if !self.servers[s].is_up() => self.restart(s, true),
+            2 if room && !self.network.is_isolated(id) => self.network.isolate(id),
+            3 => self.network.heal(),
             _ => {}
         }
     }
@@ -1119,7 +1028,7 @@ impl Sim {
     /// Heals and restarts everything, lets the ensemble settle, and checks
     /// the end state.
     fn finish(&mut self) {
-        self.isolated.clear();
+        self.network.heal();
         let seed = self.seed;
         // A server may stop once more while settling (a failed fsync or a
         // stop mid-install armed earlier): restart it, disarmed, and settle
@@ -1127,12 +1036,12 @@ impl Sim {
         let mut leader = None;
         for _ in 0..=self.servers.len() {
             for s in 0..self.servers.len() {
-                if self.servers[s].node.is_none() {
+                if !self.servers[s].is_up() {
                     self.restart(s, false);
                 }
             }
             leader = self.settle();
-            if self.servers.iter().all(|s| s.node.is_some()) {
+            if self.servers.iter().all(Server::is_up) {
                 break;
             }
         }

@@ -3,12 +3,11 @@
 //! replicate, and every replica applies the same transactions.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 
-use stoa_proto::frame::{encode_connect_request, encode_request};
-use stoa_proto::records::{Acl, ConnectRequest, CreateRequest, RequestHeader, SyncRequest};
+use stoa_proto::records::SyncRequest;
 use stoa_proto::request::Request;
 
+use super::sim_world::wire::{self, WireClient};
 use super::tests::{config, empty};
 use super::{Engine, Input};
 
@@ -128,42 +127,19 @@ impl Cluster {
 
     /// Opens connection 1 on engine `i` and asks for a new session.
     fn connect_client(&mut self, i: usize) {
-        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
-        self.engines[i].handle(Input::Accepted { conn: 1, peer });
-        let mut bytes = Vec::new();
-        encode_connect_request(
-            &mut bytes,
-            &ConnectRequest {
-                time_out: 10_000,
-                ..Default::default()
-            },
-        );
-        self.engines[i].handle(Input::Frames { conn: 1, bytes });
+        let bytes = WireClient::new().connect_bytes(10_000);
+        wire::open(&mut self.engines[i], 1, bytes);
         self.pump();
     }
 
     /// Sends a create of `path` on connection 1 of engine `i`.
     fn send_create(&mut self, i: usize, xid: i32, path: &str, data: Vec<u8>) {
-        let create = Request::Create(CreateRequest {
-            path: path.into(),
-            data,
-            acl: vec![Acl::open_unsafe()],
-            flags: 0,
-        });
-        self.send(i, xid, &create);
+        self.send(i, xid, &wire::create(path, data));
     }
 
     /// Sends `request` on connection 1 of engine `i`.
     fn send(&mut self, i: usize, xid: i32, request: &Request) {
-        let mut bytes = Vec::new();
-        encode_request(
-            &mut bytes,
-            &RequestHeader {
-                xid,
-                kind: request.opcode() as i32,
-            },
-            request,
-        );
+        let bytes = wire::request_frame(xid, request);
         self.engines[i].handle(Input::Frames { conn: 1, bytes });
     }
 

@@ -34,31 +34,27 @@
 //! Session ids and zxids print as `s1`, `s2`.. in order of appearance and
 //! as hex, so traces read the same whatever the ids' bits are.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::jute::{Reader, Record};
-use stoa_proto::opcode::{CreateMode, EventType, NOTIFICATION_XID};
+use stoa_proto::opcode::{CreateMode, EventType};
 use stoa_proto::records::{
-    Acl, AuthPacket, ConnectRequest, ConnectResponse, CreateRequest, CreateResponse, DeleteRequest,
-    ExistsRequest, GetChildrenRequest, GetChildrenResponse, GetDataRequest, GetDataResponse,
-    ReconfigRequest, RequestHeader, SetDataRequest, SetDataResponse, Stat, SyncRequest,
-    WatcherEvent,
+    Acl, AuthPacket, CreateRequest, CreateResponse, DeleteRequest, ExistsRequest,
+    GetChildrenRequest, GetChildrenResponse, GetDataResponse, ReconfigRequest, SetDataResponse,
+    Stat, SyncRequest,
 };
 use stoa_proto::request::Request;
 
+use super::sim_world::machine::{SimMachine, SimNode};
+use super::sim_world::network::{input_of, SimNetwork};
+use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
-use super::{Engine, Input};
-use crate::node::outbox::{Outbox, PeerMessage};
-use crate::node::sim_disk::{SimSnapshots, SimWal};
-use crate::node::{self, Node};
+use super::Input;
 
 const T0_MS: i64 = 1_700_000_000_000;
 const TICK_MS: i64 = 50;
-const PARTITION: u32 = 0;
 /// Rounds of syncing and delivering before a step must be quiet.
 const SETTLE_ROUNDS_MAX: usize = 1_000;
 /// Ticks an ensemble may take to elect its first leader.
@@ -67,32 +63,24 @@ const ELECTION_TICKS_MAX: usize = 200;
 const SUPER_CREDENTIALS: &str = "super:scenario";
 const SCENARIO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/scenarios");
 
-type SimNode = Node<SimWal, SimSnapshots>;
-
 struct Server {
-    node: Option<SimNode>,
-    /// Its disk while it is down.
-    parked: Option<(SimWal, SimSnapshots)>,
+    machine: SimMachine,
     voters: u64,
 }
 
 struct Client {
     /// (server, connection) while connected.
     conn: Option<(u64, u64)>,
-    session: Option<(i64, Vec<u8>)>,
-    handshaken: bool,
-    next_xid: i32,
+    wire: WireClient,
     /// What each request in flight was, to decode and print its reply.
     asked: HashMap<i32, (String, String)>,
-    inbox: Vec<u8>,
 }
 
 struct World {
     now_ms: i64,
     servers: BTreeMap<u64, Server>,
     clients: BTreeMap<String, Client>,
-    links: BTreeMap<(u64, u64), VecDeque<PeerMessage>>,
-    isolated: BTreeSet<u64>,
+    network: SimNetwork,
     held: BTreeSet<u64>,
     next_conn: u64,
     /// Session ids as printed: s1, s2, ... in order of appearance.
@@ -116,8 +104,7 @@ impl World {
             now_ms: T0_MS,
             servers: BTreeMap::new(),
             clients: BTreeMap::new(),
-            links: BTreeMap::new(),
-            isolated: BTreeSet::new(),
+            network: SimNetwork::default(),
             held: BTreeSet::new(),
             next_conn: 0,
             session_names: HashMap::new(),
@@ -127,12 +114,10 @@ impl World {
 
     fn start(&mut self, voters: u64) {
         for id in 1..=voters {
-            let disk = (SimWal::default(), SimSnapshots::default());
             self.servers.insert(
                 id,
                 Server {
-                    node: None,
-                    parked: Some(disk),
+                    machine: SimMachine::new(),
                     voters,
                 },
             );
@@ -151,33 +136,27 @@ impl World {
     fn leader(&self) -> Option<u64> {
         self.servers
             .iter()
-            .find(|(_, s)| s.node.as_ref().is_some_and(|n| n.engine().is_leader()))
+            .find(|(_, s)| s.machine.engine().is_some_and(|e| e.is_leader()))
             .map(|(&id, _)| id)
     }
 
     fn restart(&mut self, id: u64) {
         let server = self.servers.get_mut(&id).expect("a known server");
-        let (mut wal, snapshots) = server.parked.take().expect("the server is down");
-        let replay = wal.recover();
-        let newest = node::load_newest(&snapshots.store).expect("the store lists");
-        let recovered = node::recovered(newest, &replay, PARTITION).expect("recovery");
-        let engine = Engine::new(server_config(id, server.voters), recovered, self.now_ms)
-            .expect("the engine starts");
-        server.node = Some(Node::new(engine, wal, snapshots));
+        let config = server_config(id, server.voters);
+        server
+            .machine
+            .boot(config, self.now_ms)
+            .unwrap_or_else(|e| panic!("server {id} cannot start: {e}"));
         self.collect(id);
     }
 
     fn crash(&mut self, id: u64) {
         let server = self.servers.get_mut(&id).expect("a known server");
-        let Some(node) = server.node.take() else {
-            return;
-        };
-        let (_, mut wal, mut snapshots) = node.into_parts();
         // Seeded by the server, so the same script keeps the same tail.
-        wal.crash(id);
-        snapshots.crash();
-        server.parked = Some((wal, snapshots));
-        self.links.retain(|(from, to), _| *from != id && *to != id);
+        if server.machine.crash(id).is_none() {
+            return;
+        }
+        self.network.drop_server(id);
         let dropped: Vec<String> = self
             .clients
             .iter()
@@ -191,30 +170,31 @@ impl World {
     }
 
     fn node_mut(&mut self, id: u64) -> Option<&mut SimNode> {
-        self.servers.get_mut(&id)?.node.as_mut()
+        self.servers.get_mut(&id)?.machine.node_mut()
     }
 
     /// Carries out server `id`'s output through its node driver.
     fn collect(&mut self, id: u64) {
-        let Some(node) = self.node_mut(id) else {
+        let Some(server) = self.servers.get_mut(&id) else {
             return;
         };
-        let mut out = Outbox::default();
-        if let Err(reason) = node.flush(&mut out) {
-            panic!("server {id} fatal: {reason}");
-        }
+        let out = server
+            .machine
+            .flush()
+            .unwrap_or_else(|reason| panic!("server {id} fatal: {reason}"));
         for (to, message) in out.messages {
-            let cut = self.isolated.contains(&id) != self.isolated.contains(&to);
-            let up = self.servers.get(&to).is_some_and(|s| s.node.is_some());
-            if up && !cut {
-                self.links.entry((id, to)).or_default().push_back(message);
-            }
+            let up = self
+                .servers
+                .get(&to)
+                .is_some_and(|s| s.machine.node().is_some());
+            self.network.post(id, to, message, up);
         }
         for (conn, bytes) in out.sends {
             if let Some(c) = self.client_on(id, conn) {
                 self.clients
                     .get_mut(&c)
                     .expect("listed")
+                    .wire
                     .inbox
                     .extend(bytes);
             }
@@ -238,9 +218,9 @@ impl World {
     fn disconnect(&mut self, name: &str) {
         if let Some(c) = self.clients.get_mut(name) {
             c.conn = None;
-            c.handshaken = false;
+            c.wire.handshaken = false;
             c.asked.clear();
-            c.inbox.clear();
+            c.wire.inbox.clear();
         }
     }
 
@@ -268,29 +248,11 @@ impl World {
                 }
                 self.collect(id);
             }
-            let links: Vec<(u64, u64)> = self
-                .links
-                .iter()
-                .filter(|(_, q)| !q.is_empty())
-                .map(|(&k, _)| k)
-                .collect();
-            for (from, to) in links {
-                let messages: Vec<PeerMessage> = self
-                    .links
-                    .get_mut(&(from, to))
-                    .map(|q| q.drain(..).collect())
-                    .unwrap_or_default();
-                let Some(node) = self.node_mut(to) else {
-                    continue;
-                };
-                for message in messages {
+            for (from, to) in self.network.busy_links(None) {
+                while let Some(message) = self.network.take((from, to)) {
                     busy = true;
-                    let engine = node.engine_mut();
-                    match message {
-                        PeerMessage::Raft(m) => engine.handle(Input::Raft(m)),
-                        PeerMessage::Engine(message) => {
-                            engine.handle(Input::Peer { from, message })
-                        }
+                    if let Some(node) = self.node_mut(to) {
+                        node.engine_mut().handle(input_of(from, message));
                     }
                 }
                 self.collect(to);
@@ -320,42 +282,21 @@ impl World {
         let conn = self.next_conn;
         let client = self.clients.entry(name.to_string()).or_insert(Client {
             conn: None,
-            session: None,
-            handshaken: false,
-            next_xid: 1,
+            wire: WireClient::new(),
             asked: HashMap::new(),
-            inbox: Vec::new(),
         });
         client.conn = Some((server, conn));
-        client.handshaken = false;
-        let (session_id, passwd) = client.session.clone().unwrap_or((0, vec![0; 16]));
-        let request = ConnectRequest {
-            time_out: 30_000,
-            session_id,
-            passwd,
-            ..Default::default()
-        };
-        let mut bytes = Vec::new();
-        encode_connect_request(&mut bytes, &request);
-        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
+        let bytes = client.wire.connect_bytes(30_000);
         let node = self.node_mut(server).expect("connect to a running server");
-        node.engine_mut().handle(Input::Accepted { conn, peer });
-        node.engine_mut().handle(Input::Frames { conn, bytes });
+        wire::open(node.engine_mut(), conn, bytes);
         self.collect(server);
     }
 
     fn send(&mut self, name: &str, op: &str, path: &str, request: Request) {
         let client = self.clients.get_mut(name).expect("a connected client");
         let (server, conn) = client.conn.expect("the client is connected");
-        let xid = client.next_xid;
-        client.next_xid += 1;
+        let (xid, bytes) = client.wire.request_bytes(&request);
         client.asked.insert(xid, (op.to_string(), path.to_string()));
-        let mut bytes = Vec::new();
-        let header = RequestHeader {
-            xid,
-            kind: request.opcode() as i32,
-        };
-        encode_request(&mut bytes, &header, &request);
         let node = self.node_mut(server).expect("the server runs");
         node.engine_mut().handle(Input::Frames { conn, bytes });
         self.collect(server);
@@ -374,53 +315,47 @@ impl World {
         let Some(client) = self.clients.get_mut(name) else {
             return;
         };
-        let bytes = std::mem::take(&mut client.inbox);
-        let decoder = FrameDecoder::new(1 << 20);
-        let mut at = 0;
         let mut lines = Vec::new();
-        while let Some((used, body)) = decoder.decode(&bytes[at..]).expect("whole frames") {
-            at += used;
+        for frame in client.wire.take_frames() {
             let client = self.clients.get_mut(name).expect("listed");
-            if !client.handshaken {
-                let r = ConnectResponse::decode(&mut Reader::new(body)).expect("connect response");
-                client.handshaken = true;
-                if r.session_id == 0 {
-                    client.session = None;
-                    lines.push(format!("{name} session expired"));
-                    continue;
+            match frame {
+                ServerFrame::Connected(r) => {
+                    let resumed = client
+                        .wire
+                        .session
+                        .as_ref()
+                        .is_some_and(|(id, _)| *id == r.session_id);
+                    client.wire.adopt(&r);
+                    if r.session_id == 0 {
+                        lines.push(format!("{name} session expired"));
+                        continue;
+                    }
+                    let session = self.session_name(r.session_id);
+                    let verb = if resumed { "resumed" } else { "connected" };
+                    lines.push(format!("{name} {verb} {session} timeout={}", r.time_out));
                 }
-                let resumed = client
-                    .session
-                    .as_ref()
-                    .is_some_and(|(id, _)| *id == r.session_id);
-                client.session = Some((r.session_id, r.passwd.clone()));
-                let session = self.session_name(r.session_id);
-                let verb = if resumed { "resumed" } else { "connected" };
-                lines.push(format!("{name} {verb} {session} timeout={}", r.time_out));
-                continue;
+                ServerFrame::Event(event) => {
+                    let kind = EventType::from_i32(event.kind).expect("known event type");
+                    lines.push(format!("{name} event {kind:?} {}", event.path));
+                }
+                ServerFrame::Reply(header, body) => {
+                    let Some((op, path)) = client.asked.remove(&header.xid) else {
+                        continue; // pings
+                    };
+                    let err = ErrorCode::from_i32(header.err).expect("known error code");
+                    let target = if path.is_empty() {
+                        op.clone()
+                    } else {
+                        format!("{op} {path}")
+                    };
+                    let mut line = format!("{name} #{} {target} -> {err:?}", header.xid);
+                    if err == ErrorCode::Ok {
+                        line.push_str(&describe(&op, &body));
+                    }
+                    let _ = write!(line, " zxid={:#x}", header.zxid);
+                    lines.push(line);
+                }
             }
-            let (header, rest) = decode_reply_frame(body).expect("reply header");
-            if header.xid == NOTIFICATION_XID {
-                let event = WatcherEvent::decode(&mut Reader::new(rest)).expect("event");
-                let kind = EventType::from_i32(event.kind).expect("known event type");
-                lines.push(format!("{name} event {kind:?} {}", event.path));
-                continue;
-            }
-            let Some((op, path)) = client.asked.remove(&header.xid) else {
-                continue; // pings
-            };
-            let err = ErrorCode::from_i32(header.err).expect("known error code");
-            let target = if path.is_empty() {
-                op.clone()
-            } else {
-                format!("{op} {path}")
-            };
-            let mut line = format!("{name} #{} {target} -> {err:?}", header.xid);
-            if err == ErrorCode::Ok {
-                line.push_str(&describe(&op, rest));
-            }
-            let _ = write!(line, " zxid={:#x}", header.zxid);
-            lines.push(line);
         }
         for line in lines {
             let _ = writeln!(self.out, "{line}");
@@ -453,19 +388,13 @@ impl World {
             }
             ["crash", _] => self.crash(server(1)),
             ["restart", _] => self.restart(server(1)),
-            ["isolate", _] => {
-                let id = server(1);
-                self.isolated.insert(id);
-                let isolated = self.isolated.clone();
-                self.links
-                    .retain(|(a, b), _| isolated.contains(a) == isolated.contains(b));
-            }
-            ["heal"] => self.isolated.clear(),
+            ["isolate", _] => self.network.isolate(server(1)),
+            ["heal"] => self.network.heal(),
             ["members"] => {
                 let lines: Vec<String> = self
                     .servers
                     .iter()
-                    .filter_map(|(id, s)| Some((id, s.node.as_ref()?.engine().membership())))
+                    .filter_map(|(id, s)| Some((id, s.machine.engine()?.membership())))
                     .map(|(id, m)| {
                         format!(
                             "server {id}: participants {:?} observers {:?}",
@@ -547,15 +476,11 @@ impl World {
                     flags: mode.as_i32(),
                 })
             }
-            "set" => Request::SetData(SetDataRequest {
-                path: path.into(),
-                data: rest.first().map_or(Vec::new(), |d| d.as_bytes().to_vec()),
-                version: -1,
-            }),
-            "get" => Request::GetData(GetDataRequest {
-                path: path.into(),
-                watch,
-            }),
+            "set" => wire::set(
+                path,
+                rest.first().map_or(Vec::new(), |d| d.as_bytes().to_vec()),
+            ),
+            "get" => wire::get(path, watch),
             "exists" => Request::Exists(ExistsRequest {
                 path: path.into(),
                 watch,

@@ -10,22 +10,17 @@
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test sim`.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::jute::{Reader, Record};
-use stoa_proto::records::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, GetDataResponse,
-    RequestHeader, SetDataRequest,
-};
+use stoa_proto::records::GetDataResponse;
 use stoa_proto::request::Request;
 
+use super::sim_world::machine::{SimMachine, SimNode};
+use super::sim_world::rng::Rng;
+use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
-use super::{Engine, EngineConfig, Input};
-use crate::node::outbox::Outbox;
-use crate::node::sim_disk::{SimSnapshots, SimWal};
-use crate::node::{self, Node};
+use super::{EngineConfig, Input};
 
 const CLIENTS: usize = 3;
 const KEYS_PER_CLIENT: usize = 3;
@@ -33,29 +28,6 @@ const STEPS_PER_SEED: usize = 400;
 const SEEDS_DEFAULT: u64 = 40;
 const IN_FLIGHT_MAX: usize = 6;
 const T0_MS: i64 = 1_700_000_000_000;
-const PARTITION: u32 = 0;
-
-type SimNode = Node<SimWal, SimSnapshots>;
-
-/// splitmix64: small, seedable, and the same on every platform (the
-/// ensemble simulator draws from it too).
-pub(super) struct Rng(pub(super) u64);
-
-impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
-        let z = crate::session::splitmix64(self.0);
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z
-    }
-
-    pub(super) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    pub(super) fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 enum Op {
     /// Writes the key's value number `index` (this client's write order).
@@ -66,11 +38,8 @@ enum Op {
 
 struct Client {
     conn: u64,
-    session: Option<(i64, Vec<u8>)>,
-    handshaken: bool,
-    next_xid: i32,
+    wire: WireClient,
     in_flight: VecDeque<(i32, Op)>,
-    inbox: Vec<u8>,
     /// Per key: number of values written (sent) so far, and the highest
     /// acknowledged one.
     written: Vec<usize>,
@@ -97,7 +66,7 @@ pub(super) fn index_of(bytes: &[u8]) -> Option<usize> {
 struct Sim {
     rng: Rng,
     seed: u64,
-    node: SimNode,
+    machine: SimMachine,
     now_ms: i64,
     clients: Vec<Client>,
     next_conn: u64,
@@ -105,11 +74,14 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64) -> Sim {
-        let node = start(seed, SimWal::default(), SimSnapshots::default(), T0_MS);
+        let mut machine = SimMachine::new();
+        machine
+            .boot(engine_config(seed), T0_MS)
+            .expect("a blank disk boots");
         let mut sim = Sim {
             rng: Rng(seed),
             seed,
-            node,
+            machine,
             now_ms: T0_MS,
             clients: Vec::new(),
             next_conn: 1,
@@ -118,17 +90,18 @@ impl Sim {
             let conn = sim.fresh_conn();
             sim.clients.push(Client {
                 conn,
-                session: None,
-                handshaken: false,
-                next_xid: 1,
+                wire: WireClient::new(),
                 in_flight: VecDeque::new(),
-                inbox: Vec::new(),
                 written: vec![0; KEYS_PER_CLIENT],
                 acked: vec![None; KEYS_PER_CLIENT],
             });
         }
         sim.setup();
         sim
+    }
+
+    fn node(&mut self) -> &mut SimNode {
+        self.machine.node_mut().expect("the server runs")
     }
 
     fn fresh_conn(&mut self) -> u64 {
@@ -147,71 +120,45 @@ impl Sim {
             let mut paths = vec![format!("/c{c}")];
             paths.extend((0..KEYS_PER_CLIENT).map(|k| key_path(c, k)));
             for path in paths {
-                let create = CreateRequest {
-                    path,
-                    data: Vec::new(),
-                    acl: vec![Acl::open_unsafe()],
-                    flags: 0,
-                };
-                self.send_raw(c, Request::Create(create));
+                self.send_raw(c, wire::create(&path, Vec::new()));
             }
         }
         self.settle();
         for c in 0..CLIENTS {
             // The creates' replies: drop them (nothing is in the model yet).
-            self.clients[c].inbox.clear();
-            self.clients[c].next_xid = 1_000;
+            self.clients[c].wire.inbox.clear();
+            self.clients[c].wire.next_xid = 1_000;
         }
     }
 
     fn connect(&mut self, c: usize) {
-        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("literal address");
         let conn = self.clients[c].conn;
-        self.node
-            .engine_mut()
-            .handle(Input::Accepted { conn, peer });
-        let (session_id, passwd) = self.clients[c].session.clone().unwrap_or((0, vec![0; 16]));
-        let req = ConnectRequest {
-            time_out: 30_000,
-            session_id,
-            passwd,
-            ..Default::default()
-        };
-        let mut bytes = Vec::new();
-        encode_connect_request(&mut bytes, &req);
-        self.node.engine_mut().handle(Input::Frames { conn, bytes });
-        self.clients[c].handshaken = false;
+        let bytes = self.clients[c].wire.connect_bytes(30_000);
+        wire::open(self.node().engine_mut(), conn, bytes);
         self.collect();
     }
 
     fn send_raw(&mut self, c: usize, request: Request) -> i32 {
         let client = &mut self.clients[c];
-        let xid = client.next_xid;
-        client.next_xid += 1;
-        let mut bytes = Vec::new();
-        encode_request(
-            &mut bytes,
-            &RequestHeader {
-                xid,
-                kind: request.opcode() as i32,
-            },
-            &request,
-        );
+        let (xid, bytes) = client.wire.request_bytes(&request);
         let conn = client.conn;
-        self.node.engine_mut().handle(Input::Frames { conn, bytes });
+        self.node()
+            .engine_mut()
+            .handle(Input::Frames { conn, bytes });
         self.collect();
         xid
     }
 
     /// Carries out the engine's output through the node driver.
     fn collect(&mut self) {
-        let mut out = Outbox::default();
-        if let Err(reason) = self.node.flush(&mut out) {
-            panic!("seed {}: fatal: {reason}", self.seed);
-        }
+        let seed = self.seed;
+        let out = self
+            .machine
+            .flush()
+            .unwrap_or_else(|reason| panic!("seed {seed}: fatal: {reason}"));
         for (conn, bytes) in out.sends {
             if let Some(client) = self.clients.iter_mut().find(|c| c.conn == conn) {
-                client.inbox.extend(bytes);
+                client.wire.inbox.extend(bytes);
             }
         }
     }
@@ -219,44 +166,38 @@ impl Sim {
     /// One pass of the WAL writer: up to `n` queued batches written and
     /// synced as a group; and now and then the snapshot thread runs.
     fn sync(&mut self, n: usize) {
-        if let Some(result) = self.node.log_mut().write_group(n) {
+        if let Some(result) = self.node().log_mut().write_group(n) {
             let token = result.unwrap_or_else(|e| panic!("seed {}: WAL: {e}", self.seed));
-            self.node.on_durable(token);
+            self.node().on_durable(token);
         }
-        for done in self.node.snapshots_mut().run_queued() {
-            let result = self.node.on_snapshot_done(done);
+        for done in self.node().snapshots_mut().run_queued() {
+            let result = self.node().on_snapshot_done(done);
             result.unwrap_or_else(|e| panic!("seed {}: {e}", self.seed));
         }
         self.collect();
     }
 
     fn settle(&mut self) {
-        while self.node.log().queued() > 0 || self.node.snapshots().queued() > 0 {
-            self.sync(self.node.log().queued());
+        while self.node().log().queued() > 0 || self.node().snapshots().queued() > 0 {
+            let queued = self.node().log().queued();
+            self.sync(queued);
         }
     }
 
     /// Parses the client's inbox and checks every reply against the model.
     fn receive(&mut self, c: usize) {
-        let bytes = std::mem::take(&mut self.clients[c].inbox);
-        let decoder = FrameDecoder::new(1 << 20);
-        let mut at = 0;
-        while let Some((used, body)) = decoder
-            .decode(&bytes[at..])
-            .expect("server frames are well formed")
-        {
-            at += used;
+        let frames = self.clients[c].wire.take_frames();
+        for frame in frames {
             let client = &mut self.clients[c];
-            if !client.handshaken {
-                client.handshaken = true;
-                let r = ConnectResponse::decode(&mut Reader::new(body)).expect("connect response");
-                client.session = (r.session_id != 0).then(|| (r.session_id, r.passwd.clone()));
-                continue;
-            }
-            let (header, rest) = decode_reply_frame(body).expect("reply header");
-            if header.xid < 0 {
-                continue; // pings, notifications
-            }
+            let (header, body) = match frame {
+                ServerFrame::Connected(r) => {
+                    client.wire.adopt(&r);
+                    continue;
+                }
+                ServerFrame::Event(_) => continue,
+                ServerFrame::Reply(header, _) if header.xid < 0 => continue, // pings
+                ServerFrame::Reply(header, body) => (header, body),
+            };
             let Some((xid, op)) = client.in_flight.pop_front() else {
                 panic!(
                     "seed {}: client {c} got reply {} with nothing in flight",
@@ -286,7 +227,7 @@ impl Sim {
                 }
                 Op::Get { key, expect } => {
                     let reply =
-                        GetDataResponse::decode(&mut Reader::new(rest)).expect("getData reply");
+                        GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
                     let seen = index_of(&reply.data);
                     assert_eq!(
                         seen, expect,
@@ -296,14 +237,15 @@ impl Sim {
                 }
             }
         }
-        assert_eq!(at, bytes.len(), "partial frame");
     }
 
     fn step(&mut self) {
         match self.rng.below(100) {
             0..=44 => {
                 let c = self.rng.below(CLIENTS as u64) as usize;
-                if self.clients[c].handshaken && self.clients[c].in_flight.len() < IN_FLIGHT_MAX {
+                if self.clients[c].wire.handshaken
+                    && self.clients[c].in_flight.len() < IN_FLIGHT_MAX
+                {
                     let key = self.rng.below(KEYS_PER_CLIENT as u64) as usize;
                     self.send_op(c, key);
                 }
@@ -319,8 +261,9 @@ impl Sim {
             }
             94..=97 => {
                 self.now_ms += 10;
-                let engine = self.node.engine_mut();
-                engine.set_time(self.now_ms);
+                let now = self.now_ms;
+                let engine = self.node().engine_mut();
+                engine.set_time(now);
                 engine.tick();
                 self.collect();
             }
@@ -333,19 +276,14 @@ impl Sim {
         if self.rng.chance(60) {
             let index = self.clients[c].written[key];
             self.clients[c].written[key] += 1;
-            let set = SetDataRequest {
-                path,
-                data: value(c, key, index),
-                version: -1,
-            };
-            let xid = self.send_raw(c, Request::SetData(set));
+            let xid = self.send_raw(c, wire::set(&path, value(c, key, index)));
             self.clients[c]
                 .in_flight
                 .push_back((xid, Op::Set { key, index }));
         } else {
             let written = self.clients[c].written[key];
             let expect = written.checked_sub(1);
-            let xid = self.send_raw(c, Request::GetData(GetDataRequest { path, watch: false }));
+            let xid = self.send_raw(c, wire::get(&path, false));
             self.clients[c]
                 .in_flight
                 .push_back((xid, Op::Get { key, expect }));
@@ -359,26 +297,20 @@ impl Sim {
         for c in 0..CLIENTS {
             self.receive(c);
         }
-        // A stand-in takes the node's place while the disk is moved to the
-        // restarted one.
-        let stand_in = start(
-            self.seed,
-            SimWal::default(),
-            SimSnapshots::default(),
-            self.now_ms,
-        );
-        let (_, mut wal, mut snapshots) = std::mem::replace(&mut self.node, stand_in).into_parts();
-        wal.crash(self.rng.next());
-        snapshots.crash();
-        self.node = start(self.seed, wal, snapshots, self.now_ms);
+        let tail_seed = self.rng.next();
+        self.machine.crash(tail_seed);
+        let seed = self.seed;
+        self.machine
+            .boot(engine_config(seed), self.now_ms)
+            .unwrap_or_else(|e| panic!("seed {seed}: cannot recover: {e}"));
         self.collect();
         self.settle();
         assert!(
-            self.node.engine().caught_up(),
+            self.node().engine().caught_up(),
             "seed {}: not caught up after restart",
             self.seed
         );
-        self.node
+        self.node()
             .engine()
             .tree()
             .check_invariants()
@@ -387,7 +319,7 @@ impl Sim {
             // What survived of this client's writes: at least what was acked.
             for key in 0..KEYS_PER_CLIENT {
                 let node = self
-                    .node
+                    .node()
                     .engine()
                     .tree()
                     .node(&key_path(c, key))
@@ -404,7 +336,7 @@ impl Sim {
                 self.clients[c].acked[key] = seen;
             }
             self.clients[c].in_flight.clear();
-            self.clients[c].inbox.clear();
+            self.clients[c].wire.inbox.clear();
             self.clients[c].conn = self.fresh_conn();
             self.connect(c);
         }
@@ -412,7 +344,7 @@ impl Sim {
         for c in 0..CLIENTS {
             self.receive(c);
             assert!(
-                self.clients[c].session.is_some(),
+                self.clients[c].wire.session.is_some(),
                 "seed {}: durable session {c} was lost",
                 self.seed
             );
@@ -420,26 +352,19 @@ impl Sim {
     }
 }
 
-/// A server started from `wal` and `snapshots` through the production
-/// recovery.
 /// One seed in four rolls the epoch every few dozen zxids.
-fn start(seed: u64, mut wal: SimWal, snapshots: SimSnapshots, now_ms: i64) -> SimNode {
-    let replay = wal.recover();
-    let newest = node::load_newest(&snapshots.store).expect("the store lists");
-    let recovered = node::recovered(newest, &replay, PARTITION).expect("recovery");
-    let config = EngineConfig {
+fn engine_config(seed: u64) -> EngineConfig {
+    EngineConfig {
         zxid_counter_limit: (seed % 4 == 1).then_some(24 + (seed % 41) as u32),
         ..config()
-    };
-    let engine = Engine::new(config, recovered, now_ms).expect("engine starts");
-    Node::new(engine, wal, snapshots)
+    }
 }
 
 fn run(seed: u64) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
-        let engine = sim.node.engine();
+        let engine = sim.node().engine();
         engine.tree().check_invariants().expect("tree invariants");
         if let Err(broken) = engine.check_invariants() {
             panic!("seed {seed}: {broken}");

@@ -5,16 +5,16 @@ use std::net::SocketAddr;
 
 use raft::eraftpb::Entry;
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
-use stoa_proto::jute::{Reader, Record};
+use stoa_proto::frame::encode_connect_request;
+use stoa_proto::jute::Record;
 use stoa_proto::opcode::{EventType, OpCode};
 use stoa_proto::records::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, ReplyHeader,
-    RequestHeader, SetDataRequest, WatcherEvent,
+    Acl, ConnectRequest, ConnectResponse, CreateRequest, RequestHeader, SetDataRequest,
 };
 use stoa_proto::request::Request;
 use stoa_tree::DataTree;
 
+use super::sim_world::wire::{self, ServerFrame as Frame};
 use super::{Engine, EngineConfig, Input, Recovered};
 
 const T0_MS: i64 = 1_700_000_000_000;
@@ -52,13 +52,6 @@ pub(super) fn empty() -> Recovered {
         hard_state: Default::default(),
         entries: vec![],
     }
-}
-
-#[derive(Debug, PartialEq)]
-enum Frame {
-    Connected(ConnectResponse),
-    Reply(ReplyHeader, Vec<u8>),
-    Event(WatcherEvent),
 }
 
 /// An engine plus a simulated WAL: persist jobs wait in `unsynced` until
@@ -154,43 +147,19 @@ impl Rig {
     }
 
     fn send(&mut self, conn: u64, xid: i32, request: Request) {
-        let mut bytes = Vec::new();
-        encode_request(
-            &mut bytes,
-            &RequestHeader {
-                xid,
-                kind: request.opcode() as i32,
-            },
-            &request,
-        );
+        let bytes = wire::request_frame(xid, &request);
         self.engine.handle(Input::Frames { conn, bytes });
         self.collect();
     }
 
     fn frames(&mut self, conn: u64) -> Vec<Frame> {
         let bytes = self.inbox.remove(&conn).unwrap_or_default();
-        let decoder = FrameDecoder::new(1 << 20);
-        let mut at = 0;
-        let mut out = Vec::new();
-        while let Some((used, body)) = decoder.decode(&bytes[at..]).unwrap() {
-            at += used;
-            if self.handshaken.insert(conn) {
-                out.push(Frame::Connected(
-                    ConnectResponse::decode(&mut Reader::new(body)).unwrap(),
-                ));
-                continue;
-            }
-            let (header, rest) = decode_reply_frame(body).unwrap();
-            if header.xid == -1 {
-                out.push(Frame::Event(
-                    WatcherEvent::decode(&mut Reader::new(rest)).unwrap(),
-                ));
-            } else {
-                out.push(Frame::Reply(header, rest.to_vec()));
-            }
+        let mut handshaken = self.handshaken.contains(&conn);
+        let frames = wire::decode_frames(&bytes, &mut handshaken);
+        if handshaken {
+            self.handshaken.insert(conn);
         }
-        assert_eq!(at, bytes.len(), "trailing partial frame");
-        out
+        frames
     }
 
     fn reply_codes(&mut self, conn: u64) -> Vec<(i32, i32)> {
@@ -205,19 +174,11 @@ impl Rig {
 }
 
 fn create(path: &str) -> Request {
-    Request::Create(CreateRequest {
-        path: path.into(),
-        data: b"d".to_vec(),
-        acl: vec![Acl::open_unsafe()],
-        flags: 0,
-    })
+    wire::create(path, b"d".to_vec())
 }
 
 fn get(path: &str, watch: bool) -> Request {
-    Request::GetData(GetDataRequest {
-        path: path.into(),
-        watch,
-    })
+    wire::get(path, watch)
 }
 
 const OK: i32 = 0;
@@ -232,11 +193,7 @@ fn handshake_and(requests: &[(i32, Request)]) -> Vec<u8> {
     };
     encode_connect_request(&mut bytes, &connect);
     for (xid, request) in requests {
-        let header = RequestHeader {
-            xid: *xid,
-            kind: request.opcode() as i32,
-        };
-        encode_request(&mut bytes, &header, request);
+        bytes.extend(wire::request_frame(*xid, request));
     }
     bytes
 }
@@ -299,11 +256,7 @@ fn frames_read_together_are_served_in_order_as_single_frames_are() {
         (2, get("/a", false)),
         (3, get("/b", false)),
     ] {
-        let header = RequestHeader {
-            xid,
-            kind: request.opcode() as i32,
-        };
-        encode_request(&mut bytes, &header, &request);
+        bytes.extend(wire::request_frame(xid, &request));
     }
     rig.engine.handle(Input::Frames { conn: 1, bytes });
     rig.settle();
