@@ -1,17 +1,32 @@
 //! What must hold of an engine between two inputs, checked by the
-//! simulators after every step (and cheap enough to call anywhere).
+//! simulators after every step (and cheap enough to call anywhere). Each
+//! part checks its own state; the engine adds what spans parts.
 
+use super::gate::SessionGate;
+use super::partition_core::PartitionCore;
 use super::Engine;
 
 impl Engine {
-    /// Checks the engine's own invariants; the error says which broke.
-    /// The tree checks its own (`DataTree::check_invariants`).
+    /// Checks every part's invariants; the error says which broke. The
+    /// tree checks its own (`DataTree::check_invariants`).
     pub fn check_invariants(&self) -> Result<(), String> {
-        let applied_zxid = self.core.tree.last_zxid();
+        self.core
+            .check_invariants()
+            .map_err(|e| format!("core: {e}"))?;
+        self.gate
+            .check_invariants(self.core.tree.last_zxid())
+            .map_err(|e| format!("gate: {e}"))?;
+        Ok(())
+    }
+}
+
+impl PartitionCore {
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let applied_zxid = self.tree.last_zxid();
         // Proposals apply in the order made: their zxids ascend, all past
-        // what the tree has applied.
+        // what the tree has applied, and none past what the clock handed out.
         let mut previous = applied_zxid;
-        for txn in &self.core.in_flight {
+        for txn in &self.in_flight {
             let zxid = txn.header.zxid;
             if zxid <= previous {
                 return Err(format!(
@@ -20,9 +35,18 @@ impl Engine {
             }
             previous = zxid;
         }
-        if let Some(speculative) = &self.core.speculative {
-            let mut expected = self.core.tree.clone();
-            for txn in &self.core.in_flight {
+        if let Some(last) = self.in_flight.back() {
+            if last.header.zxid > self.zxids.last() {
+                return Err(format!(
+                    "in-flight zxid {:#x} past the clock's last {:#x}",
+                    last.header.zxid,
+                    self.zxids.last()
+                ));
+            }
+        }
+        if let Some(speculative) = &self.speculative {
+            let mut expected = self.tree.clone();
+            for txn in &self.in_flight {
                 expected.apply(txn);
             }
             if (speculative.digest(), speculative.last_zxid())
@@ -34,33 +58,69 @@ impl Engine {
                 );
             }
         }
-        // Writes are owned and proposed by the leader alone: a server that
-        // stops leading forgets both (`drop_clients`).
-        let holds_writes = !self.core.owners.is_empty() || !self.core.in_flight.is_empty();
+        // Writes are owned, held and proposed by the leader alone: a server
+        // that stops leading forgets them (`drop_clients`).
+        let holds_writes =
+            !self.owners.is_empty() || !self.in_flight.is_empty() || !self.held_writes.is_empty();
         if holds_writes && !self.is_leader() {
             return Err(format!(
-                "server {} does not lead but owns {} sessions' writes and has {} proposals in flight",
-                self.config.server_id,
-                self.core.owners.len(),
-                self.core.in_flight.len()
+                "does not lead but owns {} sessions' writes, holds {} and has {} proposals in flight",
+                self.owners.len(),
+                self.held_writes.len(),
+                self.in_flight.len()
             ));
         }
+        let committed = self.raft.raft.raft_log.committed;
+        if self.applied_index < self.snapshot_index || self.applied_index > committed {
+            return Err(format!(
+                "applied index {} outside [snapshot {}, committed {committed}]",
+                self.applied_index, self.snapshot_index
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl SessionGate {
+    /// `applied_zxid`: what the core's tree has applied.
+    pub fn check_invariants(&self, applied_zxid: i64) -> Result<(), String> {
         // Sessions wait only for zxids not yet applied (applying one
         // releases its waiters).
-        if let Some((&zxid, _)) = self.gate.zxid_waiters.first_key_value() {
+        if let Some((&zxid, _)) = self.zxid_waiters.first_key_value() {
             if zxid <= applied_zxid {
                 return Err(format!(
                     "replies wait for zxid {zxid:#x}, already applied ({applied_zxid:#x})"
                 ));
             }
         }
-        let committed = self.core.raft.raft.raft_log.committed;
-        if self.core.applied_index < self.core.snapshot_index || self.core.applied_index > committed
-        {
-            return Err(format!(
-                "applied index {} outside [snapshot {}, committed {committed}]",
-                self.core.applied_index, self.core.snapshot_index
-            ));
+        // A session answers on one connection, which knows it is bound to it.
+        for (sid, session) in &self.sessions {
+            let Some(conn) = session.conn else {
+                if !session
+                    .queue
+                    .iter()
+                    .all(|p| matches!(p, crate::session::Pending::Write { .. }))
+                {
+                    return Err(format!(
+                        "session {sid:#x} has no connection but replies queued for one"
+                    ));
+                }
+                continue;
+            };
+            match self.conns.get(&conn) {
+                Some(c) if c.session == Some(*sid) => {}
+                Some(c) => {
+                    return Err(format!(
+                        "session {sid:#x} answers on connection {conn}, which is bound to {:?}",
+                        c.session
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "session {sid:#x} answers on connection {conn}, which is closed"
+                    ))
+                }
+            }
         }
         Ok(())
     }
