@@ -122,6 +122,7 @@ pub fn mntr(m: &Monitor) -> String {
         ("zk_quorum_size", m.quorum_size.to_string()),
         ("stoa_txns_applied", s.txns_applied.to_string()),
         ("stoa_sessions_expired", s.sessions_expired.to_string()),
+        ("stoa_epoch_rollovers", s.epoch_rollovers.to_string()),
     ];
     let mut out = String::new();
     for (k, v) in rows {

@@ -521,6 +521,7 @@ fn a_used_up_zxid_counter_starts_a_new_epoch_without_losing_or_reordering_writes
     let mut rig = Rig::with_config(
         EngineConfig {
             zxid_counter_limit: Some(LIMIT),
+            four_letter_whitelist: Some(vec!["*".into()]),
             ..config()
         },
         empty(),
@@ -562,6 +563,12 @@ fn a_used_up_zxid_counter_starts_a_new_epoch_without_losing_or_reordering_writes
     // the leader rolls (the rest of 16 is the reserve).
     assert!(epochs.len() >= 6, "epochs {epochs:?}");
     assert!(rig.engine.stats.epoch_rollovers >= 5);
+    let rollovers = rig.engine.stats.epoch_rollovers;
+    let mntr = rig.engine.four_letter("mntr", 1);
+    assert!(
+        mntr.contains(&format!("stoa_epoch_rollovers\t{rollovers}\n")),
+        "{mntr}"
+    );
     // Every write is in the tree, and survives a restart from the log.
     for n in 1..=xid {
         assert!(rig.engine.tree().node(&format!("/n{n}")).is_some());
