@@ -7,12 +7,21 @@ from .resources import LOAD_PAYLOAD, MIB
 from .systems import COLORS, SYSTEMS, long, short
 
 
-def matrix_plots(cells, med, out_dir):
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, or None without
+    matplotlib (then no plots are made)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def matrix_plots(cells, med, out_dir):
+    plt = pyplot()
+    if plt is None:
         return []
     made = []
     styles = {"write": "-", "read": "--", "mixed": "-"}
@@ -62,11 +71,8 @@ def matrix_plots(cells, med, out_dir):
 
 
 def ezk_plots(points, med, out_dir):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
     if not points:
         return []
@@ -114,11 +120,8 @@ def ezk_plots(points, med, out_dir):
 
 
 def resource_plot(res, out_dir):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
     systems = [k for k in SYSTEMS if k in res]
     if "stoa" not in systems:
@@ -146,11 +149,8 @@ def resource_plot(res, out_dir):
 
 
 def ensemble_plot(cells, med, out_dir):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
     if not cells:
         return []
