@@ -82,7 +82,7 @@ impl Engine {
         if valid {
             self.set_owner(sid, from, conn);
         }
-        let after_zxid = self.last_proposed_zxid();
+        let after_zxid = self.core.last_zxid_handed_out();
         let reply = EngineMessage::Attached {
             session_id: sid,
             conn,
@@ -146,10 +146,5 @@ impl Engine {
             log::info!("connection {conn}: the leader refused its write; closing it");
             self.out.closes.push(conn);
         }
-    }
-
-    /// The newest zxid this leader handed out (or applied, if none yet).
-    fn last_proposed_zxid(&self) -> i64 {
-        self.core.last_zxid_handed_out()
     }
 }
