@@ -36,6 +36,7 @@ mod extension_host;
 mod extensions;
 pub mod forward;
 mod gate;
+mod handoff;
 mod invariants;
 mod monitor;
 mod ownership;

@@ -22,11 +22,12 @@ const PASSWORD_SECRET: u64 = 0x5354_4f41_b341_5c00;
 /// A request of the session still owed a reply, in arrival order.
 #[derive(Debug)]
 pub enum Pending {
-    /// Proposed; replied once its transaction is applied.
+    /// Proposed; replied once its transaction is applied. The request
+    /// went on to the partition: the reply needs only its shape.
     Write {
         xid: i32,
         zxid: i64,
-        request: Request,
+        shape: stoa_tree::ReplyShape,
         received_ms: i64,
     },
     /// Runs against the tree once every earlier write has been applied.

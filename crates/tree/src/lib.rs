@@ -30,7 +30,7 @@ pub use ephemeral::{client_owner, ttl_owner, EphemeralKind, CONTAINER_OWNER, TTL
 pub use node::{Name, Node, NodeRef, PersistedStat};
 pub use path::{validate_path, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 pub use prep::{PrepContext, PrepError, Preparer};
-pub use response::{reply_for, response_for};
+pub use response::{reply_for, response_for, ReplyShape};
 pub use snapshot::{read_snapshot, write_snapshot, SnapshotError};
 pub use tree::DataTree;
 pub use txn::{CreateTxn, Txn, TxnHeader, TxnOp};

@@ -3,7 +3,7 @@
 use raft::eraftpb::{Entry, EntryType};
 use stoa_tree::{TreeEventKind, Txn, TxnOp};
 
-use super::gate::WriteOutcome;
+use super::handoff::WriteOutcome;
 use super::Engine;
 use crate::watch::ChangeKind;
 

@@ -230,11 +230,10 @@ impl Engine {
         s.closing = true;
         let xid = reply_xid.unwrap_or(0);
         if reply_xid.is_some() {
-            let request = stoa_proto::request::Request::CloseSession;
             s.queue.push_back(Pending::Write {
                 xid,
                 zxid,
-                request,
+                shape: stoa_tree::ReplyShape::Other,
                 received_ms: now,
             });
         }

@@ -8,13 +8,14 @@ use stoa_proto::records::{ClientInfo, Id, Stat, SyncResponse, WhoAmIResponse};
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 
-use super::partition_core::{PartitionCore, ReadCall, ReadOutcome};
+use super::handoff::{ReadCall, ReadOutcome};
+use super::partition_core::PartitionCore;
 use crate::watch::{ChangeKind, ConnId, WatchKind};
 
 impl PartitionCore {
     /// Runs a read against the applied tree: its answer, and the watch
     /// events a setWatches fires at once (sent before the answer).
-    pub fn read(&mut self, call: ReadCall<'_>) -> ReadOutcome {
+    pub fn read(&mut self, call: ReadCall) -> ReadOutcome {
         let mut fired = Vec::new();
         let result = self.read_response(&call, &mut fired);
         ReadOutcome {
@@ -26,11 +27,11 @@ impl PartitionCore {
 
     fn read_response(
         &mut self,
-        call: &ReadCall<'_>,
+        call: &ReadCall,
         fired: &mut Vec<(ChangeKind, String)>,
     ) -> Result<Response, ErrorCode> {
-        let (conn, sid, c) = (call.conn, call.session, &call.caller);
-        match call.request {
+        let (conn, sid, c) = (call.conn, call.session, &call.identity);
+        match &call.request {
             Request::Ping => Ok(Response::Empty),
             Request::SetWatches(w) => {
                 let restore = WatchesToRestore {
@@ -96,8 +97,10 @@ impl PartitionCore {
             Request::RemoveWatches(r) => self.remove_watches(conn, &r.path, r.kind, true),
             Request::CheckWatches(r) => self.remove_watches(conn, &r.path, r.kind, false),
             _ => {
-                let result = self.tree.execute_read(c.ids, c.is_super, sid, call.request);
-                self.register_read_watch(conn, call.request, &result);
+                let result = self
+                    .tree
+                    .execute_read(&c.ids, c.is_super, sid, &call.request);
+                self.register_read_watch(conn, &call.request, &result);
                 result
             }
         }

@@ -210,7 +210,7 @@ impl Engine {
             // Its place in the session's order, filled in when the leader
             // runs it (at once, or once it may prepare).
             self.queue_remote(sid, xid, &request);
-            self.admit_local(conn, sid, xid, &request);
+            self.admit_local(conn, sid, xid, request);
             return;
         }
         let (err, response, writes) = self.call_node_extension(name, &request, sid);

@@ -14,9 +14,10 @@ use stoa_proto::frame::{encode_connect_response, encode_notification, encode_rep
 use stoa_proto::opcode::KeeperState;
 use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
 use stoa_proto::records::{GetDataResponse, SyncResponse};
-use stoa_proto::request::Request;
 use stoa_proto::response::Response;
-use stoa_tree::{reply_for, TxnResult};
+use stoa_tree::ReplyShape;
+
+use super::handoff::{Identity, WriteOutcome};
 
 use crate::session::{password_for, Pending, Session, SessionId};
 use crate::watch::{ChangeKind, ConnId};
@@ -29,8 +30,7 @@ pub(crate) struct Conn {
     pub established_ms: i64,
     pub session: Option<SessionId>,
     /// Authenticated identities: ip always, digest after auth.
-    pub ids: Vec<Id>,
-    pub is_super: bool,
+    pub identity: Identity,
     /// The client sent `readOnly` in its handshake; answer in its dialect.
     pub sent_read_only: bool,
     pub handshaken: bool,
@@ -52,22 +52,6 @@ pub(crate) struct GateCounters {
     pub packets_received: u64,
     pub packets_sent: u64,
     pub notifications_sent: u64,
-}
-
-/// What applying one client transaction decided, handed from the
-/// partition core to the gate: the session and the xid its transaction
-/// carries (the client's request it answers), its zxid and its result.
-/// The gate matches it to the request at the head of the session's queue
-/// and builds the reply from the two.
-#[derive(Debug)]
-pub(crate) struct WriteOutcome {
-    pub session: SessionId,
-    pub cxid: i32,
-    pub zxid: i64,
-    pub result: TxnResult,
-    /// The configuration after a transaction that changed it: a reconfig
-    /// is answered with it, as getData of /zookeeper/config would.
-    pub config: Option<Vec<u8>>,
 }
 
 /// A session's write answered by `complete_write`.
@@ -123,8 +107,7 @@ impl SessionGate {
             peer,
             established_ms: now_ms,
             session: None,
-            ids,
-            is_super: false,
+            identity: Identity::new(ids, false),
             sent_read_only: false,
             handshaken: false,
             packets_received: 0,
@@ -269,23 +252,20 @@ impl SessionGate {
     /// Answers the session's write that `outcome` completes, if it is
     /// this server's to answer.
     pub fn complete_write(&mut self, outcome: WriteOutcome) -> Option<Completed> {
-        let (xid, request, received_ms) =
+        let (xid, shape, received_ms) =
             self.take_head_write(outcome.session, outcome.zxid, outcome.cxid)?;
-        let (err, response) = match (&request, reply_for(&request, &outcome.result)) {
-            (Request::Sync(r), _) => {
-                let path = r.path.clone();
-                (ErrorCode::Ok, Response::Sync(SyncResponse { path }))
-            }
+        let (err, response) = match (shape.reply(&outcome.result), shape) {
+            (_, ReplyShape::Sync(path)) => (ErrorCode::Ok, Response::Sync(SyncResponse { path })),
             // ZooKeeper answers a reconfig with the new configuration.
-            (Request::Reconfig(_), Ok(Response::Stat(stat))) => (
+            (Ok(Response::Stat(stat)), ReplyShape::Reconfig) => (
                 ErrorCode::Ok,
                 Response::GetData(GetDataResponse {
                     data: outcome.config.unwrap_or_default(),
                     stat,
                 }),
             ),
-            (_, Ok(response)) => (ErrorCode::Ok, response),
-            (_, Err(code)) => (code, Response::Empty),
+            (Ok(response), _) => (ErrorCode::Ok, response),
+            (Err(code), _) => (code, Response::Empty),
         };
         if let Some(conn) = self.sessions.get(&outcome.session).and_then(|s| s.conn) {
             self.send_reply(conn, xid, outcome.zxid, err, &response);
@@ -294,7 +274,7 @@ impl SessionGate {
     }
 
     /// Pops the session's queued write for `zxid`, which FIFO order puts at
-    /// the head of its queue: its xid, request and arrival time.
+    /// the head of its queue: its xid, reply shape and arrival time.
     /// A write forwarded to the leader waits with zxid 0 (unknown here) and
     /// is recognised by its xid.
     pub fn take_head_write(
@@ -302,7 +282,7 @@ impl SessionGate {
         sid: SessionId,
         zxid: i64,
         cxid: i32,
-    ) -> Option<(i32, Request, i64)> {
+    ) -> Option<(i32, ReplyShape, i64)> {
         let session = self.sessions.get_mut(&sid)?;
         match session.queue.front() {
             // An extension call's writes: its answer comes from the leader.
@@ -326,10 +306,10 @@ impl SessionGate {
         match session.queue.pop_front() {
             Some(Pending::Write {
                 xid,
-                request,
+                shape,
                 received_ms,
                 ..
-            }) => Some((xid, request, received_ms)),
+            }) => Some((xid, shape, received_ms)),
             _ => unreachable!("checked above"),
         }
     }

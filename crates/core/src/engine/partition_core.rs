@@ -15,36 +15,12 @@ use std::collections::{HashMap, VecDeque};
 use raft::RawNode;
 use stoa_tree::{Applied, DataTree, Preparer, Txn};
 
+use super::handoff::Admission;
 use super::ownership::Owner;
-use super::replication::HeldWrite;
 use crate::raft_log::RaftLog;
 use crate::session::SessionId;
 use crate::watch::WatchTable;
 use crate::zxid::ZxidClock;
-
-/// Who is asking: the identities a connection authenticated as.
-pub(crate) struct Caller<'a> {
-    pub ids: &'a [stoa_proto::records::Id],
-    pub is_super: bool,
-}
-
-/// A read handed from the gate to the core, once every earlier write of
-/// its session is applied (`engine/core_read.rs`).
-pub(crate) struct ReadCall<'a> {
-    pub conn: crate::watch::ConnId,
-    pub session: SessionId,
-    pub caller: Caller<'a>,
-    pub request: &'a stoa_proto::request::Request,
-}
-
-/// What a read decided: the answer, the zxid it reflects, and the watch
-/// events it fired at once (a setWatches for changes the client missed),
-/// which go out before the answer.
-pub(crate) struct ReadOutcome {
-    pub zxid: i64,
-    pub result: Result<stoa_proto::response::Response, stoa_proto::codes::ErrorCode>,
-    pub fired: Vec<(crate::watch::ChangeKind, String)>,
-}
 
 pub(crate) struct PartitionCore {
     pub tree: DataTree,
@@ -58,7 +34,7 @@ pub(crate) struct PartitionCore {
     /// `tree` + `in_flight`, maintained only while extensions read it.
     pub speculative: Option<DataTree>,
     /// Leader: writes received before it may prepare them.
-    pub held_writes: VecDeque<HeldWrite>,
+    pub held_writes: VecDeque<Admission>,
     /// Leader: the connection each session's writes are accepted from.
     pub owners: HashMap<SessionId, Owner>,
     /// Raft messages that may leave only once their ready is durable.

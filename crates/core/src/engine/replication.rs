@@ -2,69 +2,13 @@
 //! the leader's handling of forwarded work, session liveness reports, and
 //! what a change of leader does to clients.
 
-use stoa_proto::records::Id;
 use stoa_proto::request::Request;
 
 use super::forward::EngineMessage;
+use super::handoff::{Admission, Admitted, Identity};
 use super::Engine;
 use crate::session::SessionId;
 use crate::watch::ConnId;
-
-/// The client connection a request came from: the server holding it and
-/// the connection there.
-pub(super) type Origin = (u64, ConnId);
-
-/// A client request a leader admits into its partition (a write, a sync, a
-/// close, an extension call), whatever its origin: its own client, a
-/// follower's forward, or a write held until the leader may prepare.
-pub(super) struct Admission<'a> {
-    pub origin: Origin,
-    pub session_id: SessionId,
-    pub xid: i32,
-    /// The client's authenticated identities, for ACL checks.
-    pub ids: &'a [Id],
-    pub is_super: bool,
-    pub request: &'a Request,
-}
-
-/// What the leader did with an admitted request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Admitted {
-    /// Proposed as the transaction with this zxid: the origin answers
-    /// when it applies there.
-    Proposed(i64),
-    /// Held until this leader may prepare (`may_prepare`).
-    Held,
-    /// A node extension's call, answered to its origin now.
-    Answered,
-    /// Not the session's owning connection: a local one is closed, a
-    /// remote one was told by `accept_forward` or lost its session.
-    Refused,
-}
-
-/// A request admitted while the leader may not prepare yet (the previous
-/// leader's entries are not applied): admitted again once it may.
-pub(crate) struct HeldWrite {
-    origin: Origin,
-    session_id: SessionId,
-    xid: i32,
-    ids: Vec<Id>,
-    is_super: bool,
-    request: Request,
-}
-
-impl HeldWrite {
-    fn admission(&self) -> Admission<'_> {
-        Admission {
-            origin: self.origin,
-            session_id: self.session_id,
-            xid: self.xid,
-            ids: &self.ids,
-            is_super: self.is_super,
-            request: &self.request,
-        }
-    }
-}
 
 impl Engine {
     /// Sends a message to the leader; without a known leader it is dropped
@@ -133,9 +77,8 @@ impl Engine {
                     origin: (from, conn),
                     session_id,
                     xid,
-                    ids: &ids,
-                    is_super,
-                    request: &request,
+                    identity: Identity::new(ids, is_super),
+                    request,
                 });
             }
         }
@@ -159,36 +102,33 @@ impl Engine {
             conn,
             seq: c.forwarded,
             xid,
-            ids: c.ids.clone(),
-            is_super: c.is_super,
+            ids: c.identity.ids.to_vec(),
+            is_super: c.identity.is_super,
             request,
         };
         self.forward(message);
     }
 
     /// Leader: admits a request of this server's own client on `conn`;
-    /// `None` when the connection is gone.
+    /// `None` when the connection is gone. A refused request means the
+    /// session moved on to another connection meanwhile: this one closes.
     pub(super) fn admit_local(
         &mut self,
         conn: ConnId,
         sid: SessionId,
         xid: i32,
-        request: &Request,
+        request: Request,
     ) -> Option<Admitted> {
-        let c = self.gate.conns.get_mut(&conn)?;
-        let is_super = c.is_super;
-        // Lent out for prep and returned, so the hot path copies nothing.
-        let ids = std::mem::take(&mut c.ids);
+        let identity = self.gate.conns.get(&conn)?.identity.clone();
         let admitted = self.admit(Admission {
             origin: (self.config.server_id, conn),
             session_id: sid,
             xid,
-            ids: &ids,
-            is_super,
+            identity,
             request,
         });
-        if let Some(c) = self.gate.conns.get_mut(&conn) {
-            c.ids = ids;
+        if admitted == Admitted::Refused {
+            self.out.closes.push(conn);
         }
         Some(admitted)
     }
@@ -197,59 +137,47 @@ impl Engine {
     /// whatever its origin. It must come from the connection that owns the
     /// session; it waits while this leader may not prepare; a node
     /// extension's call runs now; anything else becomes the next
-    /// transaction.
-    pub(super) fn admit(&mut self, request: Admission<'_>) -> Admitted {
+    /// transaction. What it did comes back as a value: the caller (the
+    /// gate's side) closes a refused local connection.
+    pub(super) fn admit(&mut self, admission: Admission) -> Admitted {
         debug_assert!(self.is_leader(), "only a leader admits requests");
-        let (server, conn) = request.origin;
-        if !self.is_owner(request.session_id, server, conn) {
+        let (server, conn) = admission.origin;
+        let sid = admission.session_id;
+        if !self.is_owner(sid, server, conn) {
             if server == self.config.server_id {
-                // The session moved on to another connection meanwhile.
-                log::info!(
-                    "connection {conn}: session {:#x} is owned elsewhere; closing",
-                    request.session_id
-                );
-                self.out.closes.push(conn);
+                log::info!("connection {conn}: session {sid:#x} is owned elsewhere; closing");
             } else {
                 // Its connection lost the session while the write was held:
                 // that client saw ConnectionLoss, and its newer
                 // connection's writes must not be overtaken by this one.
                 log::debug!(
-                    "dropping a held write of session {:#x}: owner changed",
-                    request.session_id
+                    "dropping a write of session {sid:#x} from server {server}: owner changed"
                 );
             }
             return Admitted::Refused;
         }
         if !self.may_prepare() {
-            self.core.held_writes.push_back(HeldWrite {
-                origin: request.origin,
-                session_id: request.session_id,
-                xid: request.xid,
-                ids: request.ids.to_vec(),
-                is_super: request.is_super,
-                request: request.request.clone(),
-            });
+            self.core.held_writes.push_back(admission);
             return Admitted::Held;
         }
-        if let Some(name) = self.extension_for(request.request) {
-            self.leader_extension_write(
-                request.origin,
-                request.session_id,
-                request.xid,
-                request.ids,
-                &name,
-                request.request,
-            );
+        let Admission {
+            origin,
+            xid,
+            identity,
+            request,
+            ..
+        } = admission;
+        if let Some(name) = self.extension_for(&request) {
+            self.leader_extension_write(origin, sid, xid, &identity.ids, &name, &request);
             return Admitted::Answered;
         }
         let zxid = self.core.next_zxid();
-        let (sid, xid) = (request.session_id, request.xid);
-        match request.request {
+        match request {
             Request::CloseSession => self.propose_close_session(sid, xid, zxid),
             // The origin answers a sync once this no-op applies there: every
             // write committed before the sync is then visible on it.
             Request::Sync(_) => self.propose_noop(sid, xid, zxid),
-            other => self.prepare_and_propose(zxid, sid, xid, request.ids, request.is_super, other),
+            other => self.prepare_and_propose(zxid, sid, xid, &identity, &other),
         }
         Admitted::Proposed(zxid)
     }
@@ -314,7 +242,10 @@ impl Engine {
             let Some(write) = self.core.held_writes.pop_front() else {
                 return;
             };
-            self.admit(write.admission());
+            let origin = write.origin;
+            if self.admit(write) == Admitted::Refused && origin.0 == self.config.server_id {
+                self.out.closes.push(origin.1);
+            }
         }
     }
 

@@ -5,10 +5,9 @@ use stoa_proto::codes::ErrorCode;
 use stoa_proto::records::Id;
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
-use stoa_tree::{digest_id, PrepContext, Txn, TxnHeader};
+use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader};
 
-use super::partition_core::{Caller, ReadCall, ReadOutcome};
-use super::replication::Admitted;
+use super::handoff::{Admitted, Identity, ReadCall, ReadOutcome};
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::ConnId;
@@ -102,15 +101,18 @@ impl Engine {
     /// the reply waits in the session's queue for the transaction to apply
     /// here, matched by zxid when it is known here, else by xid.
     fn on_write(&mut self, conn: ConnId, sid: SessionId, xid: i32, request: Request) {
+        // The request goes on to the leader's partition; its reply needs
+        // only its shape.
+        let shape = ReplyShape::of(&request);
         let zxid = if self.is_leader() {
-            let Some(admitted) = self.admit_local(conn, sid, xid, &request) else {
+            let Some(admitted) = self.admit_local(conn, sid, xid, request) else {
                 return;
             };
             match admitted {
                 Admitted::Refused => return,
                 // A reconfig of several servers is answered by its last
                 // step, whose zxid is not known yet: matched by xid.
-                Admitted::Proposed(_) if matches!(request, Request::Reconfig(_)) => 0,
+                Admitted::Proposed(_) if shape == ReplyShape::Reconfig => 0,
                 Admitted::Proposed(zxid) => zxid,
                 Admitted::Held | Admitted::Answered => 0,
             }
@@ -118,14 +120,14 @@ impl Engine {
             if !self.gate.conns.contains_key(&conn) {
                 return;
             }
-            self.forward_write(conn, sid, xid, request.clone());
+            self.forward_write(conn, sid, xid, request);
             0
         };
         if let Some(s) = self.gate.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Write {
                 xid,
                 zxid,
-                request,
+                shape,
                 received_ms: self.now_ms,
             });
         }
@@ -141,10 +143,10 @@ impl Engine {
         zxid: i64,
         sid: SessionId,
         xid: i32,
-        ids: &[Id],
-        is_super: bool,
+        identity: &Identity,
         request: &Request,
     ) {
+        let (ids, is_super) = (&identity.ids[..], identity.is_super);
         let ctx = PrepContext {
             session_id: sid,
             cxid: xid,
@@ -186,16 +188,19 @@ impl Engine {
                 let id = digest_id(user_password);
                 let is_super = self.config.super_digest.as_deref() == Some(id.id.as_str());
                 if let Some(c) = self.gate.conns.get_mut(&conn) {
+                    // Requests already handed on keep the identities they
+                    // were sent with; the next ones carry these.
+                    let mut ids = c.identity.ids.to_vec();
                     if is_super {
-                        c.is_super = true;
-                        c.ids.push(Id {
+                        ids.push(Id {
                             scheme: "super".into(),
                             id: String::new(),
                         });
                     }
-                    if !c.ids.contains(&id) {
-                        c.ids.push(id);
+                    if !ids.contains(&id) {
+                        ids.push(id);
                     }
+                    c.identity = Identity::new(ids, c.identity.is_super || is_super);
                 }
                 self.queue_reply(conn, xid, ErrorCode::Ok, Response::Empty);
             }
@@ -224,11 +229,8 @@ impl Engine {
             Some(c) => self.core.read(ReadCall {
                 conn,
                 session: sid,
-                caller: Caller {
-                    ids: &c.ids,
-                    is_super: c.is_super,
-                },
-                request: &request,
+                identity: c.identity.clone(),
+                request,
             }),
             None => ReadOutcome {
                 zxid: self.core.tree.last_zxid(),
