@@ -77,6 +77,13 @@ impl RaftLog {
         self.snapshot.index + 1
     }
 
+    /// The first index the log keeps once `compact_step` has dropped what
+    /// `compact` let go (the first index now, when nothing waits).
+    pub fn first_index_kept(&self) -> u64 {
+        self.first_index()
+            .max(self.compact_target.min(self.last_index()) + 1)
+    }
+
     pub fn last_index(&self) -> u64 {
         self.entries.back().map_or(self.snapshot.index, |e| e.index)
     }

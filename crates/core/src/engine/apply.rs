@@ -1,9 +1,10 @@
-//! Applying committed transactions: tree, watches, sessions, replies.
+//! Applying committed transactions: the core applies each to its tree
+//! and watches and hands the gate what it decided (`Applied`), in order.
 
 use raft::eraftpb::{Entry, EntryType};
 use stoa_tree::{TreeEventKind, Txn, TxnOp};
 
-use super::handoff::WriteOutcome;
+use super::handoff::{Applied, SessionChange, WriteOutcome};
 use super::Engine;
 use crate::watch::ChangeKind;
 
@@ -81,8 +82,15 @@ impl Engine {
             let deliver = !self.extensions.has_watch_extensions()
                 || self.run_watch_extensions(&event.path, change);
             if deliver {
-                for conn in self.core.watches.trigger(change, &event.path) {
-                    self.gate.notify(conn, zxid, change, &event.path);
+                let conns = self.core.watches.trigger(change, &event.path);
+                if !conns.is_empty() {
+                    let path = event.path.to_string();
+                    self.hand_to_gate(Applied::Fired {
+                        conns,
+                        zxid,
+                        change,
+                        path,
+                    });
                 }
             }
             if event.path.starts_with(super::extensions::EXTENSIONS_ROOT)
@@ -91,43 +99,78 @@ impl Engine {
                 self.on_registration_change(&event.path, change == ChangeKind::Deleted);
             }
         }
-        self.release_zxid_waiters(zxid);
-        match &txn.op {
-            TxnOp::CreateSession { timeout_ms } => {
-                self.session_created(sid, *timeout_ms);
-                self.run_session_extensions(sid, true);
-            }
+        let session_change = match &txn.op {
+            TxnOp::CreateSession { timeout_ms } => Some(SessionChange::Created {
+                timeout_ms: *timeout_ms,
+            }),
             TxnOp::CloseSession { .. } => {
+                // Its writes are accepted from no connection any more.
+                self.core.owners.remove(&sid);
+                Some(SessionChange::Closed)
+            }
+            _ => None,
+        };
+        let config = membership_changed.then(|| {
+            self.core
+                .tree
+                .node(stoa_tree::CONFIG)
+                .map(|n| n.data().to_vec())
+                .unwrap_or_default()
+        });
+        self.hand_to_gate(Applied::Outcome(WriteOutcome {
+            session: sid,
+            cxid: txn.header.cxid,
+            zxid,
+            result: applied.result,
+            config,
+            session_change,
+        }));
+        if let Some(change) = session_change {
+            self.run_session_extensions(sid, change != SessionChange::Closed);
+        }
+        if membership_changed {
+            self.membership_applied();
+        }
+    }
+
+    /// The gate's side of applying: watch events go out, then the
+    /// transaction's reply or session change. With one partition this is a
+    /// call; with several, the end of a queue from the core's thread.
+    fn hand_to_gate(&mut self, applied: Applied) {
+        match applied {
+            Applied::Fired {
+                conns,
+                zxid,
+                change,
+                path,
+            } => {
+                for conn in conns {
+                    self.gate.notify(conn, zxid, change, &path);
+                }
+            }
+            Applied::Outcome(outcome) => self.on_outcome(outcome),
+        }
+    }
+
+    fn on_outcome(&mut self, outcome: WriteOutcome) {
+        let (sid, zxid) = (outcome.session, outcome.zxid);
+        self.release_zxid_waiters(zxid);
+        match outcome.session_change {
+            Some(SessionChange::Created { timeout_ms }) => self.session_created(sid, timeout_ms),
+            Some(SessionChange::Closed) => {
                 let xid = self
                     .gate
-                    .take_head_write(sid, zxid, txn.header.cxid)
+                    .take_head_write(sid, zxid, outcome.cxid)
                     .map(|(xid, ..)| xid);
                 self.session_closed(sid, xid);
-                self.run_session_extensions(sid, false);
             }
-            _ => {
-                let outcome = WriteOutcome {
-                    session: sid,
-                    cxid: txn.header.cxid,
-                    zxid,
-                    result: applied.result,
-                    config: membership_changed.then(|| {
-                        self.core
-                            .tree
-                            .node(stoa_tree::CONFIG)
-                            .map(|n| n.data().to_vec())
-                            .unwrap_or_default()
-                    }),
-                };
+            None => {
                 if let Some(completed) = self.gate.complete_write(outcome) {
                     self.stats
                         .record_latency((self.now_ms - completed.received_ms).max(0) as u64);
                     self.pump(sid);
                 }
             }
-        }
-        if membership_changed {
-            self.membership_applied();
         }
     }
 

@@ -137,6 +137,7 @@ impl Engine {
         // `/zookeeper/config`, which cannot express a joint one.
         if self.core.applied_index < self.core.snapshot_index + self.config.snap_count
             || self.in_joint_config()
+            || self.ensemble.membership_pending.is_some()
         {
             return;
         }

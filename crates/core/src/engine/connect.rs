@@ -3,8 +3,9 @@
 use stoa_proto::records::ConnectRequest;
 use stoa_tree::Txn;
 
+use super::handoff::{SessionAdmitted, SessionCall};
 use super::Engine;
-use crate::session::{negotiate_timeout, password_for, Pending, Session, SessionId};
+use crate::session::{negotiate_timeout, password_for, Session, SessionId};
 use crate::watch::ConnId;
 
 impl Engine {
@@ -75,21 +76,21 @@ impl Engine {
     fn create_session(&mut self, conn: ConnId, timeout_ms: i32) {
         let sid = self.allocate_session_id();
         self.gate.connecting.insert(sid, conn);
-        if !self.is_leader() {
-            // The id carries this server's id, so followers allocate
-            // without asking; the leader makes it a transaction.
-            self.forward(super::forward::EngineMessage::CreateSession {
+        if self.is_leader() {
+            self.admit_session(SessionCall::Create {
+                origin: (self.config.server_id, conn),
                 session_id: sid,
-                conn,
                 timeout_ms,
             });
             return;
         }
-        self.set_owner(sid, self.config.server_id, conn);
-        let zxid = self.core.next_zxid();
-        let ctx = self.internal_ctx(sid, zxid);
-        let txn = self.core.preparer.prepare_create_session(&ctx, timeout_ms);
-        self.propose(txn);
+        // The id carries this server's id, so followers allocate without
+        // asking; the leader makes it a transaction.
+        self.forward(super::forward::EngineMessage::CreateSession {
+            session_id: sid,
+            conn,
+            timeout_ms,
+        });
     }
 
     fn allocate_session_id(&mut self) -> SessionId {
@@ -105,8 +106,18 @@ impl Engine {
             return;
         }
         if self.is_leader() {
-            self.set_owner(sid, self.config.server_id, conn);
-            self.attach_session(conn, sid);
+            let call = SessionCall::Attach {
+                origin: (self.config.server_id, conn),
+                session_id: sid,
+            };
+            match self.admit_session(call) {
+                SessionAdmitted::Attached { .. } => self.attach_session(conn, sid),
+                _ => {
+                    log::info!("connection {conn}: session {sid:#x} is closing");
+                    self.send_connect_response(conn, 0, 0);
+                    self.out.closes.push(conn);
+                }
+            }
         } else {
             // The leader makes this connection the session's owner first.
             self.gate.attaching.insert(conn, (sid, None));
@@ -161,7 +172,6 @@ impl Engine {
 
     /// Called when a closeSession transaction is applied.
     pub(super) fn session_closed(&mut self, sid: SessionId, reply_xid: Option<i32>) {
-        self.core.owners.remove(&sid);
         let Some(s) = self.gate.sessions.remove(&sid) else {
             return;
         };
@@ -198,7 +208,10 @@ impl Engine {
         for sid in expired {
             log::info!("session {sid:#x} expired");
             self.stats.sessions_expired += 1;
-            self.close_session(sid, None);
+            if let Some(s) = self.gate.sessions.get_mut(&sid) {
+                s.closing = true;
+            }
+            self.admit_session(SessionCall::Expire { session_id: sid });
         }
     }
 
@@ -216,34 +229,6 @@ impl Engine {
             ids: &[],
             is_super: true,
             ttl_enabled: self.config.ttl_enabled,
-        }
-    }
-
-    /// Proposes closeSession; `reply_xid` when the client asked for it.
-    pub(super) fn close_session(&mut self, sid: SessionId, reply_xid: Option<i32>) {
-        let leader = self.is_leader();
-        let zxid = if leader { self.core.next_zxid() } else { 0 };
-        let now = self.now_ms;
-        let Some(s) = self.gate.sessions.get_mut(&sid) else {
-            return;
-        };
-        s.closing = true;
-        let xid = reply_xid.unwrap_or(0);
-        if reply_xid.is_some() {
-            s.queue.push_back(Pending::Write {
-                xid,
-                zxid,
-                shape: stoa_tree::ReplyShape::Other,
-                received_ms: now,
-            });
-        }
-        if leader {
-            self.propose_close_session(sid, xid, zxid);
-        } else if reply_xid.is_some() {
-            if let Some(conn) = self.gate.sessions.get(&sid).and_then(|s| s.conn) {
-                let close = stoa_proto::request::Request::CloseSession;
-                self.forward_write(conn, sid, xid, close);
-            }
         }
     }
 

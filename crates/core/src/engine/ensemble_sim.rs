@@ -36,7 +36,7 @@
 //! configuration, running the participants `/zookeeper/config` lists.
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test --release
 //! -p stoa-core <the failing test's name>` (one test per ensemble size);
-//! `STOA_SIM_SEEDS=n` runs seeds 0..n of each (default 200);
+//! `STOA_SIM_SEEDS=n` runs seeds 0..n of each (default 200; `a..b` runs seeds a to b-1);
 //! `STOA_SIM_VERBOSE=1` prints what each seed went through.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -565,12 +565,14 @@ impl Sim {
         for s in &self.servers {
             if let Some(e) = s.engine() {
                 eprintln!(
-                    "server {}: leader {} term {} applied {} last {} unsynced {}",
+                    "server {}: leader {} term {} applied {} first {} last {} shipping {} unsynced {}",
                     s.id,
                     e.leader_id(),
                     e.core.raft.raft.term,
                     e.core.applied_index,
+                    e.core.raft.store().first_index(),
                     e.core.raft.store().last_index(),
+                    e.core.shipping.is_some(),
                     s.machine.node().map_or(0, |n| n.log().queued())
                 );
                 eprintln!(
@@ -1191,7 +1193,8 @@ fn run(seed: u64, voters: u64) {
 }
 
 /// Runs `STOA_SIM_SEED` alone, else seeds 0..`STOA_SIM_SEEDS` (default
-/// `seeds_default`), each with `voters` participants and two observers.
+/// `seeds_default`; `A..B` runs seeds A to B-1), each with `voters`
+/// participants and two observers.
 fn run_seeds(voters: u64, seeds_default: u64) {
     match std::env::var("STOA_SIM_SEED")
         .ok()
@@ -1199,11 +1202,12 @@ fn run_seeds(voters: u64, seeds_default: u64) {
     {
         Some(seed) => run(seed, voters),
         None => {
-            let seeds = std::env::var("STOA_SIM_SEEDS")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(seeds_default);
-            for seed in 0..seeds {
+            let seeds = std::env::var("STOA_SIM_SEEDS").unwrap_or_default();
+            let range = match seeds.split_once("..") {
+                Some((a, b)) => a.parse().unwrap_or(0)..b.parse().unwrap_or(seeds_default),
+                None => 0..seeds.parse().unwrap_or(seeds_default),
+            };
+            for seed in range {
                 run(seed, voters);
             }
         }

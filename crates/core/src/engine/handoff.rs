@@ -70,6 +70,39 @@ pub(crate) enum Admitted {
     Refused,
 }
 
+/// A change to a session's life that a leader admits into its partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionCall {
+    /// A new session (its id allocated by the origin's server) for the
+    /// origin's connection, which owns it.
+    Create {
+        origin: Origin,
+        session_id: SessionId,
+        timeout_ms: i32,
+    },
+    /// The origin's connection resumes the session and owns it from now
+    /// on: the session's writes are accepted from it alone.
+    Attach {
+        origin: Origin,
+        session_id: SessionId,
+    },
+    /// The session's time ran out (the leader's gate decides).
+    Expire { session_id: SessionId },
+}
+
+/// What the leader did with a `SessionCall`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionAdmitted {
+    /// Proposed as the transaction with this zxid (create, expire).
+    Proposed(i64),
+    /// The origin owns the session now. Every write of its earlier
+    /// connections has a zxid up to `after_zxid`: the origin answers the
+    /// client once that is applied there.
+    Attached { after_zxid: i64 },
+    /// No such session, or it is closing: the client must start over.
+    Unknown,
+}
+
 /// A read handed from the gate to the core, once every earlier write of
 /// its session is applied (`engine/core_read.rs`).
 #[derive(Debug)]
@@ -90,11 +123,13 @@ pub(crate) struct ReadOutcome {
     pub fired: Vec<(ChangeKind, String)>,
 }
 
-/// What applying one client transaction decided, handed from the
-/// partition core to the gate: the session and the xid its transaction
-/// carries (the client's request it answers), its zxid and its result.
-/// The gate matches it to the request at the head of the session's queue
-/// and builds the reply from the request's shape and the result.
+/// What applying one transaction decided, handed from the partition core
+/// to the gate: the session and the xid its transaction carries (the
+/// client's request it answers), its zxid and its result. The gate matches
+/// it to the request at the head of the session's queue and builds the
+/// reply from the request's shape and the result. Every transaction has
+/// one, the server's own (expiry, container cleanup) included: the gate
+/// learns from it how far the partition has applied.
 #[derive(Debug)]
 pub(crate) struct WriteOutcome {
     pub session: SessionId,
@@ -104,6 +139,28 @@ pub(crate) struct WriteOutcome {
     /// The configuration after a transaction that changed it: a reconfig
     /// is answered with it, as getData of /zookeeper/config would.
     pub config: Option<Vec<u8>>,
+    /// The session began or ended with this transaction.
+    pub session_change: Option<SessionChange>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionChange {
+    Created { timeout_ms: i32 },
+    Closed,
+}
+
+/// What the core hands the gate as it applies, in apply order: the watch
+/// events a transaction fired, then its outcome.
+#[derive(Debug)]
+pub(crate) enum Applied {
+    /// These connections' watches on `path` fired.
+    Fired {
+        conns: Vec<ConnId>,
+        zxid: i64,
+        change: ChangeKind,
+        path: String,
+    },
+    Outcome(WriteOutcome),
 }
 
 // Held at compile time: the hand-off can become a queue between threads.
@@ -111,7 +168,9 @@ const _: fn() = || {
     fn crosses_threads<T: Send + 'static>() {}
     crosses_threads::<Admission>();
     crosses_threads::<Admitted>();
+    crosses_threads::<SessionCall>();
+    crosses_threads::<SessionAdmitted>();
     crosses_threads::<ReadCall>();
     crosses_threads::<ReadOutcome>();
-    crosses_threads::<WriteOutcome>();
+    crosses_threads::<Applied>();
 };

@@ -9,6 +9,7 @@
 //! ZooKeeper gets the same from its session owner check (SessionMoved).
 
 use super::forward::EngineMessage;
+use super::handoff::{SessionAdmitted, SessionCall};
 use super::Engine;
 use crate::session::SessionId;
 use crate::watch::ConnId;
@@ -78,11 +79,14 @@ impl Engine {
 
     /// Leader: a follower's client resumed its session.
     pub(super) fn on_attach(&mut self, from: u64, sid: SessionId, conn: ConnId) {
-        let valid = self.gate.sessions.get(&sid).is_some_and(|s| !s.closing);
-        if valid {
-            self.set_owner(sid, from, conn);
-        }
-        let after_zxid = self.core.last_zxid_handed_out();
+        let call = SessionCall::Attach {
+            origin: (from, conn),
+            session_id: sid,
+        };
+        let (valid, after_zxid) = match self.admit_session(call) {
+            SessionAdmitted::Attached { after_zxid } => (true, after_zxid),
+            _ => (false, self.core.last_zxid_handed_out()),
+        };
         let reply = EngineMessage::Attached {
             session_id: sid,
             conn,

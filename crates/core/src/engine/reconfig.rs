@@ -222,7 +222,9 @@ impl Engine {
     /// leave that configuration (the ensemble simulator found one stuck).
     fn check_new_quorum(&self, next: &Membership) -> Result<(), ErrorCode> {
         let voters = next.voters();
-        let first_index = self.core.raft.store().first_index();
+        // Where the log will start once compaction already asked for is
+        // done: entries before it are going even though some are still here.
+        let first_index = self.core.raft.store().first_index_kept();
         let progress = self.core.raft.raft.prs();
         let ready = voters
             .iter()

@@ -5,7 +5,7 @@
 use stoa_proto::request::Request;
 
 use super::forward::EngineMessage;
-use super::handoff::{Admission, Admitted, Identity};
+use super::handoff::{Admission, Identity, SessionCall};
 use super::Engine;
 use crate::session::SessionId;
 use crate::watch::ConnId;
@@ -55,11 +55,11 @@ impl Engine {
                 conn,
                 timeout_ms,
             } => {
-                self.set_owner(session_id, from, conn);
-                let zxid = self.core.next_zxid();
-                let ctx = self.internal_ctx(session_id, zxid);
-                let txn = self.core.preparer.prepare_create_session(&ctx, timeout_ms);
-                self.propose(txn);
+                self.admit_session(SessionCall::Create {
+                    origin: (from, conn),
+                    session_id,
+                    timeout_ms,
+                });
             }
             EngineMessage::Forward {
                 session_id,
@@ -109,104 +109,6 @@ impl Engine {
         self.forward(message);
     }
 
-    /// Leader: admits a request of this server's own client on `conn`;
-    /// `None` when the connection is gone. A refused request means the
-    /// session moved on to another connection meanwhile: this one closes.
-    pub(super) fn admit_local(
-        &mut self,
-        conn: ConnId,
-        sid: SessionId,
-        xid: i32,
-        request: Request,
-    ) -> Option<Admitted> {
-        let identity = self.gate.conns.get(&conn)?.identity.clone();
-        let admitted = self.admit(Admission {
-            origin: (self.config.server_id, conn),
-            session_id: sid,
-            xid,
-            identity,
-            request,
-        });
-        if admitted == Admitted::Refused {
-            self.out.closes.push(conn);
-        }
-        Some(admitted)
-    }
-
-    /// Leader: the one way a client request enters this partition,
-    /// whatever its origin. It must come from the connection that owns the
-    /// session; it waits while this leader may not prepare; a node
-    /// extension's call runs now; anything else becomes the next
-    /// transaction. What it did comes back as a value: the caller (the
-    /// gate's side) closes a refused local connection.
-    pub(super) fn admit(&mut self, admission: Admission) -> Admitted {
-        debug_assert!(self.is_leader(), "only a leader admits requests");
-        let (server, conn) = admission.origin;
-        let sid = admission.session_id;
-        if !self.is_owner(sid, server, conn) {
-            if server == self.config.server_id {
-                log::info!("connection {conn}: session {sid:#x} is owned elsewhere; closing");
-            } else {
-                // Its connection lost the session while the write was held:
-                // that client saw ConnectionLoss, and its newer
-                // connection's writes must not be overtaken by this one.
-                log::debug!(
-                    "dropping a write of session {sid:#x} from server {server}: owner changed"
-                );
-            }
-            return Admitted::Refused;
-        }
-        if !self.may_prepare() {
-            self.core.held_writes.push_back(admission);
-            return Admitted::Held;
-        }
-        let Admission {
-            origin,
-            xid,
-            identity,
-            request,
-            ..
-        } = admission;
-        if let Some(name) = self.extension_for(&request) {
-            self.leader_extension_write(origin, sid, xid, &identity.ids, &name, &request);
-            return Admitted::Answered;
-        }
-        let zxid = self.core.next_zxid();
-        match request {
-            Request::CloseSession => self.propose_close_session(sid, xid, zxid),
-            // The origin answers a sync once this no-op applies there: every
-            // write committed before the sync is then visible on it.
-            Request::Sync(_) => self.propose_noop(sid, xid, zxid),
-            other => self.prepare_and_propose(zxid, sid, xid, &identity, &other),
-        }
-        Admitted::Proposed(zxid)
-    }
-
-    /// True once this leader applied an entry of its own term (the empty
-    /// entry raft appends on election), hence every earlier leader's: only
-    /// then may it prepare, since those entries change the tree its checks
-    /// read. Its own proposals in flight do not count: prep sees them.
-    pub(super) fn log_applied(&self) -> bool {
-        self.core.applied_term == self.core.raft.raft.term
-    }
-
-    /// The leader may turn writes into transactions now: its log is
-    /// applied, it is not handing leadership over (raft-rs would drop the
-    /// proposals), and a reconfig has not removed or demoted it. Otherwise
-    /// writes are held.
-    pub(super) fn may_prepare(&self) -> bool {
-        self.log_applied()
-            && self.core.raft.raft.lead_transferee.is_none()
-            // A reconfig of several servers is done only once raft left
-            // the joint configuration; writes received meanwhile wait.
-            && !self.in_joint_config()
-            // Client writes wait while the leader starts a new epoch.
-            && !self.core.wants_new_epoch()
-            && (self.standalone()
-                || self.ensemble.membership.role_of(self.config.server_id)
-                    == Some(crate::ensemble::Role::Participant))
-    }
-
     /// Starts a new epoch when this leader's zxid counter nears its end
     /// (ZooKeeper's leader does at counter rollover): a new raft term,
     /// campaigned for as a leader transfer to itself so that its peers
@@ -234,19 +136,6 @@ impl Engine {
         raft.become_follower(term, raft::INVALID_ID);
         raft.campaign(raft::CAMPAIGN_TRANSFER);
         self.stats.epoch_rollovers += 1;
-    }
-
-    /// Prepares the writes held while the log was being applied.
-    pub(super) fn release_held_writes(&mut self) {
-        while self.is_leader() && self.may_prepare() {
-            let Some(write) = self.core.held_writes.pop_front() else {
-                return;
-            };
-            let origin = write.origin;
-            if self.admit(write) == Admitted::Refused && origin.0 == self.config.server_id {
-                self.out.closes.push(origin.1);
-            }
-        }
     }
 
     /// Followers tell the leader which sessions had traffic (once a tick).

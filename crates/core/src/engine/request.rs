@@ -63,7 +63,13 @@ impl Engine {
         }
         match request {
             Request::Auth(packet) => self.on_auth(conn, xid, &packet.scheme, &packet.auth),
-            Request::CloseSession => self.close_session(sid, Some(xid)),
+            Request::CloseSession => {
+                // Its later requests are answered SessionExpired at once.
+                if let Some(s) = self.gate.sessions.get_mut(&sid) {
+                    s.closing = true;
+                }
+                self.on_write(conn, sid, xid, Request::CloseSession)
+            }
             Request::Reconfig(_) if !self.config.reconfig_enabled => {
                 self.queue_reply(conn, xid, ErrorCode::ReconfigDisabled, Response::Empty)
             }
