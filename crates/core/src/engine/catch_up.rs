@@ -45,12 +45,11 @@ impl Engine {
                 self.core.snapshot_wait_ticks.insert(m.to, 0);
             }
         }
-        // Not in a joint configuration (the request waits): the receiver
-        // keeps the snapshot as its own, and would restart from its
-        // `/zookeeper/config`, which cannot express a joint one.
-        if self.in_joint_config() {
-            return;
-        }
+        // Also in a joint configuration: a new participant that needs a
+        // snapshot may be the one the new quorum waits for (a leader
+        // elected during the change may have compacted further than the
+        // one that checked the quorum). The receiver restarts from such a
+        // snapshot in the new configuration (`apply_conf_change_entry`).
         if !self.core.raft.store().take_snapshot_wanted() || self.core.shipping.is_some() {
             return;
         }
@@ -182,9 +181,11 @@ impl Engine {
         self.core.log_bytes_since_snapshot = 0;
         self.core.raft.mut_store().install(meta);
         self.reload_extensions();
-        // A leader never sends a snapshot in a joint configuration: one
-        // this server was in ended within the snapshot.
-        self.ensemble.outgoing = None;
+        // Sent during a joint configuration: the servers leaving still vote
+        // until it ends, reached at the addresses this server knew.
+        let joint = !meta.get_conf_state().voters_outgoing.is_empty();
+        let known = self.ensemble.membership.clone();
+        self.ensemble.outgoing = joint.then_some(known);
         self.membership_applied();
         self.publish_members();
         self.stats.snapshots_installed += 1;

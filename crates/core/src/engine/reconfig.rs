@@ -217,9 +217,8 @@ impl Engine {
     /// lasts, is the one this leader leads.) A participant counts only when
     /// it also holds the log from where this leader's begins (a newcomer:
     /// when this leader's log still starts at the first entry): one that needs
-    /// a snapshot gets none while a joint configuration lasts (see
-    /// `serve_snapshot_requests`), so a new quorum that needs it could never
-    /// leave that configuration (the ensemble simulator found one stuck).
+    /// a snapshot first would leave the joint configuration only once its
+    /// snapshot is built, sent and installed.
     fn check_new_quorum(&self, next: &Membership) -> Result<(), ErrorCode> {
         let voters = next.voters();
         // Where the log will start once compaction already asked for is
@@ -317,6 +316,17 @@ impl Engine {
     pub(super) fn apply_conf_change_entry(&mut self, entry: &Entry) -> Result<(), String> {
         let cc: ConfChangeV2 = protobuf::Message::parse_from_bytes(&entry.data)
             .map_err(|e| format!("undecodable configuration change: {e}"))?;
+        if cc.leave_joint() && !self.in_joint_config() {
+            // Restarted from a snapshot installed during the joint
+            // configuration: `/zookeeper/config` in it named the new one,
+            // which this server runs already. Safe, since the snapshot
+            // holds only committed entries: the joint configuration was
+            // committed, so neither old majority alone can elect a leader
+            // (raft's rule for moving on from it).
+            log::info!("leaving a joint configuration this server already left at its restart");
+            self.left_joint_config();
+            return Ok(());
+        }
         let conf_state = self
             .core
             .raft
@@ -339,16 +349,20 @@ impl Engine {
             self.apply_txn(txn);
         }
         if cc.leave_joint() {
-            log::info!(
-                "left the joint configuration: participants {:?}, observers {:?}",
-                self.ensemble.membership.voters(),
-                self.ensemble.membership.learners()
-            );
-            self.ensemble.outgoing = None;
-            self.publish_members();
-            self.hand_over_if_not_participant();
+            self.left_joint_config();
         }
         Ok(())
+    }
+
+    fn left_joint_config(&mut self) {
+        log::info!(
+            "left the joint configuration: participants {:?}, observers {:?}",
+            self.ensemble.membership.voters(),
+            self.ensemble.membership.learners()
+        );
+        self.ensemble.outgoing = None;
+        self.publish_members();
+        self.hand_over_if_not_participant();
     }
 
     /// `/zookeeper/config` changed in the tree (applied, or installed with
