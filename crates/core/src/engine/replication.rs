@@ -165,6 +165,11 @@ impl Engine {
         for s in self.gate.sessions.values_mut() {
             // The new leader gives every session a full timeout to find it.
             s.touch(self.now_ms);
+            // A close asked of the old leader is in the log or lost: until
+            // one applies, the session lives. Left set, a leader that woke
+            // from a pause, expired its sessions and was deposed would
+            // refuse them and never expire them again (issue 27).
+            s.closing = false;
         }
         // Read-only sessions were this server's own while it was cut off.
         self.gate.sessions.retain(|_, s| !s.local);

@@ -14,7 +14,8 @@
 //! order clients are named. Commands:
 //!
 //! - `standalone` | `ensemble N`: start servers 1..=N (a leader elected);
-//! - `connect C S`: client C connects to server S (resuming its session);
+//! - `connect C S [TIMEOUT_MS]`: client C connects to server S (resuming
+//!   its session), asking for a session timeout (default 30000);
 //! - `C create PATH [DATA] [ephemeral] [sequential]`, `C set PATH DATA`,
 //!   `C get PATH [watch]`, `C exists PATH [watch]`, `C children PATH
 //!   [watch]`, `C delete PATH`, `C sync PATH`, `C close` (closeSession),
@@ -25,6 +26,8 @@
 //! - `crash S` / `restart S`: the machine stops (unsynced writes are lost,
 //!   `SimLog` may keep a torn prefix) / starts from its disk;
 //! - `isolate S` / `heal`: S is cut off from the other servers / rejoined;
+//! - `pause S` / `resume S`: S stops as under SIGSTOP (no ticks; messages
+//!   to it wait) / wakes: its clock jumps and it ticks before it reads them;
 //! - `leader`: prints which server leads; `members`: the participants and
 //!   observers each running server has applied;
 //! - `C auth super`: digest authentication as the super user (reconfig
@@ -82,6 +85,8 @@ struct World {
     clients: BTreeMap<String, Client>,
     network: SimNetwork,
     held: BTreeSet<u64>,
+    /// Servers stopped as by SIGSTOP: no ticks, nothing delivered to them.
+    paused: BTreeSet<u64>,
     next_conn: u64,
     /// Session ids as printed: s1, s2, ... in order of appearance.
     session_names: HashMap<i64, String>,
@@ -106,6 +111,7 @@ impl World {
             clients: BTreeMap::new(),
             network: SimNetwork::default(),
             held: BTreeSet::new(),
+            paused: BTreeSet::new(),
             next_conn: 0,
             session_names: HashMap::new(),
             out: String::new(),
@@ -134,8 +140,10 @@ impl World {
     }
 
     fn leader(&self) -> Option<u64> {
+        // A paused leader still believes it leads; the others moved on.
         self.servers
             .iter()
+            .filter(|(id, _)| !self.paused.contains(id))
             .find(|(_, s)| s.machine.engine().is_some_and(|e| e.is_leader()))
             .map(|(&id, _)| id)
     }
@@ -230,7 +238,7 @@ impl World {
             let mut busy = false;
             let ids: Vec<u64> = self.servers.keys().copied().collect();
             for &id in &ids {
-                if self.held.contains(&id) {
+                if self.held.contains(&id) || self.paused.contains(&id) {
                     continue;
                 }
                 let Some(node) = self.node_mut(id) else {
@@ -249,6 +257,9 @@ impl World {
                 self.collect(id);
             }
             for (from, to) in self.network.busy_links(None) {
+                if self.paused.contains(&to) {
+                    continue; // waits in the link until the server wakes
+                }
                 while let Some(message) = self.network.take((from, to)) {
                     busy = true;
                     if let Some(node) = self.node_mut(to) {
@@ -268,16 +279,26 @@ impl World {
         self.now_ms += TICK_MS;
         let ids: Vec<u64> = self.servers.keys().copied().collect();
         for id in ids {
-            let now = self.now_ms;
-            if let Some(node) = self.node_mut(id) {
-                node.engine_mut().set_time(now);
-                node.engine_mut().tick();
+            if !self.paused.contains(&id) {
+                self.tick_server(id);
             }
-            self.collect(id);
         }
     }
 
-    fn connect(&mut self, name: &str, server: u64) {
+    fn tick_server(&mut self, id: u64) {
+        let now = self.now_ms;
+        if let Some(node) = self.node_mut(id) {
+            node.engine_mut().set_time(now);
+            node.engine_mut().tick();
+        }
+        self.collect(id);
+    }
+
+    fn connect(&mut self, name: &str, server: u64, timeout_ms: i32) {
+        assert!(
+            !self.paused.contains(&server),
+            "connect to paused server {server}"
+        );
         self.next_conn += 1;
         let conn = self.next_conn;
         let client = self.clients.entry(name.to_string()).or_insert(Client {
@@ -286,7 +307,7 @@ impl World {
             asked: HashMap::new(),
         });
         client.conn = Some((server, conn));
-        let bytes = client.wire.connect_bytes(30_000);
+        let bytes = client.wire.connect_bytes(timeout_ms);
         let node = self.node_mut(server).expect("connect to a running server");
         wire::open(node.engine_mut(), conn, bytes);
         self.collect(server);
@@ -295,6 +316,10 @@ impl World {
     fn send(&mut self, name: &str, op: &str, path: &str, request: Request) {
         let client = self.clients.get_mut(name).expect("a connected client");
         let (server, conn) = client.conn.expect("the client is connected");
+        assert!(
+            !self.paused.contains(&server),
+            "{name} asks paused server {server}"
+        );
         let (xid, bytes) = client.wire.request_bytes(&request);
         client.asked.insert(xid, (op.to_string(), path.to_string()));
         let node = self.node_mut(server).expect("the server runs");
@@ -373,7 +398,20 @@ impl World {
         match words.as_slice() {
             ["standalone"] => self.start(1),
             ["ensemble", n] => self.start(n.parse().expect("a size")),
-            ["connect", c, _] => self.connect(c, server(2)),
+            ["connect", c, _] => self.connect(c, server(2), 30_000),
+            ["connect", c, _, timeout] => {
+                self.connect(c, server(2), timeout.parse().expect("a timeout in ms"))
+            }
+            ["pause", _] => {
+                self.paused.insert(server(1));
+            }
+            ["resume", _] => {
+                // A woken process sees its clock jump and runs its timers
+                // before it reads what its peers sent meanwhile.
+                let id = server(1);
+                self.paused.remove(&id);
+                self.tick_server(id);
+            }
             ["hold", _] => {
                 self.held.insert(server(1));
             }
