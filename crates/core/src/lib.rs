@@ -11,6 +11,7 @@ pub mod fourlw;
 pub mod membership;
 pub mod monitor;
 pub mod node;
+pub mod placement;
 pub mod raft_log;
 pub mod session;
 pub mod stats;
