@@ -353,3 +353,65 @@ def test_a_member_whose_wal_tail_is_torn_rejoins_and_catches_up(ensemble):
     assert [p for p in acked if p not in present] == []
     r.stop()
     c.stop()
+
+
+CRASHING_CLIENT = r"""
+import sys, time
+from kazoo.client import KazooClient
+states = open(sys.argv[2], "a", buffering=1)
+c = KazooClient(hosts=sys.argv[1], timeout=3.0)
+c.add_listener(lambda state: states.write(state + "\n"))
+c.start(timeout=20)
+c.create("/alive", b"", ephemeral=True)
+print(c.client_id[0], flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_leader_woken_from_a_pause_keeps_live_sessions_and_expires_them_later(request, tmp_path):
+    """Issue 27: SIGSTOP the leader past a session's timeout while its client stays on the followers, then SIGCONT.
+    The session lives on; once the woken server leads again and the client dies, the session expires there and its
+    ephemeral node goes (before the fix the woken server kept it marked closing and never expired it)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    servers = start_ensemble(SIZE)
+    request.addfinalizer(lambda: [s.cleanup() for s in servers])
+    h.wait_until(lambda: leader_of(servers) is not None, timeout=20, what="one leader")
+    woken = leader_of(servers)
+    others = [s for s in servers if s is not woken]
+    states = tmp_path / "states"
+    child = subprocess.Popen([sys.executable, "-c", CRASHING_CLIENT, ",".join(s.hosts for s in others), str(states)],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    request.addfinalizer(lambda: (child.kill(), child.wait()))
+    session = int(child.stdout.readline())
+    os.kill(woken.pid, signal.SIGSTOP)
+    try:
+        h.wait_until(lambda: leader_of(others) is not None, timeout=30, what="a new leader among the others")
+        time.sleep(4.5)  # past the client's 3 s timeout on the frozen server's clock
+    finally:
+        os.kill(woken.pid, signal.SIGCONT)
+    h.wait_until(lambda: mode(woken) == "follower", timeout=20, what="the woken leader steps down")
+    # Elections are randomized: freeze whoever else leads until the woken server wins one (bounded).
+    for _ in range(10):
+        current = leader_of(servers)
+        if current is woken:
+            break
+        if current is not None:
+            os.kill(current.pid, signal.SIGSTOP)
+            try:
+                rest = [s for s in servers if s is not current]
+                h.wait_until(lambda: leader_of(rest) is not None, timeout=30, what="a leader without %d" % current.pid)
+            finally:
+                os.kill(current.pid, signal.SIGCONT)
+        h.wait_until(lambda: all(mode(s) in ("leader", "follower") for s in servers), timeout=20, what="a settled ensemble")
+    assert leader_of(servers) is woken, "the woken server did not win an election in 10 tries"
+    watcher = client(woken)
+    h.wait_until(lambda: (watcher.exists("/alive") or None) is not None, timeout=10, what="/alive")
+    assert watcher.exists("/alive").ephemeralOwner == session
+    assert "LOST" not in states.read_text(), "the live client was told its session expired"
+    child.kill()
+    child.wait()
+    h.wait_until(lambda: watcher.exists("/alive") is None, timeout=20, what="the dead client's session expires")
+    watcher.stop()
