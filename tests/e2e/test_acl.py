@@ -178,6 +178,27 @@ def test_bad_auth_scheme_fails_session(make_client):
         c.add_auth("nosuchscheme", "x")
 
 
+def test_digest_auth_takes_credentials_without_a_colon(make_client):
+    """addauth digest with no colon succeeds, as in ZooKeeper: the id is the whole text and its hash."""
+    owner = make_client()
+    owner.add_auth("digest", "blah")
+    acl = [ACL(Permissions.ALL, Id("digest", "blah:W/H9kn37hnlJai5s8Ay+UMHIcUU="))]
+    owner.create("/nocolon", b"mine", acl=acl)
+    assert owner.get("/nocolon")[0] == b"mine"
+    stranger = make_client()
+    with pytest.raises(NoAuthError):
+        stranger.get("/nocolon")
+    stranger.add_auth("digest", "blah")
+    assert stranger.get("/nocolon")[0] == b"mine"
+
+
+def test_ip_auth_is_accepted(make_client):
+    """addauth ip succeeds (ZooKeeper adds the connection's own address) and the session goes on."""
+    c = make_client()
+    c.add_auth("ip", "anything")
+    assert c.exists("/") is not None
+
+
 def test_whoami(raw):
     """whoAmI lists the connection's identities: ip, then digest ones added by auth."""
     assert raw.whoami() == [("ip", "127.0.0.1")]

@@ -338,6 +338,16 @@ mod tests {
     }
 
     #[test]
+    fn digest_id_takes_any_text_as_zookeeper_does() {
+        // generateDigest: the text before the first colon (all of it
+        // without one), then the hash of the whole text.
+        assert_eq!(digest_id("blah").id, "blah:W/H9kn37hnlJai5s8Ay+UMHIcUU=");
+        assert_eq!(digest_id(":pw").id, ":krPDEYdCl854cFNT6IXnoMv+VVA=");
+        assert_eq!(digest_id("a:b:c").id, "a:cLzgnoJ6mP5qz3w+mwvPE2vDgu0=");
+        assert_eq!(digest_id("").id, ":2jmj7l5rSw0yVb/vlWAYkK/YBwk=");
+    }
+
+    #[test]
     fn base64_pads_like_java() {
         // Proves the hand-written base64 pads one and two missing bytes.
         assert_eq!(base64(b"a"), "YQ==");

@@ -187,11 +187,16 @@ impl Engine {
         self.propose(txn);
     }
 
+    /// addauth, as ZooKeeper's providers answer it. `digest` takes any
+    /// bytes: the id is the text before the first colon (all of it when
+    /// there is none) and the hash covers the whole text (ZooKeeper reads
+    /// the bytes as UTF-8, invalid ones replaced). `ip` adds the
+    /// connection's address, which every connection holds from the start.
+    /// Any other scheme fails the connection.
     fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8]) {
-        let credentials = std::str::from_utf8(auth).ok().filter(|s| s.contains(':'));
-        match (scheme, credentials) {
-            ("digest", Some(user_password)) => {
-                let id = digest_id(user_password);
+        match scheme {
+            "digest" => {
+                let id = digest_id(&String::from_utf8_lossy(auth));
                 let is_super = self.config.super_digest.as_deref() == Some(id.id.as_str());
                 if let Some(c) = self.gate.conns.get_mut(&conn) {
                     // Requests already handed on keep the identities they
@@ -210,6 +215,7 @@ impl Engine {
                 }
                 self.queue_reply(conn, xid, ErrorCode::Ok, Response::Empty);
             }
+            "ip" => self.queue_reply(conn, xid, ErrorCode::Ok, Response::Empty),
             _ => {
                 log::warn!("connection {conn}: authentication failed for scheme {scheme:?}");
                 // ZooKeeper answers AuthFailed and closes the connection.
