@@ -437,3 +437,25 @@ def test_a_server_removed_while_down_learns_it_when_it_comes_back():
     finally:
         for m in members:
             m.server.cleanup()
+
+
+def test_a_follower_removed_by_its_own_clients_reconfig_answers_it(trio):
+    """The client sits on the follower it removes: as on ZooKeeper, the removed follower applies its own removal and
+    answers the reconfig with the new configuration before it stops serving (go-zookeeper's TestIntegration_Reconfig)."""
+    members, _, _ = trio
+    leader, others = leader_and_others(members)
+    removed = others[0]
+    admin = KazooClient(hosts=removed.server.hosts, timeout=10, auth_data=[("digest", "super:" + h.SUPER_PASSWORD)],
+                        connection_retry={"max_tries": 0})
+    admin.start(timeout=30)
+    try:
+        data, stat = admin.reconfig(joining=None, leaving=str(removed.sid), new_members=None)
+        participants, observers, version = config_of(data)
+        assert removed.sid not in participants and len(participants) == 2
+        assert version == stat.mzxid
+    finally:
+        admin.stop()
+        admin.close()
+    rest = [m for m in members if m is not removed]
+    with connected(rest[0]) as c:
+        assert config_of(c.get("/zookeeper/config")[0])[0] == sorted(m.sid for m in rest)

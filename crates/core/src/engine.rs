@@ -404,6 +404,9 @@ impl Engine {
             Input::Peer { from, message } => self.on_peer(from, message),
             Input::Raft(message) => {
                 self.heard_from(message.from);
+                if !self.farewell_applies(&message) {
+                    return;
+                }
                 if let Err(e) = self.core.raft.step(message) {
                     // Stale or misdirected messages are normal in raft.
                     log::debug!("raft message dropped: {e}");
@@ -427,6 +430,11 @@ impl Engine {
         );
         if self.core.installing.is_none() {
             self.core.raft.tick();
+        }
+        if !self.ensemble.farewell.is_empty() {
+            // Their last heartbeat went out with the previous output.
+            self.ensemble.farewell.clear();
+            self.publish_members();
         }
         self.watch_snapshot_sends();
         self.release_idle_shippable();

@@ -22,6 +22,11 @@ pub(crate) struct EnsembleView {
     /// servers: the membership before it, whose servers still vote (and
     /// must be talked to) until the entry leaving it applies.
     pub outgoing: Option<Membership>,
+    /// Leader: servers the change just applied took out of raft's
+    /// configuration, kept among the transport's peers until the next tick
+    /// so that the commit of their own removal reaches them
+    /// (`Engine::tell_removed_servers`).
+    pub farewell: Vec<crate::ensemble::Member>,
     /// When each peer was last heard from (a reconfig needs its new
     /// quorum in touch; raft-rs's own activity flags reset periodically).
     pub peer_heard_ms: HashMap<u64, i64>,
@@ -36,6 +41,7 @@ impl EnsembleView {
             membership_pending: None,
             removed_at_version: None,
             outgoing: None,
+            farewell: Vec::new(),
             peer_heard_ms: HashMap::new(),
             known_leader: 0,
         }

@@ -112,6 +112,11 @@ impl Engine {
                     .cloned(),
             );
         }
+        for m in &self.ensemble.farewell {
+            if !members.iter().any(|known| known.id == m.id) {
+                members.push(m.clone());
+            }
+        }
         self.out.members = Some((self.ensemble.membership.version, members));
     }
 
@@ -316,6 +321,85 @@ impl Engine {
     pub(super) fn apply_conf_change_entry(&mut self, entry: &Entry) -> Result<(), String> {
         let cc: ConfChangeV2 = protobuf::Message::parse_from_bytes(&entry.data)
             .map_err(|e| format!("undecodable configuration change: {e}"))?;
+        let before = self.peers_before_change();
+        self.apply_conf_change(&cc)?;
+        self.tell_removed_servers(before, entry);
+        Ok(())
+    }
+
+    /// A removed server: the leader's last heartbeat may commit up to the
+    /// entry that removed it only if this log holds that very entry (its
+    /// index and term); raft would stop the server on a commit past its
+    /// log. Every other message passes.
+    pub(super) fn farewell_applies(&self, m: &raft::eraftpb::Message) -> bool {
+        if m.get_msg_type() != raft::eraftpb::MessageType::MsgHeartbeat || m.log_term == 0 {
+            return true;
+        }
+        let holds = self.core.raft.raft.raft_log.term(m.commit).ok() == Some(m.log_term);
+        if !holds {
+            log::info!(
+                "the leader's word that this server's removal committed at index {} came before the entry; ignored",
+                m.commit
+            );
+        }
+        holds
+    }
+
+    /// Leader: every peer in raft's configuration, with its address (from
+    /// the membership or the outgoing one).
+    fn peers_before_change(&self) -> Vec<Member> {
+        if !self.is_leader() {
+            return Vec::new();
+        }
+        let known = |id: u64| {
+            let outgoing = self.ensemble.outgoing.as_ref();
+            (self.ensemble.membership.members.get(&id))
+                .or_else(|| outgoing.and_then(|o| o.members.get(&id)))
+                .cloned()
+        };
+        let me = self.config.server_id;
+        (self.core.raft.raft.prs().iter())
+            .filter(|(&id, _)| id != me)
+            .filter_map(|(&id, _)| known(id))
+            .collect()
+    }
+
+    /// Leader: raft stops talking to a server the moment a change takes it
+    /// out of the configuration, so that server would never learn that its
+    /// own removal committed, and a reconfig its client sent through it
+    /// would go unanswered. As ZooKeeper's removed follower does, it
+    /// should apply its removal and answer: one last heartbeat carries the
+    /// commit to each removed server, naming the entry's term so that the
+    /// server can check it holds that entry (`farewell_applies`; raft's own
+    /// heartbeats never name one). The transport keeps the server as a
+    /// peer until the next tick to deliver it, behind the entry's append.
+    fn tell_removed_servers(&mut self, before: Vec<Member>, entry: &Entry) {
+        let raft = &self.core.raft.raft;
+        let index = entry.index;
+        for member in before {
+            if raft.prs().get(member.id).is_some() {
+                continue;
+            }
+            let mut farewell = raft::eraftpb::Message::default();
+            farewell.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
+            farewell.to = member.id;
+            farewell.from = self.config.server_id;
+            farewell.term = raft.term;
+            farewell.log_term = entry.term;
+            farewell.commit = index;
+            log::info!(
+                "telling server {} its removal committed at index {index}",
+                member.id
+            );
+            self.out.messages.push(farewell);
+            self.ensemble.farewell.push(member);
+        }
+        if !self.ensemble.farewell.is_empty() {
+            self.publish_members();
+        }
+    }
+
+    fn apply_conf_change(&mut self, cc: &ConfChangeV2) -> Result<(), String> {
         if cc.leave_joint() && !self.in_joint_config() {
             // Restarted from a snapshot installed during the joint
             // configuration: `/zookeeper/config` in it named the new one,
@@ -330,7 +414,7 @@ impl Engine {
         let conf_state = self
             .core
             .raft
-            .apply_conf_change(&cc)
+            .apply_conf_change(cc)
             .map_err(|e| format!("configuration change does not apply: {e}"))?;
         let joint = !conf_state.voters_outgoing.is_empty();
         assert_eq!(
