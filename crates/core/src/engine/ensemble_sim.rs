@@ -1196,7 +1196,9 @@ fn run(seed: u64, voters: u64) {
 /// as (participants, seed). 644: a leader elected during a joint
 /// configuration had compacted past what the new participants needed, and
 /// snapshots were not sent while joint: the configuration never ended.
-const REGRESSION_SEEDS: &[(u64, u64)] = &[(3, 644)];
+/// 2813: a candidate applied its own removal and then won the votes it had
+/// asked for.
+const REGRESSION_SEEDS: &[(u64, u64)] = &[(3, 644), (3, 2813)];
 
 /// Runs `STOA_SIM_SEED` alone, else seeds 0..`STOA_SIM_SEEDS` (default
 /// `seeds_default`; `A..B` runs seeds A to B-1), each with `voters`
@@ -1213,11 +1215,14 @@ fn run_seeds(voters: u64, seeds_default: u64) {
                 Some((a, b)) => a.parse().unwrap_or(0)..b.parse().unwrap_or(seeds_default),
                 None => 0..seeds.parse().unwrap_or(seeds_default),
             };
-            for seed in range {
-                run(seed, voters);
-            }
-            for &(_, seed) in REGRESSION_SEEDS.iter().filter(|(v, _)| *v == voters) {
-                run(seed, voters);
+            let regression = REGRESSION_SEEDS.iter().filter(|(v, _)| *v == voters);
+            for seed in range.chain(regression.map(|&(_, seed)| seed)) {
+                // A panic inside raft-rs names no seed: say which one it was.
+                let outcome = std::panic::catch_unwind(|| run(seed, voters));
+                if let Err(panic) = outcome {
+                    eprintln!("seed {seed} ({voters} participants) failed");
+                    std::panic::resume_unwind(panic);
+                }
             }
         }
     }

@@ -519,9 +519,25 @@ impl Engine {
     /// A leader the change removed: raft-rs cannot go on leading without
     /// its own progress entry, so it steps down at once and tells the most
     /// up-to-date participant to campaign now rather than after an election
-    /// timeout.
+    /// timeout. A candidate the change removed ends its campaign.
     fn step_down_if_removed(&mut self) {
         let me = self.config.server_id;
+        let raft = &mut self.core.raft.raft;
+        if matches!(
+            raft.state,
+            raft::StateRole::Candidate | raft::StateRole::PreCandidate
+        ) && !raft.promotable()
+        {
+            // A candidate that applies a change leaving it out of the
+            // participants (one committed before its restart, say) would
+            // still count the votes it asked for and could win a
+            // configuration it is not in: raft-rs then panics looking up
+            // its own progress (ensemble simulator, seed 2813).
+            log::info!("server {me} is no longer a participant: ending its campaign");
+            let term = raft.term;
+            raft.become_follower(term, raft::INVALID_ID);
+            return;
+        }
         if !self.is_leader() || self.core.raft.raft.prs().get(me).is_some() {
             return;
         }
