@@ -25,17 +25,25 @@ impl Engine {
         request: Request,
     ) -> Option<Admitted> {
         let identity = self.gate.conns.get(&conn)?.identity.clone();
-        let admitted = self.admit(Admission {
+        Some(self.admit_closing_refused(Admission {
             origin: (self.config.server_id, conn),
             session_id: sid,
             xid,
             identity,
             request,
-        });
-        if admitted == Admitted::Refused {
+        }))
+    }
+
+    /// `admit`, and the gate's side of a refusal: a connection of this
+    /// server that no longer owns its session is closed (a remote one was
+    /// told by `accept_forward`, or lost its session).
+    fn admit_closing_refused(&mut self, admission: Admission) -> Admitted {
+        let (server, conn) = admission.origin;
+        let admitted = self.admit(admission);
+        if admitted == Admitted::Refused && server == self.config.server_id {
             self.out.closes.push(conn);
         }
-        Some(admitted)
+        admitted
     }
 
     /// Leader: the one way a client request enters this partition,
@@ -118,10 +126,7 @@ impl Engine {
             let Some(write) = self.core.held_writes.pop_front() else {
                 return;
             };
-            let origin = write.origin;
-            if self.admit(write) == Admitted::Refused && origin.0 == self.config.server_id {
-                self.out.closes.push(origin.1);
-            }
+            self.admit_closing_refused(write);
         }
     }
 

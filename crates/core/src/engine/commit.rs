@@ -133,8 +133,11 @@ impl Engine {
     }
 
     fn maybe_snapshot(&mut self) {
-        // A restart rebuilds raft's configuration from the snapshot's
-        // `/zookeeper/config`, which cannot express a joint one.
+        // Not during a membership change: a snapshot compacts the log, and
+        // a reconfig's quorum check counted which new participants hold
+        // the log from where it starts (`check_new_quorum`). (A restart
+        // from a snapshot taken while joint would also run the new
+        // configuration early; that is safe, see `apply_conf_change`.)
         if self.core.applied_index < self.core.snapshot_index + self.config.snap_count
             || self.in_joint_config()
             || self.ensemble.membership_pending.is_some()
