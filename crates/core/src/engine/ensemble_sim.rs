@@ -216,6 +216,11 @@ struct Sim {
     disk_stops: (usize, usize),
     /// Restarts, and those that cut a torn or damaged tail off the log.
     recoveries: (usize, usize),
+    /// `STOA_SIM_TRACE`: print each client's calls and replies and each
+    /// change of leader, to follow a failing seed.
+    trace: bool,
+    /// Per server, the (leader, term) it knew when last traced.
+    leader_seen: HashMap<u64, (u64, u64)>,
 }
 
 /// Each server's election timeout, in ticks: fixed (raft's own random pick
@@ -281,6 +286,8 @@ impl Sim {
             joint: (0, 0),
             disk_stops: (0, 0),
             recoveries: (0, 0),
+            trace: std::env::var("STOA_SIM_TRACE").is_ok(),
+            leader_seen: HashMap::new(),
         };
         for s in 0..sim.servers.len() {
             sim.restart(s, false);
@@ -337,9 +344,8 @@ impl Sim {
             paths.extend((0..KEYS_PER_CLIENT).map(|k| (key_path(c, k), Vec::new())));
         }
         for (path, data) in paths {
-            let xid = self.send_request(creator, wire::create(&path, data));
-            let xid = xid.expect("the creator is connected");
-            self.clients[creator].in_flight.push_back((xid, Op::Create));
+            let xid = self.send_request(creator, wire::create(&path, data), Op::Create);
+            xid.expect("the creator is connected");
         }
         self.settle();
         assert!(self.clients[creator].in_flight.is_empty(), "keys created");
@@ -626,6 +632,20 @@ impl Sim {
             let Some(engine) = server.engine() else {
                 continue;
             };
+            if self.trace {
+                let view = (engine.leader_id(), engine.core.raft.raft.term);
+                if self.leader_seen.insert(server.id, view) != Some(view) {
+                    eprintln!(
+                        "{} server {} sees leader {} in term {} (applied {}, zxid {:#x})",
+                        self.now_ms - T0_MS,
+                        server.id,
+                        view.0,
+                        view.1,
+                        engine.core.applied_index,
+                        engine.tree().last_zxid()
+                    );
+                }
+            }
             if let Err(broken) = engine.check_invariants() {
                 panic!("seed {}: server {}: {broken}", self.seed, server.id);
             }
@@ -673,6 +693,12 @@ impl Sim {
         client.conn = Some((id, conn));
         client.waiting_since_ms = self.now_ms;
         client.sent_here = vec![None; KEYS_PER_CLIENT];
+        if self.trace {
+            eprintln!(
+                "{} client {c} connects to {id} as conn {conn}",
+                self.now_ms - T0_MS
+            );
+        }
         let bytes = client.wire.connect_bytes(30_000);
         let engine = self.servers[s].engine_mut().expect("checked above");
         wire::open(engine, conn, bytes);
@@ -681,6 +707,15 @@ impl Sim {
 
     /// The connection is gone: calls in flight have unknown outcomes.
     fn disconnect(&mut self, c: usize) {
+        if self.trace {
+            let c_in = &self.clients[c];
+            eprintln!(
+                "{} client {c} loses {:?}; in flight {:?}",
+                self.now_ms - T0_MS,
+                c_in.conn,
+                c_in.in_flight.iter().map(|f| f.0).collect::<Vec<_>>()
+            );
+        }
         let client = &mut self.clients[c];
         client.conn = None;
         client.wire.handshaken = false;
@@ -709,7 +744,11 @@ impl Sim {
         }
     }
 
-    fn send_request(&mut self, c: usize, request: Request) -> Option<i32> {
+    /// Sends a call and records it in flight first: the server may drop
+    /// the connection while taking the frame, and the call must go with
+    /// the rest of what was in flight (an unknown outcome), not be left
+    /// behind to meet the next connection's replies.
+    fn send_request(&mut self, c: usize, request: Request, op: Op) -> Option<i32> {
         if self.clients[c].conn.is_none() || !self.clients[c].wire.handshaken {
             return None;
         }
@@ -719,6 +758,7 @@ impl Sim {
         if client.in_flight.is_empty() {
             client.waiting_since_ms = self.now_ms;
         }
+        client.in_flight.push_back((xid, op));
         self.send_with_xid(c, xid, request)
     }
 
@@ -726,6 +766,12 @@ impl Sim {
         let (server, conn) = self.clients[c].conn?;
         if !self.clients[c].wire.handshaken {
             return None;
+        }
+        if self.trace {
+            eprintln!(
+                "{} client {c} sends xid {xid} to {server}: {request:?}",
+                self.now_ms - T0_MS
+            );
         }
         let bytes = wire::request_frame(xid, &request);
         let s = (server - 1) as usize;
@@ -740,9 +786,7 @@ impl Sim {
         }
         if self.rng.chance(15) {
             let next = wire::get(COUNTER_NEXT, false);
-            if let Some(xid) = self.send_request(c, next) {
-                self.clients[c].in_flight.push_back((xid, Op::Next));
-            }
+            self.send_request(c, next, Op::Next);
             return;
         }
         let key = self.rng.below(KEYS_PER_CLIENT as u64) as usize;
@@ -750,13 +794,12 @@ impl Sim {
         if self.rng.chance(55) {
             let index = self.clients[c].written[key];
             let set = wire::set(&path, value(c, key, index));
-            if let Some(xid) = self.send_request(c, set) {
+            let conn = self.clients[c].conn.map_or(0, |(_, conn)| conn);
+            if self.send_request(c, set, Op::Set { key, index }).is_some() {
                 let client = &mut self.clients[c];
                 client.written[key] += 1;
                 client.sent_here[key] = Some(index);
-                let conn = client.conn.map_or(0, |(_, conn)| conn);
                 client.history.push((conn, key, index));
-                client.in_flight.push_back((xid, Op::Set { key, index }));
             }
         } else {
             let client = &self.clients[c];
@@ -765,11 +808,7 @@ impl Sim {
                 .max(client.read[key]);
             let max = client.written[key].checked_sub(1);
             let get = wire::get(&path, false);
-            if let Some(xid) = self.send_request(c, get) {
-                self.clients[c]
-                    .in_flight
-                    .push_back((xid, Op::Get { key, min, max }));
-            }
+            self.send_request(c, get, Op::Get { key, min, max });
         }
     }
 
@@ -861,11 +900,7 @@ impl Sim {
             new_members: String::new(),
             cur_config_id: -1,
         });
-        if let Some(xid) = self.send_request(c, reconfig) {
-            self.clients[c]
-                .in_flight
-                .push_back((xid, Op::Reconfig { several }));
-        }
+        self.send_request(c, reconfig, Op::Reconfig { several });
     }
 
     /// Parses client `c`'s inbox and checks every reply.
@@ -892,6 +927,12 @@ impl Sim {
                 ServerFrame::Reply(header, _) if header.xid < 0 => continue, // pings
                 ServerFrame::Reply(header, body) => (header, body),
             };
+            if self.trace {
+                eprintln!(
+                    "{now} client {c} reply xid {} err {} zxid {:#x}",
+                    header.xid, header.err, header.zxid
+                );
+            }
             let Some((xid, op)) = client.in_flight.pop_front() else {
                 panic!("seed {seed}: client {c} got reply {} unasked", header.xid)
             };
