@@ -56,6 +56,9 @@ const RAFT_MAX_MSG_BYTES: u64 = 4 << 20;
 /// bound the connection is closed.
 const EARLY_FRAMES_MAX: usize = 4096;
 const EARLY_BYTES_MAX: usize = 4 << 20;
+/// Ticks a new connection's handshake waits for a leader during an
+/// election: four election timeouts, enough for a split vote and a retry.
+const LEADER_WAIT_TICKS: usize = 4 * RAFT_ELECTION_TICKS;
 
 /// Settings the engine needs, derived from the server config.
 #[derive(Debug, Clone)]
@@ -436,6 +439,7 @@ impl Engine {
             self.ensemble.farewell.clear();
             self.publish_members();
         }
+        self.expire_leader_waits();
         self.watch_snapshot_sends();
         self.release_idle_shippable();
         self.hand_over_if_not_participant();
@@ -493,10 +497,12 @@ impl Engine {
     }
 
     fn on_frame(&mut self, conn: ConnId, body: &[u8]) {
-        if (self.leader_id() == 0 && !self.config.read_only_enabled) || !self.is_member() {
-            // No quorum in sight: nothing can be served consistently.
+        if !self.is_member() {
             self.out.closes.push(conn);
             return;
+        }
+        if self.leader_id() == 0 && !self.config.read_only_enabled {
+            return self.await_leader(conn, body);
         }
         let Some(c) = self.gate.conns.get_mut(&conn) else {
             return;
@@ -535,6 +541,54 @@ impl Engine {
             return;
         }
         self.serve_frame(conn, body);
+    }
+
+    /// No leader known, so nothing can be served consistently. A new
+    /// connection's handshake waits for the election to end, up to
+    /// `LEADER_WAIT_TICKS`, rather than being cut: a client cut now would
+    /// try its next server, which may be the dead leader, and wait out its
+    /// connect timeout there (issue 27). A session already established
+    /// here lost its calls' outcomes with the leader: it is closed.
+    fn await_leader(&mut self, conn: ConnId, body: &[u8]) {
+        if self.gate.conns.get(&conn).is_none_or(|c| c.handshaken) {
+            self.out.closes.push(conn);
+            return;
+        }
+        let waiting = self.gate.awaiting_leader.entry(conn).or_default();
+        waiting.bytes += body.len();
+        waiting.frames.push(body.to_vec());
+        if waiting.frames.len() > EARLY_FRAMES_MAX || waiting.bytes > EARLY_BYTES_MAX {
+            log::warn!("closing connection {conn}: too much sent while no leader is known");
+            self.gate.awaiting_leader.remove(&conn);
+            self.out.closes.push(conn);
+        }
+    }
+
+    /// A leader is known: the handshakes that waited for one go on.
+    pub(crate) fn serve_awaiting_leader(&mut self) {
+        let waiting = std::mem::take(&mut self.gate.awaiting_leader);
+        for (conn, held) in waiting {
+            for frame in held.frames {
+                self.on_frame(conn, &frame);
+            }
+        }
+    }
+
+    /// Every tick: a handshake that waited `LEADER_WAIT_TICKS` for a leader
+    /// is closed, so its client tries another server.
+    fn expire_leader_waits(&mut self) {
+        let mut expired = Vec::new();
+        for (&conn, waiting) in &mut self.gate.awaiting_leader {
+            waiting.ticks += 1;
+            if waiting.ticks > LEADER_WAIT_TICKS {
+                expired.push(conn);
+            }
+        }
+        for conn in expired {
+            log::info!("closing connection {conn}: no leader elected while it waited");
+            self.gate.awaiting_leader.remove(&conn);
+            self.out.closes.push(conn);
+        }
     }
 
     /// Binds `conn` to `sid`; early frames are served at the next output.

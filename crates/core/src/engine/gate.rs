@@ -54,6 +54,14 @@ pub(crate) struct GateCounters {
     pub notifications_sent: u64,
 }
 
+/// A connection's frames held while no leader is known.
+#[derive(Default)]
+pub(crate) struct AwaitingLeader {
+    pub frames: Vec<Vec<u8>>,
+    pub bytes: usize,
+    pub ticks: usize,
+}
+
 /// A session's write answered by `complete_write`.
 pub(crate) struct Completed {
     /// When its request arrived (for the latency statistics).
@@ -76,6 +84,10 @@ pub(crate) struct SessionGate {
     pub attaching: HashMap<ConnId, (SessionId, Option<i64>)>,
     /// Sessions whose next reply waits for a zxid to be applied.
     pub zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
+    /// Connections that began their handshake while no leader was known
+    /// (an election): their frames, served once one is, and the ticks they
+    /// have waited.
+    pub awaiting_leader: BTreeMap<ConnId, AwaitingLeader>,
     /// The bytes owed to each connection until the next flush.
     out_buf: FxHashMap<ConnId, Vec<u8>>,
     pub counters: GateCounters,
@@ -92,6 +104,7 @@ impl SessionGate {
             touched: BTreeSet::new(),
             attaching: HashMap::new(),
             zxid_waiters: BTreeMap::new(),
+            awaiting_leader: BTreeMap::new(),
             out_buf: FxHashMap::default(),
             counters: GateCounters::default(),
         }
@@ -128,6 +141,7 @@ impl SessionGate {
         };
         self.out_buf.remove(&conn);
         self.attaching.remove(&conn);
+        self.awaiting_leader.remove(&conn);
         if let Some(sid) = c.session {
             if let Some(s) = self.sessions.get_mut(&sid) {
                 if s.conn == Some(conn) {

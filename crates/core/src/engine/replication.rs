@@ -173,6 +173,9 @@ impl Engine {
         }
         // Read-only sessions were this server's own while it was cut off.
         self.gate.sessions.retain(|_, s| !s.local);
+        if new != 0 {
+            self.serve_awaiting_leader();
+        }
     }
 
     /// Closes every client connection and forgets all work in flight for
