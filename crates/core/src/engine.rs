@@ -298,6 +298,7 @@ impl Engine {
         };
         // A lone voter is leader from the start; that is no change of leader.
         engine.ensemble.known_leader = engine.leader_id();
+        engine.ensemble.known_leader_term = engine.core.raft.raft.term;
         engine.load_extensions();
         engine.publish_members();
         Ok(engine)

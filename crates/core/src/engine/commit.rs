@@ -79,9 +79,23 @@ impl Engine {
             self.core.raft.advance_append_async(ready);
             self.report_applied();
             let leader = self.leader_id();
-            if leader != self.ensemble.known_leader {
+            let term = self.core.raft.raft.term;
+            // A follower that missed an election can hear from the same
+            // leader again in a newer term: in between, another leader may
+            // have replaced what the old term left uncommitted, so that is
+            // a change of leader too (its clients' pending replies would
+            // otherwise be released by the newer term's zxids; ensemble
+            // simulator seed 5011).
+            let re_elected = leader != 0
+                && leader == self.ensemble.known_leader
+                && term != self.ensemble.known_leader_term
+                && !self.is_leader();
+            if leader != self.ensemble.known_leader || re_elected {
                 let old = std::mem::replace(&mut self.ensemble.known_leader, leader);
+                self.ensemble.known_leader_term = term;
                 self.on_leader_change(old, leader);
+            } else if leader != 0 {
+                self.ensemble.known_leader_term = term;
             }
         }
         // An installed snapshot counts as applied for raft only once durable.

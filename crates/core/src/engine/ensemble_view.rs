@@ -32,6 +32,8 @@ pub(crate) struct EnsembleView {
     pub peer_heard_ms: HashMap<u64, i64>,
     /// The leader as of the last raft step (0: none).
     pub known_leader: u64,
+    /// The raft term that leader was known in.
+    pub known_leader_term: u64,
 }
 
 impl EnsembleView {
@@ -44,6 +46,7 @@ impl EnsembleView {
             farewell: Vec::new(),
             peer_heard_ms: HashMap::new(),
             known_leader: 0,
+            known_leader_term: 0,
         }
     }
 
