@@ -39,6 +39,7 @@ pub mod forward;
 mod gate;
 mod handoff;
 mod invariants;
+mod leader_loss;
 mod monitor;
 mod ownership;
 mod partition_core;
@@ -59,6 +60,15 @@ const EARLY_BYTES_MAX: usize = 4 << 20;
 /// Ticks a new connection's handshake waits for a leader during an
 /// election: four election timeouts, enough for a split vote and a retry.
 const LEADER_WAIT_TICKS: usize = 4 * RAFT_ELECTION_TICKS;
+
+/// Raft's randomized election timeout lies in `min..max` ticks. A
+/// one-tick range (the simulator's) leaves raft's random pick no choice.
+fn election_timeout_bounds(config: &EngineConfig) -> (usize, usize) {
+    match config.fixed_election_ticks {
+        Some(ticks) => (ticks, ticks + 1),
+        None => (RAFT_ELECTION_TICKS, 2 * RAFT_ELECTION_TICKS),
+    }
+}
 
 /// Settings the engine needs, derived from the server config.
 #[derive(Debug, Clone)]
@@ -158,6 +168,11 @@ pub enum Input {
     Knocked {
         from: u64,
     },
+    /// The connection peer `from` sends on closed (its process may have
+    /// died: see `leader_loss`).
+    PeerLost {
+        from: u64,
+    },
     /// The tree asked for by `Output::snapshot_to_ship`, serialized.
     SnapshotBuilt {
         index: u64,
@@ -254,9 +269,8 @@ impl Engine {
             batch_append: true,
             pre_vote: true,
             check_quorum: true,
-            // A one-tick range leaves raft's random pick no choice.
-            min_election_tick: config.fixed_election_ticks.unwrap_or(0),
-            max_election_tick: config.fixed_election_ticks.map_or(0, |t| t + 1),
+            min_election_tick: election_timeout_bounds(&config).0,
+            max_election_tick: election_timeout_bounds(&config).1,
             ..Default::default()
         };
         raft_config
@@ -408,6 +422,7 @@ impl Engine {
             Input::Peer { from, message } => self.on_peer(from, message),
             Input::Raft(message) => {
                 self.heard_from(message.from);
+                self.leader_loss_on_raft(&message);
                 if !self.farewell_applies(&message) {
                     return;
                 }
@@ -422,6 +437,7 @@ impl Engine {
                 membership_version,
             } => self.on_refused_by_peer(from, membership_version),
             Input::Knocked { from } => self.heard_from(from),
+            Input::PeerLost { from } => self.on_peer_lost(from),
         }
     }
 
@@ -433,6 +449,7 @@ impl Engine {
             "the leaving servers are kept exactly while raft's configuration is joint"
         );
         if self.core.installing.is_none() {
+            self.leader_loss_tick();
             self.core.raft.tick();
         }
         if !self.ensemble.farewell.is_empty() {

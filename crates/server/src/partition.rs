@@ -458,6 +458,7 @@ fn on_peer(engine: &mut Engine, from: u64, message: PeerMessage) {
             membership_version,
         }),
         PeerMessage::Knocked => engine.handle(Input::Knocked { from }),
+        PeerMessage::Lost => engine.handle(Input::PeerLost { from }),
     }
 }
 

@@ -96,6 +96,10 @@ pub enum PeerMessage {
     /// its membership dialed and was refused (a newcomer waiting for the
     /// reconfig that adds it is up and can reach this server).
     Knocked,
+    /// Never on the wire: the accepting side's note that the connection a
+    /// member sends on ended (its process may have died; the engine waits
+    /// a moment for a word from it before it acts).
+    Lost,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +143,9 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<Option<B
             kind::REFUSED,
             membership_version.to_be_bytes().to_vec().into(),
         ),
-        PeerMessage::Knocked => return Err(PeerError("a knock is not sent".into())),
+        PeerMessage::Knocked | PeerMessage::Lost => {
+            return Err(PeerError("a note of the transport is not sent".into()))
+        }
     };
     let len = payload.len() + 1;
     if len > PEER_FRAME_BYTES_MAX {
@@ -571,6 +577,19 @@ async fn read_peer(
         let _ = inbound.try_send((from, PeerMessage::Knocked));
         return Ok(());
     }
+    let received = read_frames(reader, from, inbound).await;
+    // However it ended, a member's connection is gone: a dead leader is
+    // noticed here well before raft's election timeout.
+    let _ = inbound.try_send((from, PeerMessage::Lost));
+    received
+}
+
+/// Passes on a member's frames until its connection ends.
+async fn read_frames(
+    mut reader: BufReader<TcpStream>,
+    from: u64,
+    inbound: &mpsc::Sender<(u64, PeerMessage)>,
+) -> Result<(), PeerError> {
     let mut assembler = Assembler::default();
     loop {
         let mut len_bytes = [0u8; 4];

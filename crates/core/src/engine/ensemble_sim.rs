@@ -81,6 +81,8 @@ const T0_MS: i64 = 1_700_000_000_000;
 /// Restarts after which the machine stops in the middle of the next
 /// snapshot it installs from the leader.
 const INSTALL_CRASH_PERCENT: u64 = 30;
+/// Faults that are a connection breaking between two live servers.
+const SPURIOUS_LOSS_PERCENT: u64 = 10;
 /// Faults that arm a failed fsync (the server stops at its next sync).
 const FSYNC_FAILURE_PERCENT: u64 = 25;
 
@@ -508,11 +510,28 @@ impl Sim {
             }
         }
         self.network.drop_server(id);
+        // Its kernel closes its connections: the others read their end.
+        for other in 0..self.servers.len() {
+            self.peer_lost(other, id);
+        }
         for c in 0..CLIENTS {
             if self.clients[c].conn.is_some_and(|(server, _)| server == id) {
                 self.drops.2 += 1;
                 self.disconnect(c);
             }
+        }
+    }
+
+    /// Server `s` reads the end of the connection `from` sends on (unless
+    /// the two are cut off from each other: then nothing arrives).
+    fn peer_lost(&mut self, s: usize, from: u64) {
+        let id = self.servers[s].id;
+        if id == from || self.network.cut(id, from) {
+            return;
+        }
+        if let Some(engine) = self.engine(s) {
+            engine.handle(Input::PeerLost { from });
+            self.collect(s);
         }
     }
 
@@ -1051,6 +1070,12 @@ impl Sim {
         // At most `faults_max` servers down or cut off at a time: the
         // participants left are a quorum.
         let room = self.faults() < self.faults_max();
+        if self.rng.chance(SPURIOUS_LOSS_PERCENT) {
+            // A connection that breaks while both ends live: a hint of a
+            // dead leader that must not cost more than an election.
+            let other = self.rng.below(self.server_count()) as usize;
+            return self.peer_lost(other, id);
+        }
         match self.rng.below(4) {
             0 if room && self.servers[s].is_up() => {
                 if self.rng.chance(FSYNC_FAILURE_PERCENT) {

@@ -353,3 +353,71 @@ fn a_server_refused_at_a_newer_membership_stops_serving_clients() {
     cluster.connect_client(other);
     assert!(cluster.client_bytes[other] > 0, "the members still serve");
 }
+
+/// Ticks within which the followers of a leader whose connections closed
+/// elect another (its silence confirmed, a stagger, pre-vote and vote),
+/// well inside raft's election timeout of 10-20 ticks.
+const LOSS_ELECTION_TICKS_MAX: usize = 6;
+
+/// The followers of `gone` left after `ticks` rounds, with the one that
+/// leads among them, if any.
+fn successor_after(cluster: &mut Cluster, gone: usize, ticks: usize) -> Option<usize> {
+    for _ in 0..ticks {
+        cluster.tick();
+        let successor = (0..3).find(|&i| i != gone && cluster.engines[i].is_leader());
+        if successor.is_some() {
+            return successor;
+        }
+    }
+    None
+}
+
+#[test]
+fn a_dead_leader_is_replaced_within_a_few_ticks_of_its_connections_closing() {
+    for told in [false, true] {
+        let mut cluster = Cluster::new();
+        let leader = cluster.elect();
+        let term = cluster.engines[leader].core.raft.raft.term;
+        // Dead: nothing more from it reaches the others.
+        cluster.isolated = Some(IDS[leader]);
+        if told {
+            for i in (0..3).filter(|&i| i != leader) {
+                cluster.engines[i].handle(Input::PeerLost { from: IDS[leader] });
+            }
+        }
+        let successor = successor_after(&mut cluster, leader, LOSS_ELECTION_TICKS_MAX);
+        if !told {
+            // Raft alone waits out its election timeout: the test can tell.
+            assert_eq!(successor, None, "elected without the hint");
+            continue;
+        }
+        let successor = successor.expect("a successor within a few ticks");
+        assert!(cluster.engines[successor].core.raft.raft.term > term);
+        let other = 3 - leader - successor;
+        assert_eq!(cluster.engines[other].leader_id(), IDS[successor]);
+    }
+}
+
+#[test]
+fn a_closed_connection_from_a_live_leader_changes_nothing() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    let term = cluster.engines[leader].core.raft.raft.term;
+    // Both its connections broke, and it redials and goes on.
+    for i in (0..3).filter(|&i| i != leader) {
+        cluster.engines[i].handle(Input::PeerLost { from: IDS[leader] });
+    }
+    assert_eq!(successor_after(&mut cluster, leader, 30), None);
+    assert!(cluster.engines[leader].is_leader());
+    assert_eq!(cluster.engines[leader].core.raft.raft.term, term);
+    // A hint about a follower, or from a leader's own view, is ignored.
+    let follower = (leader + 1) % 3;
+    cluster.engines[leader].handle(Input::PeerLost {
+        from: IDS[follower],
+    });
+    cluster.engines[follower].handle(Input::PeerLost {
+        from: IDS[(leader + 2) % 3],
+    });
+    assert_eq!(successor_after(&mut cluster, leader, 30), None);
+    assert_eq!(cluster.engines[leader].core.raft.raft.term, term);
+}

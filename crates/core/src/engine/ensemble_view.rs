@@ -34,6 +34,9 @@ pub(crate) struct EnsembleView {
     pub known_leader: u64,
     /// The raft term that leader was known in.
     pub known_leader_term: u64,
+    /// Follower: the leader's connection closed and it has been silent
+    /// since (`engine::leader_loss`).
+    pub leader_loss: Option<super::leader_loss::LeaderLoss>,
 }
 
 impl EnsembleView {
@@ -47,6 +50,7 @@ impl EnsembleView {
             peer_heard_ms: HashMap::new(),
             known_leader: 0,
             known_leader_term: 0,
+            leader_loss: None,
         }
     }
 
