@@ -415,3 +415,69 @@ def test_a_leader_woken_from_a_pause_keeps_live_sessions_and_expires_them_later(
     child.wait()
     h.wait_until(lambda: watcher.exists("/alive") is None, timeout=20, what="the dead client's session expires")
     watcher.stop()
+
+
+def mntr_value(server, key):
+    """An integer row of the member's mntr (0 when it cannot answer)."""
+    try:
+        m = re.search(r"^%s\t(\d+)$" % re.escape(key), server.four_letter("mntr"), re.M)
+    except OSError:
+        return 0
+    return int(m.group(1)) if m else 0
+
+
+def test_a_killed_leader_is_noticed_from_its_closed_connections_and_no_session_expires(ensemble):
+    """Issue 27: kill -9 of the leader under writes from a client on every member. The survivors notice the loss
+    from the leader's closed connections (not only raft's timeout), every client's next write succeeds on its own
+    session, no session expires and every ephemeral stays."""
+    import threading
+    import time
+    h.wait_until(lambda: leader_of(ensemble) is not None, timeout=20, what="one leader")
+    old = leader_of(ensemble)
+    survivors = [s for s in ensemble if s is not old]
+    clients, states = [], []
+    for i, first in enumerate(ensemble):
+        seen = []
+        c = KazooClient(hosts=",".join([first.hosts] + [s.hosts for s in ensemble if s is not first]),
+                        timeout=6.0, randomize_hosts=False)
+        c.add_listener(seen.append)
+        c.start(timeout=20)
+        c.create("/alive-%d" % i, ephemeral=True)
+        c.create("/count-%d" % i, b"0")
+        clients.append(c)
+        states.append(seen)
+    sessions = [c.client_id[0] for c in clients]
+    stop = threading.Event()
+    acked = [0] * len(clients)
+
+    def write(i):
+        # Bounded: stops with the test, or after 200 acknowledged writes.
+        while not stop.is_set() and acked[i] < 200:
+            try:
+                clients[i].set("/count-%d" % i, b"%d" % (acked[i] + 1))
+                acked[i] += 1
+            except Exception:
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=write, args=(i,), daemon=True) for i in range(len(clients))]
+    for t in threads:
+        t.start()
+    h.wait_until(lambda: min(acked) >= 5, timeout=20, what="writes from every client")
+    before = list(acked)
+    old.kill9()
+    h.wait_until(lambda: all(a > b + 2 for a, b in zip(acked, before)), timeout=30,
+                 what="writes acknowledged again for every client")
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
+    assert sum(mntr_value(s, "stoa_leader_losses_noticed") for s in survivors) >= 1, \
+        "the survivors waited out raft's timeout instead of noticing the closed connections"
+    assert [c.client_id[0] for c in clients] == sessions
+    assert not any("LOST" in seen for seen in states), "a session expired: %s" % states
+    reader = client(*survivors)
+    reader.sync("/")
+    for i, c in enumerate(clients):
+        assert reader.exists("/alive-%d" % i).ephemeralOwner == sessions[i]
+        assert int(reader.get("/count-%d" % i)[0]) >= acked[i]
+        c.stop()
+    reader.stop()

@@ -123,6 +123,10 @@ pub fn mntr(m: &Monitor) -> String {
         ("stoa_txns_applied", s.txns_applied.to_string()),
         ("stoa_sessions_expired", s.sessions_expired.to_string()),
         ("stoa_epoch_rollovers", s.epoch_rollovers.to_string()),
+        (
+            "stoa_leader_losses_noticed",
+            s.leader_losses_noticed.to_string(),
+        ),
     ];
     let mut out = String::new();
     for (k, v) in rows {

@@ -20,6 +20,9 @@ pub struct Stats {
     /// New epochs this server started as leader because its zxid counter
     /// neared its end.
     pub epoch_rollovers: u64,
+    /// Follower: leaders found gone from their closed connection and
+    /// silence (`engine::leader_loss`), each followed by a campaign.
+    pub leader_losses_noticed: u64,
     pub txns_applied: u64,
     pub request_errors: u64,
     pub sessions_expired: u64,

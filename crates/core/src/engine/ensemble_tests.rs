@@ -395,6 +395,9 @@ fn a_dead_leader_is_replaced_within_a_few_ticks_of_its_connections_closing() {
         assert!(cluster.engines[successor].core.raft.raft.term > term);
         let other = 3 - leader - successor;
         assert_eq!(cluster.engines[other].leader_id(), IDS[successor]);
+        let noticed = cluster.engines[successor].stats.leader_losses_noticed
+            + cluster.engines[other].stats.leader_losses_noticed;
+        assert!(noticed >= 1, "the hint started the election");
     }
 }
 
@@ -420,4 +423,8 @@ fn a_closed_connection_from_a_live_leader_changes_nothing() {
     });
     assert_eq!(successor_after(&mut cluster, leader, 30), None);
     assert_eq!(cluster.engines[leader].core.raft.raft.term, term);
+    assert!(cluster
+        .engines
+        .iter()
+        .all(|e| e.stats.leader_losses_noticed == 0));
 }

@@ -74,6 +74,7 @@ impl Engine {
         }
         let leader = loss.leader;
         self.ensemble.leader_loss = None;
+        self.stats.leader_losses_noticed += 1;
         let stagger = 1 + 2 * self.campaign_rank(leader);
         log::info!(
             "leader {leader} silent since its connection closed: campaigning in {stagger} tick(s)"
