@@ -481,3 +481,40 @@ def test_a_killed_leader_is_noticed_from_its_closed_connections_and_no_session_e
         assert int(reader.get("/count-%d" % i)[0]) >= acked[i]
         c.stop()
     reader.stop()
+
+
+def test_an_idle_client_on_a_follower_stays_connected_through_a_change_of_leader(ensemble):
+    """Issue 27: kill -9 of the leader. A client on a surviving follower with nothing in flight keeps its
+    connection (kazoo never leaves CONNECTED), its watch fires for a write made through the new leader, and its
+    own next write goes through on the same connection."""
+    import threading
+    h.wait_until(lambda: leader_of(ensemble) is not None, timeout=20, what="one leader")
+    old = leader_of(ensemble)
+    follower, other = [s for s in ensemble if s is not old]
+    watcher = KazooClient(hosts=follower.hosts, timeout=10.0)
+    states = []
+    watcher.add_listener(states.append)
+    watcher.start(timeout=20)
+    writer = client(other, follower, timeout=10.0)
+    writer.create("/kept", b"before")
+    fired = threading.Event()
+    watcher.sync("/kept")
+    assert watcher.get("/kept", watch=lambda event: fired.set())[0] == b"before"
+    old.kill9()
+    h.wait_until(lambda: leader_of([follower, other]) is not None, timeout=30, what="a new leader")
+    h.wait_until(lambda: _retry_set(writer, "/kept", b"after"), timeout=30, what="a write through the new leader")
+    assert fired.wait(10), "the kept connection's watch did not fire"
+    watcher.set("/kept", b"from the kept connection")
+    writer.sync("/kept")
+    assert writer.get("/kept")[0] == b"from the kept connection"
+    assert states == ["CONNECTED"], "the follower's idle client saw its connection drop: %s" % states
+    watcher.stop()
+    writer.stop()
+
+
+def _retry_set(c, path, data):
+    try:
+        c.set(path, data)
+        return True
+    except Exception:
+        return False

@@ -519,7 +519,13 @@ impl Engine {
             self.out.closes.push(conn);
             return;
         }
-        if self.leader_id() == 0 && !self.config.read_only_enabled {
+        // A connection kept through the election holds its frames as
+        // before a handshake completes (below); others wait in
+        // `await_leader`.
+        if self.leader_id() == 0
+            && !self.config.read_only_enabled
+            && !self.gate.kept.contains(&conn)
+        {
             return self.await_leader(conn, body);
         }
         let Some(c) = self.gate.conns.get_mut(&conn) else {
@@ -565,8 +571,9 @@ impl Engine {
     /// connection's handshake waits for the election to end, up to
     /// `LEADER_WAIT_TICKS`, rather than being cut: a client cut now would
     /// try its next server, which may be the dead leader, and wait out its
-    /// connect timeout there (issue 27). A session already established
-    /// here lost its calls' outcomes with the leader: it is closed.
+    /// connect timeout there (issue 27). An established session that is
+    /// not one the change of leader kept had its connection closed then;
+    /// anything still arriving on it is refused.
     fn await_leader(&mut self, conn: ConnId, body: &[u8]) {
         if self.gate.conns.get(&conn).is_none_or(|c| c.handshaken) {
             self.out.closes.push(conn);

@@ -5,7 +5,7 @@
 //! decides what to answer; the gate keeps each session's answers in the
 //! order its requests came, and encodes them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 
 use rustc_hash::FxHashMap;
@@ -82,6 +82,10 @@ pub(crate) struct SessionGate {
     /// Follower: handshakes waiting for the leader's `Attached` (and then
     /// for its zxid to be applied here).
     pub attaching: HashMap<ConnId, (SessionId, Option<i64>)>,
+    /// Follower: those of `attaching` kept open through a change of leader
+    /// (`Engine::reattach_kept`): their handshake was answered long ago,
+    /// so they complete silently.
+    pub kept: HashSet<ConnId>,
     /// Sessions whose next reply waits for a zxid to be applied.
     pub zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
     /// Connections that began their handshake while no leader was known
@@ -103,6 +107,7 @@ impl SessionGate {
             next_session_id: first_session_id,
             touched: BTreeSet::new(),
             attaching: HashMap::new(),
+            kept: HashSet::new(),
             zxid_waiters: BTreeMap::new(),
             awaiting_leader: BTreeMap::new(),
             out_buf: FxHashMap::default(),
@@ -140,9 +145,12 @@ impl SessionGate {
             return false;
         };
         self.out_buf.remove(&conn);
-        self.attaching.remove(&conn);
+        let attaching = self.attaching.remove(&conn).map(|(sid, _)| sid);
+        // A connection kept through a change of leader still holds its
+        // session while it re-attaches.
+        let kept = self.kept.remove(&conn).then_some(attaching).flatten();
         self.awaiting_leader.remove(&conn);
-        if let Some(sid) = c.session {
+        if let Some(sid) = c.session.or(kept) {
             if let Some(s) = self.sessions.get_mut(&sid) {
                 if s.conn == Some(conn) {
                     s.conn = None;

@@ -109,6 +109,13 @@ impl SessionGate {
             };
             match self.conns.get(&conn) {
                 Some(c) if c.session == Some(*sid) => {}
+                // Kept through a change of leader, re-attaching: unbound,
+                // with nothing queued until it is bound again.
+                Some(c)
+                    if c.session.is_none()
+                        && self.kept.contains(&conn)
+                        && self.attaching.get(&conn).is_some_and(|a| a.0 == *sid)
+                        && session.queue.is_empty() => {}
                 Some(c) => {
                     return Err(format!(
                         "session {sid:#x} answers on connection {conn}, which is bound to {:?}",
@@ -120,6 +127,21 @@ impl SessionGate {
                         "session {sid:#x} answers on connection {conn}, which is closed"
                     ))
                 }
+            }
+        }
+        // A kept connection re-attaches exactly one live session.
+        for conn in &self.kept {
+            let Some(&(sid, _)) = self.attaching.get(conn) else {
+                return Err(format!("kept connection {conn} is not re-attaching"));
+            };
+            if self
+                .sessions
+                .get(&sid)
+                .is_none_or(|s| s.conn != Some(*conn))
+            {
+                return Err(format!(
+                    "kept connection {conn} re-attaches session {sid:#x}, which answers elsewhere"
+                ));
             }
         }
         Ok(())

@@ -106,6 +106,10 @@ impl Engine {
     ) {
         match self.gate.attaching.get_mut(&conn) {
             Some((s, after)) if *s == sid => {
+                if !valid && self.gate.kept.remove(&conn) {
+                    self.gate.attaching.remove(&conn);
+                    return self.close_kept(conn, sid, "is unknown to the new leader");
+                }
                 if !valid {
                     self.gate.attaching.remove(&conn);
                     log::info!("connection {conn}: the leader does not know session {sid:#x}");
@@ -135,7 +139,11 @@ impl Engine {
             .collect();
         for (conn, sid) in ready {
             self.gate.attaching.remove(&conn);
-            self.attach_session(conn, sid);
+            if self.gate.kept.remove(&conn) {
+                self.rebind_kept(conn, sid);
+            } else {
+                self.attach_session(conn, sid);
+            }
         }
     }
 

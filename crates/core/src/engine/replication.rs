@@ -5,7 +5,7 @@
 use stoa_proto::request::Request;
 
 use super::forward::EngineMessage;
-use super::handoff::{Admission, Identity, SessionCall};
+use super::handoff::{Admission, Identity, SessionAdmitted, SessionCall};
 use super::Engine;
 use crate::session::SessionId;
 use crate::watch::ConnId;
@@ -161,7 +161,7 @@ impl Engine {
             "leader changed from {old} to {new} (this server: {})",
             self.config.server_id
         );
-        self.drop_clients();
+        let kept = self.drop_clients_in_doubt();
         for s in self.gate.sessions.values_mut() {
             // The new leader gives every session a full timeout to find it.
             s.touch(self.now_ms);
@@ -173,9 +173,121 @@ impl Engine {
         }
         // Read-only sessions were this server's own while it was cut off.
         self.gate.sessions.retain(|_, s| !s.local);
+        self.reattach_kept(kept);
         if new != 0 {
             self.serve_awaiting_leader();
         }
+    }
+
+    /// At a change of leader: closes the connections whose calls' outcomes
+    /// went with the old leader (something in flight, a new session being
+    /// created, a read-only session) and forgets all work in flight; keeps
+    /// the idle ones, with their sessions and watches (issue 27: clients
+    /// barely notice an election). Returns the kept connections and their
+    /// sessions, unbound until the new leader makes them the owners again.
+    fn drop_clients_in_doubt(&mut self) -> Vec<(ConnId, SessionId)> {
+        let mut kept = Vec::new();
+        let mut closes = Vec::new();
+        for (&conn, c) in &mut self.gate.conns {
+            if !c.handshaken {
+                continue; // a four-letter word, or a handshake awaiting the leader
+            }
+            // An idle bound session, or one that was already re-attaching.
+            let sid = c
+                .session
+                .or_else(|| self.gate.attaching.get(&conn).map(|a| a.0));
+            let idle = sid
+                .and_then(|sid| self.gate.sessions.get(&sid))
+                .is_some_and(|s| {
+                    s.queue.is_empty() && !s.local && !s.closing && s.conn == Some(conn)
+                });
+            match sid {
+                Some(sid) if idle => {
+                    c.session = None;
+                    c.forwarded = 0;
+                    kept.push((conn, sid));
+                }
+                _ => closes.push(conn),
+            }
+        }
+        self.out.closes.extend(closes);
+        let kept_sessions: std::collections::HashSet<SessionId> =
+            kept.iter().map(|&(_, sid)| sid).collect();
+        for s in self.gate.sessions.values_mut() {
+            if !kept_sessions.contains(&s.id) {
+                s.queue.clear();
+                s.conn = None;
+            }
+        }
+        self.gate.connecting.clear();
+        self.gate.attaching.clear();
+        self.gate.kept.clear();
+        self.core.owners.clear();
+        self.gate.zxid_waiters.clear();
+        self.core.held_writes.clear();
+        self.core.preparer.clear();
+        self.core.in_flight.clear();
+        self.ensemble.membership_pending = None;
+        self.drop_speculative();
+        kept
+    }
+
+    /// Makes each kept connection its session's owner at the new leader
+    /// again, as a resumed session's handshake does but answering nothing:
+    /// its frames wait meanwhile (as before a handshake completes), and
+    /// a follower serves them once it has applied what the leader handed
+    /// out for the session. With no leader yet, they wait for the next
+    /// change.
+    fn reattach_kept(&mut self, kept: Vec<(ConnId, SessionId)>) {
+        let me = self.config.server_id;
+        for (conn, sid) in kept {
+            if self.is_leader() {
+                let call = SessionCall::Attach {
+                    origin: (me, conn),
+                    session_id: sid,
+                };
+                match self.admit_session(call) {
+                    SessionAdmitted::Attached { .. } => self.rebind_kept(conn, sid),
+                    _ => self.close_kept(conn, sid, "ended with the old leader"),
+                }
+                continue;
+            }
+            self.gate.attaching.insert(conn, (sid, None));
+            self.gate.kept.insert(conn);
+            if self.leader_id() != 0 {
+                self.forward(EngineMessage::Attach {
+                    session_id: sid,
+                    conn,
+                });
+            }
+        }
+    }
+
+    /// A kept connection owns its session again: what it sent meanwhile
+    /// is served, in order.
+    pub(super) fn rebind_kept(&mut self, conn: ConnId, sid: SessionId) {
+        let now = self.now_ms;
+        match self.gate.sessions.get_mut(&sid) {
+            Some(s) if s.conn == Some(conn) && !s.closing => s.touch(now),
+            _ => return self.close_kept(conn, sid, "moved or ended meanwhile"),
+        }
+        self.bind_session(conn, sid);
+    }
+
+    /// A kept connection cannot go on: its session lets go of it, and the
+    /// client reconnects (and learns whether the session lives).
+    pub(super) fn close_kept(&mut self, conn: ConnId, sid: SessionId, why: &str) {
+        log::info!("connection {conn}: session {sid:#x} {why}; closing it");
+        if let Some(s) = self
+            .gate
+            .sessions
+            .get_mut(&sid)
+            .filter(|s| s.conn == Some(conn))
+        {
+            s.conn = None;
+            s.queue.clear();
+        }
+        self.out.closes.push(conn);
     }
 
     /// Closes every client connection and forgets all work in flight for
@@ -196,6 +308,7 @@ impl Engine {
         }
         self.gate.connecting.clear();
         self.gate.attaching.clear();
+        self.gate.kept.clear();
         self.core.owners.clear();
         self.gate.zxid_waiters.clear();
         self.core.held_writes.clear();

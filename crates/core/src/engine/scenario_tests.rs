@@ -165,6 +165,17 @@ impl World {
             return;
         }
         self.network.drop_server(id);
+        // Its kernel closes its connections: the others read their end.
+        let others: Vec<u64> = self.servers.keys().copied().filter(|&o| o != id).collect();
+        for other in others {
+            if self.network.cut(id, other) {
+                continue;
+            }
+            if let Some(node) = self.node_mut(other) {
+                node.engine_mut().handle(Input::PeerLost { from: id });
+                self.collect(other);
+            }
+        }
         let dropped: Vec<String> = self
             .clients
             .iter()
