@@ -458,6 +458,7 @@ impl Engine {
             self.publish_members();
         }
         self.expire_leader_waits();
+        self.expire_kept_waits();
         self.watch_snapshot_sends();
         self.release_idle_shippable();
         self.hand_over_if_not_participant();
@@ -524,7 +525,7 @@ impl Engine {
         // `await_leader`.
         if self.leader_id() == 0
             && !self.config.read_only_enabled
-            && !self.gate.kept.contains(&conn)
+            && !self.gate.kept.contains_key(&conn)
         {
             return self.await_leader(conn, body);
         }

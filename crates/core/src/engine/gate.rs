@@ -5,7 +5,7 @@
 //! decides what to answer; the gate keeps each session's answers in the
 //! order its requests came, and encodes them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 
 use rustc_hash::FxHashMap;
@@ -84,8 +84,8 @@ pub(crate) struct SessionGate {
     pub attaching: HashMap<ConnId, (SessionId, Option<i64>)>,
     /// Follower: those of `attaching` kept open through a change of leader
     /// (`Engine::reattach_kept`): their handshake was answered long ago,
-    /// so they complete silently.
-    pub kept: HashSet<ConnId>,
+    /// so they complete silently. With the ticks each has waited.
+    pub kept: HashMap<ConnId, usize>,
     /// Sessions whose next reply waits for a zxid to be applied.
     pub zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
     /// Connections that began their handshake while no leader was known
@@ -107,7 +107,7 @@ impl SessionGate {
             next_session_id: first_session_id,
             touched: BTreeSet::new(),
             attaching: HashMap::new(),
-            kept: HashSet::new(),
+            kept: HashMap::new(),
             zxid_waiters: BTreeMap::new(),
             awaiting_leader: BTreeMap::new(),
             out_buf: FxHashMap::default(),
@@ -148,7 +148,7 @@ impl SessionGate {
         let attaching = self.attaching.remove(&conn).map(|(sid, _)| sid);
         // A connection kept through a change of leader still holds its
         // session while it re-attaches.
-        let kept = self.kept.remove(&conn).then_some(attaching).flatten();
+        let kept = self.kept.remove(&conn).and(attaching);
         self.awaiting_leader.remove(&conn);
         if let Some(sid) = c.session.or(kept) {
             if let Some(s) = self.sessions.get_mut(&sid) {

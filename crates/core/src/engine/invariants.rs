@@ -113,7 +113,7 @@ impl SessionGate {
                 // with nothing queued until it is bound again.
                 Some(c)
                     if c.session.is_none()
-                        && self.kept.contains(&conn)
+                        && self.kept.contains_key(&conn)
                         && self.attaching.get(&conn).is_some_and(|a| a.0 == *sid)
                         && session.queue.is_empty() => {}
                 Some(c) => {
@@ -130,7 +130,7 @@ impl SessionGate {
             }
         }
         // A kept connection re-attaches exactly one live session.
-        for conn in &self.kept {
+        for conn in self.kept.keys() {
             let Some(&(sid, _)) = self.attaching.get(conn) else {
                 return Err(format!("kept connection {conn} is not re-attaching"));
             };

@@ -106,7 +106,7 @@ impl Engine {
     ) {
         match self.gate.attaching.get_mut(&conn) {
             Some((s, after)) if *s == sid => {
-                if !valid && self.gate.kept.remove(&conn) {
+                if !valid && self.gate.kept.remove(&conn).is_some() {
                     self.gate.attaching.remove(&conn);
                     return self.close_kept(conn, sid, "is unknown to the new leader");
                 }
@@ -139,7 +139,7 @@ impl Engine {
             .collect();
         for (conn, sid) in ready {
             self.gate.attaching.remove(&conn);
-            if self.gate.kept.remove(&conn) {
+            if self.gate.kept.remove(&conn).is_some() {
                 self.rebind_kept(conn, sid);
             } else {
                 self.attach_session(conn, sid);

@@ -185,7 +185,7 @@ impl Engine {
     /// the idle ones, with their sessions and watches (issue 27: clients
     /// barely notice an election). Returns the kept connections and their
     /// sessions, unbound until the new leader makes them the owners again.
-    fn drop_clients_in_doubt(&mut self) -> Vec<(ConnId, SessionId)> {
+    fn drop_clients_in_doubt(&mut self) -> Vec<(ConnId, SessionId, usize)> {
         let mut kept = Vec::new();
         let mut closes = Vec::new();
         for (&conn, c) in &mut self.gate.conns {
@@ -205,14 +205,16 @@ impl Engine {
                 Some(sid) if idle => {
                     c.session = None;
                     c.forwarded = 0;
-                    kept.push((conn, sid));
+                    // Kept through an earlier change too: its wait goes on.
+                    let waited = self.gate.kept.get(&conn).copied().unwrap_or(0);
+                    kept.push((conn, sid, waited));
                 }
                 _ => closes.push(conn),
             }
         }
         self.out.closes.extend(closes);
         let kept_sessions: std::collections::HashSet<SessionId> =
-            kept.iter().map(|&(_, sid)| sid).collect();
+            kept.iter().map(|&(_, sid, _)| sid).collect();
         for s in self.gate.sessions.values_mut() {
             if !kept_sessions.contains(&s.id) {
                 s.queue.clear();
@@ -238,9 +240,9 @@ impl Engine {
     /// a follower serves them once it has applied what the leader handed
     /// out for the session. With no leader yet, they wait for the next
     /// change.
-    fn reattach_kept(&mut self, kept: Vec<(ConnId, SessionId)>) {
+    fn reattach_kept(&mut self, kept: Vec<(ConnId, SessionId, usize)>) {
         let me = self.config.server_id;
-        for (conn, sid) in kept {
+        for (conn, sid, waited) in kept {
             if self.is_leader() {
                 let call = SessionCall::Attach {
                     origin: (me, conn),
@@ -253,12 +255,32 @@ impl Engine {
                 continue;
             }
             self.gate.attaching.insert(conn, (sid, None));
-            self.gate.kept.insert(conn);
+            self.gate.kept.insert(conn, waited);
             if self.leader_id() != 0 {
                 self.forward(EngineMessage::Attach {
                     session_id: sid,
                     conn,
                 });
+            }
+        }
+    }
+
+    /// Every tick: a kept connection that has waited `LEADER_WAIT_TICKS`
+    /// (no leader elected where this server can hear it, or its attach
+    /// lost) is closed, so that its client tries another server instead
+    /// of waiting out its own timeout here.
+    pub(super) fn expire_kept_waits(&mut self) {
+        let mut expired = Vec::new();
+        for (&conn, waited) in &mut self.gate.kept {
+            *waited += 1;
+            if *waited > super::LEADER_WAIT_TICKS {
+                expired.push(conn);
+            }
+        }
+        for conn in expired {
+            self.gate.kept.remove(&conn);
+            if let Some((sid, _)) = self.gate.attaching.remove(&conn) {
+                self.close_kept(conn, sid, "waited too long for a leader");
             }
         }
     }
