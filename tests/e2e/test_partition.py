@@ -399,3 +399,46 @@ def test_a_member_healed_after_a_long_partition_catches_up_promptly(cluster, cli
            bound))
     assert_all_present(victim, clients, {"/long": ["/long/n-%03d" % i for i in range(100)]})
     print("caught up %.2fs after the heal" % took)
+
+
+def test_no_session_expires_when_the_leader_is_cut_off(cluster, clients, request):
+    """Issue 27: the leader cut off from its peers while a client on every member writes. The others elect a
+    leader; the clients of the cut-off member move on (its kept connections wait for a leader at most 2 s); no
+    session expires, every client writes again on its own session, and every ephemeral stays."""
+    topo, servers = cluster
+    old = leader_of(servers)
+    cs, states = [], []
+    for i, first in enumerate(servers):
+        ordered = [first] + [s for s in servers if s is not first]
+        c = KazooClient(hosts=",".join(s.hosts for s in ordered), timeout=SESSION_TIMEOUT_S,
+                        randomize_hosts=False,
+                        connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.5})
+        seen = []
+        c.add_listener(seen.append)
+        request.addfinalizer(lambda c=c: stop_client(c))
+        c.start(timeout=15)
+        retrying(lambda: c.create("/alive-%d" % i, ephemeral=True))
+        retrying(lambda: c.create("/count-%d" % i, b"0"))
+        cs.append(c)
+        states.append(seen)
+    sessions = [c.client_id[0] for c in cs]
+    writers = [Writer(c, "/count-%d/w" % i).start() for i, c in enumerate(cs)]
+    h.wait_until(lambda: all(len(w.acked()) >= 5 for w in writers), timeout=15, what="writes from every client")
+    topo.cut(old.index)
+    t_cut = time.monotonic()
+    others = [s for s in servers if s is not old]
+    h.wait_until(lambda: leader_of(others), timeout=ELECTION_S, what="a new leader among the other two")
+    after = [len(w.acked()) for w in writers]
+    h.wait_until(lambda: all(len(w.acked()) >= a + 5 for w, a in zip(writers, after)), timeout=20,
+                 what="writes acknowledged again for every client")
+    took = time.monotonic() - t_cut
+    for w in writers:
+        w.stop()
+    assert [c.client_id[0] for c in cs] == sessions
+    assert not any("LOST" in seen for seen in states), "a session expired: %s" % states
+    reader = clients(others)
+    for i in range(len(cs)):
+        stat = retrying(lambda: reader.exists("/alive-%d" % i))
+        assert stat is not None and stat.ephemeralOwner == sessions[i]
+    topo.heal(old.index)
+    print("leader %d cut off: every client wrote again %.2fs after the cut" % (old.index + 1, took))
