@@ -130,6 +130,16 @@ impl Engine {
         }
     }
 
+    /// Answers the attaches held while the log was being applied.
+    pub(super) fn release_held_attaches(&mut self) {
+        while self.is_leader() && self.log_applied() {
+            let Some((server, conn, sid)) = self.core.held_attaches.pop_front() else {
+                return;
+            };
+            self.answer_attach(server, sid, conn);
+        }
+    }
+
     /// Leader: admits a change to a session's life. A session is created
     /// and closed by transactions like any write; an attach changes only
     /// which connection the leader accepts the session's writes from.
@@ -152,8 +162,20 @@ impl Engine {
                 origin: (server, conn),
                 session_id,
             } => {
+                if !self.log_applied() {
+                    self.core
+                        .held_attaches
+                        .push_back((server, conn, session_id));
+                    return SessionAdmitted::Held;
+                }
                 if !self.session_lives(session_id) {
                     return SessionAdmitted::Unknown;
+                }
+                // The client just showed it lives (ZooKeeper's leader
+                // touches a session it revalidates).
+                let now = self.now_ms;
+                if let Some(s) = self.gate.sessions.get_mut(&session_id) {
+                    s.touch(now);
                 }
                 self.set_owner(session_id, server, conn);
                 SessionAdmitted::Attached {
@@ -168,10 +190,20 @@ impl Engine {
         }
     }
 
-    /// Leader: the session exists and nothing admitted so far closes it.
+    /// Leader: the session exists, or its creation is proposed (a quorum
+    /// of followers may apply it, and answer its client, before the
+    /// leader's own disk lets it apply), and nothing admitted so far
+    /// closes it.
     fn session_lives(&self, sid: SessionId) -> bool {
         let closes = |op: &TxnOp| matches!(op, TxnOp::CloseSession { .. });
-        self.core.tree.session_timeout_ms(sid).is_some()
+        let creates = |op: &TxnOp| matches!(op, TxnOp::CreateSession { .. });
+        let created = self.core.tree.session_timeout_ms(sid).is_some()
+            || self
+                .core
+                .in_flight
+                .iter()
+                .any(|t| t.header.session_id == sid && creates(&t.op));
+        created
             && !self
                 .core
                 .in_flight

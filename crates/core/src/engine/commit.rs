@@ -103,6 +103,7 @@ impl Engine {
         self.serve_snapshot_requests();
         self.complete_attaches();
         self.release_held_writes();
+        self.release_held_attaches();
         self.publish_membership();
         self.maybe_snapshot();
         self.release_applied_entries();

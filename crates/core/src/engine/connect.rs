@@ -3,7 +3,7 @@
 use stoa_proto::records::ConnectRequest;
 use stoa_tree::Txn;
 
-use super::handoff::{SessionAdmitted, SessionCall};
+use super::handoff::SessionCall;
 use super::Engine;
 use crate::session::{negotiate_timeout, password_for, Session, SessionId};
 use crate::watch::ConnId;
@@ -99,33 +99,20 @@ impl Engine {
 
     fn resume_session(&mut self, conn: ConnId, sid: SessionId, passwd: &[u8]) {
         let valid = passwd == password_for(sid).as_slice();
-        if !valid || self.gate.sessions.get(&sid).is_none_or(|s| s.closing) {
+        if !valid || self.gate.sessions.get(&sid).is_some_and(|s| s.closing) {
             log::info!("connection {conn}: session {sid:#x} expired or invalid");
             self.send_connect_response(conn, 0, 0);
             self.out.closes.push(conn);
             return;
         }
-        if self.is_leader() {
-            let call = SessionCall::Attach {
-                origin: (self.config.server_id, conn),
-                session_id: sid,
-            };
-            match self.admit_session(call) {
-                SessionAdmitted::Attached { .. } => self.attach_session(conn, sid),
-                _ => {
-                    log::info!("connection {conn}: session {sid:#x} is closing");
-                    self.send_connect_response(conn, 0, 0);
-                    self.out.closes.push(conn);
-                }
-            }
-        } else {
-            // The leader makes this connection the session's owner first.
-            self.gate.attaching.insert(conn, (sid, None));
-            self.forward(super::forward::EngineMessage::Attach {
-                session_id: sid,
-                conn,
-            });
-        }
+        // The leader decides, as ZooKeeper's does when a follower
+        // revalidates a session: one this server does not know may be
+        // younger than what it has applied (a quorum of followers can apply
+        // a session's creation before the leader does). The leader makes
+        // this connection the session's owner, and the handshake is
+        // answered once what it handed out for the session is applied here.
+        self.gate.attaching.insert(conn, (sid, None));
+        self.ask_attach(sid, conn);
     }
 
     /// Binds a resumed session to `conn` and answers the handshake.

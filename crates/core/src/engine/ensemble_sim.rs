@@ -34,10 +34,15 @@
 //! everywhere, no acknowledged write lost, each client's writes applied as
 //! a prefix of the order it sent them, and every member out of any joint
 //! configuration, running the participants `/zookeeper/config` lists.
+//! Clients ping when idle, and no session expires while a member keeps
+//! answering its client (less what a member cut off from the leader cannot
+//! report): a new leader must not expire a session alive at a member.
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test --release
 //! -p stoa-core <the failing test's name>` (one test per ensemble size);
 //! `STOA_SIM_SEEDS=n` runs seeds 0..n of each (default 200; `a..b` runs seeds a to b-1);
-//! `STOA_SIM_VERBOSE=1` prints what each seed went through.
+//! `STOA_SIM_VERBOSE=1` prints what each seed went through;
+//! `STOA_SIM_TRACE=1` prints the clients' calls, replies and connections,
+//! faults, each server's view of the leader and the servers' log lines.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -76,6 +81,14 @@ const SNAP_COUNT: u64 = 30;
 const TICK_MS: i64 = 50;
 /// A client gives up on a member that has not answered for this long.
 const CLIENT_PATIENCE_MS: i64 = 3_000;
+/// Every client's session timeout, and how often an idle client pings.
+const SESSION_TIMEOUT_MS: i32 = 4_000;
+const PING_EVERY_MS: i64 = SESSION_TIMEOUT_MS as i64 / 3;
+/// What a session may lose of its timeout without a member being able to
+/// tell the leader: a member cut off keeps answering until its election
+/// timeout (at most some 1.3 s of ticks here) tells it it has no leader,
+/// plus a tick of liveness reporting.
+const EXPIRY_SLACK_MS: i64 = 2_000;
 const SETTLE_ROUNDS_MAX: usize = 4_000;
 const T0_MS: i64 = 1_700_000_000_000;
 /// Restarts after which the machine stops in the middle of the next
@@ -146,6 +159,11 @@ struct Client {
     history: Vec<(u64, usize, usize)>,
     /// The connection this client authenticated as the super user on.
     admin_on: Option<u64>,
+    /// When a member last answered this client (anything), when it last
+    /// sent anything, and when its unanswered ping went.
+    last_heard_ms: i64,
+    last_sent_ms: i64,
+    ping_sent_ms: Option<i64>,
 }
 
 /// The shipped atomic counter: every `next` must return a value no other
@@ -267,6 +285,9 @@ impl Sim {
                 sent_here: vec![None; KEYS_PER_CLIENT],
                 history: Vec::new(),
                 admin_on: None,
+                last_heard_ms: T0_MS,
+                last_sent_ms: T0_MS,
+                ping_sent_ms: None,
             })
             .collect();
         let mut sim = Sim {
@@ -288,7 +309,7 @@ impl Sim {
             joint: (0, 0),
             disk_stops: (0, 0),
             recoveries: (0, 0),
-            trace: std::env::var("STOA_SIM_TRACE").is_ok(),
+            trace: trace_enabled(),
             leader_seen: HashMap::new(),
         };
         for s in 0..sim.servers.len() {
@@ -390,6 +411,9 @@ impl Sim {
         for conn in out.closes {
             if let Some(c) = self.client_on(id, conn) {
                 self.drops.0 += 1;
+                // A client reads what arrived before the close (its
+                // session's expiry, say) before it sees the close.
+                self.receive(c);
                 self.disconnect(c);
             }
         }
@@ -485,6 +509,7 @@ impl Sim {
 
     fn tick(&mut self) {
         self.now_ms += TICK_MS;
+        self.ping_idle_clients();
         for s in 0..self.servers.len() {
             let now = self.now_ms;
             if let Some(engine) = self.engine(s) {
@@ -502,6 +527,9 @@ impl Sim {
         let id = self.servers[s].id;
         if !self.servers[s].is_up() {
             return;
+        }
+        if self.trace {
+            eprintln!("{} server {id} stops", self.now_ms - T0_MS);
         }
         let tail_seed = self.rng.next();
         if let Some(engine) = self.servers[s].machine.crash(tail_seed) {
@@ -718,7 +746,9 @@ impl Sim {
                 self.now_ms - T0_MS
             );
         }
-        let bytes = client.wire.connect_bytes(30_000);
+        client.last_sent_ms = self.now_ms;
+        client.ping_sent_ms = None;
+        let bytes = client.wire.connect_bytes(SESSION_TIMEOUT_MS);
         let engine = self.servers[s].engine_mut().expect("checked above");
         wire::open(engine, conn, bytes);
         self.collect(s);
@@ -737,9 +767,25 @@ impl Sim {
         }
         let client = &mut self.clients[c];
         client.conn = None;
+        client.ping_sent_ms = None;
         client.wire.handshaken = false;
         client.in_flight.clear();
         client.wire.inbox.clear();
+    }
+
+    /// An idle client pings its member, as ZooKeeper clients do every third
+    /// of their session timeout.
+    fn ping_idle_clients(&mut self) {
+        for c in 0..CLIENTS {
+            let client = &self.clients[c];
+            let idle = client.wire.handshaken
+                && client.in_flight.is_empty()
+                && client.ping_sent_ms.is_none()
+                && self.now_ms - client.last_sent_ms >= PING_EVERY_MS;
+            if idle && self.send_with_xid(c, -2, Request::Ping).is_some() {
+                self.clients[c].ping_sent_ms = Some(self.now_ms);
+            }
+        }
     }
 
     /// A client whose member stays silent closes the connection.
@@ -750,7 +796,10 @@ impl Sim {
                 continue;
             };
             let silent = (!client.wire.handshaken || !client.in_flight.is_empty())
-                && self.now_ms - client.waiting_since_ms > CLIENT_PATIENCE_MS;
+                && self.now_ms - client.waiting_since_ms > CLIENT_PATIENCE_MS
+                || client
+                    .ping_sent_ms
+                    .is_some_and(|t| self.now_ms - t > CLIENT_PATIENCE_MS);
             if silent {
                 let s = (server - 1) as usize;
                 if let Some(engine) = self.engine(s) {
@@ -792,6 +841,7 @@ impl Sim {
                 self.now_ms - T0_MS
             );
         }
+        self.clients[c].last_sent_ms = self.now_ms;
         let bytes = wire::request_frame(xid, &request);
         let s = (server - 1) as usize;
         self.engine(s)?.handle(Input::Frames { conn, bytes });
@@ -930,10 +980,22 @@ impl Sim {
         let mut handed = Vec::new();
         let mut reconfigs = Vec::new();
         for frame in client.wire.take_frames() {
+            let heard_before = std::mem::replace(&mut client.last_heard_ms, now);
+            client.ping_sent_ms = None;
             let (header, body) = match frame {
                 ServerFrame::Connected(r) => {
                     client.waiting_since_ms = now;
                     client.wire.adopt(&r);
+                    // No session alive at a member is expired: the leader
+                    // may expire it only once no member has heard from it
+                    // for its timeout (less what a cut-off member cannot
+                    // report), whoever leads meanwhile (issue 27).
+                    assert!(
+                        r.session_id != 0
+                            || now - heard_before >= SESSION_TIMEOUT_MS as i64 - EXPIRY_SLACK_MS,
+                        "seed {seed}: client {c}'s session expired {} ms after a member last answered it",
+                        now - heard_before
+                    );
                     if r.session_id == 0 {
                         // Expired while away: a fresh session on the next connect.
                         client.wire.handshaken = false;
@@ -1087,8 +1149,18 @@ impl Sim {
                 }
             }
             1 if !self.servers[s].is_up() => self.restart(s, true),
-            2 if room && !self.network.is_isolated(id) => self.network.isolate(id),
-            3 => self.network.heal(),
+            2 if room && !self.network.is_isolated(id) => {
+                if self.trace {
+                    eprintln!("{} server {id} cut off", self.now_ms - T0_MS);
+                }
+                self.network.isolate(id);
+            }
+            3 => {
+                if self.trace {
+                    eprintln!("{} network healed", self.now_ms - T0_MS);
+                }
+                self.network.heal();
+            }
             _ => {}
         }
     }
@@ -1191,6 +1263,31 @@ impl Sim {
             }
         }
     }
+}
+
+/// `STOA_SIM_TRACE`: the simulator's own trace, and the servers' log
+/// lines (info and up) on stderr.
+fn trace_enabled() -> bool {
+    static LOGGER: TraceLog = TraceLog;
+    let on = std::env::var("STOA_SIM_TRACE").is_ok();
+    if on && log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
+    on
+}
+
+struct TraceLog;
+
+impl log::Log for TraceLog {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Info
+    }
+
+    fn log(&self, record: &log::Record) {
+        eprintln!("  log: {}", record.args());
+    }
+
+    fn flush(&self) {}
 }
 
 fn run(seed: u64, voters: u64) {

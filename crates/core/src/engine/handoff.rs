@@ -101,6 +101,10 @@ pub(crate) enum SessionAdmitted {
     Attached { after_zxid: i64 },
     /// No such session, or it is closing: the client must start over.
     Unknown,
+    /// A new leader has not applied its predecessors' log yet, which may
+    /// hold the session's creation: asked again once it has
+    /// (`Engine::release_held_attaches`).
+    Held,
 }
 
 /// A read handed from the gate to the core, once every earlier write of

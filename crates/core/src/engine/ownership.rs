@@ -77,16 +77,23 @@ impl Engine {
         }
     }
 
-    /// Leader: a follower's client resumed its session.
-    pub(super) fn on_attach(&mut self, from: u64, sid: SessionId, conn: ConnId) {
+    /// Leader: a client resumed its session through `conn` at `from`
+    /// (this server or a follower), or a connection kept through a change
+    /// of leader asks to own its session again. Held while this leader's
+    /// log is not applied (`release_held_attaches` asks again).
+    pub(super) fn answer_attach(&mut self, from: u64, sid: SessionId, conn: ConnId) {
         let call = SessionCall::Attach {
             origin: (from, conn),
             session_id: sid,
         };
         let (valid, after_zxid) = match self.admit_session(call) {
             SessionAdmitted::Attached { after_zxid } => (true, after_zxid),
+            SessionAdmitted::Held => return,
             _ => (false, self.core.last_zxid_handed_out()),
         };
+        if from == self.config.server_id {
+            return self.on_attached(sid, conn, valid, after_zxid);
+        }
         let reply = EngineMessage::Attached {
             session_id: sid,
             conn,
@@ -96,7 +103,7 @@ impl Engine {
         self.out.engine_messages.push((from, reply));
     }
 
-    /// Follower: the leader answered an attach.
+    /// The leader (perhaps this server) answered an attach.
     pub(super) fn on_attached(
         &mut self,
         sid: SessionId,
@@ -124,7 +131,8 @@ impl Engine {
         self.complete_attaches();
     }
 
-    /// Follower: finishes the handshakes whose session history is applied.
+    /// Finishes the handshakes (and re-attaches of kept connections) whose
+    /// session history is applied here.
     pub(super) fn complete_attaches(&mut self) {
         if self.gate.attaching.is_empty() {
             return;

@@ -19,7 +19,7 @@ use super::handoff::Admission;
 use super::ownership::Owner;
 use crate::raft_log::RaftLog;
 use crate::session::SessionId;
-use crate::watch::WatchTable;
+use crate::watch::{ConnId, WatchTable};
 use crate::zxid::ZxidClock;
 
 pub(crate) struct PartitionCore {
@@ -35,6 +35,9 @@ pub(crate) struct PartitionCore {
     pub speculative: Option<DataTree>,
     /// Leader: writes received before it may prepare them.
     pub held_writes: VecDeque<Admission>,
+    /// Leader: attaches (origin server, connection, session) received
+    /// before its log was applied.
+    pub held_attaches: VecDeque<(u64, ConnId, SessionId)>,
     /// Leader: the connection each session's writes are accepted from.
     pub owners: HashMap<SessionId, Owner>,
     /// Raft messages that may leave only once their ready is durable.
@@ -80,6 +83,7 @@ impl PartitionCore {
             in_flight: VecDeque::new(),
             speculative: None,
             held_writes: VecDeque::new(),
+            held_attaches: VecDeque::new(),
             owners: HashMap::new(),
             held_messages: VecDeque::new(),
             applied_index: snapshot_index,

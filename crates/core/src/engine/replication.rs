@@ -5,7 +5,7 @@
 use stoa_proto::request::Request;
 
 use super::forward::EngineMessage;
-use super::handoff::{Admission, Identity, SessionAdmitted, SessionCall};
+use super::handoff::{Admission, Identity, SessionCall};
 use super::Engine;
 use crate::session::SessionId;
 use crate::watch::ConnId;
@@ -49,7 +49,9 @@ impl Engine {
             _ if !self.is_leader() => {
                 log::debug!("dropping work forwarded by server {from}: not the leader");
             }
-            EngineMessage::Attach { session_id, conn } => self.on_attach(from, session_id, conn),
+            EngineMessage::Attach { session_id, conn } => {
+                self.answer_attach(from, session_id, conn)
+            }
             EngineMessage::CreateSession {
                 session_id,
                 conn,
@@ -153,9 +155,10 @@ impl Engine {
     }
 
     /// Called after raft reports a (possibly) new leader. Requests in flight
-    /// through the old leader may or may not commit, so, as ZooKeeper does,
-    /// every server drops its clients: they reconnect and resume their
-    /// sessions, and their outstanding calls end in ConnectionLoss.
+    /// through the old leader may or may not commit, so their clients are
+    /// dropped: they reconnect and resume their sessions, and their
+    /// outstanding calls end in ConnectionLoss. Idle clients stay
+    /// (`drop_clients_in_doubt`).
     pub(super) fn on_leader_change(&mut self, old: u64, new: u64) {
         log::info!(
             "leader changed from {old} to {new} (this server: {})",
@@ -225,6 +228,7 @@ impl Engine {
         self.gate.attaching.clear();
         self.gate.kept.clear();
         self.core.owners.clear();
+        self.core.held_attaches.clear();
         self.gate.zxid_waiters.clear();
         self.core.held_writes.clear();
         self.core.preparer.clear();
@@ -241,27 +245,24 @@ impl Engine {
     /// out for the session. With no leader yet, they wait for the next
     /// change.
     fn reattach_kept(&mut self, kept: Vec<(ConnId, SessionId, usize)>) {
-        let me = self.config.server_id;
         for (conn, sid, waited) in kept {
-            if self.is_leader() {
-                let call = SessionCall::Attach {
-                    origin: (me, conn),
-                    session_id: sid,
-                };
-                match self.admit_session(call) {
-                    SessionAdmitted::Attached { .. } => self.rebind_kept(conn, sid),
-                    _ => self.close_kept(conn, sid, "ended with the old leader"),
-                }
-                continue;
-            }
             self.gate.attaching.insert(conn, (sid, None));
             self.gate.kept.insert(conn, waited);
-            if self.leader_id() != 0 {
-                self.forward(EngineMessage::Attach {
-                    session_id: sid,
-                    conn,
-                });
-            }
+            self.ask_attach(sid, conn);
+        }
+    }
+
+    /// Asks the leader (this server or another) to make `conn` the owner
+    /// of session `sid`; with no leader known, the question waits for the
+    /// next change of leader.
+    pub(super) fn ask_attach(&mut self, sid: SessionId, conn: ConnId) {
+        if self.is_leader() {
+            self.answer_attach(self.config.server_id, sid, conn);
+        } else if self.leader_id() != 0 {
+            self.forward(EngineMessage::Attach {
+                session_id: sid,
+                conn,
+            });
         }
     }
 
@@ -332,6 +333,7 @@ impl Engine {
         self.gate.attaching.clear();
         self.gate.kept.clear();
         self.core.owners.clear();
+        self.core.held_attaches.clear();
         self.gate.zxid_waiters.clear();
         self.core.held_writes.clear();
         self.core.preparer.clear();
