@@ -25,7 +25,11 @@ import time
 import urllib.request
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_STOA_BIN = os.path.join(REPO_ROOT, "target", "release", "stoa")
+# Where `cargo build --release` put it: cargo honours CARGO_TARGET_DIR (a
+# relative one is taken from the repository root, where scripts/test runs
+# cargo).
+DEFAULT_STOA_BIN = os.path.join(REPO_ROOT, os.environ.get("CARGO_TARGET_DIR") or "target",
+                                "release", "stoa")
 DEBIAN_ETCD_BIN = "/usr/bin/etcd"
 
 SUPER_PASSWORD = "test"

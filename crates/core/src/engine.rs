@@ -61,6 +61,10 @@ const EARLY_BYTES_MAX: usize = 4 << 20;
 /// election: four election timeouts, enough for a split vote and a retry.
 const LEADER_WAIT_TICKS: usize = 4 * RAFT_ELECTION_TICKS;
 
+/// A peer heard from within this long counts as connected in `mntr`
+/// (it answers every heartbeat, sent each tick).
+const PEER_LIVE_MS: i64 = 1_000;
+
 /// Raft's randomized election timeout lies in `min..max` ticks. A
 /// one-tick range (the simulator's) leaves raft's random pick no choice.
 fn election_timeout_bounds(config: &EngineConfig) -> (usize, usize) {
@@ -361,21 +365,30 @@ impl Engine {
         }
     }
 
-    /// Leader only: (peers, peers within `lag_ok` entries, the largest lag
-    /// in entries) from raft's view of each peer's log.
+    /// Leader only: (live peers, live peers within `lag_ok` entries, the
+    /// largest lag in entries of a live peer) from raft's view of each
+    /// peer's log. Live: heard from within `PEER_LIVE_MS`, as ZooKeeper
+    /// counts only the learners connected to it; a dead follower would
+    /// otherwise count as synced until the log moved `lag_ok` entries on.
     pub(crate) fn follower_lag(&self, lag_ok: u64) -> (usize, usize, u64) {
         if !self.is_leader() {
             return (0, 0, 0);
         }
         let last = self.core.raft.store().last_index();
         let me = self.config.server_id;
+        let live = |id: u64| {
+            self.ensemble
+                .peer_heard_ms
+                .get(&id)
+                .is_some_and(|&heard| self.now_ms - heard <= PEER_LIVE_MS)
+        };
         let lags: Vec<u64> = self
             .core
             .raft
             .raft
             .prs()
             .iter()
-            .filter(|(id, _)| **id != me)
+            .filter(|(id, _)| **id != me && live(**id))
             .map(|(_, p)| last.saturating_sub(p.matched))
             .collect();
         let synced = lags.iter().filter(|&&l| l <= lag_ok).count();

@@ -427,7 +427,15 @@ async fn serve(
             let engine = node.engine();
             let settled = !engine.is_leader() || !engine.transferring_leadership();
             if settled || tokio::time::Instant::now() >= deadline {
-                log::info!("shutting down (leader now: server {})", engine.leader_id());
+                match (engine.is_leader(), engine.leader_id()) {
+                    (true, _) => log::info!(
+                        "shutting down as leader: no successor took over within {LEADER_HANDOVER_WAIT:?}"
+                    ),
+                    (false, 0) => log::info!(
+                        "shutting down: leadership handed over, its successor's election under way"
+                    ),
+                    (false, leader) => log::info!("shutting down: server {leader} leads now"),
+                }
                 return Ok(());
             }
         }

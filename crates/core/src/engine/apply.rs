@@ -65,8 +65,11 @@ impl Engine {
         let sid = txn.header.session_id;
         let applied = self.core.apply(&txn);
         self.stats.txns_applied += 1;
-        if self.is_leader() {
-            // The header's time is this leader's clock when it prepared the txn.
+        if self.is_leader() && self.log_applied() {
+            // An entry of this leader's term: the header's time is this
+            // leader's clock when it prepared the txn. Its predecessors'
+            // entries (and the WAL replayed at a restart) carry older
+            // clocks and would read as minutes of commit latency.
             self.stats
                 .record_commit((self.now_ms - txn.header.time_ms).max(0) as u64);
         }
