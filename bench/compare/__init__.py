@@ -7,7 +7,7 @@ from the Go module proxy), installed where missing and cached under
 target/anchors/ (anchors/). One that cannot be had is left out with a
 message, unless --systems names it.
 
-Four sections, each written into docs/benchmarks.md with Stoa's ratio to
+Five sections, each written into docs/benchmarks.md with Stoa's ratio to
 each ZooKeeper and each etcd, plus PNG plots under docs/bench/:
 
 - matrix: one standalone server of each system on free 127.0.0.1 ports
@@ -23,31 +23,38 @@ each ZooKeeper and each etcd, plus PNG plots under docs/bench/:
   time from a restart's exec until a read of a known znode succeeds.
 - ensemble: 3-member ensembles of each (ZooKeeper quorum, Stoa raft, etcd
   cluster) with the clients spread over the members, a few cells interleaved.
+- failover: per round a fresh 3-member ensemble of each, 6 closed-loop
+  writer clients (kazoo; etcd over its HTTP gateway), the leader killed
+  with kill -9 after 2 s: how long until each client's writes and reads go
+  through again, session expiries, writes/s through the fault (3 rounds;
+  --quick 1, about 10 s a system).
 
 Every process started here is stopped by PID (also on errors).
 
   scripts/bench-compare            everything (about an hour)
   scripts/bench-compare --quick    a few minutes; CI smoke, writes under
                                    target/ (the systems but Debian's
-                                   ZooKeeper and Stoa on a few cells only)
+                                   ZooKeeper and Stoa on a few cells only;
+                                   one failover round)
 Options: --repeats N, --duration S, --warmup S, --out-dir DIR, --no-build,
          --no-install, --no-etcd, --systems LIST, --sections LIST (the others
          are reused from the out dir's bench/results.json), --znodes N,
-         --report-only.
+         --rounds N (failover), --report-only.
          Env: STOA_BIN (the stoa binary; else $CARGO_TARGET_DIR/release/stoa,
          built first unless --no-build), CARGO_TARGET_DIR, ETCD_BIN (Debian's
          etcd), STOA_BENCH_KEEP=1 keeps the temp dirs.
 
 Installs what is missing (not with --no-install): the zookeeper and
 etcd-server packages (apt-get), the anchors, and a venv with
-bench/requirements.txt (matplotlib) under target/bench-venv; without
-matplotlib it still writes the tables, without plots.
+bench/requirements.txt (matplotlib, and kazoo for the failover clients)
+under target/bench-venv; without matplotlib it still writes the tables,
+without plots, and without kazoo the failover section has etcd only.
 
 The code, a module per part: cli (options, the order of a run), install
 (venv, stoa binary), anchors/ (the systems' installs), launch (the servers,
 through tests/e2e/servers.py, shared with the e2e harness), runner (one
 `stoa bench` run), procstat, the sections (matrix, floor, ezk, resources,
-ensemble), results (results.json, versioned), render/ (benchmarks.md),
+ensemble, failover), results (results.json, versioned), render/ (benchmarks.md),
 plots, publish (all three outputs).
 """
 

@@ -14,6 +14,7 @@ from .anchors.resolve import resolve
 from .context import etcd_versions, machine, sh, workspace_version
 from .ensemble import run_ensembles
 from .ezk import ezk_matrix, run_ezk
+from .failover import run_failover
 from .floor import run_fsync_floor
 from .install import ensure_plotting_venv, stoa_binary
 from .launch import start_servers, stop_servers, use
@@ -25,7 +26,7 @@ from .results import load as load_results
 from .runner import run_bench
 from .systems import SYSTEMS, family, note_versions, of_family
 
-SECTIONS = ("matrix", "ezk", "resources", "ensemble")
+SECTIONS = ("matrix", "ezk", "resources", "ensemble", "failover")
 # Context keys that describe the standalone matrix and EZK runs (taken from
 # results.json when --sections reuses them).
 MATRIX_CTX = ("repeats", "duration", "peak_duration", "peak_revisit", "warmup", "global_warmup",
@@ -53,6 +54,8 @@ def parse_args():
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="what to run, of %s (default all); the others are taken from the "
                     "out dir's bench/results.json" % ", ".join(SECTIONS))
+    ap.add_argument("--rounds", type=int,
+                    help="failover: leader kills per system (default 3; quick 1)")
     ap.add_argument("--znodes", type=int,
                     help="resource use: znodes to load (default 1000000; quick 20000)")
     ap.add_argument("--report-only", action="store_true",
@@ -66,7 +69,8 @@ def report_only(opts):
     r = load_results(os.path.join(out_dir, "bench", "results.json"))
     # results.json is what is read here, so it is left as it is.
     report = write_outputs(out_dir, r["cells"], r["med"], r["ctx"], r["ezk_points"],
-                           r["ezk_med"], r["resources"], r["ensemble"], save=False)
+                           r["ezk_med"], r["resources"], r["ensemble"], r["failover"],
+                           save=False)
     log("re-rendered %s" % report)
 
 
@@ -142,12 +146,24 @@ def reuse_previous(prev, sections, ctx, run):
                     if k in prev["ctx"]})
     if "ensemble" not in sections:
         run["ensemble"] = prev["ensemble"]
+    if "failover" not in sections:
+        run["failover"] = prev["failover"]
+    if "matrix" not in sections and "ensemble" not in sections:
+        # The reused open-loop rates follow the ZooKeeper they were run
+        # against, whichever this run's --systems has.
+        ctx["reference"] = prev["ctx"].get("reference", ctx["reference"])
     # The reused sections' servers keep the versions they were measured at.
     for key in ("versions", "go_versions"):
         ctx[key] = dict(prev["ctx"].get(key) or {}, **ctx[key])
-    ctx["reused"] = "%s from the run of %s (`%s`)" % (
-        ", ".join(x for x in SECTIONS if x not in sections), prev["ctx"].get("date", "?"),
-        prev["ctx"].get("command", "?"))
+    # The reused sections' Stoa is the one they were measured at.
+    if prev["ctx"].get("stoa_version") not in (None, ctx["stoa_version"]):
+        ctx["stoa_version"] = "%s (%s); the reused sections: %s" % (
+            ctx["stoa_version"], ", ".join(sections), prev["ctx"]["stoa_version"])
+    # A results.json from before the failover section has none to reuse.
+    reused = [x for x in SECTIONS if x not in sections and (x != "failover" or prev["failover"])]
+    if reused:
+        ctx["reused"] = "%s from the run of %s (`%s`)" % (
+            ", ".join(reused), prev["ctx"].get("date", "?"), prev["ctx"].get("command", "?"))
 
 
 def note_running_versions(ctx, running):
@@ -220,6 +236,13 @@ def run_sections(opts, stoa_bin, systems, sections, ctx, run):
                                             ctx["reference"])
             for k, v in run["ensemble"][2]["versions"].items():
                 ctx["versions"].setdefault(k, v)
+        if "failover" in sections:
+            # Quick: one round of each system, about 10 s a system here.
+            rounds = opts.rounds or (1 if opts.quick else 3)
+            log("failover: %d round(s) of a leader kill -9 per system" % rounds)
+            run["failover"] = run_failover(base, systems, rounds)
+            for k, v in run["failover"]["context"]["versions"].items():
+                ctx["versions"].setdefault(k, v)
     finally:
         if not os.environ.get("STOA_BENCH_KEEP"):
             shutil.rmtree(base, ignore_errors=True)
@@ -245,7 +268,7 @@ def main():
     os.makedirs(plot_dir, exist_ok=True)
     ctx = run_context(opts, systems, anchors, sections)
     run = {"cells": [], "med": {}, "ezk_points": [], "ezk_med": {}, "resources": {},
-           "ensemble": None}
+           "ensemble": None, "failover": None}
     # The sections not run now come from the last results, if any.
     saved_path = os.path.join(plot_dir, "results.json")
     if set(sections) != set(SECTIONS) and os.path.exists(saved_path):
@@ -255,5 +278,5 @@ def main():
     started = time.monotonic()
     run_sections(opts, stoa_bin, systems, sections, ctx, run)
     report = write_outputs(out_dir, run["cells"], run["med"], ctx, run["ezk_points"],
-                           run["ezk_med"], run["resources"], run["ensemble"])
+                           run["ezk_med"], run["resources"], run["ensemble"], run["failover"])
     log("wrote %s and %s (%.0f s)" % (report, plot_dir, time.monotonic() - started))

@@ -3,6 +3,7 @@
 import os
 
 from .ezk import ezk_key, ezk_variants, ezk_zookeepers
+from .failover import median_bins
 from .resources import LOAD_PAYLOAD, MIB
 from .systems import COLORS, SYSTEMS, long, short
 
@@ -181,3 +182,36 @@ def ensemble_plot(cells, med, out_dir):
     fig.savefig(os.path.join(out_dir, "ensemble.png"))
     plt.close(fig)
     return [("ensemble.png", "3-member ensembles: throughput and p99 latency per cell")]
+
+
+def failover_plot(failover, out_dir):
+    """Acknowledged writes/s of all clients through the leader's kill, a line
+    per system (each bin's median over the rounds)."""
+    plt = pyplot()
+    if plt is None or not failover:
+        return []
+    fctx, res = failover["context"], failover["systems"]
+    systems = [k for k in SYSTEMS if res.get(k, {}).get("rounds")]
+    if not systems:
+        return []
+    start, bin_s = fctx["window_s"][0], fctx["bin_s"]
+    fig, ax = plt.subplots(figsize=(8.5, 3.6), dpi=80)
+    for kind in systems:
+        ys = median_bins(res[kind]["rounds"])
+        ax.step([start + i * bin_s for i in range(len(ys))], ys, where="post",
+                color=COLORS[kind], label=long(kind))
+    ax.axvline(0.0, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xlim(fctx["window_s"][0], fctx["window_s"][1])
+    ax.set_title("Writes acknowledged, leader killed at 0 (%d clients, %.0f ms bins, "
+                 "median of %d round%s)" % (3 * fctx["clients_per_member"], bin_s * 1000,
+                                            fctx["rounds"], "s" if fctx["rounds"] > 1 else ""),
+                 fontsize=9)
+    ax.set_xlabel("seconds from the kill")
+    ax.set_ylabel("acknowledged writes/s")
+    ax.grid(True, alpha=0.3)
+    # Outside the axes: the lines fill them before and after the kill.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "failover.png"))
+    plt.close(fig)
+    return [("failover.png", "Failover: acknowledged writes/s through a leader kill -9")]

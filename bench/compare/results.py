@@ -12,7 +12,13 @@ The file's layout, version RESULTS_VERSION:
    "cells": [{"group", "name", "args", <system>: medians or null, ...}],
    "ezk": {"points": [[experiment, clients, extra args]], "medians": {key: ...}},
    "resources": {<system>: figures},
-   "ensemble": {"context": {... "versions"}, "cells": [as "cells"]}}
+   "ensemble": {"context": {... "versions"}, "cells": [as "cells"]},
+   "failover": {"context": {"rounds", "bin_s", "window_s", ... "versions"},
+                "systems": {<system>: {"rounds": [{"leader", "leader_after",
+                  "clients": [{"member", "write_s", "read_s", "expiries"}],
+                  "bins": [writes/s]}], "errors": [text]}}}
+                                      (optional: files from before the failover
+                                      section have none, which reads as None)
 A <system> is a key of systems.SYSTEMS. Version 1 (written by the one-file
 scripts/bench-compare, without "version") had the systems zookeeper, stoa
 and etcd (Debian's ZooKeeper and etcd) and in the contexts zk_version,
@@ -28,18 +34,21 @@ from .systems import SYSTEMS
 RESULTS_VERSION = 2
 
 
-def save(path, ctx, cells, med, ezk_points, ezk_med, resources, ensemble):
+def save(path, ctx, cells, med, ezk_points, ezk_med, resources, ensemble, failover=None):
     """ctx: the run's context without what only the report needs;
-    ensemble: (cells, medians, context)."""
+    ensemble: (cells, medians, context); failover: failover.run_failover's
+    figures, or None (then not written)."""
     ens_cells, ens_med, ens_ctx = ensemble
+    saved = {"version": RESULTS_VERSION,
+             "context": ctx,
+             "cells": saved_cells(cells, med),
+             "ezk": {"points": [list(p) for p in ezk_points], "medians": ezk_med},
+             "resources": resources,
+             "ensemble": {"context": ens_ctx, "cells": saved_cells(ens_cells, ens_med)}}
+    if failover:
+        saved["failover"] = failover
     with open(path, "w") as f:
-        json.dump({"version": RESULTS_VERSION,
-                   "context": ctx,
-                   "cells": saved_cells(cells, med),
-                   "ezk": {"points": [list(p) for p in ezk_points], "medians": ezk_med},
-                   "resources": resources,
-                   "ensemble": {"context": ens_ctx, "cells": saved_cells(ens_cells, ens_med)}},
-                  f, indent=1)
+        json.dump(saved, f, indent=1)
         f.write("\n")
 
 
@@ -106,4 +115,5 @@ def load(path):
     return {"cells": cells, "med": med, "ctx": dict(saved["context"]),
             "ezk_points": [tuple(p) for p in ezk.get("points", [])],
             "ezk_med": ezk.get("medians", {}), "resources": saved.get("resources") or {},
-            "ensemble": (ens_cells, ens_med, dict(ens.get("context") or {}))}
+            "ensemble": (ens_cells, ens_med, dict(ens.get("context") or {})),
+            "failover": saved.get("failover")}

@@ -4,6 +4,7 @@ section per part of the run (render/*.py, one each), the plots, the TODO."""
 from ..systems import SYSTEMS, note_versions, of_family
 from .ensemble import ensemble_report
 from .ezk import ezk_report
+from .failover import failover_report
 from .header import header
 from .matrix import group_tables
 from .resources import resource_report
@@ -14,8 +15,10 @@ from .text import have_matplotlib, present_systems
 def write_report(path, cells, med, ctx):
     resources = ctx.get("resources") or {}
     ens_cells, ens_med, ens_ctx = ctx.get("ensemble") or ([], {}, {})
+    failover = ctx.get("failover") or {}
     systems = present_systems(cells, med) or [k for k in SYSTEMS if k in resources] or \
-        present_systems(ens_cells, ens_med)
+        present_systems(ens_cells, ens_med) or \
+        [k for k in SYSTEMS if k in (failover.get("systems") or {})]
     etcd = bool(of_family("etcd", systems))
     note_versions(ctx.get("versions"))
     L = []
@@ -24,6 +27,7 @@ def write_report(path, cells, med, ctx):
     group_tables(L, cells, med, ctx, systems)
     resource_report(L, resources, ctx)
     ensemble_report(L, ens_cells, ens_med, ens_ctx)
+    failover_report(L, failover, ctx)
     if etcd and ctx.get("ezk_points"):
         L.append("The EZK experiments below are ZooKeeper-protocol recipes and server-side "
                  "extensions; they do not run on etcd.\n")
@@ -43,8 +47,10 @@ def write_report(path, cells, med, ctx):
         L.append("- etcd with auto-compaction; etcd's serializable reads beyond the peak sweep "
                  "(the latency, read-ratio and payload cells read linearizably).")
     L.append("- Ensembles: 5 members, observers/learners, members on separate machines (here "
-             "the three members of each ensemble share the 2 cores and one disk), failover "
-             "and session moves under load, reads after sync.")
+             "the three members of each ensemble share the 2 cores and one disk), %s"
+             "session moves under load, reads after sync." % (
+                 "a follower's kill and a partitioned leader (the failover section kills the "
+                 "leader only), " if failover else "failover and "))
     L.append("- Resource use with other tree shapes (here one parent of all N znodes), larger "
              "values, each ensemble member's memory, restart after kill -9 (here SIGTERM) and "
              "a follower catching up from a snapshot of that tree.")
