@@ -306,7 +306,7 @@ fn multi_is_atomic_and_multi_read_reads_in_one_trip() {
             ])
             .await
             .unwrap();
-        assert!(matches!(&results[0], MultiResult::GetData(d, _) if d == b"1"));
+        assert!(matches!(&results[0], MultiResult::GetData(Some(d), _) if d == b"1"));
         assert_eq!(results[1], MultiResult::GetChildren(vec!["a".to_string()]));
         assert_eq!(
             results[2],

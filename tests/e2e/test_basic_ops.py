@@ -340,3 +340,22 @@ def test_get_missing(zk):
         zk.get("/missing")
     with pytest.raises(NoNodeError):
         zk.set("/missing", b"")
+
+
+def test_null_data_reads_back_as_null_and_empty_as_empty(zk):
+    """ZooKeeper keeps null data (a buffer of length -1) apart from empty data: a znode created or set with null
+    reads back as None, one with b'' as b''; both report dataLength 0 (kazoo's test_create_null_data and
+    test_set_null_data)."""
+    zk.create("/null", None)
+    zk.create("/empty", b"")
+    zk.create("/full", b"x")
+    assert zk.get("/null")[0] is None
+    assert zk.get("/empty")[0] == b""
+    assert zk.get("/null")[1].dataLength == 0
+    zk.set("/full", None)
+    assert zk.get("/full")[0] is None
+    zk.set("/null", b"back")
+    assert zk.get("/null")[0] == b"back"
+    zk.set("/null", None)
+    assert zk.get("/null")[0] is None
+    assert zk.get("/null")[1].version == 2

@@ -49,11 +49,12 @@ def gen_write(rnd):
     if kind == "create":
         acl = rnd.choice(ACLS) if rnd.random() < 0.2 else h.OPEN_ACL_UNSAFE
         mode = rnd.choice(MODES[:4])
-        return ("create", path, rnd.choice([b"", b"x", b"data%d" % rnd.randrange(100)]), acl, mode)
+        # None: null data, which ZooKeeper keeps apart from empty.
+        return ("create", path, rnd.choice([None, b"", b"x", b"data%d" % rnd.randrange(100)]), acl, mode)
     if kind == "delete":
         return ("delete", path, version)
     if kind == "set":
-        return ("set", path, b"v%d" % rnd.randrange(1000), version)
+        return ("set", path, rnd.choice([None, b"v%d" % rnd.randrange(1000)]), version)
     return ("check", path, version)
 
 

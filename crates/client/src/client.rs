@@ -208,7 +208,7 @@ impl Client {
         validate_path(path, mode.is_sequential())?;
         let request = Request::CreateTtl(CreateTtlRequest {
             path: path.to_owned(),
-            data: data.to_vec(),
+            data: Some(data.to_vec()),
             acl: acl.to_vec(),
             flags: mode.flags(),
             ttl: duration_ms(ttl),
@@ -268,6 +268,17 @@ impl Client {
     /// The node's data and stat; with `watch`, its next change or deletion
     /// is sent as an event.
     pub async fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat), Error> {
+        let (data, stat) = self.get_nullable_data(path, watch).await?;
+        Ok((data.unwrap_or_default(), stat))
+    }
+
+    /// As `get_data`, with null data (a znode a client created or set with
+    /// null data) as None rather than empty.
+    pub async fn get_nullable_data(
+        &self,
+        path: &str,
+        watch: bool,
+    ) -> Result<(Option<Vec<u8>>, Stat), Error> {
         validate_path(path, false)?;
         let request = Request::GetData(GetDataRequest {
             path: path.to_owned(),
@@ -287,7 +298,7 @@ impl Client {
         validate_path(path, false)?;
         let request = Request::SetData(SetDataRequest {
             path: path.to_owned(),
-            data: data.to_vec(),
+            data: Some(data.to_vec()),
             version,
         });
         self.stat_reply(path, request).await
@@ -518,7 +529,7 @@ fn create_request(
     }
     let record = CreateRequest {
         path: path.to_owned(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl: acl.to_vec(),
         flags: mode.flags(),
     };

@@ -25,7 +25,7 @@ impl Op {
         Op {
             request: Request::Create(CreateRequest {
                 path: path.to_owned(),
-                data: data.to_vec(),
+                data: Some(data.to_vec()),
                 acl: acl.to_vec(),
                 flags: mode.flags(),
             }),
@@ -46,7 +46,7 @@ impl Op {
         Op {
             request: Request::CreateTtl(CreateTtlRequest {
                 path: path.to_owned(),
-                data: data.to_vec(),
+                data: Some(data.to_vec()),
                 acl: acl.to_vec(),
                 flags: mode.flags(),
                 ttl: duration_ms(ttl),
@@ -69,7 +69,7 @@ impl Op {
         Op {
             request: Request::SetData(SetDataRequest {
                 path: path.to_owned(),
-                data: data.to_vec(),
+                data: Some(data.to_vec()),
                 version,
             }),
         }
@@ -152,7 +152,7 @@ mod tests {
         match create.clone().into_request() {
             Request::Create(r) => {
                 assert_eq!(r.flags, 3);
-                assert_eq!(r.data, b"x");
+                assert_eq!(r.data.as_deref(), Some(&b"x"[..]));
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -425,8 +425,15 @@ async fn run_command(client: &Client, name: &str, words: &[String]) -> Result<St
         "get" => {
             let args = parse_args(words, "sw", "")?;
             let path = args.arg(0, GET_USAGE)?;
-            let (data, stat) = client.get_data(path, args.has('w')).await.map_err(failed)?;
-            out.push_str(&String::from_utf8_lossy(&data));
+            let (data, stat) = client
+                .get_nullable_data(path, args.has('w'))
+                .await
+                .map_err(failed)?;
+            // zkCli prints null data as "null".
+            match data {
+                Some(data) => out.push_str(&String::from_utf8_lossy(&data)),
+                None => out.push_str("null"),
+            }
             out.push('\n');
             if args.has('s') {
                 out.push_str(&format_stat(&stat));

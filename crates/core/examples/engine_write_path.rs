@@ -164,7 +164,7 @@ fn main() {
     for i in 0..keys {
         let create = Request::Create(CreateRequest {
             path: key(i),
-            data: payload.clone(),
+            data: Some(payload.clone()),
             acl: open_acl.clone(),
             flags: 0,
         });
@@ -182,7 +182,7 @@ fn main() {
             let request = match op {
                 OpCode::SetData => Request::SetData(SetDataRequest {
                     path,
-                    data: payload.clone(),
+                    data: Some(payload.clone()),
                     version: -1,
                 }),
                 _ => Request::GetData(GetDataRequest { path, watch: false }),

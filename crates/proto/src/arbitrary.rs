@@ -52,6 +52,12 @@ impl Arb for Vec<u8> {
     }
 }
 
+impl Arb for Option<Vec<u8>> {
+    fn arb() -> BoxedStrategy<Self> {
+        proptest::option::of(vec(any::<u8>(), 0..=BUFFER_BYTES_MAX)).boxed()
+    }
+}
+
 impl<T: Arb + 'static> Arb for Vec<T> {
     fn arb() -> BoxedStrategy<Self> {
         vec(T::arb(), 0..=VEC_ELEMENTS_MAX).boxed()
@@ -168,7 +174,7 @@ impl Arb for MultiResult {
             Just(MultiResult::Delete).boxed(),
             Stat::arb().prop_map(MultiResult::SetData).boxed(),
             Just(MultiResult::Check).boxed(),
-            (Vec::<u8>::arb(), Stat::arb())
+            (Option::<Vec<u8>>::arb(), Stat::arb())
                 .prop_map(|(data, stat)| MultiResult::GetData(data, stat))
                 .boxed(),
             Vec::<String>::arb()

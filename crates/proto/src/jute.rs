@@ -110,6 +110,12 @@ impl<'a> Reader<'a> {
         self.take(length, what).map(Some)
     }
 
+    /// A buffer that may be null (znode data: ZooKeeper keeps null apart
+    /// from empty).
+    pub fn read_nullable_buffer(&mut self) -> Result<Option<Vec<u8>>, DecodeError> {
+        Ok(self.read_length_prefixed("buffer")?.map(<[u8]>::to_vec))
+    }
+
     /// A buffer; null decodes as empty.
     pub fn read_buffer(&mut self) -> Result<Vec<u8>, DecodeError> {
         Ok(self
@@ -181,6 +187,14 @@ pub fn write_bool(out: &mut Vec<u8>, value: bool) {
 pub fn write_buffer(out: &mut Vec<u8>, bytes: &[u8]) {
     write_length(out, bytes.len());
     out.extend_from_slice(bytes);
+}
+
+/// Writes a buffer, or null (length -1).
+pub fn write_nullable_buffer(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        Some(bytes) => write_buffer(out, bytes),
+        None => write_i32(out, NULL_LENGTH),
+    }
 }
 
 pub fn write_string(out: &mut Vec<u8>, value: &str) {
@@ -272,6 +286,16 @@ impl Field for Vec<u8> {
     }
     fn decode_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.read_buffer()
+    }
+}
+
+/// Znode data: null stays null.
+impl Field for Option<Vec<u8>> {
+    fn encode_field(&self, out: &mut Vec<u8>) {
+        write_nullable_buffer(out, self.as_deref());
+    }
+    fn decode_field(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_nullable_buffer()
     }
 }
 

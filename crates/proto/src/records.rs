@@ -104,7 +104,7 @@ records! {
     ReplyHeader { xid: i32, zxid: i64, err: i32 }
 
     GetDataRequest { path: String, watch: bool }
-    SetDataRequest { path: String, data: Vec<u8>, version: i32 }
+    SetDataRequest { path: String, data: Option<Vec<u8>>, version: i32 }
     ReconfigRequest {
         joining_servers: String,
         leaving_servers: String,
@@ -115,8 +115,8 @@ records! {
     GetSaslRequest { token: Vec<u8> }
     SetSaslRequest { token: Vec<u8> }
     SetSaslResponse { token: Vec<u8> }
-    CreateRequest { path: String, data: Vec<u8>, acl: Vec<Acl>, flags: i32 }
-    CreateTtlRequest { path: String, data: Vec<u8>, acl: Vec<Acl>, flags: i32, ttl: i64 }
+    CreateRequest { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, flags: i32 }
+    CreateTtlRequest { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, flags: i32, ttl: i64 }
     DeleteRequest { path: String, version: i32 }
     GetChildrenRequest { path: String, watch: bool }
     GetAllChildrenNumberRequest { path: String }
@@ -134,7 +134,7 @@ records! {
     Create2Response { path: String, stat: Stat }
     ExistsRequest { path: String, watch: bool }
     ExistsResponse { stat: Stat }
-    GetDataResponse { data: Vec<u8>, stat: Stat }
+    GetDataResponse { data: Option<Vec<u8>>, stat: Stat }
     GetChildrenResponse { children: Vec<String> }
     GetAllChildrenNumberResponse { total_number: i32 }
     GetChildren2Response { children: Vec<String>, stat: Stat }

@@ -1,7 +1,9 @@
 //! Reply bodies: what follows a `ReplyHeader` whose `err` is 0.
 
 use crate::codes::ErrorCode;
-use crate::jute::{write_buffer, write_i32, write_string, write_vec, DecodeError, Reader, Record};
+use crate::jute::{
+    write_i32, write_nullable_buffer, write_string, write_vec, DecodeError, Reader, Record,
+};
 use crate::opcode::OpCode;
 use crate::records::*;
 use crate::request::MULTI_END;
@@ -14,7 +16,7 @@ pub enum MultiResult {
     Delete,
     SetData(Stat),
     Check,
-    GetData(Vec<u8>, Stat),
+    GetData(Option<Vec<u8>>, Stat),
     GetChildren(Vec<String>),
     /// A failed multi reports every op as an error: `Ok` before the op that
     /// failed, its code, then `RuntimeInconsistency`. A multiRead reports
@@ -57,7 +59,7 @@ impl MultiResult {
             MultiResult::Delete | MultiResult::Check => {}
             MultiResult::SetData(stat) => stat.encode(out),
             MultiResult::GetData(data, stat) => {
-                write_buffer(out, data);
+                write_nullable_buffer(out, data.as_deref());
                 stat.encode(out);
             }
             MultiResult::GetChildren(children) => {

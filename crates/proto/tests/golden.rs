@@ -122,7 +122,7 @@ fn reply_header_is_xid_zxid_err() {
 fn create_request_with_open_acl_matches_jute_layout() {
     let request = CreateRequest {
         path: "/a".into(),
-        data: b"hi".to_vec(),
+        data: Some(b"hi".to_vec()),
         acl: vec![Acl::open_unsafe()],
         flags: 1,
     };
@@ -376,4 +376,33 @@ fn frame_decoder_waits_checks_and_splits() {
         "jute.maxbuffer itself is allowed"
     );
     assert!(FrameDecoder::default().decode(&hex("00100000")).is_err());
+}
+
+/// Znode data may be null (jute buffer length -1), and null stays null:
+/// ZooKeeper tells it apart from empty data.
+#[test]
+fn null_znode_data_round_trips_apart_from_empty() {
+    use stoa_proto::jute::Record;
+    use stoa_proto::records::{CreateRequest, GetDataResponse};
+    for data in [None, Some(Vec::new()), Some(b"x".to_vec())] {
+        let request = CreateRequest {
+            path: "/n".into(),
+            data: data.clone(),
+            acl: Vec::new(),
+            flags: 0,
+        };
+        let mut bytes = Vec::new();
+        request.encode(&mut bytes);
+        let length = &bytes[6..10]; // after the path: i32 length 2, "/n"
+        let expected: i32 = data.as_ref().map_or(-1, |d| d.len() as i32);
+        assert_eq!(length, expected.to_be_bytes());
+        assert_eq!(CreateRequest::from_bytes(&bytes).unwrap(), request);
+        let reply = GetDataResponse {
+            data,
+            ..GetDataResponse::default()
+        };
+        let mut bytes = Vec::new();
+        reply.encode(&mut bytes);
+        assert_eq!(GetDataResponse::from_bytes(&bytes).unwrap(), reply);
+    }
 }

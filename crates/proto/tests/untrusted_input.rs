@@ -92,7 +92,7 @@ fn seeds() -> Vec<Vec<u8>> {
     let requests = [
         Request::Create(CreateRequest {
             path: "/app/lock-".into(),
-            data: b"payload".to_vec(),
+            data: Some(b"payload".to_vec()),
             acl: vec![Acl::open_unsafe(), Acl::open_unsafe()],
             flags: 3,
         }),
@@ -104,7 +104,7 @@ fn seeds() -> Vec<Vec<u8>> {
             }),
             Request::SetData(SetDataRequest {
                 path: "/m".into(),
-                data: vec![1, 2, 3],
+                data: Some(vec![1, 2, 3]),
                 version: 0,
             }),
             Request::Delete(DeleteRequest {

@@ -65,7 +65,7 @@ fn create(tree: &mut DataTree, zxid: i64, path: String, data: Vec<u8>) {
         },
         op: TxnOp::Create(CreateTxn {
             path,
-            data,
+            data: Some(data),
             acl: vec![Acl::open_unsafe()],
             ephemeral_owner: 0,
             parent_cversion: zxid as i32,

@@ -160,13 +160,15 @@ impl DataTree {
                     s.mzxid = h.zxid;
                     s.version = *version;
                 };
+                let data = data.as_deref();
                 let Some(updated) = self.update_node(path, &change, Some(data), None) else {
                     return TxnResult::Error(ErrorCode::NoNode);
                 };
-                self.data_bytes = self.data_bytes - updated.old_data_len as u64 + data.len() as u64;
+                let new_len = data.map_or(0, <[u8]>::len);
+                self.data_bytes = self.data_bytes - updated.old_data_len as u64 + new_len as u64;
                 ev.push(event(TreeEventKind::NodeDataChanged, Cow::Borrowed(path)));
                 TxnResult::SetData {
-                    stat: client_stat(&updated.stat, data.len(), updated.child_count),
+                    stat: client_stat(&updated.stat, new_len, updated.child_count),
                 }
             }
             TxnOp::SetAcl {
@@ -215,7 +217,7 @@ impl DataTree {
         };
         let parent_cversion = parent.stat.cversion;
         let stat = PersistedStat::created(h.zxid, h.time_ms, c.ephemeral_owner);
-        let node = Node::new(shared_bytes(&c.data), acl, stat);
+        let node = Node::new(shared_bytes(c.data.as_deref()), acl, stat);
         let client_stat = node.as_ref().stat();
         self.attach(&c.path, node);
         if c.parent_cversion > parent_cversion {

@@ -17,7 +17,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, Updated};
+use crate::node::{Name, NewData, Node, NodeRef, PersistedStat, SharedAcl, Updated};
 use crate::packed_leaf::Leaf;
 
 /// Bytes a leaf holds before it splits. A write copies its leaf when a
@@ -215,7 +215,7 @@ impl ChildMap {
         &mut self,
         name: &str,
         change: &dyn Fn(&mut PersistedStat),
-        data: Option<&[u8]>,
+        data: NewData<'_>,
         acl: Option<&SharedAcl>,
     ) -> Option<Updated> {
         let root = self.root.as_mut()?;
@@ -538,7 +538,7 @@ enum Change<'a> {
     /// Rewrites a name if it is there, and says what it found.
     Update {
         change: &'a dyn Fn(&mut PersistedStat),
-        data: Option<&'a [u8]>,
+        data: NewData<'a>,
         acl: Option<&'a SharedAcl>,
         found: &'a mut Option<Updated>,
     },
@@ -810,7 +810,7 @@ mod tests {
     /// What the map should hold for one child.
     #[derive(Debug, Clone, PartialEq)]
     struct Model {
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         acl: Vec<Acl>,
         stat: PersistedStat,
         kids: BTreeSet<String>,
@@ -820,7 +820,12 @@ mod tests {
     enum Op {
         Insert(u16, Model),
         Remove(u16),
-        Update(u16, PersistedStat, Option<Vec<u8>>, Option<Vec<Acl>>),
+        Update(
+            u16,
+            PersistedStat,
+            Option<Option<Vec<u8>>>,
+            Option<Vec<Acl>>,
+        ),
         AddKid(u16, u16),
         RemoveKid(u16, u16),
         Clone,
@@ -903,7 +908,9 @@ mod tests {
             )
     }
 
-    fn data() -> impl Strategy<Value = Vec<u8>> {
+    /// Data of every kind a leaf stores differently: null, empty, inline,
+    /// the largest inline, the smallest in a slot, big.
+    fn data() -> impl Strategy<Value = Option<Vec<u8>>> {
         let len = prop_oneof![
             Just(0usize),
             1..120usize,
@@ -911,7 +918,8 @@ mod tests {
             Just(INLINE_DATA_MAX + 1),
             Just(2000),
         ];
-        (len, any::<u8>()).prop_map(|(n, b)| vec![b; n])
+        let bytes = (len, any::<u8>()).prop_map(|(n, b)| vec![b; n]);
+        prop_oneof![1 => Just(None), 6 => bytes.prop_map(Some)]
     }
 
     fn model() -> impl Strategy<Value = Model> {
@@ -936,7 +944,7 @@ mod tests {
     }
 
     fn loose(m: &Model) -> Node {
-        Node::new(shared_bytes(&m.data), shared_acl(&m.acl), m.stat)
+        Node::new(shared_bytes(m.data.as_deref()), shared_acl(&m.acl), m.stat)
     }
 
     fn assert_same(map: &ChildMap, model: &BTreeMap<String, Model>) {
@@ -946,7 +954,7 @@ mod tests {
             .iter()
             .map(|(name, n)| {
                 let m = Model {
-                    data: n.data().to_vec(),
+                    data: n.nullable_data().map(<[u8]>::to_vec),
                     acl: n.acl().to_vec(),
                     stat: n.persisted(),
                     kids: n.children().map(String::from).collect(),
@@ -1003,7 +1011,7 @@ mod tests {
                             continue;
                         }
                         let removed = map.remove(&k).map(|n| Model {
-                            data: n.data.to_vec(),
+                            data: n.data.as_option().map(<[u8]>::to_vec),
                             acl: n.acl.slice.to_vec(),
                             stat: n.stat,
                             kids: BTreeSet::new(),
@@ -1014,7 +1022,7 @@ mod tests {
                         let k = name(k % keys);
                         let expected = model.get_mut(&k).map(|m| {
                             let found = Updated {
-                                old_data_len: m.data.len(),
+                                old_data_len: m.data.as_ref().map_or(0, Vec::len),
                                 child_count: m.kids.len(),
                                 stat,
                             };
@@ -1028,7 +1036,8 @@ mod tests {
                             found
                         });
                         let acl = acl.map(|a| shared_acl(&a));
-                        let updated = map.update(&k, &|s| *s = stat, data.as_deref(), acl.as_ref());
+                        let new_data = data.as_ref().map(|d| d.as_deref());
+                        let updated = map.update(&k, &|s| *s = stat, new_data, acl.as_ref());
                         prop_assert_eq!(updated, expected);
                     }
                     Op::AddKid(k, c) => {
@@ -1040,7 +1049,7 @@ mod tests {
                         let kid = name(c);
                         let fresh = m.kids.insert(kid.clone());
                         let kids = map.children_mut(&k).expect("present");
-                        let node = Node::new(shared_bytes(b"k"), shared_acl(&[]), PersistedStat::default());
+                        let node = Node::new(shared_bytes(Some(b"k")), shared_acl(&[]), PersistedStat::default());
                         prop_assert_eq!(kids.insert_new(&kid, node), fresh);
                     }
                     Op::RemoveKid(k, c) => {
@@ -1064,7 +1073,7 @@ mod tests {
             // Every name, and probes outside the prefixes the names share.
             let probes = ["", "a", "node", "node-", "node-0", "nodf", "z", "é", "ée", "\u{7f}"];
             for k in (0..keys).map(name).chain(probes.map(String::from)) {
-                prop_assert_eq!(map.get(&k).map(|n| n.data().to_vec()), model.get(&k).map(|m| m.data.clone()));
+                prop_assert_eq!(map.get(&k).map(|n| n.nullable_data().map(<[u8]>::to_vec)), model.get(&k).map(|m| m.data.clone()));
                 prop_assert_eq!(map.contains_key(&k), model.contains_key(&k));
                 let after: Vec<String> = map.iter_after(Some(&k)).map(|(k, _)| k.into()).collect();
                 let expected: Vec<String> = model
@@ -1100,7 +1109,7 @@ mod tests {
 
     fn plain(data: &[u8], zxid: i64) -> Node {
         Node::new(
-            shared_bytes(data),
+            shared_bytes(Some(data)),
             shared_acl(&[Acl::open_unsafe()]),
             PersistedStat::created(zxid, 1_700_000_000_000 + zxid, 0),
         )
@@ -1120,13 +1129,16 @@ mod tests {
         let frozen = map.clone();
         let stat = PersistedStat::default();
         for absent in ["a", "k00000", "k00003", "k02001", "z"] {
-            assert_eq!(map.update(absent, &|s| *s = stat, Some(b"new"), None), None);
+            assert_eq!(
+                map.update(absent, &|s| *s = stat, Some(Some(b"new")), None),
+                None
+            );
             assert_eq!(map.check(), Ok(()));
         }
         let after: Vec<Name> = map.iter().map(|(name, _)| name).collect();
         assert_eq!(after, before);
         assert_eq!(frozen.check(), Ok(()));
-        let found = map.update(&key(2), &|s| s.version = 7, Some(b"y"), None);
+        let found = map.update(&key(2), &|s| s.version = 7, Some(Some(b"y")), None);
         assert_eq!(
             found.map(|u| (u.old_data_len, u.stat.version)),
             Some((20, 7))

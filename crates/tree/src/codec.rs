@@ -62,6 +62,25 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// The length that marks null data: no bytes follow. Data never comes
+/// near it, so files written before null data existed never hold it.
+pub(crate) const NULL_BYTES_LEN: u32 = u32::MAX;
+
+/// Bytes, or null.
+pub(crate) fn put_nullable_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        Some(b) => {
+            assert!(
+                b.len() < NULL_BYTES_LEN as usize,
+                "data of {} bytes",
+                b.len()
+            );
+            put_bytes(out, b);
+        }
+        None => put_u32(out, NULL_BYTES_LEN),
+    }
+}
+
 pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
     put_bytes(out, s.as_bytes());
 }
@@ -78,6 +97,7 @@ pub(crate) fn put_acl(out: &mut Vec<u8>, acl: &[Acl]) {
 /// Smallest encoding of one ACL entry: perms and two empty strings.
 const ACL_ENTRY_MIN_BYTES: usize = 12;
 
+#[derive(Clone)]
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -141,6 +161,16 @@ impl<'a> Reader<'a> {
             return Err(DecodeError::TooLong);
         }
         self.take(len)
+    }
+
+    /// Bytes written by `put_nullable_bytes`.
+    pub(crate) fn nullable_bytes(&mut self) -> Result<Option<&'a [u8]>, DecodeError> {
+        let mut peek = self.clone();
+        if peek.u32()? == NULL_BYTES_LEN {
+            *self = peek;
+            return Ok(None);
+        }
+        self.bytes().map(Some)
     }
 
     pub(crate) fn string(&mut self) -> Result<String, DecodeError> {

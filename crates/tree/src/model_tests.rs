@@ -31,7 +31,7 @@ fn single() -> impl Strategy<Value = Request> {
         (path(), 5..7i32, -1..3i64).prop_map(|(p, flags, ttl)| Request::CreateTtl(
             CreateTtlRequest {
                 path: p,
-                data: vec![],
+                data: Some(vec![]),
                 acl: open(),
                 flags,
                 ttl

@@ -46,8 +46,13 @@ pub use crate::shared_bytes::SharedBytes;
 /// A node's ACL list, thin for the same reason; nodes share lists.
 pub type SharedAcl = ThinArc<(), Acl>;
 
-pub(crate) fn shared_bytes(bytes: &[u8]) -> SharedBytes {
-    SharedBytes::new(bytes)
+/// An update's data: None keeps the node's, `Some(None)` makes it null,
+/// `Some(Some(bytes))` gives it those bytes.
+pub(crate) type NewData<'a> = Option<Option<&'a [u8]>>;
+
+/// Znode data, or null (ZooKeeper keeps null apart from empty).
+pub(crate) fn shared_bytes(bytes: Option<&[u8]>) -> SharedBytes {
+    SharedBytes::of(bytes)
 }
 
 pub(crate) fn shared_acl(acl: &[Acl]) -> SharedAcl {
@@ -80,7 +85,7 @@ impl Node {
 
     pub fn as_ref(&self) -> NodeRef<'_> {
         NodeRef {
-            data: &self.data,
+            data: self.data.as_option(),
             acl: &self.acl,
             stat: self.stat,
             children: Some(&self.children),
@@ -111,7 +116,8 @@ pub(crate) fn client_stat(stat: &PersistedStat, data_len: usize, num_children: u
 /// parent's leaves, so this is a view decoded from there.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeRef<'a> {
-    pub(crate) data: &'a [u8],
+    /// None: null data.
+    pub(crate) data: Option<&'a [u8]>,
     pub(crate) acl: &'a SharedAcl,
     pub(crate) stat: PersistedStat,
     /// None for a node that never had children.
@@ -119,7 +125,13 @@ pub struct NodeRef<'a> {
 }
 
 impl<'a> NodeRef<'a> {
+    /// The data; null reads as empty (`nullable_data` tells them apart).
     pub fn data(&self) -> &'a [u8] {
+        self.data.unwrap_or_default()
+    }
+
+    /// The data, or None where it is null.
+    pub fn nullable_data(&self) -> Option<&'a [u8]> {
         self.data
     }
 
@@ -133,7 +145,7 @@ impl<'a> NodeRef<'a> {
 
     /// The stat as ZooKeeper reports it.
     pub fn stat(&self) -> Stat {
-        client_stat(&self.stat, self.data.len(), self.child_count())
+        client_stat(&self.stat, self.data().len(), self.child_count())
     }
 
     /// The child `name`.
@@ -180,9 +192,17 @@ mod tests {
     #[test]
     fn children_after_starts_strictly_after_the_cursor_in_byte_order() {
         // Proves the ordered child query skips to the cursor and keeps byte order.
-        let mut node = Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default());
+        let mut node = Node::new(
+            shared_bytes(Some(&[])),
+            shared_acl(&[]),
+            PersistedStat::default(),
+        );
         for name in ["b", "a", "b0", "B", "c"] {
-            let child = Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default());
+            let child = Node::new(
+                shared_bytes(Some(&[])),
+                shared_acl(&[]),
+                PersistedStat::default(),
+            );
             node.children.insert_new(name, child);
         }
         let node = node.as_ref();

@@ -22,7 +22,8 @@
 //! [version] [cversion] [aversion] [ephemeral owner: 8 bytes LE]
 //! ACL slot
 //! [children slot]
-//! data tag: length << 1 with the data after it, or slot << 1 | 1
+//! data tag: length << 1 with the data after it, or slot << 1 | 1,
+//!   or NULL_DATA_TAG for null data (a length inline data never has)
 //! ```
 //!
 //! Slots hold what is not bytes: ACL lists, child maps, and data above
@@ -42,7 +43,7 @@ use std::cmp::Ordering;
 use crate::child_map::{word_at, ChildMap};
 use crate::entry_offsets::EntryOffsets;
 use crate::leaf_bytes::LeafBytes;
-use crate::node::{Name, Node, NodeRef, PersistedStat, SharedAcl, SharedBytes, Updated};
+use crate::node::{Name, NewData, Node, NodeRef, PersistedStat, SharedAcl, SharedBytes, Updated};
 
 /// An insert at most this many places from the last one continues its run:
 /// sequential names that sort between older ones (`n-123459`, then
@@ -51,6 +52,8 @@ const RUN_GAP: usize = 3;
 
 /// Data up to this size sits inline in the leaf.
 pub(crate) const INLINE_DATA_MAX: usize = 512;
+/// The data tag of null data: an inline length one past the largest.
+const NULL_DATA_TAG: u64 = ((INLINE_DATA_MAX as u64) + 1) << 1;
 
 const MZXID: u8 = 1;
 const PZXID: u8 = 2;
@@ -94,6 +97,7 @@ pub(crate) struct Leaf {
 enum Data<'a> {
     Inline(&'a [u8]),
     Slot(usize),
+    Null,
 }
 
 /// One entry, decoded.
@@ -114,7 +118,8 @@ struct Parts<'a> {
     stat: PersistedStat,
     acl: &'a SharedAcl,
     children: Option<&'a ChildMap>,
-    data: &'a [u8],
+    /// None: null data.
+    data: Option<&'a [u8]>,
     big: Option<&'a SharedBytes>,
 }
 
@@ -124,8 +129,8 @@ impl<'a> Parts<'a> {
             stat: node.stat,
             acl: &node.acl,
             children: (!node.children.is_empty()).then_some(&node.children),
-            data: &node.data,
-            big: Some(&node.data),
+            data: node.data.as_option(),
+            big: (!node.data.is_null()).then_some(&node.data),
         }
     }
 }
@@ -219,8 +224,9 @@ impl Leaf {
         let e = self.entry(i);
         let node = NodeRef {
             data: match e.data {
-                Data::Inline(bytes) => bytes,
-                Data::Slot(s) => self.big(s),
+                Data::Inline(bytes) => Some(bytes),
+                Data::Slot(s) => Some(self.big(s)),
+                Data::Null => None,
             },
             acl: self.acl(e.acl),
             stat: e.stat,
@@ -289,7 +295,7 @@ impl Leaf {
         &mut self,
         i: usize,
         change: &dyn Fn(&mut PersistedStat),
-        data: Option<&[u8]>,
+        data: NewData<'_>,
         acl: Option<&SharedAcl>,
     ) -> Updated {
         let acl = acl.map(|a| self.acl_slot(a));
@@ -300,6 +306,7 @@ impl Leaf {
             old_data_len: match old.data {
                 Data::Inline(bytes) => bytes.len(),
                 Data::Slot(s) => self.big(s).len(),
+                Data::Null => 0,
             },
             child_count: old.children.map_or(0, |s| self.child_map(s).len()),
             stat,
@@ -383,6 +390,7 @@ impl Leaf {
         let (stat, acl, children) = (e.stat, self.acl(e.acl).clone(), e.children);
         let data = match e.data {
             Data::Inline(bytes) => Ok(SharedBytes::new(bytes)),
+            Data::Null => Ok(SharedBytes::null()),
             Data::Slot(s) => Err(s),
         };
         let data =
@@ -550,7 +558,7 @@ impl Leaf {
                     Data::Inline(bytes) if bytes.len() > INLINE_DATA_MAX => {
                         return Err(format!("{name:?}: {} bytes inline", bytes.len()));
                     }
-                    Data::Inline(_) => None,
+                    Data::Inline(_) | Data::Null => None,
                 },
             ];
             for (s, right_kind) in owned.into_iter().flatten() {
@@ -579,9 +587,10 @@ impl Leaf {
     fn parts(&self, i: usize) -> Parts<'_> {
         let e = self.entry(i);
         let (data, big) = match e.data {
-            Data::Inline(bytes) => (bytes, None),
+            Data::Inline(bytes) => (Some(bytes), None),
+            Data::Null => (None, None),
             Data::Slot(s) => match &self.slots[s] {
-                Slot::Data(bytes) => (&bytes[..], Some(bytes)),
+                Slot::Data(bytes) => (Some(&bytes[..]), Some(bytes)),
                 other => panic!("data slot {s} holds {other:?}"),
             },
         };
@@ -682,8 +691,12 @@ impl Leaf {
         }
     }
 
-    /// Where `data` goes: inline, or a slot (sharing `big` when given).
-    fn data_of<'p>(&mut self, data: &'p [u8], big: Option<&SharedBytes>) -> Data<'p> {
+    /// Where `data` goes: inline, or a slot (sharing `big` when given);
+    /// None is null data.
+    fn data_of<'p>(&mut self, data: Option<&'p [u8]>, big: Option<&SharedBytes>) -> Data<'p> {
+        let Some(data) = data else {
+            return Data::Null;
+        };
         if data.len() <= INLINE_DATA_MAX {
             return Data::Inline(data);
         }
@@ -811,6 +824,7 @@ fn encode(out: &mut Vec<u8>, e: Entry<'_>, base_zxid: i64, base_time: i64) {
             out.extend_from_slice(bytes);
         }
         Data::Slot(slot) => put_uvarint(out, (slot as u64) << 1 | 1),
+        Data::Null => put_uvarint(out, NULL_DATA_TAG),
     }
 }
 
@@ -863,6 +877,8 @@ fn decode<'a>(bytes: &'a [u8], at: &mut usize, base_zxid: i64, base_time: i64) -
     let tag = get_uvarint(bytes, at);
     let data = if tag & 1 == 1 {
         Data::Slot((tag >> 1) as usize)
+    } else if tag == NULL_DATA_TAG {
+        Data::Null
     } else {
         let len = (tag >> 1) as usize;
         let data = &bytes[*at..*at + len];

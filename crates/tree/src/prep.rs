@@ -318,7 +318,7 @@ impl Preparer {
         ctx: &PrepContext<'_>,
         data: Vec<u8>,
     ) -> Result<Txn, ErrorCode> {
-        let op = self.set_data(tree, ctx, path::CONFIG, &data, -1)?;
+        let op = self.set_data(tree, ctx, path::CONFIG, Some(&data), -1)?;
         Ok(Txn {
             header: ctx.header(),
             op,
@@ -438,7 +438,7 @@ impl Preparer {
                 ctx,
                 CreateKind::Plain,
                 &r.path,
-                &r.data,
+                r.data.as_deref(),
                 &r.acl,
                 r.flags,
                 -1,
@@ -448,7 +448,7 @@ impl Preparer {
                 ctx,
                 CreateKind::Container,
                 &r.path,
-                &r.data,
+                r.data.as_deref(),
                 &r.acl,
                 r.flags,
                 -1,
@@ -458,14 +458,14 @@ impl Preparer {
                 ctx,
                 CreateKind::Ttl,
                 &r.path,
-                &r.data,
+                r.data.as_deref(),
                 &r.acl,
                 r.flags,
                 r.ttl,
             ),
             Request::Delete(r) => self.delete(tree, ctx, &r.path, r.version),
             Request::DeleteContainer(r) => self.delete_container(tree, ctx, &r.path),
-            Request::SetData(r) => self.set_data(tree, ctx, &r.path, &r.data, r.version),
+            Request::SetData(r) => self.set_data(tree, ctx, &r.path, r.data.as_deref(), r.version),
             Request::SetAcl(r) => self.set_acl(tree, ctx, &r.path, &r.acl, r.version),
             Request::Check(r) => self.check(tree, ctx, &r.path, r.version),
             _ => Err(ErrorCode::Unimplemented),
@@ -480,7 +480,7 @@ impl Preparer {
         ctx: &PrepContext<'_>,
         kind: CreateKind,
         req_path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         req_acl: &[Acl],
         flags: i32,
         ttl: i64,
@@ -540,7 +540,7 @@ impl Preparer {
         self.add(ctx.zxid, &final_path, node);
         Ok(TxnOp::Create(CreateTxn {
             path: final_path,
-            data: data.to_vec(),
+            data: data.map(<[u8]>::to_vec),
             acl,
             ephemeral_owner: owner,
             parent_cversion: new_cversion,
@@ -600,7 +600,7 @@ impl Preparer {
         tree: &DataTree,
         ctx: &PrepContext<'_>,
         p: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         version: i32,
     ) -> Result<TxnOp, ErrorCode> {
         path::validate_path(p)?;
@@ -615,7 +615,7 @@ impl Preparer {
         self.add(ctx.zxid, p, node);
         Ok(TxnOp::SetData {
             path: p.to_owned(),
-            data: data.to_vec(),
+            data: data.map(<[u8]>::to_vec),
             version: stat.version,
         })
     }

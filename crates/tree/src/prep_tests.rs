@@ -20,7 +20,7 @@ use ErrorCode::{
 fn ttl_req(path: &str, flags: i32, ttl: i64) -> Request {
     Request::CreateTtl(CreateTtlRequest {
         path: path.into(),
-        data: vec![],
+        data: Some(vec![]),
         acl: open(),
         flags,
         ttl,

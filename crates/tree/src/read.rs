@@ -37,7 +37,7 @@ impl DataTree {
             Request::GetData(r) => {
                 let n = self.readable(&r.path, caller)?;
                 Ok(Response::GetData(GetDataResponse {
-                    data: n.data().to_vec(),
+                    data: n.nullable_data().map(<[u8]>::to_vec),
                     stat: n.stat(),
                 }))
             }
@@ -82,9 +82,9 @@ impl DataTree {
                         Request::GetChildren(r) => self
                             .readable(&r.path, caller)
                             .map(|n| MultiResult::GetChildren(child_names(n))),
-                        Request::GetData(r) => self
-                            .readable(&r.path, caller)
-                            .map(|n| MultiResult::GetData(n.data().to_vec(), n.stat())),
+                        Request::GetData(r) => self.readable(&r.path, caller).map(|n| {
+                            MultiResult::GetData(n.nullable_data().map(<[u8]>::to_vec), n.stat())
+                        }),
                         // ZooKeeper fails the whole request on other kinds.
                         _ => return Err(ErrorCode::MarshallingError),
                     };

@@ -20,6 +20,10 @@ struct Header {
 const HEADER_BYTES: usize = std::mem::size_of::<Header>();
 const _: () = assert!(HEADER_BYTES == 8);
 
+/// The length that marks null data (ZooKeeper keeps null apart from
+/// empty): no bytes follow it. Real data is far shorter.
+const NULL_LEN: u32 = u32::MAX;
+
 /// Clones past this mean a leak: stop rather than let the count wrap (as
 /// `Arc` does).
 const COUNT_MAX: u32 = u32::MAX / 2;
@@ -37,7 +41,34 @@ unsafe impl Sync for SharedBytes {}
 
 impl SharedBytes {
     pub fn new(bytes: &[u8]) -> SharedBytes {
-        let len = u32::try_from(bytes.len()).expect("znode data is under 4 GiB");
+        let len = u32::try_from(bytes.len())
+            .ok()
+            .filter(|&len| len != NULL_LEN)
+            .expect("znode data is under 4 GiB");
+        Self::with_len(len, bytes)
+    }
+
+    /// Null data: reads as empty, and `is_null` tells it apart.
+    pub fn null() -> SharedBytes {
+        Self::with_len(NULL_LEN, &[])
+    }
+
+    /// `bytes`, or null.
+    pub fn of(bytes: Option<&[u8]>) -> SharedBytes {
+        bytes.map_or_else(SharedBytes::null, SharedBytes::new)
+    }
+
+    pub fn is_null(&self) -> bool {
+        self.header().len == NULL_LEN
+    }
+
+    /// The bytes, or None for null data.
+    pub fn as_option(&self) -> Option<&[u8]> {
+        (!self.is_null()).then_some(&**self)
+    }
+
+    /// `len` is `bytes.len()`, or `NULL_LEN` with no bytes.
+    fn with_len(len: u32, bytes: &[u8]) -> SharedBytes {
         let layout = layout(len);
         // SAFETY: the layout's size is at least the header's, never zero.
         let raw = unsafe { alloc(layout) };
@@ -63,7 +94,8 @@ impl SharedBytes {
 }
 
 fn layout(len: u32) -> Layout {
-    Layout::from_size_align(HEADER_BYTES + len as usize, std::mem::align_of::<Header>())
+    let bytes = if len == NULL_LEN { 0 } else { len as usize };
+    Layout::from_size_align(HEADER_BYTES + bytes, std::mem::align_of::<Header>())
         .expect("a length under 4 GiB fits a layout")
 }
 
@@ -71,7 +103,10 @@ impl Deref for SharedBytes {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        let len = self.header().len as usize;
+        let len = match self.header().len {
+            NULL_LEN => 0,
+            len => len as usize,
+        };
         // SAFETY: `new` wrote `len` bytes after the header, and they live
         // as long as self.
         unsafe {
@@ -110,6 +145,9 @@ impl Drop for SharedBytes {
 
 impl fmt::Debug for SharedBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_null() {
+            return f.write_str("SharedBytes(null)");
+        }
         f.debug_tuple("SharedBytes").field(&&**self).finish()
     }
 }
@@ -130,6 +168,11 @@ mod tests {
         assert_eq!(b.header().count.load(Ordering::Relaxed), 1);
         let empty = SharedBytes::new(&[]);
         assert!(empty.is_empty());
+        assert!(!empty.is_null() && empty.as_option() == Some(&[][..]));
+        let null = SharedBytes::null();
+        assert!(null.is_empty() && null.is_null() && null.as_option().is_none());
+        assert!(null.clone().is_null());
+        assert_eq!(format!("{null:?}"), "SharedBytes(null)");
         assert_eq!(
             format!("{:?}", SharedBytes::new(&[1, 2])),
             "SharedBytes([1, 2])"

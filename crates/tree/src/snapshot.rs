@@ -140,7 +140,7 @@ fn write_nodes_in_order<'t>(
         let b = &mut nodes.payload;
         b.reserve(8 + p.len() + n.data().len() + NODE_TAIL_BYTES);
         codec::put_str(b, p);
-        codec::put_bytes(b, n.data());
+        codec::put_nullable_bytes(b, n.nullable_data());
         b.extend_from_slice(&node_tail(acl, &n.persisted()));
         nodes.count += 1;
         failed = nodes.check_size().and_then(|()| {
@@ -325,7 +325,7 @@ mod tests {
         });
         let create = CreateTxn {
             path: "/a".into(),
-            data: b"hi".to_vec(),
+            data: Some(b"hi".to_vec()),
             acl: vec![Acl::open_unsafe()],
             ephemeral_owner: 0,
             parent_cversion: 1,
@@ -335,6 +335,76 @@ mod tests {
             op: TxnOp::Create(create),
         });
         t
+    }
+
+    /// ZooKeeper keeps null data apart from empty data: so do the tree,
+    /// its digest, a setData and a snapshot.
+    #[test]
+    fn null_data_stays_null_and_hashes_apart_from_empty() {
+        let h = |zxid| TxnHeader {
+            session_id: 0,
+            cxid: 1,
+            zxid,
+            time_ms: 1_700_000_000_000,
+        };
+        let tree_with = |data: Option<Vec<u8>>| {
+            let mut t = DataTree::new();
+            let create = CreateTxn {
+                path: "/n".into(),
+                data,
+                acl: vec![Acl::open_unsafe()],
+                ephemeral_owner: 0,
+                parent_cversion: 1,
+            };
+            t.apply(&Txn {
+                header: h(1),
+                op: TxnOp::Create(create),
+            });
+            t
+        };
+        let null = tree_with(None);
+        let empty = tree_with(Some(Vec::new()));
+        assert_eq!(null.node("/n").unwrap().nullable_data(), None);
+        assert_eq!(null.node("/n").unwrap().stat().data_length, 0);
+        assert_eq!(empty.node("/n").unwrap().nullable_data(), Some(&[][..]));
+        assert_ne!(null.digest(), empty.digest());
+        for t in [&null, &empty] {
+            let mut buf = Vec::new();
+            write_snapshot(t, &mut buf).unwrap();
+            let back = read_snapshot(&mut buf.as_slice()).unwrap();
+            assert_eq!(back.digest(), t.digest());
+            assert_eq!(
+                back.node("/n").unwrap().nullable_data(),
+                t.node("/n").unwrap().nullable_data()
+            );
+        }
+        // setData to null and back to bytes.
+        let mut t = empty.clone();
+        for (zxid, data) in [(2, None), (3, Some(b"x".to_vec())), (4, None)] {
+            let expected = data.clone();
+            t.apply(&Txn {
+                header: h(zxid),
+                op: TxnOp::SetData {
+                    path: "/n".into(),
+                    data,
+                    version: zxid as i32 - 1,
+                },
+            });
+            assert_eq!(t.node("/n").unwrap().nullable_data(), expected.as_deref());
+        }
+        assert_eq!(t.digest(), {
+            let mut again = null.clone();
+            again.apply(&Txn {
+                header: h(4),
+                op: TxnOp::SetData {
+                    path: "/n".into(),
+                    data: None,
+                    version: 3,
+                },
+            });
+            again.digest()
+        });
+        assert_eq!(t.check_invariants(), Ok(()));
     }
 
     fn hex(bytes: &[u8]) -> String {
@@ -394,7 +464,7 @@ mod tests {
             let (data, acl) = of(i);
             let create = CreateTxn {
                 path: format!("/n{i:04}"),
-                data,
+                data: Some(data),
                 acl,
                 ephemeral_owner: 0,
                 parent_cversion: i + 1,

@@ -229,7 +229,7 @@ fn node_record(
     scheme: DigestScheme,
 ) -> Result<NodeRecord, SnapshotError> {
     let p = r.str()?;
-    let data = shared_bytes(r.bytes()?);
+    let data = shared_bytes(r.nullable_bytes()?);
     let acl_idx = r.u32()? as usize;
     let acl = acls
         .get(acl_idx)

@@ -102,7 +102,7 @@ pub(crate) fn acl(p: i32, scheme: &str, id: &str) -> Vec<Acl> {
 pub(crate) fn create_req(path: &str, flags: i32) -> CreateRequest {
     CreateRequest {
         path: path.into(),
-        data: b"d".to_vec(),
+        data: Some(b"d".to_vec()),
         acl: open(),
         flags,
     }
@@ -119,7 +119,7 @@ pub(crate) fn create_mode(path: &str, flags: i32) -> Request {
 pub(crate) fn create_acl(path: &str, acl: Vec<Acl>) -> Request {
     Request::Create(CreateRequest {
         path: path.into(),
-        data: vec![],
+        data: Some(vec![]),
         acl,
         flags: 0,
     })
@@ -135,7 +135,7 @@ pub(crate) fn delete(path: &str, version: i32) -> Request {
 pub(crate) fn set_data(path: &str, data: &[u8], version: i32) -> Request {
     Request::SetData(SetDataRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         version,
     })
 }

@@ -9,7 +9,9 @@ use stoa_proto::records::{Acl, Id};
 use crate::child_map::{self, ChildMap};
 use crate::digest::{node_digest, CURRENT_SCHEME};
 use crate::ephemeral::EphemeralKind;
-use crate::node::{shared_acl, shared_bytes, Node, NodeRef, PersistedStat, SharedAcl, Updated};
+use crate::node::{
+    shared_acl, shared_bytes, NewData, Node, NodeRef, PersistedStat, SharedAcl, Updated,
+};
 use crate::path::{self, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 
 type PathSet = RedBlackTreeSetSync<Arc<str>>;
@@ -69,7 +71,7 @@ impl DataTree {
                 id: "anyone".to_owned(),
             },
         }]);
-        let empty = shared_bytes(&[]);
+        let empty = shared_bytes(Some(&[]));
         let zeroed = PersistedStat::default();
         let mut tree = DataTree::empty();
         tree.set_root(Node::new(empty.clone(), open.clone(), zeroed));
@@ -88,7 +90,11 @@ impl DataTree {
     /// node), for the snapshot reader to fill.
     pub(crate) fn empty() -> Self {
         DataTree {
-            root: Node::new(shared_bytes(&[]), shared_acl(&[]), PersistedStat::default()),
+            root: Node::new(
+                shared_bytes(Some(&[])),
+                shared_acl(&[]),
+                PersistedStat::default(),
+            ),
             node_count: 0,
             ephemerals: RedBlackTreeMapSync::new_sync(),
             containers: RedBlackTreeSetSync::new_sync(),
@@ -138,7 +144,7 @@ impl DataTree {
         &mut self,
         p: &str,
         change: &dyn Fn(&mut PersistedStat),
-        data: Option<&[u8]>,
+        data: NewData<'_>,
         acl: Option<&SharedAcl>,
     ) -> Option<Updated> {
         let p = path::canonical(p);
@@ -493,7 +499,7 @@ mod tests {
             for _ in 0..depth {
                 p.push_str("/a");
                 let node = Node::new(
-                    shared_bytes(b"x"),
+                    shared_bytes(Some(b"x")),
                     shared_acl(&[]),
                     PersistedStat::default(),
                 );

@@ -30,7 +30,8 @@ pub struct Txn {
 pub struct CreateTxn {
     /// Final path (sequential suffix included).
     pub path: String,
-    pub data: Vec<u8>,
+    /// None: null data (ZooKeeper keeps it apart from empty).
+    pub data: Option<Vec<u8>>,
     /// Fixed-up ACL (`auth` expanded, duplicates removed).
     pub acl: Vec<Acl>,
     /// Raw owner: 0, a session id, the container marker or a TTL encoding.
@@ -59,7 +60,8 @@ pub enum TxnOp {
     /// `version` is the node's new version.
     SetData {
         path: String,
-        data: Vec<u8>,
+        /// None: null data.
+        data: Option<Vec<u8>>,
         version: i32,
     },
     /// `aversion` is the node's new ACL version.
@@ -151,6 +153,11 @@ fn str_len(s: &str) -> usize {
     LEN_PREFIX_BYTES + s.len()
 }
 
+/// Bytes after the length prefix (none for null data).
+fn data_len(data: &Option<Vec<u8>>) -> usize {
+    data.as_ref().map_or(0, Vec::len)
+}
+
 fn acl_len(acl: &[Acl]) -> usize {
     LEN_PREFIX_BYTES
         + acl
@@ -168,12 +175,14 @@ impl TxnOp {
                 LEN_PREFIX_BYTES + paths.iter().map(|p| str_len(p)).sum::<usize>()
             }
             TxnOp::Create(c) => {
-                str_len(&c.path) + LEN_PREFIX_BYTES + c.data.len() + acl_len(&c.acl) + 8 + 4
+                str_len(&c.path) + LEN_PREFIX_BYTES + data_len(&c.data) + acl_len(&c.acl) + 8 + 4
             }
             TxnOp::Delete { path } | TxnOp::DeleteContainer { path } | TxnOp::Check { path } => {
                 str_len(path)
             }
-            TxnOp::SetData { path, data, .. } => str_len(path) + LEN_PREFIX_BYTES + data.len() + 4,
+            TxnOp::SetData { path, data, .. } => {
+                str_len(path) + LEN_PREFIX_BYTES + data_len(data) + 4
+            }
             TxnOp::SetAcl { path, acl, .. } => str_len(path) + acl_len(acl) + 4,
             TxnOp::Multi(ops) => {
                 LEN_PREFIX_BYTES + ops.iter().map(TxnOp::encoded_len).sum::<usize>()
@@ -198,7 +207,7 @@ impl TxnOp {
             TxnOp::Create(c) => {
                 codec::put_u8(out, tag::CREATE);
                 codec::put_str(out, &c.path);
-                codec::put_bytes(out, &c.data);
+                codec::put_nullable_bytes(out, c.data.as_deref());
                 codec::put_acl(out, &c.acl);
                 codec::put_i64(out, c.ephemeral_owner);
                 codec::put_i32(out, c.parent_cversion);
@@ -218,7 +227,7 @@ impl TxnOp {
             } => {
                 codec::put_u8(out, tag::SET_DATA);
                 codec::put_str(out, path);
-                codec::put_bytes(out, data);
+                codec::put_nullable_bytes(out, data.as_deref());
                 codec::put_i32(out, *version);
             }
             TxnOp::SetAcl {
@@ -268,7 +277,7 @@ impl TxnOp {
             }
             tag::CREATE => TxnOp::Create(CreateTxn {
                 path: r.string()?,
-                data: r.bytes()?.to_vec(),
+                data: r.nullable_bytes()?.map(<[u8]>::to_vec),
                 acl: r.acl()?,
                 ephemeral_owner: r.i64()?,
                 parent_cversion: r.i32()?,
@@ -277,7 +286,7 @@ impl TxnOp {
             tag::DELETE_CONTAINER => TxnOp::DeleteContainer { path: r.string()? },
             tag::SET_DATA => TxnOp::SetData {
                 path: r.string()?,
-                data: r.bytes()?.to_vec(),
+                data: r.nullable_bytes()?.map(<[u8]>::to_vec),
                 version: r.i32()?,
             },
             tag::SET_ACL => TxnOp::SetAcl {
@@ -325,17 +334,29 @@ mod tests {
             },
             TxnOp::Create(CreateTxn {
                 path: "/a".into(),
-                data: b"x".to_vec(),
+                data: Some(b"x".to_vec()),
                 acl: acl.clone(),
                 ephemeral_owner: i64::MIN,
                 parent_cversion: 3,
+            }),
+            TxnOp::Create(CreateTxn {
+                path: "/null".into(),
+                data: None,
+                acl: acl.clone(),
+                ephemeral_owner: 0,
+                parent_cversion: 4,
             }),
             TxnOp::Delete { path: "/a".into() },
             TxnOp::DeleteContainer { path: "/c".into() },
             TxnOp::SetData {
                 path: "/a".into(),
-                data: vec![0; 3],
+                data: Some(vec![0; 3]),
                 version: 2,
+            },
+            TxnOp::SetData {
+                path: "/a".into(),
+                data: None,
+                version: 3,
             },
             TxnOp::SetAcl {
                 path: "/a".into(),

@@ -1046,7 +1046,7 @@ impl Sim {
                 Op::Next => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
-                    let value: u64 = std::str::from_utf8(&reply.data)
+                    let value: u64 = std::str::from_utf8(reply.data.as_deref().unwrap_or_default())
                         .ok()
                         .and_then(|v| v.parse().ok())
                         .expect("the counter returns a number");
@@ -1062,7 +1062,7 @@ impl Sim {
                 Op::Get { key, min, max } => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
-                    let seen = index_of(&reply.data);
+                    let seen = index_of(reply.data.as_deref().unwrap_or_default());
                     assert!(
                         seen >= min && seen <= max,
                         "seed {seed}: client {c} key {key}: read {seen:?}, expected within {min:?}..={max:?}"

@@ -162,6 +162,8 @@ impl Engine {
             .current_acl(&self.core.tree, EXTENSIONS_ROOT)
             .ok_or(ErrorCode::NoNode)?;
         stoa_tree::check_acl(&root_acl, perms::ADMIN, Caller { ids, is_super })?;
+        // A registration with null data is as invalid as an empty one.
+        let data = data.as_deref().unwrap_or_default();
         self.extensions.check(name, data).map_err(|e| {
             log::warn!("extension {name} refused: {e}");
             e.error_code()
@@ -541,12 +543,18 @@ fn extension_request(request: &Request, session_id: i64) -> Option<ExtRequest> {
         Request::Create(r) | Request::Create2(r) => (
             ExtOp::Create { flags: r.flags },
             &r.path,
-            r.data.clone(),
+            r.data.clone().unwrap_or_default(),
             -1,
         ),
         Request::Delete(r) => (ExtOp::Delete, &r.path, Vec::new(), r.version),
         Request::GetData(r) => (ExtOp::GetData, &r.path, Vec::new(), -1),
-        Request::SetData(r) => (ExtOp::SetData, &r.path, r.data.clone(), r.version),
+        // Extensions see null data as empty (Lua strings have no null).
+        Request::SetData(r) => (
+            ExtOp::SetData,
+            &r.path,
+            r.data.clone().unwrap_or_default(),
+            r.version,
+        ),
         Request::Exists(r) => (ExtOp::Exists, &r.path, Vec::new(), -1),
         Request::GetChildren(r) => (ExtOp::GetChildren, &r.path, Vec::new(), -1),
         Request::GetChildren2(r) => (ExtOp::GetChildren, &r.path, Vec::new(), -1),
@@ -569,7 +577,7 @@ fn write_request(write: WriteOp) -> Request {
             ephemeral,
         } => Request::Create(CreateRequest {
             path,
-            data,
+            data: Some(data),
             acl: vec![Acl::open_unsafe()],
             flags: i32::from(ephemeral),
         }),
@@ -580,7 +588,7 @@ fn write_request(write: WriteOp) -> Request {
             version,
         } => Request::SetData(SetDataRequest {
             path,
-            data,
+            data: Some(data),
             version,
         }),
     }
@@ -599,7 +607,7 @@ fn response_for_extension(request: &Request, reply: ExtReply) -> Result<Response
         }),
         Request::Delete(_) => Response::Empty,
         Request::GetData(_) => Response::GetData(GetDataResponse {
-            data: reply.data.unwrap_or_default(),
+            data: Some(reply.data.unwrap_or_default()),
             stat,
         }),
         Request::SetData(_) => Response::Stat(stat),

@@ -259,7 +259,7 @@ mod tests {
     fn every_message_round_trips() {
         let create = Request::Create(CreateRequest {
             path: "/a".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             acl: vec![Acl::open_unsafe()],
             flags: 1,
         });

@@ -282,7 +282,7 @@ impl SessionGate {
             (Ok(Response::Stat(stat)), ReplyShape::Reconfig) => (
                 ErrorCode::Ok,
                 Response::GetData(GetDataResponse {
-                    data: outcome.config.unwrap_or_default(),
+                    data: Some(outcome.config.unwrap_or_default()),
                     stat,
                 }),
             ),

@@ -520,7 +520,7 @@ impl World {
                     .map_or(Vec::new(), |d| d.as_bytes().to_vec());
                 Request::Create(CreateRequest {
                     path: path.into(),
-                    data,
+                    data: Some(data),
                     acl: vec![Acl::open_unsafe()],
                     flags: mode.as_i32(),
                 })
@@ -575,11 +575,10 @@ fn describe(op: &str, body: &[u8]) -> String {
         }
         "set" => SetDataResponse::decode(&mut r).map_or(String::new(), |s| stat(&s.stat)),
         "get" => GetDataResponse::decode(&mut r).map_or(String::new(), |g| {
-            format!(
-                " data={:?}{}",
-                String::from_utf8_lossy(&g.data),
-                stat(&g.stat)
-            )
+            let data = g.data.as_deref().map_or("null".to_owned(), |d| {
+                format!("{:?}", String::from_utf8_lossy(d))
+            });
+            format!(" data={data}{}", stat(&g.stat))
         }),
         "exists" => Stat::decode(&mut r).map_or(String::new(), |s| stat(&s)),
         "children" => GetChildrenResponse::decode(&mut r)

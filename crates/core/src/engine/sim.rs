@@ -228,7 +228,7 @@ impl Sim {
                 Op::Get { key, expect } => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
-                    let seen = index_of(&reply.data);
+                    let seen = index_of(reply.data.as_deref().unwrap_or_default());
                     assert_eq!(
                         seen, expect,
                         "seed {}: client {c} key {key}: read {seen:?}, its last write was {expect:?}",

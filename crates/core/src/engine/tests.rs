@@ -322,7 +322,7 @@ fn a_data_watch_fires_before_the_reply_to_a_read_that_sees_the_change() {
         2,
         Request::SetData(SetDataRequest {
             path: "/w".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             version: -1,
         }),
     );
@@ -362,7 +362,7 @@ fn an_expired_session_loses_its_ephemerals_and_cannot_resume() {
     let session = rig.connect(1);
     let mut eph = CreateRequest {
         path: "/e".into(),
-        data: vec![],
+        data: Some(vec![]),
         acl: vec![Acl::open_unsafe()],
         flags: 1,
     };
@@ -481,7 +481,7 @@ fn a_standalone_snapshot_waits_for_a_log_worth_a_quarter_of_the_tree() {
     let write = |path: &str, bytes: usize| {
         Request::Create(CreateRequest {
             path: path.into(),
-            data: vec![b'x'; bytes],
+            data: Some(vec![b'x'; bytes]),
             acl: vec![Acl::open_unsafe()],
             flags: 0,
         })

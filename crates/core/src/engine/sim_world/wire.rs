@@ -145,7 +145,7 @@ pub(crate) fn open(engine: &mut Engine, conn: u64, bytes: Vec<u8>) {
 pub(crate) fn create(path: &str, data: Vec<u8>) -> Request {
     Request::Create(CreateRequest {
         path: path.into(),
-        data,
+        data: Some(data),
         acl: vec![Acl::open_unsafe()],
         flags: 0,
     })
@@ -162,7 +162,7 @@ pub(crate) fn get(path: &str, watch: bool) -> Request {
 pub(crate) fn set(path: &str, data: Vec<u8>) -> Request {
     Request::SetData(SetDataRequest {
         path: path.into(),
-        data,
+        data: Some(data),
         version: -1,
     })
 }
