@@ -1,11 +1,12 @@
-"""docs/benchmarks.md from a run's figures: the head, the targets, then a
-section per part of the run (render/*.py, one each), the plots, the TODO."""
+"""docs/benchmarks.md from a run's figures: the head, the targets (the
+summary), then a section per part of the run (render/*.py, one each), the
+plots, the method, the TODO."""
 
 from ..systems import SYSTEMS, note_versions, of_family
 from .ensemble import ensemble_report
 from .ezk import ezk_report
 from .failover import failover_report
-from .header import header
+from .header import header, method
 from .matrix import group_tables
 from .resources import resource_report
 from .targets import targets
@@ -38,6 +39,7 @@ def write_report(path, cells, med, ctx):
             L.append("![%s](bench/%s)\n" % (title, png))
     elif not have_matplotlib():
         L.append("(No plots: matplotlib was not available.)\n")
+    method(L, cells, med, ctx, systems)
     L.append("Raw medians and every repeat: [bench/results.json](bench/results.json).\n")
     L.append("## Not measured yet (TODO)\n")
     if not etcd:

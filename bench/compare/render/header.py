@@ -1,4 +1,5 @@
-"""The report's head: title, how to run, and how the run was made."""
+"""The report's head (title, how to read it) and, at its end, how to run
+the benchmarks and how this run was made."""
 
 from ..anchors.gobuild import ETCD_MODULE
 from ..anchors.maven import ZOOKEEPER_ARTIFACTS
@@ -37,6 +38,17 @@ def header(L, cells, med, ctx, systems, ens_cells):
     L.append("Written by `scripts/bench-compare`; do not edit by hand, re-run it. "
              "Absolute numbers on this machine are noise; read the **ratios** "
              "(Stoa / ZooKeeper%s).\n" % (", Stoa / etcd" if etcd else ""))
+    L.append("The targets table below is the summary; every section after it has the "
+             "figures behind it. `SxK`: S sessions with K calls in flight each (K = 1: "
+             "synchronous). How to run the benchmarks, the machine, the versions and how each "
+             "figure was measured: **Method**, at the end (run of %s).\n" % ctx["date"])
+
+
+def method(L, cells, med, ctx, systems):
+    """How to run, and how this run was made: the report's last section."""
+    etcds = of_family("etcd", systems)
+    etcd = bool(etcds)
+    L.append("## Method\n")
     L.append("How to run: `scripts/bench-compare` (everything, about an hour with the five "
              "systems; `--quick` for a smoke run of a few minutes that writes under target/, "
              "with the systems but Debian's ZooKeeper and Stoa on a few cells only, 20,000 "
