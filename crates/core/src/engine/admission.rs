@@ -130,6 +130,23 @@ impl Engine {
         }
     }
 
+    /// Proposes the session creations held while the leader could not
+    /// prepare.
+    pub(super) fn release_held_session_creates(&mut self) {
+        while self.is_leader() && self.may_prepare() {
+            let Some((server, conn, session_id, timeout_ms)) =
+                self.core.held_session_creates.pop_front()
+            else {
+                return;
+            };
+            self.admit_session(SessionCall::Create {
+                origin: (server, conn),
+                session_id,
+                timeout_ms,
+            });
+        }
+    }
+
     /// Answers the attaches held while the log was being applied.
     pub(super) fn release_held_attaches(&mut self) {
         while self.is_leader() && self.log_applied() {
@@ -146,6 +163,18 @@ impl Engine {
     pub(super) fn admit_session(&mut self, call: SessionCall) -> SessionAdmitted {
         debug_assert!(self.is_leader(), "only a leader admits sessions");
         match call {
+            SessionCall::Create {
+                origin: (server, conn),
+                session_id,
+                timeout_ms,
+            } if !self.may_prepare() => {
+                // As client writes: a new leader applies its log first, and
+                // a counter near its end waits for the new epoch.
+                self.core
+                    .held_session_creates
+                    .push_back((server, conn, session_id, timeout_ms));
+                SessionAdmitted::Held
+            }
             SessionCall::Create {
                 origin: (server, conn),
                 session_id,

@@ -103,6 +103,7 @@ impl Engine {
         self.serve_snapshot_requests();
         self.complete_attaches();
         self.release_held_writes();
+        self.release_held_session_creates();
         self.release_held_attaches();
         self.publish_membership();
         self.maybe_snapshot();
@@ -272,6 +273,11 @@ impl Engine {
         }
         self.core.last_container_check_ms = self.now_ms;
         for path in self.core.tree.expiry_candidates(self.now_ms, 0) {
+            if !self.may_prepare() {
+                // The zxid counter nears its end: the rest wait for the new
+                // epoch (the next check) rather than eat into the reserve.
+                break;
+            }
             let zxid = self.core.next_zxid();
             let ctx = self.internal_ctx(0, zxid);
             match self

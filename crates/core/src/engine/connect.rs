@@ -193,6 +193,13 @@ impl Engine {
             .map(|s| s.id)
             .collect();
         for sid in expired {
+            if !self.may_prepare() {
+                // The zxid counter nears its end: the others expire in the
+                // new epoch, next tick, rather than eat into the reserve
+                // kept for what cannot wait (many sessions can expire at
+                // once after an outage).
+                break;
+            }
             log::info!("session {sid:#x} expired");
             self.stats.sessions_expired += 1;
             if let Some(s) = self.gate.sessions.get_mut(&sid) {

@@ -101,9 +101,10 @@ pub(crate) enum SessionAdmitted {
     Attached { after_zxid: i64 },
     /// No such session, or it is closing: the client must start over.
     Unknown,
-    /// A new leader has not applied its predecessors' log yet, which may
-    /// hold the session's creation: asked again once it has
-    /// (`Engine::release_held_attaches`).
+    /// Asked again later: an attach while a new leader has not applied
+    /// its predecessors' log, which may hold the session's creation
+    /// (`Engine::release_held_attaches`); a creation while the leader may
+    /// not prepare (`Engine::release_held_session_creates`).
     Held,
 }
 

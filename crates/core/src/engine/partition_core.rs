@@ -35,6 +35,9 @@ pub(crate) struct PartitionCore {
     pub speculative: Option<DataTree>,
     /// Leader: writes received before it may prepare them.
     pub held_writes: VecDeque<Admission>,
+    /// Leader: session creations (origin server, connection, session,
+    /// timeout) received while it could not prepare.
+    pub held_session_creates: VecDeque<(u64, ConnId, SessionId, i32)>,
     /// Leader: attaches (origin server, connection, session) received
     /// before its log was applied.
     pub held_attaches: VecDeque<(u64, ConnId, SessionId)>,
@@ -84,6 +87,7 @@ impl PartitionCore {
             speculative: None,
             held_writes: VecDeque::new(),
             held_attaches: VecDeque::new(),
+            held_session_creates: VecDeque::new(),
             owners: HashMap::new(),
             held_messages: VecDeque::new(),
             applied_index: snapshot_index,

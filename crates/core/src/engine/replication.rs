@@ -229,6 +229,7 @@ impl Engine {
         self.gate.kept.clear();
         self.core.owners.clear();
         self.core.held_attaches.clear();
+        self.core.held_session_creates.clear();
         self.gate.zxid_waiters.clear();
         self.core.held_writes.clear();
         self.core.preparer.clear();
@@ -334,6 +335,7 @@ impl Engine {
         self.gate.kept.clear();
         self.core.owners.clear();
         self.core.held_attaches.clear();
+        self.core.held_session_creates.clear();
         self.gate.zxid_waiters.clear();
         self.core.held_writes.clear();
         self.core.preparer.clear();
