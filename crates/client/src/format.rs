@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use stoa_proto::records::{Acl, Stat};
+use stoa_proto::time::civil_from_days;
 
 use crate::acl::perms_to_string;
 
@@ -50,26 +51,6 @@ pub fn format_date(epoch_ms: i64) -> String {
         second_of_day % 3600 / 60,
         second_of_day % 60
     )
-}
-
-/// Howard Hinnant's `civil_from_days`: (year, month 1-12, day 1-31) of a
-/// day count from 1970-01-01 in the proleptic Gregorian calendar.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// One ACL entry as zkCli's `getAcl` prints it: the `Id` record in jute's

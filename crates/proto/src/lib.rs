@@ -29,6 +29,7 @@ pub mod opcode;
 pub mod records;
 pub mod request;
 pub mod response;
+pub mod time;
 
 #[cfg(test)]
 mod arbitrary;

@@ -224,18 +224,7 @@ impl Engine {
                 s.conn = None;
             }
         }
-        self.gate.connecting.clear();
-        self.gate.attaching.clear();
-        self.gate.kept.clear();
-        self.core.owners.clear();
-        self.core.held_attaches.clear();
-        self.core.held_session_creates.clear();
-        self.gate.zxid_waiters.clear();
-        self.core.held_writes.clear();
-        self.core.preparer.clear();
-        self.core.in_flight.clear();
-        self.ensemble.membership_pending = None;
-        self.drop_speculative();
+        self.forget_work_in_flight();
         kept
     }
 
@@ -330,6 +319,13 @@ impl Engine {
             s.queue.clear();
             s.conn = None;
         }
+        self.forget_work_in_flight();
+    }
+
+    /// Forgets every piece of work in flight for clients and every
+    /// leader-only hold: handshakes and attaches under way, session
+    /// owners, held writes, proposals and the speculative tree.
+    fn forget_work_in_flight(&mut self) {
         self.gate.connecting.clear();
         self.gate.attaching.clear();
         self.gate.kept.clear();
