@@ -1,9 +1,10 @@
--- Assertion extension, owning the virtual node /validated: every create and
--- setData below /validated must carry a decimal integer between MIN and MAX;
--- anything else is refused with BadArguments and nothing is written. The
--- node /validated itself is created on first use and takes any data.
+-- Assertion extension, owning the virtual node it is registered at (say
+-- /validated; any path works): every create and setData below it must carry
+-- a decimal integer between MIN and MAX; anything else is refused with
+-- BadArguments and nothing is written. The node itself is created on first
+-- use and takes any data.
 
-local ROOT = "/validated"
+local ROOT = EXTENSION.path
 local MIN, MAX = 0, 1000
 
 local function valid(data)

@@ -1,4 +1,5 @@
--- Barrier, owning the virtual node /barrier.
+-- Barrier, owning the virtual node it is registered at (say /barrier; any
+-- path works, and each registration has barriers of its own).
 --
 -- create /barrier/<b> with data N (a positive integer): a barrier for N members.
 -- create /barrier/<b>/<member>: joins. The join that brings the membership
@@ -8,19 +9,21 @@
 --   missing or non-positive N.
 -- delete /barrier/<b>/<member>: leaves (the barrier stays open once opened).
 
-local ROOT = "/barrier"
+local ROOT = EXTENSION.path
+-- The path as a Lua pattern matching itself (its punctuation escaped).
+local ROOT_PATTERN = ROOT:gsub("%p", "%%%0")
 local READY = "ready"
 
 return {
   create = function(req, zk)
     if not zk.exists(ROOT) then zk.create(ROOT, "") end
-    local b = req.path:match("^" .. ROOT .. "/([^/]+)$")
+    local b = req.path:match("^" .. ROOT_PATTERN .. "/([^/]+)$")
     if b then
       local n = math.tointeger(tonumber(req.data))
       if n == nil or n < 1 then zk.fail("BadArguments") end
       return zk.default(req)
     end
-    local barrier, member = req.path:match("^(" .. ROOT .. "/[^/]+)/([^/]+)$")
+    local barrier, member = req.path:match("^(" .. ROOT_PATTERN .. "/[^/]+)/([^/]+)$")
     if not barrier or member == READY then zk.fail("BadArguments") end
     local reply = zk.default(req)
     local size = math.tointeger(tonumber((zk.get(barrier))))

@@ -1,4 +1,6 @@
--- Atomic counters, owning the virtual node /counter. A counter <name> is the
+-- Atomic counters, owning the virtual node they are registered at (say
+-- /counter; any path works, and each registration has counters of its
+-- own). A counter <name> is the
 -- regular node /counter/<name> whose data is its value as a decimal string;
 -- it springs into existence at 0 on first use.
 --
@@ -8,10 +10,12 @@
 --   reply's stat is the counter node's. A malformed delta: BadArguments.
 -- Everything else (getData /counter/<name>, delete, ...) is regular.
 
-local ROOT = "/counter"
+local ROOT = EXTENSION.path
+-- The path as a Lua pattern matching itself (its punctuation escaped).
+local ROOT_PATTERN = ROOT:gsub("%p", "%%%0")
 
 local function counter_of(path, suffix)
-  return path:match("^(" .. ROOT .. "/[^/]+)" .. suffix .. "$")
+  return path:match("^(" .. ROOT_PATTERN .. "/[^/]+)" .. suffix .. "$")
 end
 
 -- A decimal integer (optional sign, surrounding spaces).

@@ -1,4 +1,5 @@
--- FIFO lock with hand-off, owning the virtual node /lock.
+-- FIFO lock with hand-off, owning the virtual node it is registered at
+-- (say /lock; any path works, and each registration has locks of its own).
 --
 -- Acquire: create /lock/<l>/w- (flags are forced to EPHEMERAL_SEQUENTIAL, so
 --   the waiter node dies with its session). The reply's path is the
@@ -13,7 +14,9 @@
 --   ephemeral ticket without running this extension, so the recorded
 --   holder goes stale until the next acquire, release or getData.
 
-local ROOT = "/lock"
+local ROOT = EXTENSION.path
+-- The path as a Lua pattern matching itself (its punctuation escaped).
+local ROOT_PATTERN = ROOT:gsub("%p", "%%%0")
 
 local function head(zk, lock)
   local best
@@ -33,7 +36,7 @@ end
 
 return {
   create = function(req, zk)
-    local lock = req.path:match("^(" .. ROOT .. "/[^/]+)/[^/]*$")
+    local lock = req.path:match("^(" .. ROOT_PATTERN .. "/[^/]+)/[^/]*$")
     if not lock then zk.fail("BadArguments") end
     if not zk.exists(ROOT) then zk.create(ROOT, "") end
     if not zk.exists(lock) then zk.create(lock, "") end
@@ -43,7 +46,7 @@ return {
   end,
 
   delete = function(req, zk)
-    local lock = req.path:match("^(" .. ROOT .. "/[^/]+)/[^/]+$")
+    local lock = req.path:match("^(" .. ROOT_PATTERN .. "/[^/]+)/[^/]+$")
     if not lock then return zk.default(req) end
     local stat = zk.exists(req.path)
     if stat and stat.ephemeral_owner ~= req.session then zk.fail("NoAuth") end
@@ -52,7 +55,7 @@ return {
   end,
 
   getData = function(req, zk)
-    if not req.path:match("^" .. ROOT .. "/[^/]+$") then return zk.default(req) end
+    if not req.path:match("^" .. ROOT_PATTERN .. "/[^/]+$") then return zk.default(req) end
     local holder = record_holder(zk, req.path)
     local _, stat = zk.get(req.path)
     return { data = holder, stat = stat }

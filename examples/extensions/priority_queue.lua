@@ -1,4 +1,6 @@
--- Priority queue (EZK paper, section 3.2), owning the virtual node /queue.
+-- Priority queue (EZK paper, section 3.2), owning the virtual node it is
+-- registered at (say /queue; any path works, and each registration is a
+-- queue of its own).
 --
 -- Insert: create "/queue/node-<prio>-" with the sequential flag and the
 --   element as data. <prio> is a decimal integer (64-bit, may be negative);
@@ -15,8 +17,10 @@
 -- the first element child: a dequeue costs O(log n), however long the queue.
 -- The insert's reply names the stored node.
 
-local QUEUE = "/queue"
+local QUEUE = EXTENSION.path
 local NEXT = QUEUE .. "/next"
+-- The path as a Lua pattern matching itself (its punctuation escaped).
+local QUEUE_PATTERN = QUEUE:gsub("%p", "%%%0")
 -- Element names lie between these (bytewise): "node-n..." and "node-p...".
 local BEFORE_ELEMENTS = "node-m"
 local LAST_KEY_TAG = string.byte("p")
@@ -25,7 +29,7 @@ local ELEMENT = "^node%-[np]%d+%-%-?%d+$"
 -- "/queue/node-<prio>-" -> prio, or nil unless <prio> is a decimal integer
 -- that fits 64 bits (tonumber gives a float for anything larger).
 local function requested_priority(path)
-  local digits = path:match("^/queue/node%-(%-?%d+)%-$")
+  local digits = path:match("^" .. QUEUE_PATTERN .. "/node%-(%-?%d+)%-$")
   local prio = digits and tonumber(digits)
   if math.type(prio) == "integer" then return prio end
   return nil

@@ -1,6 +1,6 @@
--- Quota enforcement (EZK paper, section 5.2), owning the virtual node
--- /memory-quota and guarding the regular node /memory, whose data is the
--- free amount as a decimal string.
+-- Quota enforcement (EZK paper, section 5.2), owning the virtual node it is
+-- registered at (say /memory-quota) and guarding a regular node (there,
+-- /memory: see below), whose data is the free amount as a decimal string.
 --
 -- setData /memory-quota <amount>: allocates <amount> (a decimal integer;
 --   negative releases) by lowering /memory's free amount, atomically.
@@ -9,8 +9,11 @@
 -- getData / exists /memory-quota: the data and stat of /memory.
 -- Anything else on /memory-quota: Unimplemented.
 
-local MEMORY = "/memory"
-local QUOTA = "/memory-quota"
+-- Registered at any path P: P is the virtual node, and the node it guards
+-- is P without its "-quota" ending (/memory-quota guards /memory,
+-- /jobs/cpu-quota guards /jobs/cpu), or P .. "-free" when P has none.
+local QUOTA = EXTENSION.path
+local MEMORY = QUOTA:match("^(.+)%-quota$") or (QUOTA .. "-free")
 
 -- A decimal integer (optional sign, surrounding spaces); "1.5", "1e3" and
 -- values beyond 64 bits are not amounts.

@@ -307,3 +307,23 @@ def test_watch_extension_can_suppress_events(zk):
     h.wait_until(lambda: "/app/loud" in fired, timeout=10, what="loud event")
     zk.sync("/")
     assert fired == ["/app/loud"]
+
+
+def test_the_shipped_examples_work_at_any_path_and_two_registrations_are_independent(zk):
+    """Issue 25: an extension learns the path it is registered at (the global EXTENSION.path), so the shipped
+    priority queue registered at /jobs/q and at /queue serves two independent queues, and the counter at a path
+    with Lua pattern characters in it works."""
+    zk.create("/jobs")
+    register(zk, "jobs", "/jobs/q", example("priority_queue.lua"))
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+    zk.create("/jobs/q/node-5-", b"j5", sequence=True)
+    zk.create("/queue/node-1-", b"q1", sequence=True)
+    zk.create("/jobs/q/node-2-", b"j2", sequence=True)
+    assert zk.get("/jobs/q/next")[0] == b"j2"
+    assert zk.get("/queue/next")[0] == b"q1"
+    assert zk.get("/jobs/q/next")[0] == b"j5"
+    with pytest.raises(NoNodeError):
+        zk.get("/queue/next")
+    register(zk, "hits", "/hit-counter.v2", example("counter.lua"))
+    assert zk.get("/hit-counter.v2/a/next")[0] == b"1"
+    assert zk.get("/hit-counter.v2/a/next")[0] == b"2"

@@ -38,14 +38,14 @@ use crate::mix::Rng;
 use crate::options::{Cell, Workload};
 use crate::report::{CellResult, Latency};
 
-/// The extension's virtual node (fixed in `priority_queue.lua`).
+/// Where the benchmark registers `priority_queue.lua` (any path would do).
 pub const QUEUE: &str = "/queue";
 const QUEUE_NEXT: &str = "/queue/next";
 /// Where the recipe keeps its queue (not under the extension's node, so an
 /// extension registered by an earlier run does not route it).
 pub const RECIPE_QUEUE: &str = "/stoa-bench/pq";
-/// The quota extension's virtual node and the node it guards (fixed in
-/// `quota.lua`).
+/// Where the benchmark registers `quota.lua`, and the node that path makes
+/// it guard.
 pub const QUOTA_NODE: &str = "/memory-quota";
 pub const MEMORY: &str = "/memory";
 /// The recipe's free-quota node.
@@ -952,8 +952,11 @@ mod tests {
             serde_json::from_slice(&registration(QUEUE, PQ_SOURCE)).unwrap();
         assert_eq!(doc["kind"], "node");
         assert_eq!(doc["path"], QUEUE);
-        assert!(doc["source"].as_str().unwrap().contains("/queue/next"));
-        assert!(QUOTA_SOURCE.contains("\"/memory-quota\""));
+        // The examples take their paths from where they are registered.
+        assert!(doc["source"].as_str().unwrap().contains("EXTENSION.path"));
+        assert!(QUOTA_SOURCE.contains("%-quota$"));
+        assert_eq!(QUOTA_NODE.strip_suffix("-quota"), Some(MEMORY));
+        assert_eq!(QUEUE_NEXT, format!("{QUEUE}/next"));
     }
 
     #[test]

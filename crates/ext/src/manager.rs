@@ -80,7 +80,7 @@ impl ExtensionManager {
     /// and the source compiling and returning a handler in a fresh sandbox.
     pub fn check(&self, spec: &ExtensionSpec) -> Result<(), ExtError> {
         self.check_static(spec)?;
-        Sandbox::new(&spec.name, &spec.source, spec.limits).map(|_| ())
+        Sandbox::new(&spec.name, spec.path.as_deref(), &spec.source, spec.limits).map(|_| ())
     }
 
     fn check_static(&self, spec: &ExtensionSpec) -> Result<(), ExtError> {
@@ -106,7 +106,7 @@ impl ExtensionManager {
     /// resets its metrics and Lua state).
     pub fn register(&mut self, spec: ExtensionSpec) -> Result<(), ExtError> {
         self.check_static(&spec)?;
-        let sandbox = Sandbox::new(&spec.name, &spec.source, spec.limits)?;
+        let sandbox = Sandbox::new(&spec.name, spec.path.as_deref(), &spec.source, spec.limits)?;
         self.unregister(&spec.name);
         if let (ExtensionKind::Node, Some(path)) = (spec.kind, spec.path.as_ref()) {
             self.node_paths.insert(path.clone(), spec.name.clone());

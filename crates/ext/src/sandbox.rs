@@ -212,8 +212,16 @@ pub(crate) struct Sandbox {
 
 impl Sandbox {
     /// Builds a fresh state, loads `source` as text and runs its top level
-    /// under the limits; it must return a function or a table.
-    pub(crate) fn new(name: &str, source: &str, limits: Limits) -> Result<Sandbox, ExtError> {
+    /// under the limits; it must return a function or a table. The global
+    /// `EXTENSION` tells the source its name and the path it was
+    /// registered at (nil for none), so one source serves any path, and
+    /// the same source at two paths two independent instances.
+    pub(crate) fn new(
+        name: &str,
+        path: Option<&str>,
+        source: &str,
+        limits: Limits,
+    ) -> Result<Sandbox, ExtError> {
         let compile = |message: String| ExtError::Compile {
             name: name.to_string(),
             message,
@@ -232,6 +240,10 @@ impl Sandbox {
             // string.dump makes bytecode, which must never exist in the sandbox.
             let string: Table = globals.raw_get("string")?;
             string.raw_set("dump", Value::Nil)?;
+            let extension = lua.create_table()?;
+            extension.raw_set("name", name)?;
+            extension.raw_set("path", path)?;
+            globals.raw_set("EXTENSION", extension)?;
 
             let fatal_budget = budget.clone();
             let fatal = lua.create_function(move |_, e: Value| {

@@ -369,3 +369,107 @@ fn fifo_lock_hands_off_in_arrival_order() {
         .unwrap();
     assert_eq!(h.get("/lock/l").unwrap(), "");
 }
+
+// ---- any path, two instances ----------------------------------------------
+
+/// A harness with `file` registered twice, at `a` and at `b`.
+fn twice(file: &str, a: &str, b: &str, tree: MemTree) -> Harness {
+    let mut h = Harness::new(tree);
+    let source = example_source(file);
+    h.mgr.register(node_spec("first", a, &source)).unwrap();
+    h.mgr.register(node_spec("second", b, &source)).unwrap();
+    h
+}
+
+// Paths with Lua pattern characters in them ('-', '.', '%'), nested, and
+// beside a default path: every shipped example must work wherever a user
+// registers it, and two registrations are two independent instances.
+const A: &str = "/jobs-2/q.x";
+const B: &str = "/queue";
+
+#[test]
+fn every_example_works_at_any_path_and_twice_independently() {
+    // Priority queue: each instance holds and serves its own elements.
+    let mut h = twice(
+        "priority_queue.lua",
+        A,
+        B,
+        MemTree::with(&[("/jobs-2", "")]),
+    );
+    h.reply(SEQ, &format!("{A}/node-5-"), "a5").unwrap();
+    h.reply(SEQ, &format!("{B}/node-1-"), "b1").unwrap();
+    h.reply(SEQ, &format!("{A}/node-2-"), "a2").unwrap();
+    assert_eq!(h.get(&format!("{A}/next")).unwrap(), "a2");
+    assert_eq!(h.get(&format!("{B}/next")).unwrap(), "b1");
+    assert_eq!(h.get(&format!("{A}/next")).unwrap(), "a5");
+    assert_eq!(h.get(&format!("{B}/next")), Err(ErrorCode::NoNode));
+
+    // Counter.
+    let mut h = twice(
+        "counter.lua",
+        A,
+        "/counter",
+        MemTree::with(&[("/jobs-2", "")]),
+    );
+    assert_eq!(h.get(&format!("{A}/c/next")).unwrap(), "1");
+    assert_eq!(h.get(&format!("{A}/c/next")).unwrap(), "2");
+    assert_eq!(h.get("/counter/c/next").unwrap(), "1");
+
+    // Assertion: each guards its own subtree.
+    let mut h = twice(
+        "assertion.lua",
+        A,
+        "/validated",
+        MemTree::with(&[("/jobs-2", "")]),
+    );
+    assert_eq!(
+        h.reply(CREATE, &format!("{A}/n"), "x"),
+        Err(ErrorCode::BadArguments)
+    );
+    h.reply(CREATE, &format!("{A}/n"), "7").unwrap();
+    h.reply(CREATE, "/validated/n", "8").unwrap();
+    assert_eq!(h.get(&format!("{A}/n")).unwrap(), "7");
+
+    // Barrier.
+    let mut h = twice(
+        "barrier.lua",
+        A,
+        "/barrier",
+        MemTree::with(&[("/jobs-2", "")]),
+    );
+    h.reply(CREATE, &format!("{A}/b"), "1").unwrap();
+    h.reply(CREATE, "/barrier/b", "2").unwrap();
+    h.reply(CREATE, &format!("{A}/b/m"), "").unwrap();
+    h.reply(CREATE, "/barrier/b/m", "").unwrap();
+    assert!(h.tree.nodes.contains_key(&format!("{A}/b/ready")));
+    assert!(!h.tree.nodes.contains_key("/barrier/b/ready"));
+
+    // FIFO lock: each instance has its own holder.
+    let mut h = twice(
+        "fifo_lock.lua",
+        A,
+        "/lock",
+        MemTree::with(&[("/jobs-2", "")]),
+    );
+    let take = |h: &mut Harness, session, path: &str| {
+        let out = h.run_as(session, CREATE, path, "", -1).unwrap();
+        out.reply.unwrap().path.unwrap()
+    };
+    let a = take(&mut h, 1, &format!("{A}/l/w-"));
+    let b = take(&mut h, 2, "/lock/l/w-");
+    let name = |p: &str| p.rsplit('/').next().unwrap().to_string();
+    assert_eq!(h.tree.data(&format!("{A}/l")), Some(name(&a)));
+    assert_eq!(h.tree.data("/lock/l"), Some(name(&b)));
+
+    // Quota: each guards the node its path names.
+    let tree = MemTree::with(&[("/jobs-2", ""), ("/jobs-2/cpu", "10"), ("/memory", "100")]);
+    let mut h = twice("quota.lua", "/jobs-2/cpu-quota", "/memory-quota", tree);
+    h.reply(ExtOp::SetData, "/jobs-2/cpu-quota", "4").unwrap();
+    h.reply(ExtOp::SetData, "/memory-quota", "30").unwrap();
+    assert_eq!(h.tree.data("/jobs-2/cpu").as_deref(), Some("6"));
+    assert_eq!(h.tree.data("/memory").as_deref(), Some("70"));
+    assert_eq!(
+        h.reply(ExtOp::SetData, "/jobs-2/cpu-quota", "7"),
+        Err(ErrorCode::QuotaExceeded)
+    );
+}
