@@ -327,3 +327,28 @@ def test_the_shipped_examples_work_at_any_path_and_two_registrations_are_indepen
     register(zk, "hits", "/hit-counter.v2", example("counter.lua"))
     assert zk.get("/hit-counter.v2/a/next")[0] == b"1"
     assert zk.get("/hit-counter.v2/a/next")[0] == b"2"
+
+
+def test_a_watch_set_through_an_extension_fires_when_its_writes_change_what_was_read(zk, make_client, ext_server):
+    """Issue 25: a read on an extension's virtual node with watch=true leaves the watch ZooKeeper's own read would
+    (getData: data; exists: data or exist; getChildren: child), so the FIFO lock's waiter hears of the hand-off:
+    its watch on the lock's data fires when the holder's release, run by the extension, names the next ticket."""
+    register(zk, "lock", "/lock", example("fifo_lock.lua"))
+    holder = zk
+    waiter = make_client(hosts=ext_server.hosts)
+    mine = holder.create("/lock/l/w-", ephemeral=True, sequence=True)
+    ticket = waiter.create("/lock/l/w-", ephemeral=True, sequence=True)
+    changed = threading.Event()
+    data, _ = waiter.get("/lock/l", watch=lambda event: changed.set())
+    assert data.decode() == mine.rsplit("/", 1)[1]
+    children = threading.Event()
+    assert sorted(waiter.get_children("/lock/l", watch=lambda event: children.set())) == sorted(
+        [mine.rsplit("/", 1)[1], ticket.rsplit("/", 1)[1]])
+    appeared = threading.Event()
+    assert waiter.exists("/lock/other", watch=lambda event: appeared.set()) is None
+    holder.delete(mine)
+    assert changed.wait(10), "the waiter's data watch did not fire at the hand-off"
+    assert children.wait(10), "the waiter's child watch did not fire at the release"
+    assert waiter.get("/lock/l")[0].decode() == ticket.rsplit("/", 1)[1]
+    waiter.create("/lock/other/w-", ephemeral=True, sequence=True)
+    assert appeared.wait(10), "the exist watch did not fire when the node appeared"

@@ -758,10 +758,22 @@ impl Engine {
                     self.stats
                         .record_latency((self.now_ms - received_ms).max(0) as u64);
                 }
-                Pending::Reply { xid, err, response }
-                | Pending::Decided {
-                    xid, err, response, ..
+                Pending::Reply { xid, err, response } => {
+                    let zxid = self.core.tree.last_zxid();
+                    self.gate.send_reply(conn, xid, zxid, err, &response);
+                }
+                Pending::Decided {
+                    xid,
+                    err,
+                    response,
+                    watch,
+                    ..
                 } => {
+                    // Set as the reply goes out: any change applied from
+                    // here on fires it, and the read saw everything before.
+                    if let Some((kind, path)) = watch {
+                        self.core.watches.add(conn, kind, &path);
+                    }
                     let zxid = self.core.tree.last_zxid();
                     self.gate.send_reply(conn, xid, zxid, err, &response);
                 }

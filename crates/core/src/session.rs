@@ -43,12 +43,17 @@ pub enum Pending {
         after_zxid: i64,
         err: ErrorCode,
         response: Response,
+        /// The watch the call leaves (an extension's read with its watch
+        /// flag set), registered as the reply goes out.
+        watch: Option<(crate::watch::WatchKind, String)>,
     },
     /// An extension call sent to the leader (it writes); becomes `Decided`
     /// when the leader's answer arrives. `op` decodes that answer.
     Remote {
         xid: i32,
         op: stoa_proto::opcode::OpCode,
+        /// The path a read asked to watch, if it did.
+        watch: Option<String>,
     },
     /// Already decided (e.g. a write that failed validation); sent in turn.
     Reply {

@@ -13,7 +13,7 @@
 
 use stoa_ext::{ExtOp, ExtReply, ExtRequest, TreeView, WriteOp};
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::opcode::perms;
+use stoa_proto::opcode::{perms, OpCode};
 use stoa_proto::records::{
     Acl, Create2Response, CreateRequest, CreateResponse, DeleteRequest, GetChildren2Response,
     GetChildrenResponse, GetDataResponse, SetDataRequest, Stat,
@@ -24,7 +24,7 @@ use stoa_tree::{Caller, DataTree};
 
 use super::Engine;
 use crate::session::{Pending, SessionId};
-use crate::watch::{ChangeKind, ConnId};
+use crate::watch::{ChangeKind, ConnId, WatchKind};
 
 pub const EXTENSIONS_ROOT: &str = "/extensions";
 
@@ -218,7 +218,8 @@ impl Engine {
         let (err, response, writes) = self.call_node_extension(name, &request, sid);
         if writes.is_empty() {
             // A read: what it saw here is committed already.
-            return self.queue_decided(sid, xid, 0, err, response);
+            let watch = watch_left(&request, err);
+            return self.queue_decided(sid, xid, 0, err, response, watch);
         }
         self.queue_remote(sid, xid, &request);
         self.forward_write(conn, sid, xid, request);
@@ -229,6 +230,7 @@ impl Engine {
             s.queue.push_back(Pending::Remote {
                 xid,
                 op: request.opcode(),
+                watch: watched_path(request).map(str::to_owned),
             });
         }
     }
@@ -276,7 +278,7 @@ impl Engine {
     ) {
         let op = self.gate.sessions.get(&sid).and_then(|s| {
             s.queue.iter().find_map(|p| match p {
-                Pending::Remote { xid: x, op } if *x == xid => Some(*op),
+                Pending::Remote { xid: x, op, .. } if *x == xid => Some(*op),
                 _ => None,
             })
         });
@@ -327,11 +329,18 @@ impl Engine {
             .iter_mut()
             .find(|p| matches!(p, Pending::Remote { xid: x, .. } if *x == xid));
         if let Some(slot) = slot {
+            let watch = match slot {
+                Pending::Remote { op, watch, .. } => watch
+                    .take()
+                    .and_then(|path| Some((watch_kind(*op, err)?, path))),
+                _ => None,
+            };
             *slot = Pending::Decided {
                 xid,
                 after_zxid,
                 err,
                 response,
+                watch,
             };
         }
         self.pump(sid);
@@ -419,6 +428,7 @@ impl Engine {
         after_zxid: i64,
         err: ErrorCode,
         response: Response,
+        watch: Option<(WatchKind, String)>,
     ) {
         if let Some(s) = self.gate.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Decided {
@@ -426,6 +436,7 @@ impl Engine {
                 after_zxid,
                 err,
                 response,
+                watch,
             });
         }
         self.pump(sid);
@@ -536,6 +547,35 @@ impl Engine {
             }
         }
     }
+}
+
+/// The path a read on an extension's node asks to watch, if it does.
+fn watched_path(request: &Request) -> Option<&str> {
+    match request {
+        Request::GetData(r) if r.watch => Some(&r.path),
+        Request::Exists(r) if r.watch => Some(&r.path),
+        Request::GetChildren(r) if r.watch => Some(&r.path),
+        Request::GetChildren2(r) if r.watch => Some(&r.path),
+        _ => None,
+    }
+}
+
+/// The watch a read answered with `err` leaves, as ZooKeeper's own reads
+/// do: getData and a found exists a data watch, exists on a missing node
+/// an exist watch, getChildren a child watch; none after another error.
+fn watch_kind(op: OpCode, err: ErrorCode) -> Option<WatchKind> {
+    match (op, err) {
+        (OpCode::GetData | OpCode::Exists, ErrorCode::Ok) => Some(WatchKind::Data),
+        (OpCode::Exists, ErrorCode::NoNode) => Some(WatchKind::Exist),
+        (OpCode::GetChildren | OpCode::GetChildren2, ErrorCode::Ok) => Some(WatchKind::Child),
+        _ => None,
+    }
+}
+
+/// The watch an extension's read of `request` leaves after answering `err`.
+fn watch_left(request: &Request, err: ErrorCode) -> Option<(WatchKind, String)> {
+    let path = watched_path(request)?;
+    Some((watch_kind(request.opcode(), err)?, path.to_owned()))
 }
 
 fn extension_request(request: &Request, session_id: i64) -> Option<ExtRequest> {
