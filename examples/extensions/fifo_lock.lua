@@ -10,9 +10,9 @@
 --   otherwise). In the same transaction the lock's data is set to the next
 --   ticket: that is the hand-off, and waiters learn it by watching the data
 --   of /lock/<l> instead of racing on children.
--- Known gap: when a holder's session expires, the server removes its
---   ephemeral ticket without running this extension, so the recorded
---   holder goes stale until the next acquire, release or getData.
+-- A holder whose session closes or expires is released the same way: the
+--   server runs the delete of its ticket through this extension first, so
+--   the lock passes to the next waiter.
 
 local ROOT = EXTENSION.path
 -- The path as a Lua pattern matching itself (its punctuation escaped).

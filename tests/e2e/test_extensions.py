@@ -352,3 +352,34 @@ def test_a_watch_set_through_an_extension_fires_when_its_writes_change_what_was_
     assert waiter.get("/lock/l")[0].decode() == ticket.rsplit("/", 1)[1]
     waiter.create("/lock/other/w-", ephemeral=True, sequence=True)
     assert appeared.wait(10), "the exist watch did not fire when the node appeared"
+
+
+def test_a_lock_held_through_an_extension_passes_on_when_its_holder_closes_or_expires(server_factory, make_client):
+    """Issue 25: a session's close or expiry runs through the node extension that owns its ephemerals, so the FIFO
+    lock is handed to the next waiter (the lock's data names it, and its watch fires) instead of naming a dead
+    holder until someone touches the lock."""
+    srv = server_factory(tick_time=200)  # sessions of 4 s at most (20 ticks)
+    admin = make_client(hosts=srv.hosts)
+    admin.create("/extensions")
+    register(admin, "lock", "/lock", example("fifo_lock.lua"))
+    name = lambda p: p.rsplit("/", 1)[1]  # noqa: E731
+    # A holder that closes its session.
+    closer = make_client(hosts=srv.hosts)
+    first = closer.create("/lock/l/w-", ephemeral=True, sequence=True)
+    waiter = make_client(hosts=srv.hosts)
+    second = waiter.create("/lock/l/w-", ephemeral=True, sequence=True)
+    handed = threading.Event()
+    assert waiter.get("/lock/l", watch=lambda event: handed.set())[0].decode() == name(first)
+    closer.stop()
+    assert handed.wait(10), "the close did not hand the lock over"
+    assert waiter.get("/lock/l")[0].decode() == name(second)
+    # A holder whose session expires (its connection dropped without a close).
+    raw = h.RawClient(srv.hosts, timeout_ms=1000)
+    ticket, _ = raw.create("/lock/m/w-", mode=h.CreateMode.EPHEMERAL_SEQUENTIAL)
+    third = waiter.create("/lock/m/w-", ephemeral=True, sequence=True)
+    expired = threading.Event()
+    assert waiter.get("/lock/m", watch=lambda event: expired.set())[0].decode() == name(ticket)
+    raw.drop()
+    assert expired.wait(20), "the expiry did not hand the lock over"
+    assert waiter.get("/lock/m")[0].decode() == name(third)
+    assert waiter.exists(ticket) is None

@@ -84,6 +84,9 @@ impl Engine {
             self.leader_extension_write(origin, sid, xid, &identity.ids, &name, &request);
             return Admitted::Answered;
         }
+        if matches!(request, Request::CloseSession) {
+            self.release_through_extensions(sid);
+        }
         let zxid = self.core.next_zxid();
         match request {
             Request::CloseSession => self.propose_close_session(sid, xid, zxid),
@@ -212,6 +215,7 @@ impl Engine {
                 }
             }
             SessionCall::Expire { session_id } => {
+                self.release_through_extensions(session_id);
                 let zxid = self.core.next_zxid();
                 self.propose_close_session(session_id, 0, zxid);
                 SessionAdmitted::Proposed(zxid)

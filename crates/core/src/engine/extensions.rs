@@ -178,6 +178,32 @@ impl Engine {
         extension_request(request, 0).and_then(|r| self.extensions.node_extension_for(&r.path))
     }
 
+    /// Leader, before a session's close (its own or an expiry): each node
+    /// extension owning one of the session's ephemerals runs that
+    /// ephemeral's delete as the session would, so that a lock held through
+    /// an extension is released and handed over rather than left naming a
+    /// dead holder. Its writes are a transaction of their own, proposed
+    /// just ahead of the close; whatever the extension leaves, the close
+    /// deletes.
+    pub(super) fn release_through_extensions(&mut self, sid: SessionId) {
+        if !self.extensions.has_node_extensions() {
+            return;
+        }
+        self.prepare_extension_state();
+        let tree = self.core.speculative.as_ref().unwrap_or(&self.core.tree);
+        let owned: Vec<(String, String)> = tree
+            .ephemerals(sid)
+            .filter_map(|p| Some((self.extensions.node_extension_for(p)?, p.to_owned())))
+            .collect();
+        for (name, path) in owned {
+            let request = Request::Delete(DeleteRequest { path, version: -1 });
+            let (err, _, writes) = self.call_node_extension(&name, &request, sid);
+            if err == ErrorCode::Ok && !writes.is_empty() {
+                self.propose_internal_writes(&name, sid, writes);
+            }
+        }
+    }
+
     /// A multi with an op on a node extension's path: the extension cannot
     /// take part in the multi's all-or-nothing, and running the op on the
     /// plain tree would bypass it, so the multi is refused.
