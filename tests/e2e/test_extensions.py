@@ -362,24 +362,22 @@ def test_a_lock_held_through_an_extension_passes_on_when_its_holder_closes_or_ex
     admin = make_client(hosts=srv.hosts)
     admin.create("/extensions")
     register(admin, "lock", "/lock", example("fifo_lock.lua"))
-    name = lambda p: p.rsplit("/", 1)[1]  # noqa: E731
+    waiter = make_client(hosts=srv.hosts)
+
+    def passes_to_the_waiter(lock, holder_ticket, end_holder, wait_s):
+        name = lambda p: p.rsplit("/", 1)[1]  # noqa: E731
+        mine = waiter.create(lock + "/w-", ephemeral=True, sequence=True)
+        handed = threading.Event()
+        assert waiter.get(lock, watch=lambda event: handed.set())[0].decode() == name(holder_ticket)
+        end_holder()
+        assert handed.wait(wait_s), "the holder's end did not hand %s over" % lock
+        assert waiter.get(lock)[0].decode() == name(mine)
+
     # A holder that closes its session.
     closer = make_client(hosts=srv.hosts)
-    first = closer.create("/lock/l/w-", ephemeral=True, sequence=True)
-    waiter = make_client(hosts=srv.hosts)
-    second = waiter.create("/lock/l/w-", ephemeral=True, sequence=True)
-    handed = threading.Event()
-    assert waiter.get("/lock/l", watch=lambda event: handed.set())[0].decode() == name(first)
-    closer.stop()
-    assert handed.wait(10), "the close did not hand the lock over"
-    assert waiter.get("/lock/l")[0].decode() == name(second)
+    passes_to_the_waiter("/lock/l", closer.create("/lock/l/w-", ephemeral=True, sequence=True), closer.stop, 10)
     # A holder whose session expires (its connection dropped without a close).
     raw = h.RawClient(srv.hosts, timeout_ms=1000)
     ticket, _ = raw.create("/lock/m/w-", mode=h.CreateMode.EPHEMERAL_SEQUENTIAL)
-    third = waiter.create("/lock/m/w-", ephemeral=True, sequence=True)
-    expired = threading.Event()
-    assert waiter.get("/lock/m", watch=lambda event: expired.set())[0].decode() == name(ticket)
-    raw.drop()
-    assert expired.wait(20), "the expiry did not hand the lock over"
-    assert waiter.get("/lock/m")[0].decode() == name(third)
+    passes_to_the_waiter("/lock/m", ticket, raw.drop, 20)
     assert waiter.exists(ticket) is None
