@@ -260,6 +260,7 @@ impl Engine {
             ..Default::default()
         };
         log.restore(snapshot, recovered.hard_state, recovered.entries);
+        let (min_election_tick, max_election_tick) = election_timeout_bounds(&config);
         let raft_config = raft::Config {
             id: config.server_id,
             election_tick: RAFT_ELECTION_TICKS,
@@ -273,8 +274,8 @@ impl Engine {
             batch_append: true,
             pre_vote: true,
             check_quorum: true,
-            min_election_tick: election_timeout_bounds(&config).0,
-            max_election_tick: election_timeout_bounds(&config).1,
+            min_election_tick,
+            max_election_tick,
             ..Default::default()
         };
         raft_config
@@ -616,14 +617,8 @@ impl Engine {
     /// Every tick: a handshake that waited `LEADER_WAIT_TICKS` for a leader
     /// is closed, so its client tries another server.
     fn expire_leader_waits(&mut self) {
-        let mut expired = Vec::new();
-        for (&conn, waiting) in &mut self.gate.awaiting_leader {
-            waiting.ticks += 1;
-            if waiting.ticks > LEADER_WAIT_TICKS {
-                expired.push(conn);
-            }
-        }
-        for conn in expired {
+        let waits = (self.gate.awaiting_leader.iter_mut()).map(|(c, w)| (c, &mut w.ticks));
+        for conn in gate::waited_past(waits, LEADER_WAIT_TICKS) {
             log::info!("closing connection {conn}: no leader elected while it waited");
             self.gate.awaiting_leader.remove(&conn);
             self.out.closes.push(conn);

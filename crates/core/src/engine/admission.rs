@@ -85,11 +85,10 @@ impl Engine {
             return Admitted::Answered;
         }
         if matches!(request, Request::CloseSession) {
-            self.release_through_extensions(sid);
+            return Admitted::Proposed(self.propose_close_session(sid, xid));
         }
         let zxid = self.core.next_zxid();
         match request {
-            Request::CloseSession => self.propose_close_session(sid, xid, zxid),
             // The origin answers a sync once this no-op applies there: every
             // write committed before the sync is then visible on it.
             Request::Sync(_) => self.propose_noop(sid, xid, zxid),
@@ -215,10 +214,7 @@ impl Engine {
                 }
             }
             SessionCall::Expire { session_id } => {
-                self.release_through_extensions(session_id);
-                let zxid = self.core.next_zxid();
-                self.propose_close_session(session_id, 0, zxid);
-                SessionAdmitted::Proposed(zxid)
+                SessionAdmitted::Proposed(self.propose_close_session(session_id, 0))
             }
         }
     }

@@ -226,7 +226,13 @@ impl Engine {
         }
     }
 
-    pub(super) fn propose_close_session(&mut self, sid: SessionId, xid: i32, zxid: i64) {
+    /// Leader: ends a session (its client's close, request `xid`, or an
+    /// expiry, 0). The node extensions owning its ephemerals release them
+    /// first, in a transaction of their own; then the close. Returns the
+    /// close's zxid.
+    pub(super) fn propose_close_session(&mut self, sid: SessionId, xid: i32) -> i64 {
+        self.release_through_extensions(sid);
+        let zxid = self.core.next_zxid();
         let mut ctx = self.internal_ctx(sid, zxid);
         ctx.cxid = xid;
         let txn: Txn = self
@@ -234,6 +240,7 @@ impl Engine {
             .preparer
             .prepare_close_session(&self.core.tree, &ctx);
         self.propose(txn);
+        zxid
     }
 
     /// A transaction that changes nothing: a sync's barrier.

@@ -178,7 +178,7 @@ impl Engine {
         extension_request(request, 0).and_then(|r| self.extensions.node_extension_for(&r.path))
     }
 
-    /// Leader, before a session's close (its own or an expiry): each node
+    /// Leader, before a session's close (`propose_close_session`): each node
     /// extension owning one of the session's ephemerals runs that
     /// ephemeral's delete as the session would, so that a lock held through
     /// an extension is released and handed over rather than left naming a

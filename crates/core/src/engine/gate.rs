@@ -54,6 +54,22 @@ pub(crate) struct GateCounters {
     pub notifications_sent: u64,
 }
 
+/// Counts one more tick for each waiting connection; the connections that
+/// have now waited more than `max` ticks.
+pub(crate) fn waited_past<'a>(
+    waits: impl Iterator<Item = (&'a ConnId, &'a mut usize)>,
+    max: usize,
+) -> Vec<ConnId> {
+    let mut expired = Vec::new();
+    for (&conn, ticks) in waits {
+        *ticks += 1;
+        if *ticks > max {
+            expired.push(conn);
+        }
+    }
+    expired
+}
+
 /// A connection's frames held while no leader is known.
 #[derive(Default)]
 pub(crate) struct AwaitingLeader {

@@ -261,14 +261,7 @@ impl Engine {
     /// lost) is closed, so that its client tries another server instead
     /// of waiting out its own timeout here.
     pub(super) fn expire_kept_waits(&mut self) {
-        let mut expired = Vec::new();
-        for (&conn, waited) in &mut self.gate.kept {
-            *waited += 1;
-            if *waited > super::LEADER_WAIT_TICKS {
-                expired.push(conn);
-            }
-        }
-        for conn in expired {
+        for conn in super::gate::waited_past(self.gate.kept.iter_mut(), super::LEADER_WAIT_TICKS) {
             self.gate.kept.remove(&conn);
             if let Some((sid, _)) = self.gate.attaching.remove(&conn) {
                 self.close_kept(conn, sid, "waited too long for a leader");
