@@ -223,11 +223,7 @@ impl Leaf {
     pub(crate) fn suffix_and_node(&self, i: usize) -> (&str, NodeRef<'_>) {
         let e = self.entry(i);
         let node = NodeRef {
-            data: match e.data {
-                Data::Inline(bytes) => Some(bytes),
-                Data::Slot(s) => Some(self.big(s)),
-                Data::Null => None,
-            },
+            data: self.bytes_of(e.data),
             acl: self.acl(e.acl),
             stat: e.stat,
             children: e.children.map(|s| self.child_map(s)),
@@ -303,11 +299,7 @@ impl Leaf {
         let mut stat = old.stat;
         change(&mut stat);
         let updated = Updated {
-            old_data_len: match old.data {
-                Data::Inline(bytes) => bytes.len(),
-                Data::Slot(s) => self.big(s).len(),
-                Data::Null => 0,
-            },
+            old_data_len: self.bytes_of(old.data).map_or(0, <[u8]>::len),
             child_count: old.children.map_or(0, |s| self.child_map(s).len()),
             stat,
         };
@@ -607,6 +599,15 @@ impl Leaf {
         match &self.slots[slot] {
             Slot::Acl(acl) => acl,
             other => panic!("ACL slot {slot} holds {other:?}"),
+        }
+    }
+
+    /// An entry's data, wherever it sits; None for null data.
+    fn bytes_of<'s>(&'s self, data: Data<'s>) -> Option<&'s [u8]> {
+        match data {
+            Data::Inline(bytes) => Some(bytes),
+            Data::Slot(s) => Some(self.big(s)),
+            Data::Null => None,
         }
     }
 
