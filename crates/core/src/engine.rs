@@ -242,7 +242,7 @@ pub struct Engine {
     /// Connections, sessions and their pending replies.
     gate: gate::SessionGate,
     /// The partition's tree, raft group and what hangs on them.
-    pub(crate) core: partition_core::PartitionCore,
+    pub(crate) cores: Vec<partition_core::PartitionCore>,
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
@@ -297,14 +297,14 @@ impl Engine {
         }
         let mut engine = Engine {
             now_ms,
-            core: partition_core::PartitionCore::new(
+            cores: vec![partition_core::PartitionCore::new(
                 recovered.tree,
                 raft,
                 // One partition per server so far: the whole low half is its counter.
                 crate::zxid::ZxidClock::new(0, 1, config.zxid_counter_limit),
                 (recovered.snapshot_index, recovered.snapshot_term),
                 now_ms,
-            ),
+            )],
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),
@@ -317,7 +317,7 @@ impl Engine {
         };
         // A lone voter is leader from the start; that is no change of leader.
         engine.ensemble.known_leader = engine.leader_id();
-        engine.ensemble.known_leader_term = engine.core.raft.raft.term;
+        engine.ensemble.known_leader_term = engine.cores[0].raft.raft.term;
         engine.load_extensions();
         engine.publish_members();
         Ok(engine)
@@ -337,13 +337,13 @@ impl Engine {
     /// tree is then what clients were acknowledged before the restart.
     /// Session expiry and container cleanup wait for it too.
     pub fn caught_up(&self) -> bool {
-        self.core.applied_index >= self.core.raft.store().last_index()
+        self.cores[0].applied_index >= self.cores[0].raft.store().last_index()
             && self.is_leader()
             && self.may_prepare()
     }
 
     pub fn is_leader(&self) -> bool {
-        self.core.is_leader()
+        self.cores[0].is_leader()
     }
 
     /// Cut off from the quorum with read-only mode enabled.
@@ -375,7 +375,7 @@ impl Engine {
         if !self.is_leader() {
             return (0, 0, 0);
         }
-        let last = self.core.raft.store().last_index();
+        let last = self.cores[0].raft.store().last_index();
         let me = self.config.server_id;
         let live = |id: u64| {
             self.ensemble
@@ -383,8 +383,7 @@ impl Engine {
                 .get(&id)
                 .is_some_and(|&heard| self.now_ms - heard <= PEER_LIVE_MS)
         };
-        let lags: Vec<u64> = self
-            .core
+        let lags: Vec<u64> = self.cores[0]
             .raft
             .raft
             .prs()
@@ -398,11 +397,11 @@ impl Engine {
 
     /// The leader this server knows of (0: none).
     pub fn leader_id(&self) -> u64 {
-        self.core.leader_id()
+        self.cores[0].leader_id()
     }
 
     pub fn tree(&self) -> &DataTree {
-        &self.core.tree
+        &self.cores[0].tree
     }
 
     pub fn handle(&mut self, input: Input) {
@@ -416,19 +415,18 @@ impl Engine {
             }
             Input::Closed { conn } => self.on_closed(conn),
             Input::Persisted { number } => {
-                self.core.raft.on_persist_ready(number);
-                if self.core.installing.is_some_and(|n| n <= number) {
+                self.cores[0].raft.on_persist_ready(number);
+                if self.cores[0].installing.is_some_and(|n| n <= number) {
                     // raft-rs let go of the snapshot's data just now.
-                    self.core.installing = None;
+                    self.cores[0].installing = None;
                     self.out.memory_freed = true;
                 }
-                while self
-                    .core
+                while self.cores[0]
                     .held_messages
                     .front()
                     .is_some_and(|(n, _)| *n <= number)
                 {
-                    if let Some((_, messages)) = self.core.held_messages.pop_front() {
+                    if let Some((_, messages)) = self.cores[0].held_messages.pop_front() {
                         self.out.messages.extend(messages);
                     }
                 }
@@ -440,7 +438,7 @@ impl Engine {
                 if !self.farewell_applies(&message) {
                     return;
                 }
-                if let Err(e) = self.core.raft.step(message) {
+                if let Err(e) = self.cores[0].raft.step(message) {
                     // Stale or misdirected messages are normal in raft.
                     log::debug!("raft message dropped: {e}");
                 }
@@ -462,9 +460,9 @@ impl Engine {
             self.in_joint_config(),
             "the leaving servers are kept exactly while raft's configuration is joint"
         );
-        if self.core.installing.is_none() {
+        if self.cores[0].installing.is_none() {
             self.leader_loss_tick();
-            self.core.raft.tick();
+            self.cores[0].raft.tick();
         }
         if !self.ensemble.farewell.is_empty() {
             // Their last heartbeat went out with the previous output.
@@ -501,7 +499,7 @@ impl Engine {
 
     fn on_closed(&mut self, conn: ConnId) {
         if self.gate.close(conn) {
-            self.core.watches.remove_conn(conn);
+            self.cores[0].watches.remove_conn(conn);
         }
     }
 
@@ -730,7 +728,7 @@ impl Engine {
             match s.queue.front() {
                 None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
                 Some(Pending::Decided { after_zxid, .. })
-                    if *after_zxid > self.core.tree.last_zxid() =>
+                    if *after_zxid > self.cores[0].tree.last_zxid() =>
                 {
                     let waiting = self.gate.zxid_waiters.entry(*after_zxid).or_default();
                     if !waiting.contains(&sid) {
@@ -754,7 +752,7 @@ impl Engine {
                         .record_latency((self.now_ms - received_ms).max(0) as u64);
                 }
                 Pending::Reply { xid, err, response } => {
-                    let zxid = self.core.tree.last_zxid();
+                    let zxid = self.cores[0].tree.last_zxid();
                     self.gate.send_reply(conn, xid, zxid, err, &response);
                 }
                 Pending::Decided {
@@ -767,9 +765,9 @@ impl Engine {
                     // Set as the reply goes out: any change applied from
                     // here on fires it, and the read saw everything before.
                     if let Some((kind, path)) = watch {
-                        self.core.watches.add(conn, kind, &path);
+                        self.cores[0].watches.add(conn, kind, &path);
                     }
-                    let zxid = self.core.tree.last_zxid();
+                    let zxid = self.cores[0].tree.last_zxid();
                     self.gate.send_reply(conn, xid, zxid, err, &response);
                 }
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
@@ -782,23 +780,23 @@ impl Engine {
         let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);
         debug_assert_eq!(data.len(), txn.encoded_len());
-        if let Some(to) = self.core.raft.raft.lead_transferee {
+        if let Some(to) = self.cores[0].raft.raft.lead_transferee {
             // raft-rs drops proposals while it hands leadership over; client
             // writes are held meanwhile, and what cannot wait (a session's
             // creation or expiry) keeps this leader.
             log::info!("leader transfer to server {to} abandoned: a transaction must go out");
-            self.core.raft.raft.abort_leader_transfer();
+            self.cores[0].raft.raft.abort_leader_transfer();
         }
-        if let Err(e) = self.core.raft.propose(vec![], data) {
+        if let Err(e) = self.cores[0].raft.propose(vec![], data) {
             // Only a non-leader refuses; standalone is always leader once caught up.
             panic!("raft refused a proposal: {e}");
         }
-        self.core.proposed(txn);
+        self.cores[0].proposed(txn);
     }
 
     /// Stops maintaining the speculative tree (nothing reads it).
     pub(crate) fn drop_speculative(&mut self) {
-        self.core.speculative = None;
+        self.cores[0].speculative = None;
     }
 }
 

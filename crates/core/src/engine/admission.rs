@@ -70,7 +70,7 @@ impl Engine {
             return Admitted::Refused;
         }
         if !self.may_prepare() {
-            self.core.held_writes.push_back(admission);
+            self.cores[0].held_writes.push_back(admission);
             return Admitted::Held;
         }
         let Admission {
@@ -87,7 +87,7 @@ impl Engine {
         if matches!(request, Request::CloseSession) {
             return Admitted::Proposed(self.propose_close_session(sid, xid));
         }
-        let zxid = self.core.next_zxid();
+        let zxid = self.cores[0].next_zxid();
         match request {
             // The origin answers a sync once this no-op applies there: every
             // write committed before the sync is then visible on it.
@@ -102,7 +102,7 @@ impl Engine {
     /// then may it prepare, since those entries change the tree its checks
     /// read. Its own proposals in flight do not count: prep sees them.
     pub(super) fn log_applied(&self) -> bool {
-        self.core.applied_term == self.core.raft.raft.term
+        self.cores[0].applied_term == self.cores[0].raft.raft.term
     }
 
     /// The leader may turn writes into transactions now: its log is
@@ -111,12 +111,12 @@ impl Engine {
     /// writes are held.
     pub(super) fn may_prepare(&self) -> bool {
         self.log_applied()
-            && self.core.raft.raft.lead_transferee.is_none()
+            && self.cores[0].raft.raft.lead_transferee.is_none()
             // A reconfig of several servers is done only once raft left
             // the joint configuration; writes received meanwhile wait.
             && !self.in_joint_config()
             // Client writes wait while the leader starts a new epoch.
-            && !self.core.wants_new_epoch()
+            && !self.cores[0].wants_new_epoch()
             && (self.standalone()
                 || self.ensemble.membership.role_of(self.config.server_id)
                     == Some(crate::ensemble::Role::Participant))
@@ -125,7 +125,7 @@ impl Engine {
     /// Prepares the writes held while the log was being applied.
     pub(super) fn release_held_writes(&mut self) {
         while self.is_leader() && self.may_prepare() {
-            let Some(write) = self.core.held_writes.pop_front() else {
+            let Some(write) = self.cores[0].held_writes.pop_front() else {
                 return;
             };
             self.admit_closing_refused(write);
@@ -137,7 +137,7 @@ impl Engine {
     pub(super) fn release_held_session_creates(&mut self) {
         while self.is_leader() && self.may_prepare() {
             let Some((server, conn, session_id, timeout_ms)) =
-                self.core.held_session_creates.pop_front()
+                self.cores[0].held_session_creates.pop_front()
             else {
                 return;
             };
@@ -152,7 +152,7 @@ impl Engine {
     /// Answers the attaches held while the log was being applied.
     pub(super) fn release_held_attaches(&mut self) {
         while self.is_leader() && self.log_applied() {
-            let Some((server, conn, sid)) = self.core.held_attaches.pop_front() else {
+            let Some((server, conn, sid)) = self.cores[0].held_attaches.pop_front() else {
                 return;
             };
             self.answer_attach(server, sid, conn);
@@ -172,7 +172,7 @@ impl Engine {
             } if !self.may_prepare() => {
                 // As client writes: a new leader applies its log first, and
                 // a counter near its end waits for the new epoch.
-                self.core
+                self.cores[0]
                     .held_session_creates
                     .push_back((server, conn, session_id, timeout_ms));
                 SessionAdmitted::Held
@@ -183,9 +183,11 @@ impl Engine {
                 timeout_ms,
             } => {
                 self.set_owner(session_id, server, conn);
-                let zxid = self.core.next_zxid();
+                let zxid = self.cores[0].next_zxid();
                 let ctx = self.internal_ctx(session_id, zxid);
-                let txn = self.core.preparer.prepare_create_session(&ctx, timeout_ms);
+                let txn = self.cores[0]
+                    .preparer
+                    .prepare_create_session(&ctx, timeout_ms);
                 self.propose(txn);
                 SessionAdmitted::Proposed(zxid)
             }
@@ -194,7 +196,7 @@ impl Engine {
                 session_id,
             } => {
                 if !self.log_applied() {
-                    self.core
+                    self.cores[0]
                         .held_attaches
                         .push_back((server, conn, session_id));
                     return SessionAdmitted::Held;
@@ -210,7 +212,7 @@ impl Engine {
                 }
                 self.set_owner(session_id, server, conn);
                 SessionAdmitted::Attached {
-                    after_zxid: self.core.last_zxid_handed_out(),
+                    after_zxid: self.cores[0].last_zxid_handed_out(),
                 }
             }
             SessionCall::Expire { session_id } => {
@@ -226,20 +228,17 @@ impl Engine {
     fn session_lives(&self, sid: SessionId) -> bool {
         let closes = |op: &TxnOp| matches!(op, TxnOp::CloseSession { .. });
         let creates = |op: &TxnOp| matches!(op, TxnOp::CreateSession { .. });
-        let created = self.core.tree.session_timeout_ms(sid).is_some()
-            || self
-                .core
+        let created = self.cores[0].tree.session_timeout_ms(sid).is_some()
+            || self.cores[0]
                 .in_flight
                 .iter()
                 .any(|t| t.header.session_id == sid && creates(&t.op));
         created
-            && !self
-                .core
+            && !self.cores[0]
                 .in_flight
                 .iter()
                 .any(|t| t.header.session_id == sid && closes(&t.op))
-            && !self
-                .core
+            && !self.cores[0]
                 .held_writes
                 .iter()
                 .any(|w| w.session_id == sid && matches!(w.request, Request::CloseSession))

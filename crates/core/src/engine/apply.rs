@@ -12,13 +12,13 @@ impl Engine {
     pub(super) fn apply_entries(&mut self, entries: Vec<Entry>) {
         for entry in entries {
             assert!(
-                entry.index == self.core.applied_index + 1,
+                entry.index == self.cores[0].applied_index + 1,
                 "applying {} after {}",
                 entry.index,
-                self.core.applied_index
+                self.cores[0].applied_index
             );
-            self.core.applied_index = entry.index;
-            self.core.applied_term = entry.term;
+            self.cores[0].applied_index = entry.index;
+            self.cores[0].applied_term = entry.term;
             match entry.get_entry_type() {
                 EntryType::EntryConfChangeV2 => {
                     // Entries after one that cannot be applied are not
@@ -40,8 +40,8 @@ impl Engine {
                 EntryType::EntryNormal if entry.data.is_empty() => continue,
                 EntryType::EntryNormal => {}
             }
-            self.core.log_bytes_since_snapshot += entry.data.len() as u64;
-            if let Some(txn) = self.core.own_proposal(&entry.data) {
+            self.cores[0].log_bytes_since_snapshot += entry.data.len() as u64;
+            if let Some(txn) = self.cores[0].own_proposal(&entry.data) {
                 self.apply_txn(txn);
                 continue;
             }
@@ -63,7 +63,7 @@ impl Engine {
     pub(super) fn apply_txn(&mut self, txn: Txn) {
         let zxid = txn.header.zxid;
         let sid = txn.header.session_id;
-        let applied = self.core.apply(&txn);
+        let applied = self.cores[0].apply(&txn);
         self.stats.txns_applied += 1;
         if self.is_leader() && self.log_applied() {
             // An entry of this leader's term: the header's time is this
@@ -85,7 +85,7 @@ impl Engine {
             let deliver = !self.extensions.has_watch_extensions()
                 || self.run_watch_extensions(&event.path, change);
             if deliver {
-                let conns = self.core.watches.trigger(change, &event.path);
+                let conns = self.cores[0].watches.trigger(change, &event.path);
                 if !conns.is_empty() {
                     let path = event.path.to_string();
                     self.hand_to_gate(Applied::Fired {
@@ -108,13 +108,13 @@ impl Engine {
             }),
             TxnOp::CloseSession { .. } => {
                 // Its writes are accepted from no connection any more.
-                self.core.owners.remove(&sid);
+                self.cores[0].owners.remove(&sid);
                 Some(SessionChange::Closed)
             }
             _ => None,
         };
         let config = membership_changed.then(|| {
-            self.core
+            self.cores[0]
                 .tree
                 .node(stoa_tree::CONFIG)
                 .map(|n| n.data().to_vec())

@@ -42,7 +42,7 @@ impl Engine {
                     m.to
                 );
                 self.stats.snapshots_sent += 1;
-                self.core.snapshot_wait_ticks.insert(m.to, 0);
+                self.cores[0].snapshot_wait_ticks.insert(m.to, 0);
             }
         }
         // Also in a joint configuration: a new participant that needs a
@@ -50,23 +50,23 @@ impl Engine {
         // elected during the change may have compacted further than the
         // one that checked the quorum). The receiver restarts from such a
         // snapshot in the new configuration (`apply_conf_change_entry`).
-        if !self.core.raft.store().take_snapshot_wanted() || self.core.shipping.is_some() {
+        if !self.cores[0].raft.store().take_snapshot_wanted() || self.cores[0].shipping.is_some() {
             return;
         }
         // The tree clones in O(1); the shell serializes it elsewhere.
-        self.core.shipping = Some(self.core.raft.raft.prs().conf().to_conf_state());
+        self.cores[0].shipping = Some(self.cores[0].raft.raft.prs().conf().to_conf_state());
         self.out.snapshot_to_ship = Some(SnapshotJob {
-            tree: self.core.tree.clone(),
-            index: self.core.applied_index,
-            term: self.core.applied_term,
+            tree: self.cores[0].tree.clone(),
+            index: self.cores[0].applied_index,
+            term: self.cores[0].applied_term,
         });
     }
 
     pub(super) fn on_snapshot_built(&mut self, index: u64, term: u64, data: bytes::Bytes) {
-        let Some(conf_state) = self.core.shipping.take() else {
+        let Some(conf_state) = self.cores[0].shipping.take() else {
             return;
         };
-        if index < self.core.raft.store().first_index() - 1 {
+        if index < self.cores[0].raft.store().first_index() - 1 {
             log::debug!("snapshot at {index} is already behind the log; dropped");
             return;
         }
@@ -74,7 +74,7 @@ impl Engine {
             "snapshot at index {index} ({} bytes) ready for lagging peers",
             data.len()
         );
-        self.core
+        self.cores[0]
             .raft
             .mut_store()
             .set_shippable(index, term, data, conf_state);
@@ -84,12 +84,13 @@ impl Engine {
     /// reported lost, so raft probes the peer and sends again.
     pub(super) fn watch_snapshot_sends(&mut self) {
         if !self.is_leader() {
-            self.core.snapshot_wait_ticks.clear();
+            self.cores[0].snapshot_wait_ticks.clear();
             return;
         }
         let mut lost = Vec::new();
-        let progress = self.core.raft.raft.prs();
-        self.core.snapshot_wait_ticks.retain(|&peer, ticks| {
+        let core = &mut self.cores[0];
+        let progress = core.raft.raft.prs();
+        core.snapshot_wait_ticks.retain(|&peer, ticks| {
             let waiting = progress
                 .get(peer)
                 .is_some_and(|p| p.state == ProgressState::Snapshot);
@@ -101,7 +102,7 @@ impl Engine {
         });
         for peer in lost {
             log::warn!("server {peer} did not acknowledge its snapshot; sending again");
-            self.core
+            self.cores[0]
                 .raft
                 .report_snapshot(peer, SnapshotStatus::Failure);
         }
@@ -111,31 +112,30 @@ impl Engine {
     /// waited on one for `SHIPPABLE_IDLE_TICKS_MAX` ticks (at once when
     /// this server no longer leads).
     pub(super) fn release_idle_shippable(&mut self) {
-        if !self.core.raft.store().has_shippable() {
-            self.core.shippable_idle_ticks = 0;
+        if !self.cores[0].raft.store().has_shippable() {
+            self.cores[0].shippable_idle_ticks = 0;
             return;
         }
         let leader = self.is_leader();
         // (`snapshot_wait_ticks` only lists peers in this state.)
         let wanted = leader
-            && self
-                .core
+            && self.cores[0]
                 .raft
                 .raft
                 .prs()
                 .iter()
                 .any(|(_, p)| p.state == ProgressState::Snapshot);
         if wanted {
-            self.core.shippable_idle_ticks = 0;
+            self.cores[0].shippable_idle_ticks = 0;
             return;
         }
-        self.core.shippable_idle_ticks += 1;
-        if leader && self.core.shippable_idle_ticks < SHIPPABLE_IDLE_TICKS_MAX {
+        self.cores[0].shippable_idle_ticks += 1;
+        if leader && self.cores[0].shippable_idle_ticks < SHIPPABLE_IDLE_TICKS_MAX {
             return;
         }
         log::info!("letting go of the snapshot built for lagging peers: none waits for it");
-        self.core.raft.mut_store().drop_shippable();
-        self.core.shippable_idle_ticks = 0;
+        self.cores[0].raft.mut_store().drop_shippable();
+        self.cores[0].shippable_idle_ticks = 0;
         self.out.memory_freed = true;
     }
 
@@ -161,10 +161,10 @@ impl Engine {
             tree.last_zxid()
         );
         assert!(
-            meta.index > self.core.applied_index,
+            meta.index > self.cores[0].applied_index,
             "snapshot at {} does not move past applied {}",
             meta.index,
-            self.core.applied_index
+            self.cores[0].applied_index
         );
         // Clients' watches and pending calls refer to the tree being
         // replaced: they reconnect and re-register (setWatches replays what
@@ -174,12 +174,12 @@ impl Engine {
             .sessions()
             .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
             .collect();
-        self.core.tree = tree;
-        self.core.applied_index = meta.index;
-        self.core.applied_term = meta.term;
-        self.core.snapshot_index = meta.index;
-        self.core.log_bytes_since_snapshot = 0;
-        self.core.raft.mut_store().install(meta);
+        self.cores[0].tree = tree;
+        self.cores[0].applied_index = meta.index;
+        self.cores[0].applied_term = meta.term;
+        self.cores[0].snapshot_index = meta.index;
+        self.cores[0].log_bytes_since_snapshot = 0;
+        self.cores[0].raft.mut_store().install(meta);
         self.reload_extensions();
         // Sent during a joint configuration: the servers leaving still vote
         // until it ends, reached at the addresses this server knew.

@@ -15,11 +15,11 @@ impl Engine {
     /// `PersistJob` (acknowledged later by `Input::Persisted`); committed
     /// entries are applied at once.
     pub(super) fn drive_raft(&mut self) {
-        while self.core.raft.has_ready() {
-            let mut ready = self.core.raft.ready();
+        while self.cores[0].raft.has_ready() {
+            let mut ready = self.cores[0].raft.ready();
             let installed = if ready.snapshot().get_metadata().index != 0 {
                 let snapshot = ready.snapshot().clone();
-                self.core.installing = Some(ready.number());
+                self.cores[0].installing = Some(ready.number());
                 self.install_snapshot(&snapshot)
             } else {
                 None
@@ -27,7 +27,7 @@ impl Engine {
             // Messages that need nothing durable (e.g. a leader's appends)
             // leave at once; the others wait for this ready's persistence.
             for mut message in ready.take_messages() {
-                let log = &self.core.raft.raft.raft_log;
+                let log = &self.cores[0].raft.raft.raft_log;
                 let term_of =
                     |index| (index + 1 >= log.first_index()).then(|| log.term(index).ok())?;
                 if !repair_batched_append(&mut message, term_of) {
@@ -45,7 +45,7 @@ impl Engine {
             let entries = ready.take_entries();
             let must_sync = ready.must_sync() || installed.is_some();
             if let Some(hs) = ready.hs() {
-                self.core.raft.mut_store().set_hard_state(hs.clone());
+                self.cores[0].raft.mut_store().set_hard_state(hs.clone());
             }
             let after_persist = ready.take_persisted_messages();
             // A ready with messages to send after persistence needs a job
@@ -56,10 +56,10 @@ impl Engine {
                 || !after_persist.is_empty()
                 || installed.is_some()
             {
-                self.core.raft.mut_store().append(&entries);
+                self.cores[0].raft.mut_store().append(&entries);
                 // Every synced batch carries the latest hard state, so a
                 // commit index written lazily still reaches the disk.
-                let hard_state = must_sync.then(|| self.core.raft.store().hard_state().clone());
+                let hard_state = must_sync.then(|| self.cores[0].raft.store().hard_state().clone());
                 if !entries.is_empty() {
                     self.stats.record_wal_batch(entries.len() as u64);
                 }
@@ -72,14 +72,14 @@ impl Engine {
                 });
             }
             if !after_persist.is_empty() {
-                self.core
+                self.cores[0]
                     .held_messages
                     .push_back((ready.number(), after_persist));
             }
-            self.core.raft.advance_append_async(ready);
+            self.cores[0].raft.advance_append_async(ready);
             self.report_applied();
             let leader = self.leader_id();
-            let term = self.core.raft.raft.term;
+            let term = self.cores[0].raft.raft.term;
             // A follower that missed an election can hear from the same
             // leader again in a newer term: in between, another leader may
             // have replaced what the old term left uncommitted, so that is
@@ -117,27 +117,25 @@ impl Engine {
     /// next snapshot was ~5% of the RSS).
     fn release_applied_entries(&mut self) {
         if self.standalone() {
-            let applied = self
-                .core
+            let applied = self.cores[0]
                 .applied_index
-                .min(self.core.raft.raft.raft_log.applied);
-            self.core.raft.mut_store().compact(applied);
+                .min(self.cores[0].raft.raft.raft_log.applied);
+            self.cores[0].raft.mut_store().compact(applied);
         }
-        self.core
+        self.cores[0]
             .raft
             .mut_store()
             .compact_step(COMPACT_STEP_ENTRIES);
     }
 
     fn report_applied(&mut self) {
-        let log = &self.core.raft.raft.raft_log;
-        let applied = self
-            .core
+        let log = &self.cores[0].raft.raft.raft_log;
+        let applied = self.cores[0]
             .applied_index
             .min(log.persisted)
             .min(log.committed);
         if applied > log.applied {
-            self.core.raft.advance_apply_to(applied);
+            self.cores[0].raft.advance_apply_to(applied);
         }
     }
 
@@ -145,7 +143,8 @@ impl Engine {
     /// stat, ACL reference and framing per node.
     fn snapshot_bytes_estimate(&self) -> u64 {
         const NODE_BYTES: u64 = 48;
-        self.core.tree.approximate_data_size() + NODE_BYTES * self.core.tree.node_count() as u64
+        self.cores[0].tree.approximate_data_size()
+            + NODE_BYTES * self.cores[0].tree.node_count() as u64
     }
 
     fn maybe_snapshot(&mut self) {
@@ -154,7 +153,7 @@ impl Engine {
         // the log from where it starts (`check_new_quorum`). (A restart
         // from a snapshot taken while joint would also run the new
         // configuration early; that is safe, see `apply_conf_change`.)
-        if self.core.applied_index < self.core.snapshot_index + self.config.snap_count
+        if self.cores[0].applied_index < self.cores[0].snapshot_index + self.config.snap_count
             || self.in_joint_config()
             || self.ensemble.membership_pending.is_some()
         {
@@ -167,27 +166,26 @@ impl Engine {
         // a snapshot. (An ensemble compacts its in-memory log at snapshots,
         // so waiting there would hold more of it.)
         if self.standalone()
-            && self.core.log_bytes_since_snapshot < self.snapshot_bytes_estimate() / 4
+            && self.cores[0].log_bytes_since_snapshot < self.snapshot_bytes_estimate() / 4
         {
             return;
         }
-        self.core.log_bytes_since_snapshot = 0;
+        self.cores[0].log_bytes_since_snapshot = 0;
         // The tree clones in O(1) (structural sharing), so the writer thread
         // serializes a frozen copy while this thread keeps applying.
         self.out.snapshots.push(SnapshotJob {
-            tree: self.core.tree.clone(),
-            index: self.core.applied_index,
-            term: self.core.applied_term,
+            tree: self.cores[0].tree.clone(),
+            index: self.cores[0].applied_index,
+            term: self.cores[0].applied_term,
         });
-        self.core.snapshot_index = self.core.applied_index;
+        self.cores[0].snapshot_index = self.cores[0].applied_index;
         // Never past what raft counts as applied: it still reads entries
         // after that (e.g. for pending membership changes on campaign).
-        let upto = self
-            .core
+        let upto = self.cores[0]
             .applied_index
             .saturating_sub(self.log_retained_after_snapshot())
-            .min(self.core.raft.raft.raft_log.applied);
-        self.core.raft.mut_store().compact(upto);
+            .min(self.cores[0].raft.raft.raft_log.applied);
+        self.cores[0].raft.mut_store().compact(upto);
     }
 }
 
@@ -268,22 +266,20 @@ impl Engine {
     /// nodes, as ordinary replicated transactions.
     pub(super) fn check_containers(&mut self) {
         let interval_ms = self.config.container_check_interval_ms as i64;
-        if !self.caught_up() || self.now_ms - self.core.last_container_check_ms < interval_ms {
+        if !self.caught_up() || self.now_ms - self.cores[0].last_container_check_ms < interval_ms {
             return;
         }
-        self.core.last_container_check_ms = self.now_ms;
-        for path in self.core.tree.expiry_candidates(self.now_ms, 0) {
+        self.cores[0].last_container_check_ms = self.now_ms;
+        for path in self.cores[0].tree.expiry_candidates(self.now_ms, 0) {
             if !self.may_prepare() {
                 // The zxid counter nears its end: the rest wait for the new
                 // epoch (the next check) rather than eat into the reserve.
                 break;
             }
-            let zxid = self.core.next_zxid();
+            let zxid = self.cores[0].next_zxid();
             let ctx = self.internal_ctx(0, zxid);
-            match self
-                .core
-                .preparer
-                .prepare_delete_container(&self.core.tree, &ctx, &path)
+            match self.cores[0]
+                .preparing(|preparer, tree| preparer.prepare_delete_container(tree, &ctx, &path))
             {
                 Ok(txn) => {
                     self.propose(txn);

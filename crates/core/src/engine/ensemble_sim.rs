@@ -621,11 +621,11 @@ impl Sim {
                     "server {}: leader {} term {} applied {} first {} last {} shipping {} unsynced {}",
                     s.id,
                     e.leader_id(),
-                    e.core.raft.raft.term,
-                    e.core.applied_index,
-                    e.core.raft.store().first_index(),
-                    e.core.raft.store().last_index(),
-                    e.core.shipping.is_some(),
+                    e.cores[0].raft.raft.term,
+                    e.cores[0].applied_index,
+                    e.cores[0].raft.store().first_index(),
+                    e.cores[0].raft.store().last_index(),
+                    e.cores[0].shipping.is_some(),
                     s.machine.node().map_or(0, |n| n.log().queued())
                 );
                 eprintln!(
@@ -633,8 +633,8 @@ impl Sim {
                     e.membership().version,
                     e.membership().voters(),
                     e.membership().learners(),
-                    e.core.raft.raft.prs().conf().to_conf_state(),
-                    e.core
+                    e.cores[0].raft.raft.prs().conf().to_conf_state(),
+                    e.cores[0]
                         .raft
                         .raft
                         .prs()
@@ -655,7 +655,7 @@ impl Sim {
             .iter()
             .position(|s| s.engine().is_some_and(Engine::is_leader))?;
         let leader_engine = self.servers[leader].engine()?;
-        let leader_last = leader_engine.core.raft.store().last_index();
+        let leader_last = leader_engine.cores[0].raft.store().last_index();
         let members = &leader_engine.membership().members;
         // A server a reconfig removed may never hear that its removal
         // committed (the leader stops talking to it): it is left behind.
@@ -667,7 +667,7 @@ impl Sim {
                     && (!members.contains_key(&s.id)
                         || s.engine()
                             .as_ref()
-                            .is_none_or(|e| e.core.applied_index == leader_last))
+                            .is_none_or(|e| e.cores[0].applied_index == leader_last))
             });
         quiet.then_some(leader)
     }
@@ -680,7 +680,7 @@ impl Sim {
                 continue;
             };
             if self.trace {
-                let view = (engine.leader_id(), engine.core.raft.raft.term);
+                let view = (engine.leader_id(), engine.cores[0].raft.raft.term);
                 if self.leader_seen.insert(server.id, view) != Some(view) {
                     eprintln!(
                         "{} server {} sees leader {} in term {} (applied {}, zxid {:#x})",
@@ -688,7 +688,7 @@ impl Sim {
                         server.id,
                         view.0,
                         view.1,
-                        engine.core.applied_index,
+                        engine.cores[0].applied_index,
                         engine.tree().last_zxid()
                     );
                 }
@@ -697,7 +697,7 @@ impl Sim {
                 panic!("seed {}: server {}: {broken}", self.seed, server.id);
             }
             if engine.is_leader() {
-                let term = engine.core.raft.raft.term;
+                let term = engine.cores[0].raft.raft.term;
                 let previous = self.leaders.insert(term, server.id);
                 assert!(
                     previous.is_none_or(|p| p == server.id),
@@ -707,7 +707,7 @@ impl Sim {
                 );
             }
             let state = state_of(engine.tree());
-            let index = engine.core.applied_index;
+            let index = engine.cores[0].applied_index;
             match self.applied_states.get(&index) {
                 Some(seen) => assert_eq!(
                     seen, &state,
@@ -1201,7 +1201,7 @@ impl Sim {
             }
             // Every joint configuration was left, whoever led meanwhile,
             // and raft runs what `/zookeeper/config` says.
-            let conf = engine.core.raft.raft.prs().conf().to_conf_state();
+            let conf = engine.cores[0].raft.raft.prs().conf().to_conf_state();
             let sorted = |mut ids: Vec<u64>| {
                 ids.sort_unstable();
                 ids

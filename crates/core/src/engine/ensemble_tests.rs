@@ -243,7 +243,7 @@ fn a_follower_behind_the_compacted_log_catches_up_from_a_snapshot() {
     }
     cluster.tick();
     assert!(
-        cluster.engines[leader].core.raft.store().first_index() > 30,
+        cluster.engines[leader].cores[0].raft.store().first_index() > 30,
         "the leader compacted its log"
     );
     assert!(cluster.engines[lagging].tree().node("/n0").is_none());
@@ -266,11 +266,17 @@ fn a_follower_behind_the_compacted_log_catches_up_from_a_snapshot() {
     cluster.pump();
     assert!(cluster.engines[lagging].tree().node("/after").is_some());
     // The leader keeps the snapshot a while for other peers, then lets it go.
-    assert!(cluster.engines[leader].core.raft.store().has_shippable());
+    assert!(cluster.engines[leader].cores[0]
+        .raft
+        .store()
+        .has_shippable());
     for _ in 0..super::catch_up::SHIPPABLE_IDLE_TICKS_MAX {
         cluster.tick();
     }
-    assert!(!cluster.engines[leader].core.raft.store().has_shippable());
+    assert!(!cluster.engines[leader].cores[0]
+        .raft
+        .store()
+        .has_shippable());
     // A peer that falls behind again gets a new one (through a new
     // session: the first expired meanwhile).
     cluster.engines[leader].handle(Input::Closed { conn: 1 });
@@ -377,7 +383,7 @@ fn a_dead_leader_is_replaced_within_a_few_ticks_of_its_connections_closing() {
     for told in [false, true] {
         let mut cluster = Cluster::new();
         let leader = cluster.elect();
-        let term = cluster.engines[leader].core.raft.raft.term;
+        let term = cluster.engines[leader].cores[0].raft.raft.term;
         // Dead: nothing more from it reaches the others.
         cluster.isolated = Some(IDS[leader]);
         if told {
@@ -392,7 +398,7 @@ fn a_dead_leader_is_replaced_within_a_few_ticks_of_its_connections_closing() {
             continue;
         }
         let successor = successor.expect("a successor within a few ticks");
-        assert!(cluster.engines[successor].core.raft.raft.term > term);
+        assert!(cluster.engines[successor].cores[0].raft.raft.term > term);
         let other = 3 - leader - successor;
         assert_eq!(cluster.engines[other].leader_id(), IDS[successor]);
         let noticed = cluster.engines[successor].stats.leader_losses_noticed
@@ -405,14 +411,14 @@ fn a_dead_leader_is_replaced_within_a_few_ticks_of_its_connections_closing() {
 fn a_closed_connection_from_a_live_leader_changes_nothing() {
     let mut cluster = Cluster::new();
     let leader = cluster.elect();
-    let term = cluster.engines[leader].core.raft.raft.term;
+    let term = cluster.engines[leader].cores[0].raft.raft.term;
     // Both its connections broke, and it redials and goes on.
     for i in (0..3).filter(|&i| i != leader) {
         cluster.engines[i].handle(Input::PeerLost { from: IDS[leader] });
     }
     assert_eq!(successor_after(&mut cluster, leader, 30), None);
     assert!(cluster.engines[leader].is_leader());
-    assert_eq!(cluster.engines[leader].core.raft.raft.term, term);
+    assert_eq!(cluster.engines[leader].cores[0].raft.raft.term, term);
     // A hint about a follower, or from a leader's own view, is ignored.
     let follower = (leader + 1) % 3;
     cluster.engines[leader].handle(Input::PeerLost {
@@ -422,7 +428,7 @@ fn a_closed_connection_from_a_live_leader_changes_nothing() {
         from: IDS[(leader + 2) % 3],
     });
     assert_eq!(successor_after(&mut cluster, leader, 30), None);
-    assert_eq!(cluster.engines[leader].core.raft.raft.term, term);
+    assert_eq!(cluster.engines[leader].cores[0].raft.raft.term, term);
     assert!(cluster
         .engines
         .iter()

@@ -82,7 +82,7 @@ impl TreeView for View<'_> {
 impl Engine {
     /// Loads every registration in the tree (at start-up, after recovery).
     pub(super) fn load_extensions(&mut self) {
-        let names: Vec<String> = match self.core.tree.node(EXTENSIONS_ROOT) {
+        let names: Vec<String> = match self.cores[0].tree.node(EXTENSIONS_ROOT) {
             Some(root) => root.children().map(String::from).collect(),
             None => return,
         };
@@ -101,7 +101,7 @@ impl Engine {
 
     fn load_extension(&mut self, name: &str) {
         let path = format!("{EXTENSIONS_ROOT}/{name}");
-        let Some(node) = self.core.tree.node(&path) else {
+        let Some(node) = self.cores[0].tree.node(&path) else {
             return;
         };
         let data = node.data().to_vec();
@@ -156,10 +156,9 @@ impl Engine {
             return Ok(());
         };
         // `/extensions` may itself still be pending (a pipelined create).
-        let root_acl = self
-            .core
+        let root_acl = self.cores[0]
             .preparer
-            .current_acl(&self.core.tree, EXTENSIONS_ROOT)
+            .current_acl(&self.cores[0].tree, EXTENSIONS_ROOT)
             .ok_or(ErrorCode::NoNode)?;
         stoa_tree::check_acl(&root_acl, perms::ADMIN, Caller { ids, is_super })?;
         // A registration with null data is as invalid as an empty one.
@@ -190,7 +189,10 @@ impl Engine {
             return;
         }
         self.prepare_extension_state();
-        let tree = self.core.speculative.as_ref().unwrap_or(&self.core.tree);
+        let tree = self.cores[0]
+            .speculative
+            .as_ref()
+            .unwrap_or(&self.cores[0].tree);
         let owned: Vec<(String, String)> = tree
             .ephemerals(sid)
             .filter_map(|p| Some((self.extensions.node_extension_for(p)?, p.to_owned())))
@@ -377,7 +379,7 @@ impl Engine {
     /// nothing; the speculative copy would go stale as entries apply).
     fn prepare_extension_state(&mut self) {
         if self.is_leader() {
-            self.core.speculative_tree();
+            self.cores[0].speculative_tree();
         } else {
             self.drop_speculative();
         }
@@ -398,10 +400,15 @@ impl Engine {
         // the stats it replies with can carry that zxid; a follower's run
         // of a writing call is discarded (the leader runs it again).
         let stamp = self.is_leader().then(|| stoa_ext::TxnStamp {
-            zxid: self.core.peek_next_zxid(),
+            zxid: self.cores[0].peek_next_zxid(),
             time_ms: self.now_ms,
         });
-        let view = View(self.core.speculative.as_ref().unwrap_or(&self.core.tree));
+        let view = View(
+            self.cores[0]
+                .speculative
+                .as_ref()
+                .unwrap_or(&self.cores[0].tree),
+        );
         let outcome = self
             .extensions
             .manager_mut()
@@ -437,13 +444,13 @@ impl Engine {
     ) -> (ErrorCode, Response, i64) {
         let (err, response, writes) = self.call_node_extension(name, request, sid);
         // The reply waits until what the extension saw (or wrote) is committed.
-        let after_zxid = self.core.in_flight.back().map_or(0, |t| t.header.zxid);
+        let after_zxid = self.cores[0].in_flight.back().map_or(0, |t| t.header.zxid);
         if writes.is_empty() {
             return (err, response, after_zxid);
         }
         match self.propose_extension_writes(ids, sid, xid, writes) {
             Ok(zxid) => (err, response, zxid),
-            Err(code) => (code, Response::Empty, self.core.tree.last_zxid()),
+            Err(code) => (code, Response::Empty, self.cores[0].tree.last_zxid()),
         }
     }
 
@@ -476,7 +483,7 @@ impl Engine {
         writes: Vec<WriteOp>,
     ) -> Result<i64, ErrorCode> {
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        let zxid = self.core.next_zxid();
+        let zxid = self.cores[0].next_zxid();
         let ctx = stoa_tree::PrepContext {
             session_id: sid,
             cxid: xid,
@@ -488,10 +495,8 @@ impl Engine {
             is_super: true,
             ttl_enabled: self.config.ttl_enabled,
         };
-        match self
-            .core
-            .preparer
-            .prepare(&self.core.tree, &ctx, &Request::Multi(ops))
+        match self.cores[0]
+            .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))
         {
             Ok(txn) => {
                 self.propose(txn);
@@ -510,7 +515,7 @@ impl Engine {
     /// their writes proposed as multis. A failing extension delivers as if it
     /// were not there.
     pub(super) fn run_watch_extensions(&mut self, path: &str, change: ChangeKind) -> bool {
-        let view = View(&self.core.tree);
+        let view = View(&self.cores[0].tree);
         let results = self
             .extensions
             .manager_mut()
@@ -535,12 +540,10 @@ impl Engine {
             return; // the leader's own extension run makes these writes
         }
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        let zxid = self.core.next_zxid();
+        let zxid = self.cores[0].next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
-        match self
-            .core
-            .preparer
-            .prepare(&self.core.tree, &ctx, &Request::Multi(ops))
+        match self.cores[0]
+            .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))
         {
             Ok(txn) => self.propose(txn),
             Err(e) => log::warn!("extension {name}: writes refused: {e:?}"),
@@ -554,7 +557,12 @@ impl Engine {
             return;
         }
         self.prepare_extension_state();
-        let view = View(self.core.speculative.as_ref().unwrap_or(&self.core.tree));
+        let view = View(
+            self.cores[0]
+                .speculative
+                .as_ref()
+                .unwrap_or(&self.cores[0].tree),
+        );
         let results = self
             .extensions
             .manager_mut()

@@ -10,11 +10,11 @@ impl Engine {
     /// Checks every part's invariants; the error says which broke. The
     /// tree checks its own (`DataTree::check_invariants`).
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.core
+        self.cores[0]
             .check_invariants()
             .map_err(|e| format!("core: {e}"))?;
         self.gate
-            .check_invariants(self.core.tree.last_zxid())
+            .check_invariants(self.cores[0].tree.last_zxid())
             .map_err(|e| format!("gate: {e}"))?;
         Ok(())
     }

@@ -63,7 +63,7 @@ impl Engine {
         let Some(loss) = self.ensemble.leader_loss.as_mut() else {
             return;
         };
-        if self.core.raft.raft.leader_id != loss.leader || is_leader {
+        if self.cores[0].raft.raft.leader_id != loss.leader || is_leader {
             // Someone else leads now (or nobody, and raft campaigns itself).
             self.ensemble.leader_loss = None;
             return;
@@ -87,7 +87,7 @@ impl Engine {
     /// would).
     fn give_up_lease(&mut self, ticks: u32) {
         let (min, max) = election_timeout_bounds(&self.config);
-        let raft = &mut self.core.raft.raft;
+        let raft = &mut self.cores[0].raft.raft;
         let timeout = raft.election_timeout();
         let mut elapsed = raft.election_elapsed.max(timeout);
         if ticks > 0 {

@@ -27,7 +27,7 @@ impl Engine {
             }
             "wchs" | "wchc" | "wchp" => fourlw::watch_answer(word, &self.watch_report()),
             "dump" => fourlw::dump(&self.session_report()),
-            "hash" => format!("{:x}\n", self.core.tree.digest()),
+            "hash" => format!("{:x}\n", self.cores[0].tree.digest()),
             _ => {
                 let mut monitor = self.monitor();
                 // ZooKeeper counts the word's own packet on the asking connection.
@@ -74,11 +74,11 @@ impl Engine {
                 })
                 .collect(),
             outstanding: self.outstanding(),
-            last_zxid: self.core.tree.last_zxid(),
-            node_count: self.core.tree.node_count(),
-            approximate_data_size: self.core.tree.approximate_data_size(),
-            ephemerals: self.core.tree.ephemeral_count(),
-            watches: self.core.watches.watch_count(),
+            last_zxid: self.cores[0].tree.last_zxid(),
+            node_count: self.cores[0].tree.node_count(),
+            approximate_data_size: self.cores[0].tree.approximate_data_size(),
+            ephemerals: self.cores[0].tree.ephemeral_count(),
+            watches: self.cores[0].watches.watch_count(),
             sessions: self.gate.sessions.len(),
             quorum_size: self.voter_count(),
             followers: self.follower_lag(SYNCED_LAG_ENTRIES_MAX),
@@ -98,7 +98,7 @@ impl Engine {
     }
 
     fn watch_report(&self) -> WatchReport {
-        let w = &self.core.watches;
+        let w = &self.cores[0].watches;
         WatchReport {
             connections: w.conns().count(),
             paths: w.path_count(),
@@ -136,7 +136,11 @@ impl Engine {
                 .map(|&sid| {
                     (
                         sid,
-                        self.core.tree.ephemerals(sid).map(String::from).collect(),
+                        self.cores[0]
+                            .tree
+                            .ephemerals(sid)
+                            .map(String::from)
+                            .collect(),
                     )
                 })
                 .filter(|(_, paths): &(i64, Vec<String>)| !paths.is_empty())

@@ -26,7 +26,7 @@ pub(crate) struct Owner {
 impl Engine {
     /// Leader: `conn` at `server` now owns the session.
     pub(super) fn set_owner(&mut self, sid: SessionId, server: u64, conn: ConnId) {
-        self.core.owners.insert(
+        self.cores[0].owners.insert(
             sid,
             Owner {
                 server,
@@ -38,7 +38,7 @@ impl Engine {
 
     /// Leader: does `conn` at `server` own the session?
     pub(super) fn is_owner(&self, sid: SessionId, server: u64, conn: ConnId) -> bool {
-        self.core
+        self.cores[0]
             .owners
             .get(&sid)
             .is_some_and(|o| o.server == server && o.conn == conn)
@@ -54,7 +54,7 @@ impl Engine {
         conn: ConnId,
         seq: u64,
     ) -> bool {
-        match self.core.owners.get_mut(&sid) {
+        match self.cores[0].owners.get_mut(&sid) {
             Some(o) if o.server == from && o.conn == conn && o.next_seq == seq => {
                 o.next_seq += 1;
                 true
@@ -65,7 +65,7 @@ impl Engine {
                 );
                 if owner.is_some_and(|o| o.server == from && o.conn == conn) {
                     // A gap: everything after it from this connection is refused too.
-                    self.core.owners.remove(&sid);
+                    self.cores[0].owners.remove(&sid);
                 }
                 let rejected = EngineMessage::Rejected {
                     session_id: sid,
@@ -89,7 +89,7 @@ impl Engine {
         let (valid, after_zxid) = match self.admit_session(call) {
             SessionAdmitted::Attached { after_zxid } => (true, after_zxid),
             SessionAdmitted::Held => return,
-            _ => (false, self.core.last_zxid_handed_out()),
+            _ => (false, self.cores[0].last_zxid_handed_out()),
         };
         if from == self.config.server_id {
             return self.on_attached(sid, conn, valid, after_zxid);
@@ -137,7 +137,7 @@ impl Engine {
         if self.gate.attaching.is_empty() {
             return;
         }
-        let applied = self.core.tree.last_zxid();
+        let applied = self.cores[0].tree.last_zxid();
         let ready: Vec<(ConnId, SessionId)> = self
             .gate
             .attaching

@@ -220,3 +220,11 @@ impl PartitionCore {
         *self.raft.raft.prs().conf().auto_leave()
     }
 }
+
+impl PartitionCore {
+    /// Runs `prepare` with the preparer and the applied tree it validates
+    /// against, borrowed together.
+    pub fn preparing<R>(&mut self, prepare: impl FnOnce(&mut Preparer, &DataTree) -> R) -> R {
+        prepare(&mut self.preparer, &self.tree)
+    }
+}

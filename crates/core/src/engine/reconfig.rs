@@ -166,10 +166,9 @@ impl Engine {
     ) -> Result<(Txn, Vec<ConfChangeSingle>), ErrorCode> {
         // ZooKeeper: the super user, or WRITE on /zookeeper/config (which
         // by default only grants READ to anyone).
-        let acl = self
-            .core
+        let acl = self.cores[0]
             .preparer
-            .current_acl(&self.core.tree, CONFIG)
+            .current_acl(&self.cores[0].tree, CONFIG)
             .unwrap_or_default();
         let caller = Caller {
             ids: ctx.ids,
@@ -177,7 +176,7 @@ impl Engine {
         };
         check_acl(&acl, perms::WRITE, caller)?;
         if self.ensemble.membership_pending.is_some()
-            || self.core.raft.raft.has_pending_conf()
+            || self.cores[0].raft.raft.has_pending_conf()
             || self.in_joint_config()
         {
             return Err(ErrorCode::ReconfigInProgress);
@@ -189,11 +188,9 @@ impl Engine {
         self.check_new_quorum(&target)?;
         target.version = ctx.zxid;
         let changes = self.ensemble.membership.changes_to(&target);
-        let txn = self.core.preparer.prepare_set_config(
-            &self.core.tree,
-            ctx,
-            target.render().into_bytes(),
-        )?;
+        let txn = self.cores[0].preparing(|preparer, tree| {
+            preparer.prepare_set_config(tree, ctx, target.render().into_bytes())
+        })?;
         log::info!(
             "reconfig: participants {:?} observers {:?} -> participants {:?} observers {:?} ({} raft change{}; version {:x})",
             self.ensemble.membership.voters(),
@@ -213,7 +210,7 @@ impl Engine {
     /// joint configurations that raft leaves by itself (auto-leave), so
     /// that flag tells.
     pub(crate) fn in_joint_config(&self) -> bool {
-        self.core.in_joint_config()
+        self.cores[0].in_joint_config()
     }
 
     /// ZooKeeper refuses a configuration whose quorum is not up and in
@@ -228,8 +225,8 @@ impl Engine {
         let voters = next.voters();
         // Where the log will start once compaction already asked for is
         // done: entries before it are going even though some are still here.
-        let first_index = self.core.raft.store().first_index_kept();
-        let progress = self.core.raft.raft.prs();
+        let first_index = self.cores[0].raft.store().first_index_kept();
+        let progress = self.cores[0].raft.raft.prs();
         let ready = voters
             .iter()
             .filter(|&&id| {
@@ -269,17 +266,17 @@ impl Engine {
             context: context.into(),
             ..Default::default()
         };
-        self.core.raft.raft.abort_leader_transfer();
-        if let Err(e) = self.core.raft.propose_conf_change(vec![], cc) {
+        self.cores[0].raft.raft.abort_leader_transfer();
+        if let Err(e) = self.cores[0].raft.propose_conf_change(vec![], cc) {
             panic!("raft refused a configuration change: {e}");
         }
-        let raft = &self.core.raft.raft;
+        let raft = &self.cores[0].raft.raft;
         assert_eq!(
             raft.pending_conf_index,
             raft.raft_log.last_index(),
             "raft ignored a configuration change it was checked to accept"
         );
-        self.core.proposed(txn);
+        self.cores[0].proposed(txn);
     }
 
     /// Leader of an ensemble that has never recorded its membership: the
@@ -290,24 +287,21 @@ impl Engine {
             || !self.is_leader()
             || !self.log_applied()
             || self.ensemble.membership_pending.is_some()
-            || self.core.raft.raft.lead_transferee.is_some()
-            || self
-                .core
+            || self.cores[0].raft.raft.lead_transferee.is_some()
+            || self.cores[0]
                 .tree
                 .node(CONFIG)
                 .is_none_or(|n| !n.data().is_empty())
         {
             return;
         }
-        let zxid = self.core.next_zxid();
+        let zxid = self.cores[0].next_zxid();
         let mut next = self.ensemble.membership.clone();
         next.version = zxid;
         let ctx = self.internal_ctx(0, zxid);
-        match self.core.preparer.prepare_set_config(
-            &self.core.tree,
-            &ctx,
-            next.render().into_bytes(),
-        ) {
+        match self.cores[0].preparing(|preparer, tree| {
+            preparer.prepare_set_config(tree, &ctx, next.render().into_bytes())
+        }) {
             Ok(txn) => {
                 self.ensemble.membership_pending = Some(next);
                 self.propose(txn);
@@ -335,7 +329,7 @@ impl Engine {
         if m.get_msg_type() != raft::eraftpb::MessageType::MsgHeartbeat || m.log_term == 0 {
             return true;
         }
-        let holds = self.core.raft.raft.raft_log.term(m.commit).ok() == Some(m.log_term);
+        let holds = self.cores[0].raft.raft.raft_log.term(m.commit).ok() == Some(m.log_term);
         if !holds {
             log::info!(
                 "the leader's word that this server's removal committed at index {} came before the entry; ignored",
@@ -358,7 +352,7 @@ impl Engine {
                 .cloned()
         };
         let me = self.config.server_id;
-        (self.core.raft.raft.prs().iter())
+        (self.cores[0].raft.raft.prs().iter())
             .filter(|(&id, _)| id != me)
             .filter_map(|(&id, _)| known(id))
             .collect()
@@ -374,7 +368,7 @@ impl Engine {
     /// heartbeats never name one). The transport keeps the server as a
     /// peer until the next tick to deliver it, behind the entry's append.
     fn tell_removed_servers(&mut self, before: Vec<Member>, entry: &Entry) {
-        let raft = &self.core.raft.raft;
+        let raft = &self.cores[0].raft.raft;
         let index = entry.index;
         for member in before {
             if raft.prs().get(member.id).is_some() {
@@ -411,8 +405,7 @@ impl Engine {
             self.left_joint_config();
             return Ok(());
         }
-        let conf_state = self
-            .core
+        let conf_state = self.cores[0]
             .raft
             .apply_conf_change(cc)
             .map_err(|e| format!("configuration change does not apply: {e}"))?;
@@ -421,7 +414,7 @@ impl Engine {
             joint, conf_state.auto_leave,
             "Stoa enters only joint configurations raft leaves by itself"
         );
-        self.core.raft.mut_store().set_conf_state(conf_state);
+        self.cores[0].raft.mut_store().set_conf_state(conf_state);
         self.step_down_if_removed();
         if joint {
             // The servers leaving still vote until the leave entry applies.
@@ -452,8 +445,7 @@ impl Engine {
     /// `/zookeeper/config` changed in the tree (applied, or installed with
     /// a snapshot): the membership follows it.
     pub(super) fn membership_applied(&mut self) {
-        let recorded = self
-            .core
+        let recorded = self.cores[0]
             .tree
             .node(CONFIG)
             .map(|n| Membership::parse(&String::from_utf8_lossy(n.data())));
@@ -507,7 +499,7 @@ impl Engine {
     pub(super) fn hand_over_if_not_participant(&mut self) {
         if self.is_leader()
             && !self.standalone()
-            && self.core.raft.raft.lead_transferee.is_none()
+            && self.cores[0].raft.raft.lead_transferee.is_none()
             // It leads on until the joint configuration is left.
             && !self.in_joint_config()
             && self.ensemble.membership.role_of(self.config.server_id) != Some(Role::Participant)
@@ -522,7 +514,7 @@ impl Engine {
     /// timeout. A candidate the change removed ends its campaign.
     fn step_down_if_removed(&mut self) {
         let me = self.config.server_id;
-        let raft = &mut self.core.raft.raft;
+        let raft = &mut self.cores[0].raft.raft;
         if matches!(
             raft.state,
             raft::StateRole::Candidate | raft::StateRole::PreCandidate
@@ -538,15 +530,18 @@ impl Engine {
             raft.become_follower(term, raft::INVALID_ID);
             return;
         }
-        if !self.is_leader() || self.core.raft.raft.prs().get(me).is_some() {
+        if !self.is_leader() || self.cores[0].raft.raft.prs().get(me).is_some() {
             return;
         }
         let successor = self.most_up_to_date_voter();
-        let term = self.core.raft.raft.term;
+        let term = self.cores[0].raft.raft.term;
         log::info!("server {me} left the ensemble: stepping down as leader");
-        self.core.raft.raft.become_follower(term, raft::INVALID_ID);
+        self.cores[0]
+            .raft
+            .raft
+            .become_follower(term, raft::INVALID_ID);
         if let Some(to) = successor {
-            self.core.raft.raft.send_timeout_now(to);
+            self.cores[0].raft.raft.send_timeout_now(to);
         }
     }
 
@@ -555,8 +550,8 @@ impl Engine {
     /// change applies there just before its transaction reaches the tree.
     fn most_up_to_date_voter(&self) -> Option<u64> {
         let me = self.config.server_id;
-        let voters = self.core.raft.raft.prs().conf().to_conf_state().voters;
-        self.core
+        let voters = self.cores[0].raft.raft.prs().conf().to_conf_state().voters;
+        self.cores[0]
             .raft
             .raft
             .prs()
@@ -577,14 +572,14 @@ impl Engine {
             return false;
         };
         log::info!("transferring leadership from server {me} to server {to}");
-        self.core.raft.transfer_leader(to);
+        self.cores[0].raft.transfer_leader(to);
         true
     }
 
     /// A leader transfer is under way (raft-rs drops it after an election
     /// timeout if the successor does not take over).
     pub fn transferring_leadership(&self) -> bool {
-        self.is_leader() && self.core.raft.raft.lead_transferee.is_some()
+        self.is_leader() && self.cores[0].raft.raft.lead_transferee.is_some()
     }
 
     /// Notes that `from` is alive (for the reconfig quorum check).

@@ -119,17 +119,17 @@ impl Engine {
     /// Client writes are held meanwhile (`may_prepare`).
     pub(super) fn roll_epoch(&mut self) {
         if !self.is_leader()
-            || !self.core.wants_new_epoch()
+            || !self.cores[0].wants_new_epoch()
             || !self.log_applied()
             || self.in_joint_config()
-            || self.core.raft.raft.lead_transferee.is_some()
-            || self.core.installing.is_some()
+            || self.cores[0].raft.raft.lead_transferee.is_some()
+            || self.cores[0].installing.is_some()
             // raft-rs campaigns only with its whole log durable.
-            || self.core.raft.raft.raft_log.persisted != self.core.raft.raft.raft_log.last_index()
+            || self.cores[0].raft.raft.raft_log.persisted != self.cores[0].raft.raft.raft_log.last_index()
         {
             return;
         }
-        let raft = &mut self.core.raft.raft;
+        let raft = &mut self.cores[0].raft.raft;
         log::info!(
             "zxid counter of epoch {} near its end: starting a new term",
             raft.term
@@ -322,13 +322,13 @@ impl Engine {
         self.gate.connecting.clear();
         self.gate.attaching.clear();
         self.gate.kept.clear();
-        self.core.owners.clear();
-        self.core.held_attaches.clear();
-        self.core.held_session_creates.clear();
+        self.cores[0].owners.clear();
+        self.cores[0].held_attaches.clear();
+        self.cores[0].held_session_creates.clear();
         self.gate.zxid_waiters.clear();
-        self.core.held_writes.clear();
-        self.core.preparer.clear();
-        self.core.in_flight.clear();
+        self.cores[0].held_writes.clear();
+        self.cores[0].preparer.clear();
+        self.cores[0].in_flight.clear();
         self.ensemble.membership_pending = None;
         self.drop_speculative();
     }

@@ -41,7 +41,7 @@ impl Engine {
                     self.gate.send_reply(
                         conn,
                         xid,
-                        self.core.tree.last_zxid(),
+                        self.cores[0].tree.last_zxid(),
                         ErrorCode::Ok,
                         &Response::Empty,
                     );
@@ -166,7 +166,9 @@ impl Engine {
             return self.propose_reconfig(&ctx, r);
         }
         let prepared = match self.check_registration(ids, is_super, request) {
-            Ok(()) => self.core.preparer.prepare(&self.core.tree, &ctx, request),
+            Ok(()) => {
+                self.cores[0].preparing(|preparer, tree| preparer.prepare(tree, &ctx, request))
+            }
             Err(code) => Err(stoa_tree::PrepError::Code(code)),
         };
         let txn = match prepared {
@@ -219,7 +221,7 @@ impl Engine {
             _ => {
                 log::warn!("connection {conn}: authentication failed for scheme {scheme:?}");
                 // ZooKeeper answers AuthFailed and closes the connection.
-                let zxid = self.core.tree.last_zxid();
+                let zxid = self.cores[0].tree.last_zxid();
                 self.gate
                     .send_reply(conn, xid, zxid, ErrorCode::AuthFailed, &Response::Empty);
                 self.out.closes.push(conn);
@@ -238,14 +240,14 @@ impl Engine {
         request: Request,
     ) {
         let outcome = match self.gate.conns.get(&conn) {
-            Some(c) => self.core.read(ReadCall {
+            Some(c) => self.cores[0].read(ReadCall {
                 conn,
                 session: sid,
                 identity: c.identity.clone(),
                 request,
             }),
             None => ReadOutcome {
-                zxid: self.core.tree.last_zxid(),
+                zxid: self.cores[0].tree.last_zxid(),
                 result: Err(ErrorCode::ConnectionLoss),
                 fired: Vec::new(),
             },

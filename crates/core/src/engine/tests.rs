@@ -454,17 +454,17 @@ fn the_speculative_tree_shows_proposed_writes_before_they_commit() {
     rig.send(1, 1, create("/s"));
     assert!(rig.engine.tree().node("/s").is_none());
     assert!(
-        rig.engine.core.speculative_tree().node("/s").is_some(),
+        rig.engine.cores[0].speculative_tree().node("/s").is_some(),
         "built from the in-flight txns"
     );
     rig.send(1, 2, create("/t"));
     assert!(
-        rig.engine.core.speculative_tree().node("/t").is_some(),
+        rig.engine.cores[0].speculative_tree().node("/t").is_some(),
         "kept up to date by later proposals"
     );
     rig.settle();
     assert_eq!(
-        rig.engine.core.speculative_tree().digest(),
+        rig.engine.cores[0].speculative_tree().digest(),
         rig.engine.tree().digest()
     );
     rig.engine.drop_speculative();
@@ -578,7 +578,7 @@ fn a_used_up_zxid_counter_starts_a_new_epoch_without_losing_or_reordering_writes
     let recovered = Recovered {
         entries: rig.log.clone(),
         hard_state: raft::eraftpb::HardState {
-            term: rig.engine.core.raft.raft.term,
+            term: rig.engine.cores[0].raft.raft.term,
             vote: 1,
             commit: 0,
             ..Default::default()
