@@ -55,7 +55,7 @@ fn env_or(name: &str, default: usize) -> usize {
 fn config() -> EngineConfig {
     EngineConfig {
         server_id: 1,
-        partition: 0,
+        partitions: 1,
         min_session_timeout_ms: 4000,
         max_session_timeout_ms: 40000,
         ttl_enabled: false,
@@ -93,7 +93,7 @@ impl Driver {
             assert!(out.fatal.is_none(), "{:?}", out.fatal);
             let mut last = None;
             for job in &out.persists {
-                let records = persist_job_records(0, job);
+                let records = persist_job_records(job);
                 std::hint::black_box(records);
                 last = Some(job.number);
             }
@@ -101,7 +101,10 @@ impl Driver {
                 self.replies_bytes += bytes.len() as u64;
             }
             match last {
-                Some(number) => self.engine.handle(Input::Persisted { number }),
+                Some(number) => self.engine.handle(Input::Persisted {
+                    partition: 0,
+                    number,
+                }),
                 None => return,
             }
         }
@@ -132,7 +135,7 @@ fn main() {
         hard_state: Default::default(),
         entries: vec![],
     };
-    let engine = Engine::new(config(), recovered, 1_700_000_000_000).expect("engine");
+    let engine = Engine::new(config(), vec![recovered], 1_700_000_000_000).expect("engine");
     let mut d = Driver {
         engine,
         replies_bytes: 0,

@@ -37,6 +37,7 @@ mod extension_host;
 mod extensions;
 pub mod forward;
 mod gate;
+mod groups;
 mod handoff;
 mod invariants;
 mod leader_loss;
@@ -74,11 +75,60 @@ fn election_timeout_bounds(config: &EngineConfig) -> (usize, usize) {
     }
 }
 
+/// One partition's raft group, restored from what its partition recovered.
+fn start_raft_group(
+    config: &EngineConfig,
+    membership: &crate::membership::Membership,
+    (snapshot_index, snapshot_term): (u64, u64),
+    hard_state: raft::eraftpb::HardState,
+    entries: Vec<Entry>,
+) -> Result<RawNode<RaftLog>, String> {
+    let mut log = RaftLog::new(membership.voters(), membership.learners());
+    let snapshot = raft::eraftpb::SnapshotMetadata {
+        index: snapshot_index,
+        term: snapshot_term,
+        ..Default::default()
+    };
+    log.restore(snapshot, hard_state, entries);
+    let (min_election_tick, max_election_tick) = election_timeout_bounds(config);
+    let raft_config = raft::Config {
+        id: config.server_id,
+        election_tick: RAFT_ELECTION_TICKS,
+        heartbeat_tick: RAFT_HEARTBEAT_TICKS,
+        applied: snapshot_index,
+        max_size_per_msg: RAFT_MAX_MSG_BYTES,
+        max_inflight_msgs: 256,
+        // Proposals (and commit advances) made before raft's messages are
+        // taken join the append already queued for a peer instead of
+        // each sending one of its own.
+        batch_append: true,
+        pre_vote: true,
+        check_quorum: true,
+        min_election_tick,
+        max_election_tick,
+        ..Default::default()
+    };
+    raft_config
+        .validate()
+        .map_err(|e| format!("raft config: {e}"))?;
+    let logger = slog::Logger::root(slog::Discard, slog::o!());
+    let mut raft = RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
+    // A lone voter elects itself at once; in an ensemble the randomized
+    // election timer decides.
+    if config.voters == [config.server_id] && config.learners.is_empty() {
+        raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
+    }
+    Ok(raft)
+}
+
 /// Settings the engine needs, derived from the server config.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub server_id: u64,
-    pub partition: u32,
+    /// Partitions (raft groups) this server runs, each with its own tree,
+    /// raft group and zxid counter (docs/partitions.md). Every member of an
+    /// ensemble runs the same number.
+    pub partitions: u32,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub ttl_enabled: bool,
@@ -120,7 +170,7 @@ impl EngineConfig {
     }
 }
 
-/// The durable state a partition starts from.
+/// The durable state a partition starts from (one per partition).
 pub struct Recovered {
     pub tree: DataTree,
     /// Raft index and term the tree snapshot covers.
@@ -150,12 +200,17 @@ pub enum Input {
     Closed {
         conn: ConnId,
     },
-    /// The WAL made every batch up to this raft ready number durable.
+    /// The WAL made every batch of `partition` up to this raft ready
+    /// number durable.
     Persisted {
+        partition: u32,
         number: u64,
     },
-    /// A raft message from a peer.
-    Raft(raft::eraftpb::Message),
+    /// A raft message from a peer for `partition`'s group.
+    Raft {
+        partition: u32,
+        message: raft::eraftpb::Message,
+    },
     /// An engine message from peer `from`.
     Peer {
         from: u64,
@@ -177,8 +232,9 @@ pub enum Input {
     PeerLost {
         from: u64,
     },
-    /// The tree asked for by `Output::snapshot_to_ship`, serialized.
+    /// The tree asked for by `Output::snapshots_to_ship`, serialized.
     SnapshotBuilt {
+        partition: u32,
         index: u64,
         term: u64,
         data: bytes::Bytes,
@@ -187,6 +243,8 @@ pub enum Input {
 
 /// A batch of log records for the WAL writer.
 pub struct PersistJob {
+    /// The raft group the records belong to (the WAL tags each record).
+    pub partition: u32,
     pub number: u64,
     /// False when only the commit index changed: raft allows that to be
     /// written lazily, so the job needs no fsync of its own.
@@ -207,6 +265,7 @@ pub struct InstalledSnapshot {
 
 /// A point-in-time copy of the tree for the snapshot writer.
 pub struct SnapshotJob {
+    pub partition: u32,
     pub tree: DataTree,
     pub index: u64,
     pub term: u64,
@@ -219,13 +278,14 @@ pub struct Output {
     pub closes: Vec<ConnId>,
     pub persists: Vec<PersistJob>,
     pub snapshots: Vec<SnapshotJob>,
-    /// A tree to serialize for a lagging peer; answered by
-    /// `Input::SnapshotBuilt`.
-    pub snapshot_to_ship: Option<SnapshotJob>,
+    /// Trees to serialize for lagging peers (at most one per partition);
+    /// each is answered by `Input::SnapshotBuilt`.
+    pub snapshots_to_ship: Vec<SnapshotJob>,
     /// The ensemble's members changed: the peer transport's new list.
     pub members: Option<(i64, Vec<crate::ensemble::Member>)>,
-    /// Raft messages for peers (`to` names the peer).
-    pub messages: Vec<raft::eraftpb::Message>,
+    /// Raft messages for peers (`to` names the peer), each with the
+    /// partition whose group sends it.
+    pub messages: Vec<(u32, raft::eraftpb::Message)>,
     /// Engine messages for peers: (to, message).
     pub engine_messages: Vec<(u64, forward::EngineMessage)>,
     /// Fatal: the thread must stop serving (e.g. fsync failed).
@@ -241,7 +301,10 @@ pub struct Engine {
     now_ms: i64,
     /// Connections, sessions and their pending replies.
     gate: gate::SessionGate,
-    /// The partition's tree, raft group and what hangs on them.
+    /// Each partition's tree, raft group and what hangs on them, by
+    /// partition number. Until cross-partition operations land (issue 23,
+    /// slice 3) every node, session and extension lives on partition 0;
+    /// the other groups replicate, elect and snapshot alongside it.
     pub(crate) cores: Vec<partition_core::PartitionCore>,
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
@@ -251,60 +314,51 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(config: EngineConfig, recovered: Recovered, now_ms: i64) -> Result<Engine, String> {
-        let membership = reconfig::initial_membership(&config, &recovered.tree)?;
-        let mut log = RaftLog::new(membership.voters(), membership.learners());
-        let snapshot = raft::eraftpb::SnapshotMetadata {
-            index: recovered.snapshot_index,
-            term: recovered.snapshot_term,
-            ..Default::default()
-        };
-        log.restore(snapshot, recovered.hard_state, recovered.entries);
-        let (min_election_tick, max_election_tick) = election_timeout_bounds(&config);
-        let raft_config = raft::Config {
-            id: config.server_id,
-            election_tick: RAFT_ELECTION_TICKS,
-            heartbeat_tick: RAFT_HEARTBEAT_TICKS,
-            applied: recovered.snapshot_index,
-            max_size_per_msg: RAFT_MAX_MSG_BYTES,
-            max_inflight_msgs: 256,
-            // Proposals (and commit advances) made before raft's messages are
-            // taken join the append already queued for a peer instead of
-            // each sending one of its own.
-            batch_append: true,
-            pre_vote: true,
-            check_quorum: true,
-            min_election_tick,
-            max_election_tick,
-            ..Default::default()
-        };
-        raft_config
-            .validate()
-            .map_err(|e| format!("raft config: {e}"))?;
-        let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let mut raft =
-            RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
-        // A lone voter elects itself at once; in an ensemble the randomized
-        // election timer decides.
-        if config.voters == [config.server_id] && config.learners.is_empty() {
-            raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
+    pub fn new(
+        config: EngineConfig,
+        recovered: Vec<Recovered>,
+        now_ms: i64,
+    ) -> Result<Engine, String> {
+        if recovered.len() != config.partitions as usize || recovered.is_empty() {
+            return Err(format!(
+                "{} partition(s) recovered for a server of {}",
+                recovered.len(),
+                config.partitions
+            ));
         }
+        let membership = reconfig::initial_membership(&config, &recovered[0].tree)?;
         let mut gate =
             gate::SessionGate::new(crate::session::initial_session_id(config.server_id, now_ms));
-        for (id, timeout_ms) in recovered.tree.sessions() {
+        for (id, timeout_ms) in recovered[0].tree.sessions() {
             gate.sessions
                 .insert(id, Session::new(id, timeout_ms, now_ms));
         }
+        let mut cores = Vec::with_capacity(recovered.len());
+        for (partition, recovered) in (0..config.partitions).zip(recovered) {
+            let Recovered {
+                tree,
+                snapshot_index,
+                snapshot_term,
+                hard_state,
+                entries,
+            } = recovered;
+            let snapshot = (snapshot_index, snapshot_term);
+            let raft = start_raft_group(&config, &membership, snapshot, hard_state, entries)?;
+            cores.push(partition_core::PartitionCore::new(
+                tree,
+                raft,
+                crate::zxid::ZxidClock::new(
+                    partition,
+                    config.partitions,
+                    config.zxid_counter_limit,
+                ),
+                snapshot,
+                now_ms,
+            ));
+        }
         let mut engine = Engine {
             now_ms,
-            cores: vec![partition_core::PartitionCore::new(
-                recovered.tree,
-                raft,
-                // One partition per server so far: the whole low half is its counter.
-                crate::zxid::ZxidClock::new(0, 1, config.zxid_counter_limit),
-                (recovered.snapshot_index, recovered.snapshot_term),
-                now_ms,
-            )],
+            cores,
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),
@@ -317,7 +371,7 @@ impl Engine {
         };
         // A lone voter is leader from the start; that is no change of leader.
         engine.ensemble.known_leader = engine.leader_id();
-        engine.ensemble.known_leader_term = engine.cores[0].raft.raft.term;
+        engine.ensemble.known_leader_terms = engine.group_terms();
         engine.load_extensions();
         engine.publish_members();
         Ok(engine)
@@ -337,13 +391,14 @@ impl Engine {
     /// tree is then what clients were acknowledged before the restart.
     /// Session expiry and container cleanup wait for it too.
     pub fn caught_up(&self) -> bool {
-        self.cores[0].applied_index >= self.cores[0].raft.store().last_index()
+        (self.cores.iter()).all(|core| core.applied_index >= core.raft.store().last_index())
             && self.is_leader()
             && self.may_prepare()
     }
 
+    /// This server leads every partition's group (`leader_id`).
     pub fn is_leader(&self) -> bool {
-        self.cores[0].is_leader()
+        self.leader_id() == self.config.server_id
     }
 
     /// Cut off from the quorum with read-only mode enabled.
@@ -395,9 +450,21 @@ impl Engine {
         (lags.len(), synced, lags.iter().copied().max().unwrap_or(0))
     }
 
-    /// The leader this server knows of (0: none).
+    /// The leader this server knows of (0: none): the server that leads
+    /// every partition's group. While the groups' leaders differ (an
+    /// election, a transfer under way) there is none, and nobody prepares
+    /// writes (docs/zxids.md).
     pub fn leader_id(&self) -> u64 {
-        self.cores[0].leader_id()
+        let leader = self.cores[0].leader_id();
+        if self.cores[1..]
+            .iter()
+            .all(|core| core.leader_id() == leader)
+            && (leader != self.config.server_id || self.cores.iter().all(|c| c.is_leader()))
+        {
+            leader
+        } else {
+            0
+        }
     }
 
     pub fn tree(&self) -> &DataTree {
@@ -414,36 +481,33 @@ impl Engine {
                 self.out.closes.push(conn);
             }
             Input::Closed { conn } => self.on_closed(conn),
-            Input::Persisted { number } => {
-                self.cores[0].raft.on_persist_ready(number);
-                if self.cores[0].installing.is_some_and(|n| n <= number) {
-                    // raft-rs let go of the snapshot's data just now.
-                    self.cores[0].installing = None;
-                    self.out.memory_freed = true;
-                }
-                while self.cores[0]
-                    .held_messages
-                    .front()
-                    .is_some_and(|(n, _)| *n <= number)
-                {
-                    if let Some((_, messages)) = self.cores[0].held_messages.pop_front() {
-                        self.out.messages.extend(messages);
-                    }
-                }
-            }
+            Input::Persisted { partition, number } => self.on_persisted(partition, number),
             Input::Peer { from, message } => self.on_peer(from, message),
-            Input::Raft(message) => {
+            Input::Raft { partition, message } => {
                 self.heard_from(message.from);
                 self.leader_loss_on_raft(&message);
-                if !self.farewell_applies(&message) {
+                if partition == 0 && !self.farewell_applies(&message) {
                     return;
                 }
-                if let Err(e) = self.cores[0].raft.step(message) {
+                let Some(core) = self.cores.get_mut(partition as usize) else {
+                    log::warn!(
+                        "raft message from server {} for partition {partition}, which this \
+                         server does not run (every member must run the same partitions)",
+                        message.from
+                    );
+                    return;
+                };
+                if let Err(e) = core.raft.step(message) {
                     // Stale or misdirected messages are normal in raft.
                     log::debug!("raft message dropped: {e}");
                 }
             }
-            Input::SnapshotBuilt { index, term, data } => self.on_snapshot_built(index, term, data),
+            Input::SnapshotBuilt {
+                partition,
+                index,
+                term,
+                data,
+            } => self.on_snapshot_built(partition as usize, index, term, data),
             Input::RefusedByPeer {
                 from,
                 membership_version,
@@ -460,10 +524,13 @@ impl Engine {
             self.in_joint_config(),
             "the leaving servers are kept exactly while raft's configuration is joint"
         );
-        if self.cores[0].installing.is_none() {
-            self.leader_loss_tick();
-            self.cores[0].raft.tick();
+        self.leader_loss_tick();
+        for core in &mut self.cores {
+            if core.installing.is_none() {
+                core.raft.tick();
+            }
         }
+        self.align_groups();
         if !self.ensemble.farewell.is_empty() {
             // Their last heartbeat went out with the previous output.
             self.ensemble.farewell.clear();
@@ -801,9 +868,6 @@ impl Engine {
 }
 
 impl Engine {
-    pub(crate) fn config(&self) -> &EngineConfig {
-        &self.config
-    }
     /// Requests received and not yet answered, over all sessions.
     pub(crate) fn outstanding(&self) -> usize {
         self.gate.outstanding()

@@ -46,10 +46,11 @@ pub trait LogSink {
 
 /// The snapshot writer as a node sees it.
 pub trait SnapshotSink {
-    /// Writes a snapshot received from the leader, durably, before it
-    /// returns: the WAL marker that makes recovery rely on it is submitted
-    /// only after.
-    fn install(&mut self, index: u64, term: u64, data: &[u8]) -> Result<(), String>;
+    /// Writes a snapshot of `partition` received from the leader, durably,
+    /// before it returns: the WAL marker that makes recovery rely on it is
+    /// submitted only after.
+    fn install(&mut self, partition: u32, index: u64, term: u64, data: &[u8])
+        -> Result<(), String>;
     /// Queues a task; the owner hands its outcome to
     /// `Node::on_snapshot_done`.
     fn submit(&mut self, task: SnapshotTask);
@@ -61,9 +62,9 @@ pub trait Transport {
     /// Closes `conn` once its pending bytes are written. False when it was
     /// not open (the engine already heard it close).
     fn close(&mut self, conn: ConnId) -> bool;
-    /// A raft message for peer `message.to`; a full queue may drop it (raft
-    /// retransmits).
-    fn send_raft(&mut self, message: raft::eraftpb::Message);
+    /// A raft message of `partition`'s group for peer `message.to`; a full
+    /// queue may drop it (raft retransmits).
+    fn send_raft(&mut self, partition: u32, message: raft::eraftpb::Message);
     fn send_engine(&mut self, to: u64, message: EngineMessage);
     /// The ensemble's members changed.
     fn set_members(&mut self, version: i64, members: &[Member]);
@@ -82,19 +83,15 @@ pub struct Node<L, S> {
     tokens: WalTokens,
     log: L,
     snapshots: S,
-    /// The partition the WAL records are written for.
-    partition: u32,
 }
 
 impl<L: LogSink, S: SnapshotSink> Node<L, S> {
     pub fn new(engine: Engine, log: L, snapshots: S) -> Node<L, S> {
-        let partition = engine.config().partition;
         Node {
             engine,
             tokens: WalTokens::default(),
             log,
             snapshots,
-            partition,
         }
     }
 
@@ -138,26 +135,32 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
     /// node must stop serving.
     pub fn flush(&mut self, net: &mut impl Transport) -> Result<Flushed, String> {
         let mut flushed = Flushed::default();
-        while let Some(number) = self.flush_once(net, &mut flushed)? {
-            self.engine.handle(Input::Persisted { number });
+        loop {
+            let done = self.flush_once(net, &mut flushed)?;
+            if done.is_empty() {
+                return Ok(flushed);
+            }
+            for (partition, number) in done {
+                self.engine.handle(Input::Persisted { partition, number });
+            }
         }
-        Ok(flushed)
     }
 
-    /// Carries out one batch of output; returns a ready number that is
-    /// already done (it needed no fsync and nothing was in flight).
+    /// Carries out one batch of output; returns the readies (partition,
+    /// number) already done (they needed no fsync and nothing was in
+    /// flight).
     fn flush_once(
         &mut self,
         net: &mut impl Transport,
         flushed: &mut Flushed,
-    ) -> Result<Option<u64>, String> {
-        let mut done_now = None;
+    ) -> Result<Vec<(u32, u64)>, String> {
+        let mut done_now: Vec<(u32, u64)> = Vec::new();
         let Output {
             sends,
             closes,
             persists,
             snapshots,
-            snapshot_to_ship,
+            snapshots_to_ship,
             members,
             messages,
             engine_messages,
@@ -172,16 +175,19 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
             if let Some(s) = &job.installed {
                 // Rare (a follower far behind), so written here, before the
                 // WAL marker that makes recovery rely on it.
-                self.snapshots.install(s.index, s.term, &s.data)?;
+                self.snapshots
+                    .install(job.partition, s.index, s.term, &s.data)?;
             }
             if !job.must_sync {
-                if let Some(number) = self.tokens.piggyback(job.number) {
-                    done_now = Some(number);
+                if let Some(number) = self.tokens.piggyback(job.partition, job.number) {
+                    // Readies of one group complete in order: the latest wins.
+                    done_now.retain(|(p, _)| *p != job.partition);
+                    done_now.push((job.partition, number));
                 }
                 continue;
             }
-            let records = persist_job_records(self.partition, job);
-            let token = self.tokens.issue(Some(job.number));
+            let records = persist_job_records(job);
+            let token = self.tokens.issue(Some((job.partition, job.number)));
             self.log
                 .submit(token, records)
                 .map_err(|e| format!("WAL: {e}"))?;
@@ -189,8 +195,8 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
         if let Some((version, members)) = members {
             net.set_members(version, &members);
         }
-        for m in messages {
-            net.send_raft(m);
+        for (partition, m) in messages {
+            net.send_raft(partition, m);
         }
         for (to, m) in engine_messages {
             net.send_engine(to, m);
@@ -206,7 +212,7 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
         for job in snapshots {
             self.snapshots.submit(SnapshotTask::Write(job));
         }
-        if let Some(job) = snapshot_to_ship {
+        for job in snapshots_to_ship {
             self.snapshots.submit(SnapshotTask::Ship(job));
         }
         Ok(done_now)
@@ -214,8 +220,8 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
 
     /// The log made every batch up to `token` durable.
     pub fn on_durable(&mut self, token: u64) {
-        if let Some(number) = self.tokens.durable(token) {
-            self.engine.handle(Input::Persisted { number });
+        for (partition, number) in self.tokens.durable(token) {
+            self.engine.handle(Input::Persisted { partition, number });
         }
     }
 
@@ -224,19 +230,31 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
     /// nothing (the WAL still holds every entry) and the next one retries.
     pub fn on_snapshot_done(&mut self, done: Result<SnapshotDone, String>) -> Result<(), String> {
         match done {
-            Ok(SnapshotDone::Shipped { index, term, data }) => {
-                self.engine
-                    .handle(Input::SnapshotBuilt { index, term, data });
+            Ok(SnapshotDone::Shipped {
+                partition,
+                index,
+                term,
+                data,
+            }) => {
+                self.engine.handle(Input::SnapshotBuilt {
+                    partition,
+                    index,
+                    term,
+                    data,
+                });
             }
             Ok(SnapshotDone::Written {
+                partition,
                 index,
                 term,
                 compact_to,
             }) => {
-                log::info!("snapshot at raft index {index} (term {term}) written");
+                log::info!(
+                    "snapshot of partition {partition} at raft index {index} (term {term}) written"
+                );
                 if let Some(upto) = compact_to {
                     let token = self.tokens.issue(None);
-                    let marker = Record::snapshot(self.partition, term, upto, Vec::new());
+                    let marker = Record::snapshot(partition, term, upto, Vec::new());
                     self.log
                         .submit(token, vec![marker])
                         .map_err(|e| format!("WAL: {e}"))?;

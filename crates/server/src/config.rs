@@ -56,6 +56,10 @@ pub struct ServerConfig {
     /// `reconfigEnabled`: serve the `reconfig` operation (ZooKeeper's
     /// default is off).
     pub reconfig_enabled: bool,
+    /// `partitions`: the raft groups (partitions) this server runs, 1 to
+    /// `stoa_core::placement::PARTITIONS_MAX`; `auto` takes the cores the
+    /// process may use. Every member of an ensemble must run the same.
+    pub partitions: u32,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +86,7 @@ impl Default for ServerConfig {
             observer: false,
             read_only_enabled: false,
             reconfig_enabled: false,
+            partitions: 1,
         }
     }
 }
@@ -267,6 +272,7 @@ impl ServerConfig {
                 self.servers.insert(id, member);
             }
             "reconfigEnabled" => self.reconfig_enabled = parse_bool(value).map_err(|e| bad(&e))?,
+            "partitions" => self.partitions = parse_partitions(value).map_err(|e| bad(&e))?,
             "readonlymode.enabled" | "zookeeper.readonlymode.enabled" => {
                 self.read_only_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }
@@ -287,6 +293,21 @@ fn parse_positive<T: std::str::FromStr + PartialOrd + Default>(value: &str) -> R
     match value.parse::<T>() {
         Ok(n) if n > T::default() => Ok(n),
         _ => Err("expected a positive integer".into()),
+    }
+}
+
+/// `N` (1 to `PARTITIONS_MAX`) or `auto`: the cores this process may use.
+pub fn parse_partitions(value: &str) -> Result<u32, String> {
+    let max = stoa_core::placement::PARTITIONS_MAX;
+    if value == "auto" {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        return Ok(u32::try_from(cores).unwrap_or(max).clamp(1, max));
+    }
+    match value.parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected auto or a number of partitions from 1 to {max}"
+        )),
     }
 }
 

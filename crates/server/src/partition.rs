@@ -34,7 +34,6 @@ const TICK_MS: u64 = 50;
 const BATCH_INPUTS_MAX: usize = 1024;
 /// Connection events queued toward the engine before readers wait.
 const NET_QUEUE_EVENTS_MAX: usize = 8192;
-const PARTITION: u32 = 0;
 /// Peer messages queued toward the engine before peer readers wait.
 const PEER_INBOUND_MESSAGES_MAX: usize = 8192;
 
@@ -66,7 +65,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
     );
     EngineConfig {
         server_id: config.server_id,
-        partition: PARTITION,
+        partitions: config.partitions,
         min_session_timeout_ms: min,
         max_session_timeout_ms: max,
         ttl_enabled: config.extended_types_enabled,
@@ -96,7 +95,16 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         config.server_id = id;
     }
     let ensemble = config.ensemble().map_err(|e| e.to_string())?;
-    let (recovered, log) = storage::recover(&config.snapshot_dir(), &config.wal_dir(), PARTITION)?;
+    if config.partitions > 1 && config.reconfig_enabled {
+        // A reconfig changes partition 0's raft configuration only so far.
+        return Err(format!(
+            "reconfigEnabled=true needs partitions=1: reconfiguring a server of {} partitions is \
+             not supported yet",
+            config.partitions
+        ));
+    }
+    let (recovered, log) =
+        storage::recover(&config.snapshot_dir(), &config.wal_dir(), config.partitions)?;
     crate::memory::return_free_memory();
     let mut engine_cfg = engine_config(&config);
     if let Some(e) = &ensemble {
@@ -122,8 +130,13 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             let _ = durable_tx.send(result.map(|()| token).map_err(|e| e.to_string()));
         })
         .map_err(|e| format!("cannot start WAL writer: {e}"))?;
-        let store = FileSnapshotStore::open(&config.snapshot_dir())?;
-        let (snap_tx, snap_done_rx) = spawn_snapshot_writer(store.clone());
+        let stores = (0..config.partitions)
+            .map(|p| {
+                let dir = storage::partition_snapshot_dir(&config.snapshot_dir(), p);
+                FileSnapshotStore::open(&dir)
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let (snap_tx, snap_done_rx) = spawn_snapshot_writer(stores.clone());
         let (peer_tx, peer_rx) = mpsc::channel(PEER_INBOUND_MESSAGES_MAX);
         let peers = match &ensemble {
             None => None,
@@ -147,7 +160,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             engine,
             WalPort(wal),
             FileSnapshots {
-                store,
+                stores,
                 tasks: snap_tx,
             },
         );
@@ -221,13 +234,22 @@ impl LogSink for WalPort {
 /// The snapshot thread as the node's snapshot writer; installed snapshots
 /// are written on the partition thread (rare: a follower far behind).
 struct FileSnapshots {
-    store: FileSnapshotStore,
+    /// By partition.
+    stores: Vec<FileSnapshotStore>,
     tasks: std::sync::mpsc::Sender<SnapshotTask>,
 }
 
 impl SnapshotSink for FileSnapshots {
-    fn install(&mut self, index: u64, term: u64, data: &[u8]) -> Result<(), String> {
-        write_snapshot(&mut self.store, index, term, SnapshotSource::Bytes(data)).map(|_| ())
+    fn install(
+        &mut self,
+        partition: u32,
+        index: u64,
+        term: u64,
+        data: &[u8],
+    ) -> Result<(), String> {
+        let store = (self.stores.get_mut(partition as usize))
+            .ok_or_else(|| format!("a snapshot of partition {partition}, which is not run here"))?;
+        write_snapshot(store, index, term, SnapshotSource::Bytes(data)).map(|_| ())
     }
 
     fn submit(&mut self, task: SnapshotTask) {
@@ -260,9 +282,9 @@ impl Transport for Sockets {
         true
     }
 
-    fn send_raft(&mut self, message: raft::eraftpb::Message) {
+    fn send_raft(&mut self, partition: u32, message: raft::eraftpb::Message) {
         if let Some(peers) = &self.peers {
-            peers.send(message.to, PeerMessage::Raft(message));
+            peers.send(message.to, PeerMessage::Raft { partition, message });
         }
     }
 
@@ -456,7 +478,9 @@ fn take_queued<T>(rx: &mut mpsc::Receiver<T>, mut handle: impl FnMut(T)) {
 
 fn on_peer(engine: &mut Engine, from: u64, message: PeerMessage) {
     match message {
-        PeerMessage::Raft(m) => engine.handle(Input::Raft(m)),
+        PeerMessage::Raft { partition, message } => {
+            engine.handle(Input::Raft { partition, message })
+        }
         PeerMessage::Engine(bytes) => match EngineMessage::decode(&bytes) {
             Ok(message) => engine.handle(Input::Peer { from, message }),
             Err(e) => log::warn!("server {from} sent a bad engine message: {e}"),
@@ -477,7 +501,7 @@ const LEADER_HANDOVER_WAIT: Duration = Duration::from_secs(3);
 /// The snapshot thread: runs what the node queued, the coalescing and
 /// retention rules of `stoa_core::node` over the snapshot directory.
 fn spawn_snapshot_writer(
-    mut store: FileSnapshotStore,
+    mut stores: Vec<FileSnapshotStore>,
 ) -> (
     std::sync::mpsc::Sender<SnapshotTask>,
     mpsc::UnboundedReceiver<Result<SnapshotDone, String>>,
@@ -491,7 +515,13 @@ fn spawn_snapshot_writer(
                 let mut waiting = vec![first];
                 waiting.extend(job_rx.try_iter());
                 for task in coalesce_snapshot_tasks(waiting) {
-                    let done = run_snapshot_task(&mut store, task);
+                    let partition = match &task {
+                        SnapshotTask::Write(job) | SnapshotTask::Ship(job) => job.partition,
+                    };
+                    let done = match stores.get_mut(partition as usize) {
+                        Some(store) => run_snapshot_task(store, task),
+                        None => Err(format!("a snapshot of partition {partition}, not run here")),
+                    };
                     // Its buffers and the tree copy's unshared nodes are
                     // gone: off the partition thread, a good moment.
                     crate::memory::return_free_memory();

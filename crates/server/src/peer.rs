@@ -79,19 +79,26 @@ mod kind {
     pub const REFUSED: u8 = 4;
     pub const SNAPSHOT: u8 = 5;
     pub const SNAPSHOT_DATA: u8 = 6;
+    /// RAFT and SNAPSHOT of a partition other than 0: the payload starts
+    /// with the partition (u32). Partition 0's messages keep the plain
+    /// kinds, so a server of one partition sends what it always did.
+    pub const PARTITION_RAFT: u8 = 7;
+    pub const PARTITION_SNAPSHOT: u8 = 8;
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum PeerMessage {
-    Raft(RaftMessage),
+    /// A message of one partition's raft group.
+    Raft {
+        partition: u32,
+        message: RaftMessage,
+    },
     /// The engine's own messages (forwarded requests, session liveness);
     /// opaque here.
     Engine(Vec<u8>),
     /// The peer refused our connection: its membership, at this version,
     /// does not list us. Sent by the accepting side only.
-    Refused {
-        membership_version: i64,
-    },
+    Refused { membership_version: i64 },
     /// Never on the wire: the accepting side's note that a server outside
     /// its membership dialed and was refused (a newcomer waiting for the
     /// reconfig that adds it is up and can reach this server).
@@ -121,7 +128,10 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<Option<B
     };
     let mut data = None;
     let (kind, payload): (u8, Cow<'_, [u8]>) = match message {
-        PeerMessage::Raft(m) if !m.get_snapshot().data.is_empty() => {
+        PeerMessage::Raft {
+            partition,
+            message: m,
+        } if !m.get_snapshot().data.is_empty() => {
             let snapshot_data = &m.get_snapshot().data;
             if snapshot_data.len() as u64 > PEER_SNAPSHOT_BYTES_MAX {
                 return Err(PeerError(format!(
@@ -132,12 +142,26 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<Option<B
             // A shallow copy: the data is shared, then left out.
             let mut head = m.clone();
             head.mut_snapshot().data = Bytes::new();
-            let mut payload = (snapshot_data.len() as u64).to_be_bytes().to_vec();
+            let mut payload = partition_prefix(*partition);
+            payload.extend_from_slice(&(snapshot_data.len() as u64).to_be_bytes());
             payload.extend_from_slice(&encode_raft(&head)?);
             data = Some(snapshot_data.clone());
-            (kind::SNAPSHOT, payload.into())
+            let kind = if *partition == 0 {
+                kind::SNAPSHOT
+            } else {
+                kind::PARTITION_SNAPSHOT
+            };
+            (kind, payload.into())
         }
-        PeerMessage::Raft(m) => (kind::RAFT, encode_raft(m)?.into()),
+        PeerMessage::Raft {
+            partition: 0,
+            message,
+        } => (kind::RAFT, encode_raft(message)?.into()),
+        PeerMessage::Raft { partition, message } => {
+            let mut payload = partition_prefix(*partition);
+            payload.extend_from_slice(&encode_raft(message)?);
+            (kind::PARTITION_RAFT, payload.into())
+        }
         PeerMessage::Engine(bytes) => (kind::ENGINE, bytes.as_slice().into()),
         PeerMessage::Refused { membership_version } => (
             kind::REFUSED,
@@ -159,6 +183,27 @@ pub fn encode_frame(out: &mut Vec<u8>, message: &PeerMessage) -> Result<Option<B
     Ok(data)
 }
 
+/// What a PARTITION_ kind's payload starts with (nothing for partition 0,
+/// whose messages use the plain kinds).
+fn partition_prefix(partition: u32) -> Vec<u8> {
+    if partition == 0 {
+        Vec::new()
+    } else {
+        partition.to_be_bytes().to_vec()
+    }
+}
+
+/// Splits a PARTITION_ kind's payload into its partition and the rest.
+fn split_partition(payload: &[u8]) -> Result<(u32, &[u8]), PeerError> {
+    let (partition, rest) = payload
+        .split_first_chunk::<4>()
+        .ok_or_else(|| PeerError("partition frame without its partition".into()))?;
+    match u32::from_be_bytes(*partition) {
+        0 => Err(PeerError("partition 0 sent as a partition frame".into())),
+        partition => Ok((partition, rest)),
+    }
+}
+
 /// A snapshot's data as SNAPSHOT_DATA frames: each frame's header, then
 /// the piece of `data` it carries (to be written as is, not copied).
 pub fn snapshot_data_frames(data: &[u8]) -> impl Iterator<Item = ([u8; 5], &[u8])> {
@@ -174,9 +219,9 @@ pub fn snapshot_data_frames(data: &[u8]) -> impl Iterator<Item = ([u8; 5], &[u8]
 /// snapshot's data into its message.
 #[derive(Default)]
 pub struct Assembler {
-    /// A SNAPSHOT frame's message, its data's declared length, and the
-    /// data so far.
-    snapshot: Option<(RaftMessage, u64, BytesMut)>,
+    /// A SNAPSHOT frame's partition and message, its data's declared
+    /// length, and the data so far.
+    snapshot: Option<((u32, RaftMessage), u64, BytesMut)>,
 }
 
 impl Assembler {
@@ -191,15 +236,20 @@ impl Assembler {
                 if (data.len() as u64) < *declared {
                     return Ok(None);
                 }
-                let (mut message, _, data) = self.snapshot.take().expect("matched above");
+                let ((partition, mut message), _, data) =
+                    self.snapshot.take().expect("matched above");
                 message.mut_snapshot().data = data.freeze();
-                Ok(Some(PeerMessage::Raft(message)))
+                Ok(Some(PeerMessage::Raft { partition, message }))
             }
             (Some((&kind::SNAPSHOT_DATA, _)), None) => {
                 Err(PeerError("snapshot data without its message".into()))
             }
             (_, Some(_)) => Err(PeerError("a message interrupted a snapshot's data".into())),
-            (Some((&kind::SNAPSHOT, payload)), None) => {
+            (Some((&kind @ (kind::SNAPSHOT | kind::PARTITION_SNAPSHOT), payload)), None) => {
+                let (partition, payload) = match kind {
+                    kind::SNAPSHOT => (0, payload),
+                    _ => split_partition(payload)?,
+                };
                 let (declared, message) = payload
                     .split_first_chunk::<8>()
                     .ok_or_else(|| PeerError("snapshot frame without its length".into()))?;
@@ -216,7 +266,7 @@ impl Assembler {
                 // Grown as pieces arrive beyond this: the length is the
                 // sender's word.
                 let data = BytesMut::with_capacity(declared.min(1 << 30) as usize);
-                self.snapshot = Some((message, declared, data));
+                self.snapshot = Some(((partition, message), declared, data));
                 Ok(None)
             }
             _ => decode_body(body).map(Some),
@@ -239,7 +289,15 @@ pub fn decode_body(body: &[u8]) -> Result<PeerMessage, PeerError> {
         .split_first()
         .ok_or_else(|| PeerError("empty peer frame".into()))?;
     match kind {
-        kind::RAFT => decode_raft(payload).map(PeerMessage::Raft),
+        kind::RAFT => decode_raft(payload).map(|message| PeerMessage::Raft {
+            partition: 0,
+            message,
+        }),
+        kind::PARTITION_RAFT => {
+            let (partition, payload) = split_partition(payload)?;
+            let message = decode_raft(payload)?;
+            Ok(PeerMessage::Raft { partition, message })
+        }
         kind::ENGINE => Ok(PeerMessage::Engine(payload.to_vec())),
         kind::REFUSED => {
             let version: [u8; 8] = payload
@@ -249,7 +307,7 @@ pub fn decode_body(body: &[u8]) -> Result<PeerMessage, PeerError> {
                 membership_version: i64::from_be_bytes(version),
             })
         }
-        kind::SNAPSHOT | kind::SNAPSHOT_DATA => Err(PeerError(
+        kind::SNAPSHOT | kind::PARTITION_SNAPSHOT | kind::SNAPSHOT_DATA => Err(PeerError(
             "a snapshot's frame outside a connection's stream".into(),
         )),
         other => Err(PeerError(format!("unknown peer frame kind {other}"))),
@@ -621,6 +679,35 @@ mod tests {
     use super::*;
     use raft::eraftpb::{Entry, MessageType};
 
+    fn raft_in(partition: u32, message: RaftMessage) -> PeerMessage {
+        PeerMessage::Raft { partition, message }
+    }
+
+    #[test]
+    fn messages_of_other_partitions_carry_their_partition() {
+        // Proves a message and a snapshot of partition 3 come back as
+        // partition 3's, partition 0's use the plain kinds, and partition
+        // frames that are cut short or name partition 0 are refused.
+        let small = raft_in(3, raft_message(2, 2));
+        let bytes = wire_bytes(&small);
+        assert_eq!(bytes[4], kind::PARTITION_RAFT);
+        assert_eq!(decode_body(&bytes[4..]).unwrap(), small);
+        assert_eq!(wire_bytes(&raft_in(0, raft_message(2, 2)))[4], kind::RAFT);
+        let big = raft_in(3, snapshot_message(SNAPSHOT_PIECE_BYTES + 9));
+        let bytes = wire_bytes(&big);
+        let mut assembler = Assembler::default();
+        let mut got = Vec::new();
+        for body in frames(&bytes) {
+            got.extend(assembler.push(body).unwrap());
+        }
+        assert_eq!(got, vec![big]);
+        assert!(decode_body(&[kind::PARTITION_RAFT, 0, 0]).is_err());
+        assert!(decode_body(&[kind::PARTITION_RAFT, 0, 0, 0, 0]).is_err());
+        let mut zero = vec![kind::PARTITION_SNAPSHOT, 0, 0, 0, 0];
+        zero.extend_from_slice(&9u64.to_be_bytes());
+        assert!(Assembler::default().push(&zero).is_err());
+    }
+
     fn raft_message(to: u64, entries: usize) -> RaftMessage {
         let mut m = RaftMessage::new();
         m.set_msg_type(MessageType::MsgAppend);
@@ -639,7 +726,7 @@ mod tests {
     #[test]
     fn frames_round_trip_and_hostile_bodies_are_refused() {
         let mut out = Vec::new();
-        let m = PeerMessage::Raft(raft_message(2, 3));
+        let m = raft_in(0, raft_message(2, 3));
         encode_frame(&mut out, &m).unwrap();
         let len = u32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
         assert_eq!(decode_body(&out[4..4 + len]).unwrap(), m);
@@ -698,7 +785,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_travels_as_its_message_then_its_data() {
-        let big = PeerMessage::Raft(snapshot_message(SNAPSHOT_PIECE_BYTES * 2 + 77));
+        let big = raft_in(0, snapshot_message(SNAPSHOT_PIECE_BYTES * 2 + 77));
         let small = PeerMessage::Engine(b"after".to_vec());
         let mut out = wire_bytes(&big);
         out.extend_from_slice(&wire_bytes(&small));
@@ -715,14 +802,14 @@ mod tests {
         assert_eq!(assembler.push(bodies[3]).unwrap(), Some(big.clone()));
         assert_eq!(assembler.push(bodies[4]).unwrap(), Some(small.clone()));
         // A snapshot of exactly one piece, and a message without a snapshot.
-        let one = PeerMessage::Raft(snapshot_message(SNAPSHOT_PIECE_BYTES));
+        let one = raft_in(0, snapshot_message(SNAPSHOT_PIECE_BYTES));
         let mut assembler = Assembler::default();
         let got: Vec<_> = frames(&wire_bytes(&one))
             .into_iter()
             .filter_map(|b| assembler.push(b).unwrap())
             .collect();
         assert_eq!(got, vec![one]);
-        let plain = PeerMessage::Raft(raft_message(2, 1));
+        let plain = raft_in(0, raft_message(2, 1));
         assert_eq!(frames(&wire_bytes(&plain)).len(), 1);
         // Out of order, interrupted, too long, or claiming too much.
         assert!(Assembler::default().push(bodies[1]).is_err(), "data first");
@@ -754,7 +841,7 @@ mod tests {
             bodies in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 0..8),
             prefix in 0usize..3,
         ) {
-            let big = wire_bytes(&PeerMessage::Raft(snapshot_message(100)));
+            let big = wire_bytes(&raft_in(0, snapshot_message(100)));
             let mut assembler = Assembler::default();
             for body in frames(&big).into_iter().take(prefix) {
                 let _ = assembler.push(body);
@@ -798,7 +885,7 @@ mod tests {
             let (b_tx, mut b_rx) = mpsc::channel(16);
             let net_a = PeerNetwork::start(1, a, &[(2, b)], a_tx).await.unwrap();
             let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx).await.unwrap();
-            assert!(net_a.send(2, PeerMessage::Raft(raft_message(2, 2))));
+            assert!(net_a.send(2, raft_in(0, raft_message(2, 2))));
             assert!(net_b.send(1, PeerMessage::Engine(b"touch".to_vec())));
             assert!(!net_a.send(9, PeerMessage::Engine(vec![])), "unknown peer");
             let within = Duration::from_secs(10);
@@ -806,21 +893,21 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap();
-            assert_eq!((from, got), (1, PeerMessage::Raft(raft_message(2, 2))));
+            assert_eq!((from, got), (1, raft_in(0, raft_message(2, 2))));
             let (from, got) = tokio::time::timeout(within, a_rx.recv())
                 .await
                 .unwrap()
                 .unwrap();
             assert_eq!((from, got), (2, PeerMessage::Engine(b"touch".to_vec())));
             // A snapshot of several pieces between two messages, in order.
-            let snapshot = PeerMessage::Raft(snapshot_message(SNAPSHOT_PIECE_BYTES * 2 + 5));
-            assert!(net_a.send(2, PeerMessage::Raft(raft_message(2, 1))));
+            let snapshot = raft_in(0, snapshot_message(SNAPSHOT_PIECE_BYTES * 2 + 5));
+            assert!(net_a.send(2, raft_in(0, raft_message(2, 1))));
             assert!(net_a.send(2, snapshot.clone()));
-            assert!(net_a.send(2, PeerMessage::Raft(raft_message(2, 3))));
+            assert!(net_a.send(2, raft_in(0, raft_message(2, 3))));
             for expected in [
-                PeerMessage::Raft(raft_message(2, 1)),
+                raft_in(0, raft_message(2, 1)),
                 snapshot,
-                PeerMessage::Raft(raft_message(2, 3)),
+                raft_in(0, raft_message(2, 3)),
             ] {
                 let (from, got) = tokio::time::timeout(within, b_rx.recv())
                     .await

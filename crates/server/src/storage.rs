@@ -101,14 +101,28 @@ impl SnapshotStore for FileSnapshotStore {
     }
 }
 
-/// Opens the WAL and loads the newest readable snapshot: the state the
-/// partition starts from.
+/// Where partition `partition`'s snapshots live: partition 0's in the
+/// snapshot directory itself (where a server of one partition keeps them),
+/// each other's in a directory of its own inside it.
+pub fn partition_snapshot_dir(snapshot_dir: &Path, partition: u32) -> PathBuf {
+    if partition == 0 {
+        snapshot_dir.to_path_buf()
+    } else {
+        snapshot_dir.join(format!("partition-{partition}"))
+    }
+}
+
+/// Opens the WAL and loads each partition's newest readable snapshot: the
+/// state the server's `partitions` partitions start from.
 pub fn recover(
     snapshot_dir: &Path,
     wal_dir: &Path,
-    partition: u32,
-) -> Result<(Recovered, FileLog), String> {
-    let store = FileSnapshotStore::open(snapshot_dir)?;
+    partitions: u32,
+) -> Result<(Vec<Recovered>, FileLog), String> {
+    let stores = (0..partitions)
+        .map(|p| FileSnapshotStore::open(&partition_snapshot_dir(snapshot_dir, p)))
+        .collect::<Result<Vec<_>, String>>()?;
+    refuse_other_partition_count(snapshot_dir, partitions)?;
     fs::create_dir_all(wal_dir).map_err(|e| format!("cannot create {}: {e}", wal_dir.display()))?;
     // Reading the log is mostly waiting for the disk and loading the
     // snapshot mostly computing: side by side, a restart takes about as
@@ -119,23 +133,66 @@ pub fn recover(
             FileLog::open(wal_dir, FileLogOptions::default()).map(|open| (open, started.elapsed()))
         });
         let started = Instant::now();
-        let loaded = node::load_newest(&store).map(|snapshot| (snapshot, started.elapsed()));
+        let loaded = (stores.iter())
+            .map(node::load_newest)
+            .collect::<Result<Vec<_>, String>>()
+            .map(|snapshots| (snapshots, started.elapsed()));
         (wal.join().expect("WAL reader thread panicked"), loaded)
     });
     let ((log, replay), wal_read) =
         opened.map_err(|e| format!("WAL {}: {e}", wal_dir.display()))?;
-    let (snapshot, snapshot_read) = loaded?;
-    let recovered = node::recovered(snapshot, &replay, partition)?;
+    if let Some(&beyond) = replay.partitions.keys().find(|&&p| p >= partitions) {
+        return Err(format!(
+            "the WAL in {} holds partition {beyond}, but this server runs {partitions} \
+             partition(s): start it with the partitions it was written with",
+            wal_dir.display()
+        ));
+    }
+    let (snapshots, snapshot_read) = loaded?;
+    let mut recovered = Vec::with_capacity(snapshots.len());
+    for (partition, snapshot) in (0..partitions).zip(snapshots) {
+        let r = node::recovered(snapshot, &replay, partition)?;
+        log::info!(
+            "partition {partition}: recovered snapshot at index {} ({} nodes, zxid {:#x}) and {} \
+             log entries",
+            r.snapshot_index,
+            r.tree.node_count(),
+            r.tree.last_zxid(),
+            r.entries.len(),
+        );
+        recovered.push(r);
+    }
     log::info!(
-        "recovered snapshot at index {} ({} nodes, zxid {:#x}, read in {:.2} s) and {} log entries (WAL read in {:.2} s)",
-        recovered.snapshot_index,
-        recovered.tree.node_count(),
-        recovered.tree.last_zxid(),
+        "snapshots read in {:.2} s, WAL read in {:.2} s",
         snapshot_read.as_secs_f64(),
-        recovered.entries.len(),
         wal_read.as_secs_f64()
     );
     Ok((recovered, log))
+}
+
+/// A data directory written with more partitions than configured holds
+/// state this server would not serve: refused rather than dropped.
+fn refuse_other_partition_count(snapshot_dir: &Path, partitions: u32) -> Result<(), String> {
+    let Ok(listing) = fs::read_dir(snapshot_dir) else {
+        return Ok(());
+    };
+    for item in listing.flatten() {
+        let name = item.file_name().to_string_lossy().to_string();
+        let Some(p) = name
+            .strip_prefix("partition-")
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if p >= partitions {
+            return Err(format!(
+                "{} holds snapshots of partition {p}, but this server runs {partitions} \
+                 partition(s): start it with the partitions it was written with",
+                snapshot_dir.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn remove_unfinished_snapshots(dir: &Path) {
@@ -172,8 +229,8 @@ mod tests {
         node::write_snapshot(&mut store, 5, 1, SnapshotSource::Tree(&tree)).unwrap();
         let unfinished = snaps.join(format!("{SNAPSHOT_PREFIX}{:020}-{:020}.tmp", 9, 1));
         fs::write(&unfinished, b"half a snapshot").unwrap();
-        let (recovered, wal_log) = recover(&snaps, &wal, 0).unwrap();
-        assert_eq!(recovered.snapshot_index, 5);
+        let (recovered, wal_log) = recover(&snaps, &wal, 1).unwrap();
+        assert_eq!(recovered[0].snapshot_index, 5);
         assert!(!unfinished.exists(), "unfinished snapshot left behind");
         assert_eq!(store.list().unwrap(), vec![(5, 1)]);
         drop(wal_log);

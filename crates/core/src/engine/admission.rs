@@ -87,7 +87,7 @@ impl Engine {
         if matches!(request, Request::CloseSession) {
             return Admitted::Proposed(self.propose_close_session(sid, xid));
         }
-        let zxid = self.cores[0].next_zxid();
+        let zxid = self.next_zxid(0);
         match request {
             // The origin answers a sync once this no-op applies there: every
             // write committed before the sync is then visible on it.
@@ -102,7 +102,7 @@ impl Engine {
     /// then may it prepare, since those entries change the tree its checks
     /// read. Its own proposals in flight do not count: prep sees them.
     pub(super) fn log_applied(&self) -> bool {
-        self.cores[0].applied_term == self.cores[0].raft.raft.term
+        (self.cores.iter()).all(|core| core.applied_term == core.raft.raft.term)
     }
 
     /// The leader may turn writes into transactions now: its log is
@@ -111,12 +111,12 @@ impl Engine {
     /// writes are held.
     pub(super) fn may_prepare(&self) -> bool {
         self.log_applied()
-            && self.cores[0].raft.raft.lead_transferee.is_none()
+            && (self.cores.iter()).all(|core| core.raft.raft.lead_transferee.is_none())
             // A reconfig of several servers is done only once raft left
             // the joint configuration; writes received meanwhile wait.
             && !self.in_joint_config()
             // Client writes wait while the leader starts a new epoch.
-            && !self.cores[0].wants_new_epoch()
+            && !self.wants_new_epoch()
             && (self.standalone()
                 || self.ensemble.membership.role_of(self.config.server_id)
                     == Some(crate::ensemble::Role::Participant))
@@ -183,7 +183,7 @@ impl Engine {
                 timeout_ms,
             } => {
                 self.set_owner(session_id, server, conn);
-                let zxid = self.cores[0].next_zxid();
+                let zxid = self.next_zxid(0);
                 let ctx = self.internal_ctx(session_id, zxid);
                 let txn = self.cores[0]
                     .preparer
@@ -212,7 +212,7 @@ impl Engine {
                 }
                 self.set_owner(session_id, server, conn);
                 SessionAdmitted::Attached {
-                    after_zxid: self.cores[0].last_zxid_handed_out(),
+                    after_zxid: self.last_zxid_handed_out(0),
                 }
             }
             SessionCall::Expire { session_id } => {

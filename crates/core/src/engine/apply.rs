@@ -9,17 +9,27 @@ use super::Engine;
 use crate::watch::ChangeKind;
 
 impl Engine {
-    pub(super) fn apply_entries(&mut self, entries: Vec<Entry>) {
+    pub(super) fn apply_entries(&mut self, partition: usize, entries: Vec<Entry>) {
         for entry in entries {
             assert!(
-                entry.index == self.cores[0].applied_index + 1,
+                entry.index == self.cores[partition].applied_index + 1,
                 "applying {} after {}",
                 entry.index,
-                self.cores[0].applied_index
+                self.cores[partition].applied_index
             );
-            self.cores[0].applied_index = entry.index;
-            self.cores[0].applied_term = entry.term;
+            self.cores[partition].applied_index = entry.index;
+            self.cores[partition].applied_term = entry.term;
             match entry.get_entry_type() {
+                EntryType::EntryConfChangeV2 if partition != 0 => {
+                    // Membership changes go through partition 0's group,
+                    // which carries /zookeeper/config.
+                    self.out.fatal = Some(format!(
+                        "partition {partition}, raft index {}: a configuration change outside \
+                         partition 0",
+                        entry.index
+                    ));
+                    return;
+                }
                 EntryType::EntryConfChangeV2 => {
                     // Entries after one that cannot be applied are not
                     // applied either: stop rather than diverge.
@@ -40,13 +50,13 @@ impl Engine {
                 EntryType::EntryNormal if entry.data.is_empty() => continue,
                 EntryType::EntryNormal => {}
             }
-            self.cores[0].log_bytes_since_snapshot += entry.data.len() as u64;
-            if let Some(txn) = self.cores[0].own_proposal(&entry.data) {
-                self.apply_txn(txn);
+            self.cores[partition].log_bytes_since_snapshot += entry.data.len() as u64;
+            if let Some(txn) = self.cores[partition].own_proposal(&entry.data) {
+                self.apply_txn(partition, txn);
                 continue;
             }
             match Txn::decode(&entry.data) {
-                Ok(txn) => self.apply_txn(txn),
+                Ok(txn) => self.apply_txn(partition, txn),
                 Err(e) => {
                     // A committed entry we cannot read means the log is not ours
                     // or is corrupt beyond its checksums: stop rather than diverge.
@@ -60,10 +70,10 @@ impl Engine {
         }
     }
 
-    pub(super) fn apply_txn(&mut self, txn: Txn) {
+    pub(super) fn apply_txn(&mut self, partition: usize, txn: Txn) {
         let zxid = txn.header.zxid;
         let sid = txn.header.session_id;
-        let applied = self.cores[0].apply(&txn);
+        let applied = self.cores[partition].apply(&txn);
         self.stats.txns_applied += 1;
         if self.is_leader() && self.log_applied() {
             // An entry of this leader's term: the header's time is this
@@ -85,7 +95,7 @@ impl Engine {
             let deliver = !self.extensions.has_watch_extensions()
                 || self.run_watch_extensions(&event.path, change);
             if deliver {
-                let conns = self.cores[0].watches.trigger(change, &event.path);
+                let conns = self.cores[partition].watches.trigger(change, &event.path);
                 if !conns.is_empty() {
                     let path = event.path.to_string();
                     self.hand_to_gate(Applied::Fired {
@@ -108,13 +118,13 @@ impl Engine {
             }),
             TxnOp::CloseSession { .. } => {
                 // Its writes are accepted from no connection any more.
-                self.cores[0].owners.remove(&sid);
+                self.cores[partition].owners.remove(&sid);
                 Some(SessionChange::Closed)
             }
             _ => None,
         };
         let config = membership_changed.then(|| {
-            self.cores[0]
+            self.cores[partition]
                 .tree
                 .node(stoa_tree::CONFIG)
                 .map(|n| n.data().to_vec())

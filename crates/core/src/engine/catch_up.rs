@@ -31,155 +31,179 @@ impl Engine {
         }
     }
 
-    /// After a raft step: starts building a snapshot raft asked for, and
-    /// notes snapshots raft just sent.
+    /// After a raft step: starts building the snapshots raft asked for,
+    /// and notes snapshots raft just sent.
     pub(super) fn serve_snapshot_requests(&mut self) {
-        for m in &self.out.messages {
+        for (partition, m) in &self.out.messages {
             if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
                 log::info!(
-                    "sending a snapshot at index {} to server {}",
+                    "sending a snapshot of partition {partition} at index {} to server {}",
                     m.get_snapshot().get_metadata().index,
                     m.to
                 );
                 self.stats.snapshots_sent += 1;
-                self.cores[0].snapshot_wait_ticks.insert(m.to, 0);
+                (self.cores[*partition as usize].snapshot_wait_ticks).insert(m.to, 0);
             }
         }
-        // Also in a joint configuration: a new participant that needs a
-        // snapshot may be the one the new quorum waits for (a leader
-        // elected during the change may have compacted further than the
-        // one that checked the quorum). The receiver restarts from such a
-        // snapshot in the new configuration (`apply_conf_change_entry`).
-        if !self.cores[0].raft.store().take_snapshot_wanted() || self.cores[0].shipping.is_some() {
-            return;
+        for (partition, core) in self.cores.iter_mut().enumerate() {
+            // Also in a joint configuration: a new participant that needs a
+            // snapshot may be the one the new quorum waits for (a leader
+            // elected during the change may have compacted further than the
+            // one that checked the quorum). The receiver restarts from such a
+            // snapshot in the new configuration (`apply_conf_change_entry`).
+            if !core.raft.store().take_snapshot_wanted() || core.shipping.is_some() {
+                continue;
+            }
+            // The tree clones in O(1); the shell serializes it elsewhere.
+            core.shipping = Some(core.raft.raft.prs().conf().to_conf_state());
+            self.out.snapshots_to_ship.push(SnapshotJob {
+                partition: partition as u32,
+                tree: core.tree.clone(),
+                index: core.applied_index,
+                term: core.applied_term,
+            });
         }
-        // The tree clones in O(1); the shell serializes it elsewhere.
-        self.cores[0].shipping = Some(self.cores[0].raft.raft.prs().conf().to_conf_state());
-        self.out.snapshot_to_ship = Some(SnapshotJob {
-            tree: self.cores[0].tree.clone(),
-            index: self.cores[0].applied_index,
-            term: self.cores[0].applied_term,
-        });
     }
 
-    pub(super) fn on_snapshot_built(&mut self, index: u64, term: u64, data: bytes::Bytes) {
-        let Some(conf_state) = self.cores[0].shipping.take() else {
+    pub(super) fn on_snapshot_built(
+        &mut self,
+        partition: usize,
+        index: u64,
+        term: u64,
+        data: bytes::Bytes,
+    ) {
+        let Some(core) = self.cores.get_mut(partition) else {
             return;
         };
-        if index < self.cores[0].raft.store().first_index() - 1 {
+        let Some(conf_state) = core.shipping.take() else {
+            return;
+        };
+        if index < core.raft.store().first_index() - 1 {
             log::debug!("snapshot at {index} is already behind the log; dropped");
             return;
         }
         log::info!(
-            "snapshot at index {index} ({} bytes) ready for lagging peers",
+            "snapshot of partition {partition} at index {index} ({} bytes) ready for lagging peers",
             data.len()
         );
-        self.cores[0]
-            .raft
-            .mut_store()
-            .set_shippable(index, term, data, conf_state);
+        (core.raft.mut_store()).set_shippable(index, term, data, conf_state);
     }
 
     /// Leader, every tick: a snapshot nobody acknowledged in time is
     /// reported lost, so raft probes the peer and sends again.
     pub(super) fn watch_snapshot_sends(&mut self) {
-        if !self.is_leader() {
-            self.cores[0].snapshot_wait_ticks.clear();
-            return;
-        }
-        let mut lost = Vec::new();
-        let core = &mut self.cores[0];
-        let progress = core.raft.raft.prs();
-        core.snapshot_wait_ticks.retain(|&peer, ticks| {
-            let waiting = progress
-                .get(peer)
-                .is_some_and(|p| p.state == ProgressState::Snapshot);
-            *ticks += 1;
-            if waiting && *ticks > SNAPSHOT_ACK_TICKS_MAX {
-                lost.push(peer);
+        let leader = self.is_leader();
+        for core in &mut self.cores {
+            if !leader {
+                core.snapshot_wait_ticks.clear();
+                continue;
             }
-            waiting && *ticks <= SNAPSHOT_ACK_TICKS_MAX
-        });
-        for peer in lost {
-            log::warn!("server {peer} did not acknowledge its snapshot; sending again");
-            self.cores[0]
-                .raft
-                .report_snapshot(peer, SnapshotStatus::Failure);
+            let mut lost = Vec::new();
+            let progress = core.raft.raft.prs();
+            core.snapshot_wait_ticks.retain(|&peer, ticks| {
+                let waiting = progress
+                    .get(peer)
+                    .is_some_and(|p| p.state == ProgressState::Snapshot);
+                *ticks += 1;
+                if waiting && *ticks > SNAPSHOT_ACK_TICKS_MAX {
+                    lost.push(peer);
+                }
+                waiting && *ticks <= SNAPSHOT_ACK_TICKS_MAX
+            });
+            for peer in lost {
+                log::warn!("server {peer} did not acknowledge its snapshot; sending again");
+                core.raft.report_snapshot(peer, SnapshotStatus::Failure);
+            }
         }
     }
 
-    /// Every tick: lets the snapshot for lagging peers go once no peer has
+    /// Every tick: lets a snapshot for lagging peers go once no peer has
     /// waited on one for `SHIPPABLE_IDLE_TICKS_MAX` ticks (at once when
     /// this server no longer leads).
     pub(super) fn release_idle_shippable(&mut self) {
-        if !self.cores[0].raft.store().has_shippable() {
-            self.cores[0].shippable_idle_ticks = 0;
-            return;
-        }
         let leader = self.is_leader();
-        // (`snapshot_wait_ticks` only lists peers in this state.)
-        let wanted = leader
-            && self.cores[0]
-                .raft
-                .raft
-                .prs()
-                .iter()
-                .any(|(_, p)| p.state == ProgressState::Snapshot);
-        if wanted {
-            self.cores[0].shippable_idle_ticks = 0;
-            return;
+        for core in &mut self.cores {
+            if !core.raft.store().has_shippable() {
+                core.shippable_idle_ticks = 0;
+                continue;
+            }
+            // (`snapshot_wait_ticks` only lists peers in this state.)
+            let wanted = leader
+                && (core.raft.raft.prs().iter()).any(|(_, p)| p.state == ProgressState::Snapshot);
+            if wanted {
+                core.shippable_idle_ticks = 0;
+                continue;
+            }
+            core.shippable_idle_ticks += 1;
+            if leader && core.shippable_idle_ticks < SHIPPABLE_IDLE_TICKS_MAX {
+                continue;
+            }
+            log::info!("letting go of the snapshot built for lagging peers: none waits for it");
+            core.raft.mut_store().drop_shippable();
+            core.shippable_idle_ticks = 0;
+            self.out.memory_freed = true;
         }
-        self.cores[0].shippable_idle_ticks += 1;
-        if leader && self.cores[0].shippable_idle_ticks < SHIPPABLE_IDLE_TICKS_MAX {
-            return;
-        }
-        log::info!("letting go of the snapshot built for lagging peers: none waits for it");
-        self.cores[0].raft.mut_store().drop_shippable();
-        self.cores[0].shippable_idle_ticks = 0;
-        self.out.memory_freed = true;
     }
 
     /// Follower: the leader's snapshot replaces the tree, the sessions and
     /// the log. Returns what the WAL must make durable first.
-    pub(super) fn install_snapshot(&mut self, snapshot: &Snapshot) -> Option<InstalledSnapshot> {
+    pub(super) fn install_snapshot(
+        &mut self,
+        partition: usize,
+        snapshot: &Snapshot,
+    ) -> Option<InstalledSnapshot> {
         let meta = snapshot.get_metadata();
         let tree = match stoa_tree::read_snapshot(&mut &snapshot.data[..]) {
             Ok(tree) => tree,
             Err(e) => {
                 self.out.fatal = Some(format!(
-                    "snapshot at index {} from the leader is unreadable: {e}",
+                    "snapshot of partition {partition} at index {} from the leader is unreadable: \
+                     {e}",
                     meta.index
                 ));
                 return None;
             }
         };
         log::info!(
-            "installing the leader's snapshot at index {} (term {}, {} nodes, zxid {:#x})",
+            "installing the leader's snapshot of partition {partition} at index {} (term {}, {} \
+             nodes, zxid {:#x})",
             meta.index,
             meta.term,
             tree.node_count(),
             tree.last_zxid()
         );
         assert!(
-            meta.index > self.cores[0].applied_index,
+            meta.index > self.cores[partition].applied_index,
             "snapshot at {} does not move past applied {}",
             meta.index,
-            self.cores[0].applied_index
+            self.cores[partition].applied_index
         );
         // Clients' watches and pending calls refer to the tree being
         // replaced: they reconnect and re-register (setWatches replays what
         // changed since their last zxid).
         self.drop_clients();
-        self.gate.sessions = tree
-            .sessions()
-            .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
-            .collect();
-        self.cores[0].tree = tree;
-        self.cores[0].applied_index = meta.index;
-        self.cores[0].applied_term = meta.term;
-        self.cores[0].snapshot_index = meta.index;
-        self.cores[0].log_bytes_since_snapshot = 0;
-        self.cores[0].raft.mut_store().install(meta);
+        if partition == 0 {
+            self.gate.sessions = tree
+                .sessions()
+                .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
+                .collect();
+        }
+        self.cores[partition].tree = tree;
+        self.cores[partition].applied_index = meta.index;
+        self.cores[partition].applied_term = meta.term;
+        self.cores[partition].snapshot_index = meta.index;
+        self.cores[partition].log_bytes_since_snapshot = 0;
+        self.cores[partition].raft.mut_store().install(meta);
+        self.stats.snapshots_installed += 1;
+        let installed = InstalledSnapshot {
+            index: meta.index,
+            term: meta.term,
+            data: snapshot.data.clone(),
+        };
+        if partition != 0 {
+            // Sessions, extensions and the membership live on partition 0.
+            return Some(installed);
+        }
         self.reload_extensions();
         // Sent during a joint configuration: the servers leaving still vote
         // until it ends, reached at the addresses this server knew.
@@ -188,11 +212,6 @@ impl Engine {
         self.ensemble.outgoing = joint.then_some(known);
         self.membership_applied();
         self.publish_members();
-        self.stats.snapshots_installed += 1;
-        Some(InstalledSnapshot {
-            index: meta.index,
-            term: meta.term,
-            data: snapshot.data.clone(),
-        })
+        Some(installed)
     }
 }

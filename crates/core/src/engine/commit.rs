@@ -11,103 +11,120 @@ use super::{Engine, PersistJob, SnapshotJob, RAFT_MAX_MSG_BYTES};
 const COMPACT_STEP_ENTRIES: usize = 1024;
 
 impl Engine {
-    /// Handles every ready raft has now. Entries to persist become a
+    /// Handles every ready each group has now. Entries to persist become a
     /// `PersistJob` (acknowledged later by `Input::Persisted`); committed
     /// entries are applied at once.
     pub(super) fn drive_raft(&mut self) {
-        while self.cores[0].raft.has_ready() {
-            let mut ready = self.cores[0].raft.ready();
-            let installed = if ready.snapshot().get_metadata().index != 0 {
-                let snapshot = ready.snapshot().clone();
-                self.cores[0].installing = Some(ready.number());
-                self.install_snapshot(&snapshot)
-            } else {
-                None
-            };
-            // Messages that need nothing durable (e.g. a leader's appends)
-            // leave at once; the others wait for this ready's persistence.
-            for mut message in ready.take_messages() {
-                let log = &self.cores[0].raft.raft.raft_log;
-                let term_of =
-                    |index| (index + 1 >= log.first_index()).then(|| log.term(index).ok())?;
-                if !repair_batched_append(&mut message, term_of) {
-                    log::debug!(
-                        "append to server {} dropped: its entries from {} follow a compacted entry",
-                        message.to,
-                        message.entries[0].index
-                    );
-                    continue;
-                }
-                split_append(message, RAFT_MAX_MSG_BYTES, &mut self.out.messages);
-            }
-            let committed = ready.take_committed_entries();
-            self.apply_entries(committed);
-            let entries = ready.take_entries();
-            let must_sync = ready.must_sync() || installed.is_some();
-            if let Some(hs) = ready.hs() {
-                self.cores[0].raft.mut_store().set_hard_state(hs.clone());
-            }
-            let after_persist = ready.take_persisted_messages();
-            // A ready with messages to send after persistence needs a job
-            // even when it writes nothing: its acknowledgement (in order,
-            // after every earlier batch) is what releases them.
-            if !entries.is_empty()
-                || ready.hs().is_some()
-                || !after_persist.is_empty()
-                || installed.is_some()
-            {
-                self.cores[0].raft.mut_store().append(&entries);
-                // Every synced batch carries the latest hard state, so a
-                // commit index written lazily still reaches the disk.
-                let hard_state = must_sync.then(|| self.cores[0].raft.store().hard_state().clone());
-                if !entries.is_empty() {
-                    self.stats.record_wal_batch(entries.len() as u64);
-                }
-                self.out.persists.push(PersistJob {
-                    number: ready.number(),
-                    must_sync,
-                    hard_state,
-                    entries,
-                    installed,
-                });
-            }
-            if !after_persist.is_empty() {
-                self.cores[0]
-                    .held_messages
-                    .push_back((ready.number(), after_persist));
-            }
-            self.cores[0].raft.advance_append_async(ready);
-            self.report_applied();
-            let leader = self.leader_id();
-            let term = self.cores[0].raft.raft.term;
-            // A follower that missed an election can hear from the same
-            // leader again in a newer term: in between, another leader may
-            // have replaced what the old term left uncommitted, so that is
-            // a change of leader too (its clients' pending replies would
-            // otherwise be released by the newer term's zxids; ensemble
-            // simulator seed 5011).
-            let re_elected = leader != 0
-                && leader == self.ensemble.known_leader
-                && term != self.ensemble.known_leader_term
-                && !self.is_leader();
-            if leader != self.ensemble.known_leader || re_elected {
-                let old = std::mem::replace(&mut self.ensemble.known_leader, leader);
-                self.ensemble.known_leader_term = term;
-                self.on_leader_change(old, leader);
-            } else if leader != 0 {
-                self.ensemble.known_leader_term = term;
+        for partition in 0..self.cores.len() {
+            while self.cores[partition].raft.has_ready() {
+                self.handle_ready(partition);
+                self.note_leader();
             }
         }
-        // An installed snapshot counts as applied for raft only once durable.
-        self.report_applied();
+        for partition in 0..self.cores.len() {
+            // An installed snapshot counts as applied for raft only once durable.
+            self.report_applied(partition);
+        }
         self.serve_snapshot_requests();
         self.complete_attaches();
         self.release_held_writes();
         self.release_held_session_creates();
         self.release_held_attaches();
         self.publish_membership();
-        self.maybe_snapshot();
-        self.release_applied_entries();
+        for partition in 0..self.cores.len() {
+            self.maybe_snapshot(partition);
+            self.release_applied_entries(partition);
+        }
+    }
+
+    fn handle_ready(&mut self, partition: usize) {
+        let tag = partition as u32;
+        let core = &mut self.cores[partition];
+        let mut ready = core.raft.ready();
+        let installed = if ready.snapshot().get_metadata().index != 0 {
+            let snapshot = ready.snapshot().clone();
+            core.installing = Some(ready.number());
+            self.install_snapshot(partition, &snapshot)
+        } else {
+            None
+        };
+        // Messages that need nothing durable (e.g. a leader's appends)
+        // leave at once; the others wait for this ready's persistence.
+        for mut message in ready.take_messages() {
+            let log = &self.cores[partition].raft.raft.raft_log;
+            let term_of = |index| (index + 1 >= log.first_index()).then(|| log.term(index).ok())?;
+            if !repair_batched_append(&mut message, term_of) {
+                log::debug!(
+                    "append to server {} dropped: its entries from {} follow a compacted entry",
+                    message.to,
+                    message.entries[0].index
+                );
+                continue;
+            }
+            split_append(tag, message, RAFT_MAX_MSG_BYTES, &mut self.out.messages);
+        }
+        let committed = ready.take_committed_entries();
+        self.apply_entries(partition, committed);
+        let entries = ready.take_entries();
+        let must_sync = ready.must_sync() || installed.is_some();
+        let core = &mut self.cores[partition];
+        if let Some(hs) = ready.hs() {
+            core.raft.mut_store().set_hard_state(hs.clone());
+        }
+        let after_persist = ready.take_persisted_messages();
+        // A ready with messages to send after persistence needs a job
+        // even when it writes nothing: its acknowledgement (in order,
+        // after every earlier batch) is what releases them.
+        if !entries.is_empty()
+            || ready.hs().is_some()
+            || !after_persist.is_empty()
+            || installed.is_some()
+        {
+            core.raft.mut_store().append(&entries);
+            // Every synced batch carries the latest hard state, so a
+            // commit index written lazily still reaches the disk.
+            let hard_state = must_sync.then(|| core.raft.store().hard_state().clone());
+            if !entries.is_empty() {
+                self.stats.record_wal_batch(entries.len() as u64);
+            }
+            self.out.persists.push(PersistJob {
+                partition: tag,
+                number: ready.number(),
+                must_sync,
+                hard_state,
+                entries,
+                installed,
+            });
+        }
+        if !after_persist.is_empty() {
+            core.held_messages
+                .push_back((ready.number(), after_persist));
+        }
+        core.raft.advance_append_async(ready);
+        self.report_applied(partition);
+    }
+
+    /// After a ready: tells the engine of a change of leader.
+    fn note_leader(&mut self) {
+        let leader = self.leader_id();
+        let terms = self.group_terms();
+        // A follower that missed an election can hear from the same
+        // leader again in a newer term: in between, another leader may
+        // have replaced what the old term left uncommitted, so that is
+        // a change of leader too (its clients' pending replies would
+        // otherwise be released by the newer term's zxids; ensemble
+        // simulator seed 5011).
+        let re_elected = leader != 0
+            && leader == self.ensemble.known_leader
+            && terms != self.ensemble.known_leader_terms
+            && !self.is_leader();
+        if leader != self.ensemble.known_leader || re_elected {
+            let old = std::mem::replace(&mut self.ensemble.known_leader, leader);
+            self.ensemble.known_leader_terms = terms;
+            self.on_leader_change(old, leader);
+        } else if leader != 0 {
+            self.ensemble.known_leader_terms = terms;
+        }
     }
 
     /// Frees in-memory raft log entries toward the compaction target, a
@@ -115,45 +132,41 @@ impl Engine {
     /// index itself: no peer ever reads entries behind it, and the WAL
     /// keeps them for restarts (holding up to snapCount of them until the
     /// next snapshot was ~5% of the RSS).
-    fn release_applied_entries(&mut self) {
-        if self.standalone() {
-            let applied = self.cores[0]
-                .applied_index
-                .min(self.cores[0].raft.raft.raft_log.applied);
-            self.cores[0].raft.mut_store().compact(applied);
+    fn release_applied_entries(&mut self, partition: usize) {
+        let standalone = self.standalone();
+        let core = &mut self.cores[partition];
+        if standalone {
+            let applied = core.applied_index.min(core.raft.raft.raft_log.applied);
+            core.raft.mut_store().compact(applied);
         }
-        self.cores[0]
-            .raft
-            .mut_store()
-            .compact_step(COMPACT_STEP_ENTRIES);
+        core.raft.mut_store().compact_step(COMPACT_STEP_ENTRIES);
     }
 
-    fn report_applied(&mut self) {
-        let log = &self.cores[0].raft.raft.raft_log;
-        let applied = self.cores[0]
-            .applied_index
-            .min(log.persisted)
-            .min(log.committed);
+    fn report_applied(&mut self, partition: usize) {
+        let core = &mut self.cores[partition];
+        let log = &core.raft.raft.raft_log;
+        let applied = core.applied_index.min(log.persisted).min(log.committed);
         if applied > log.applied {
-            self.cores[0].raft.advance_apply_to(applied);
+            core.raft.advance_apply_to(applied);
         }
     }
 
     /// About what a snapshot of the tree takes: its paths and data, and a
     /// stat, ACL reference and framing per node.
-    fn snapshot_bytes_estimate(&self) -> u64 {
+    fn snapshot_bytes_estimate(&self, partition: usize) -> u64 {
         const NODE_BYTES: u64 = 48;
-        self.cores[0].tree.approximate_data_size()
-            + NODE_BYTES * self.cores[0].tree.node_count() as u64
+        self.cores[partition].tree.approximate_data_size()
+            + NODE_BYTES * self.cores[partition].tree.node_count() as u64
     }
 
-    fn maybe_snapshot(&mut self) {
+    fn maybe_snapshot(&mut self, partition: usize) {
         // Not during a membership change: a snapshot compacts the log, and
         // a reconfig's quorum check counted which new participants hold
         // the log from where it starts (`check_new_quorum`). (A restart
         // from a snapshot taken while joint would also run the new
         // configuration early; that is safe, see `apply_conf_change`.)
-        if self.cores[0].applied_index < self.cores[0].snapshot_index + self.config.snap_count
+        if self.cores[partition].applied_index
+            < self.cores[partition].snapshot_index + self.config.snap_count
             || self.in_joint_config()
             || self.ensemble.membership_pending.is_some()
         {
@@ -166,26 +179,28 @@ impl Engine {
         // a snapshot. (An ensemble compacts its in-memory log at snapshots,
         // so waiting there would hold more of it.)
         if self.standalone()
-            && self.cores[0].log_bytes_since_snapshot < self.snapshot_bytes_estimate() / 4
+            && self.cores[partition].log_bytes_since_snapshot
+                < self.snapshot_bytes_estimate(partition) / 4
         {
             return;
         }
-        self.cores[0].log_bytes_since_snapshot = 0;
+        self.cores[partition].log_bytes_since_snapshot = 0;
         // The tree clones in O(1) (structural sharing), so the writer thread
         // serializes a frozen copy while this thread keeps applying.
         self.out.snapshots.push(SnapshotJob {
-            tree: self.cores[0].tree.clone(),
-            index: self.cores[0].applied_index,
-            term: self.cores[0].applied_term,
+            partition: partition as u32,
+            tree: self.cores[partition].tree.clone(),
+            index: self.cores[partition].applied_index,
+            term: self.cores[partition].applied_term,
         });
-        self.cores[0].snapshot_index = self.cores[0].applied_index;
+        self.cores[partition].snapshot_index = self.cores[partition].applied_index;
         // Never past what raft counts as applied: it still reads entries
         // after that (e.g. for pending membership changes on campaign).
-        let upto = self.cores[0]
+        let upto = self.cores[partition]
             .applied_index
             .saturating_sub(self.log_retained_after_snapshot())
-            .min(self.cores[0].raft.raft.raft_log.applied);
-        self.cores[0].raft.mut_store().compact(upto);
+            .min(self.cores[partition].raft.raft.raft_log.applied);
+        self.cores[partition].raft.mut_store().compact(upto);
     }
 }
 
@@ -228,12 +243,17 @@ fn repair_batched_append(message: &mut Message, term_of: impl Fn(u64) -> Option<
 /// peer, without its own size limit; a burst of large writes would make one
 /// message bigger than a peer frame. Each part is a valid append on its
 /// own: it follows the previous part's last entry, with the same commit.
-fn split_append(mut message: Message, max_bytes: u64, out: &mut Vec<Message>) {
+fn split_append(
+    partition: u32,
+    mut message: Message,
+    max_bytes: u64,
+    out: &mut Vec<(u32, Message)>,
+) {
     let entry_bytes = |e: &raft::eraftpb::Entry| (e.data.len() + e.context.len()) as u64 + 32;
     if message.get_msg_type() != MessageType::MsgAppend
         || message.entries.iter().map(entry_bytes).sum::<u64>() <= max_bytes
     {
-        out.push(message);
+        out.push((partition, message));
         return;
     }
     let entries: Vec<_> = message.take_entries().into();
@@ -254,7 +274,7 @@ fn split_append(mut message: Message, max_bytes: u64, out: &mut Vec<Message>) {
             piece.index = index;
             piece.log_term = log_term;
             piece.set_entries(std::mem::take(&mut part).into());
-            out.push(piece);
+            out.push((partition, piece));
             (index, log_term) = (next_index, next_term);
             part_bytes = 0;
         }
@@ -276,7 +296,7 @@ impl Engine {
                 // epoch (the next check) rather than eat into the reserve.
                 break;
             }
-            let zxid = self.cores[0].next_zxid();
+            let zxid = self.next_zxid(0);
             let ctx = self.internal_ctx(0, zxid);
             match self.cores[0]
                 .preparing(|preparer, tree| preparer.prepare_delete_container(tree, &ctx, &path))
@@ -327,7 +347,8 @@ mod tests {
         fn parts_chain_and_fit(sizes in proptest::collection::vec(0usize..300, 0..40), max in 1u64..1000) {
             let message = append(10, &sizes);
             let mut out = Vec::new();
-            split_append(message.clone(), max, &mut out);
+            split_append(0, message.clone(), max, &mut out);
+            let out: Vec<Message> = out.into_iter().map(|(_, m)| m).collect();
             let all: Vec<&Entry> = out.iter().flat_map(|m| m.entries.iter()).collect();
             prop_assert_eq!(all.len(), sizes.len());
             for (i, e) in all.iter().enumerate() {
@@ -379,7 +400,7 @@ mod tests {
         let mut m = append(1, &[5000, 5000]);
         m.set_msg_type(MessageType::MsgHeartbeat);
         let mut out = Vec::new();
-        split_append(m.clone(), 100, &mut out);
-        assert_eq!(out, vec![m]);
+        split_append(3, m.clone(), 100, &mut out);
+        assert_eq!(out, vec![(3, m)]);
     }
 }

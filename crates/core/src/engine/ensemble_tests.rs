@@ -41,7 +41,7 @@ impl Cluster {
                 cfg.server_id = id;
                 cfg.voters = IDS.to_vec();
                 cfg.snap_count = snap_count;
-                Engine::new(cfg, empty(), T0_MS).expect("engine starts")
+                Engine::new(cfg, vec![empty()], T0_MS).expect("engine starts")
             })
             .collect();
         Cluster {
@@ -65,7 +65,8 @@ impl Cluster {
         loop {
             let out = self.engines[i].take_output();
             assert!(out.fatal.is_none(), "{:?}", out.fatal);
-            for m in out.messages {
+            for (partition, m) in out.messages {
+                assert_eq!(partition, 0, "one partition");
                 if !self.cut_off(m.from, m.to) {
                     self.wire.push_back((m.to, m));
                 }
@@ -75,11 +76,12 @@ impl Cluster {
                     self.engine_wire.push_back((to, IDS[i], m));
                 }
             }
-            if let Some(job) = out.snapshot_to_ship {
+            for job in out.snapshots_to_ship {
                 // The snapshot thread's work, done at once.
                 let mut data = Vec::new();
                 stoa_tree::write_snapshot(&job.tree, &mut data).expect("in memory");
                 self.engines[i].handle(Input::SnapshotBuilt {
+                    partition: job.partition,
                     index: job.index,
                     term: job.term,
                     data: data.into(),
@@ -93,7 +95,10 @@ impl Cluster {
             let Some(last) = out.persists.last().map(|j| j.number) else {
                 break;
             };
-            self.engines[i].handle(Input::Persisted { number: last });
+            self.engines[i].handle(Input::Persisted {
+                partition: 0,
+                number: last,
+            });
         }
     }
 
@@ -105,7 +110,10 @@ impl Cluster {
         while !self.wire.is_empty() || !self.engine_wire.is_empty() {
             if let Some((to, m)) = self.wire.pop_front() {
                 let i = IDS.iter().position(|&id| id == to).expect("known peer");
-                self.engines[i].handle(Input::Raft(m));
+                self.engines[i].handle(Input::Raft {
+                    partition: 0,
+                    message: m,
+                });
                 self.drain(i);
             }
             if let Some((to, from, message)) = self.engine_wire.pop_front() {

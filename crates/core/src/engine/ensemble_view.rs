@@ -32,8 +32,8 @@ pub(crate) struct EnsembleView {
     pub peer_heard_ms: HashMap<u64, i64>,
     /// The leader as of the last raft step (0: none).
     pub known_leader: u64,
-    /// The raft term that leader was known in.
-    pub known_leader_term: u64,
+    /// Each group's raft term when that leader was known.
+    pub known_leader_terms: Vec<u64>,
     /// Follower: the leader's connection closed and it has been silent
     /// since (`engine::leader_loss`).
     pub leader_loss: Option<super::leader_loss::LeaderLoss>,
@@ -49,7 +49,7 @@ impl EnsembleView {
             farewell: Vec::new(),
             peer_heard_ms: HashMap::new(),
             known_leader: 0,
-            known_leader_term: 0,
+            known_leader_terms: Vec::new(),
             leader_loss: None,
         }
     }

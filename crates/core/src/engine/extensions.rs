@@ -400,7 +400,7 @@ impl Engine {
         // the stats it replies with can carry that zxid; a follower's run
         // of a writing call is discarded (the leader runs it again).
         let stamp = self.is_leader().then(|| stoa_ext::TxnStamp {
-            zxid: self.cores[0].peek_next_zxid(),
+            zxid: self.peek_next_zxid(0),
             time_ms: self.now_ms,
         });
         let view = View(
@@ -483,7 +483,7 @@ impl Engine {
         writes: Vec<WriteOp>,
     ) -> Result<i64, ErrorCode> {
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        let zxid = self.cores[0].next_zxid();
+        let zxid = self.next_zxid(0);
         let ctx = stoa_tree::PrepContext {
             session_id: sid,
             cxid: xid,
@@ -540,7 +540,7 @@ impl Engine {
             return; // the leader's own extension run makes these writes
         }
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        let zxid = self.cores[0].next_zxid();
+        let zxid = self.next_zxid(0);
         let ctx = self.internal_ctx(sid, zxid);
         match self.cores[0]
             .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))

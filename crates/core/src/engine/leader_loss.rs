@@ -87,19 +87,22 @@ impl Engine {
     /// would).
     fn give_up_lease(&mut self, ticks: u32) {
         let (min, max) = election_timeout_bounds(&self.config);
-        let raft = &mut self.cores[0].raft.raft;
-        let timeout = raft.election_timeout();
-        let mut elapsed = raft.election_elapsed.max(timeout);
-        if ticks > 0 {
-            // Raft campaigns once elapsed reaches the randomized timeout:
-            // `ticks` from now where its bounds allow, sooner otherwise,
-            // and never with elapsed below the plain timeout, which is
-            // what the lease checks.
-            let target = (timeout + ticks as usize).clamp(min, max - 1);
-            raft.set_randomized_election_timeout(target);
-            elapsed = elapsed.max(target.saturating_sub(ticks as usize));
+        // Every group: the leader was the same server in all of them.
+        for core in &mut self.cores {
+            let raft = &mut core.raft.raft;
+            let timeout = raft.election_timeout();
+            let mut elapsed = raft.election_elapsed.max(timeout);
+            if ticks > 0 {
+                // Raft campaigns once elapsed reaches the randomized timeout:
+                // `ticks` from now where its bounds allow, sooner otherwise,
+                // and never with elapsed below the plain timeout, which is
+                // what the lease checks.
+                let target = (timeout + ticks as usize).clamp(min, max - 1);
+                raft.set_randomized_election_timeout(target);
+                elapsed = elapsed.max(target.saturating_sub(ticks as usize));
+            }
+            raft.election_elapsed = elapsed;
         }
-        raft.election_elapsed = elapsed;
     }
 
     /// This server's place among the voters that may replace `leader`

@@ -66,6 +66,9 @@ pub(crate) struct PartitionCore {
     /// Ticks the snapshot for lagging peers has gone unused.
     pub shippable_idle_ticks: u32,
     pub last_container_check_ms: i64,
+    /// Ticks this server has led partition 0's group but not this one
+    /// (`Engine::align_groups`).
+    pub unaligned_ticks: u32,
 }
 
 impl PartitionCore {
@@ -99,6 +102,7 @@ impl PartitionCore {
             snapshot_wait_ticks: HashMap::new(),
             shippable_idle_ticks: 0,
             last_container_check_ms: now_ms,
+            unaligned_ticks: 0,
         }
     }
 
@@ -111,17 +115,16 @@ impl PartitionCore {
         self.raft.raft.state == raft::StateRole::Leader
     }
 
-    /// The epoch this partition hands zxids out in: its group's term. With
-    /// several groups it is the server's epoch over all of them
-    /// (`crate::zxid::server_epoch`).
-    pub fn epoch(&self) -> u64 {
-        crate::zxid::server_epoch([self.raft.raft.term])
+    /// This group's current raft term (the server's epoch is the highest
+    /// over its groups: `Engine::epoch`).
+    pub fn term(&self) -> u64 {
+        self.raft.raft.term
     }
 
-    /// The zxid `next_zxid` will hand out (extension replies carry it in
-    /// the stats of what the call writes).
-    pub fn peek_next_zxid(&self) -> i64 {
-        match self.zxids.peek(self.epoch()) {
+    /// The zxid `next_zxid` will hand out in `epoch` (extension replies
+    /// carry it in the stats of what the call writes).
+    pub fn peek_next_zxid(&self, epoch: u64) -> i64 {
+        match self.zxids.peek(epoch) {
             Ok(zxid) => zxid,
             Err(e) => panic!(
                 "zxid counter of epoch {} used up, reserve included",
@@ -130,8 +133,8 @@ impl PartitionCore {
         }
     }
 
-    pub fn next_zxid(&mut self) -> i64 {
-        let zxid = match self.zxids.next(self.epoch()) {
+    pub fn next_zxid(&mut self, epoch: u64) -> i64 {
+        let zxid = match self.zxids.next(epoch) {
             Ok(zxid) => zxid,
             Err(e) => panic!(
                 "zxid counter of epoch {} used up, reserve included",
@@ -146,20 +149,20 @@ impl PartitionCore {
         zxid
     }
 
-    /// The newest zxid handed out in the current epoch, or applied (if none).
-    pub fn last_zxid_handed_out(&self) -> i64 {
+    /// The newest zxid handed out in `epoch`, or applied (if none).
+    pub fn last_zxid_handed_out(&self, epoch: u64) -> i64 {
         let handed = self.zxids.last();
-        if crate::zxid::epoch_of(handed) == self.epoch() {
+        if crate::zxid::epoch_of(handed) == epoch {
             handed.max(self.tree.last_zxid())
         } else {
             self.tree.last_zxid()
         }
     }
 
-    /// The counter of this epoch nears its end: the leader must start a
-    /// new one (see `Engine::roll_epoch`) and hold client writes till then.
-    pub fn wants_new_epoch(&self) -> bool {
-        self.zxids.wants_new_epoch(self.epoch())
+    /// The counter of `epoch` nears its end: the leader must start a new
+    /// one (see `Engine::roll_epoch`) and hold client writes till then.
+    pub fn wants_new_epoch(&self, epoch: u64) -> bool {
+        self.zxids.wants_new_epoch(epoch)
     }
 
     /// Bookkeeping for a transaction raft accepted.

@@ -295,7 +295,7 @@ impl Engine {
         {
             return;
         }
-        let zxid = self.cores[0].next_zxid();
+        let zxid = self.next_zxid(0);
         let mut next = self.ensemble.membership.clone();
         next.version = zxid;
         let ctx = self.internal_ctx(0, zxid);
@@ -385,7 +385,7 @@ impl Engine {
                 "telling server {} its removal committed at index {index}",
                 member.id
             );
-            self.out.messages.push(farewell);
+            self.out.messages.push((0, farewell));
             self.ensemble.farewell.push(member);
         }
         if !self.ensemble.farewell.is_empty() {
@@ -423,7 +423,7 @@ impl Engine {
         if !cc.context.is_empty() {
             let txn = Txn::decode(&cc.context)
                 .map_err(|e| format!("undecodable transaction in the configuration change: {e}"))?;
-            self.apply_txn(txn);
+            self.apply_txn(0, txn);
         }
         if cc.leave_joint() {
             self.left_joint_config();

@@ -118,25 +118,32 @@ impl Engine {
     /// the votes come back within a round trip (or another server wins).
     /// Client writes are held meanwhile (`may_prepare`).
     pub(super) fn roll_epoch(&mut self) {
+        let ready = |core: &super::partition_core::PartitionCore| {
+            let log = &core.raft.raft.raft_log;
+            core.raft.raft.lead_transferee.is_none()
+                && core.installing.is_none()
+                // raft-rs campaigns only with its whole log durable.
+                && log.persisted == log.last_index()
+        };
         if !self.is_leader()
-            || !self.cores[0].wants_new_epoch()
+            || !self.wants_new_epoch()
             || !self.log_applied()
             || self.in_joint_config()
-            || self.cores[0].raft.raft.lead_transferee.is_some()
-            || self.cores[0].installing.is_some()
-            // raft-rs campaigns only with its whole log durable.
-            || self.cores[0].raft.raft.raft_log.persisted != self.cores[0].raft.raft.raft_log.last_index()
+            || !self.cores.iter().all(ready)
         {
             return;
         }
-        let raft = &mut self.cores[0].raft.raft;
         log::info!(
             "zxid counter of epoch {} near its end: starting a new term",
-            raft.term
+            self.epoch()
         );
-        let term = raft.term;
-        raft.become_follower(term, raft::INVALID_ID);
-        raft.campaign(raft::CAMPAIGN_TRANSFER);
+        // Every group's term rises, so the highest (the epoch) does.
+        for core in &mut self.cores {
+            let raft = &mut core.raft.raft;
+            let term = raft.term;
+            raft.become_follower(term, raft::INVALID_ID);
+            raft.campaign(raft::CAMPAIGN_TRANSFER);
+        }
         self.stats.epoch_rollovers += 1;
     }
 

@@ -22,7 +22,7 @@ const T0_MS: i64 = 1_700_000_000_000;
 pub(super) fn config() -> EngineConfig {
     EngineConfig {
         server_id: 1,
-        partition: 0,
+        partitions: 1,
         min_session_timeout_ms: 4000,
         max_session_timeout_ms: 40000,
         ttl_enabled: true,
@@ -74,7 +74,7 @@ impl Rig {
     }
 
     fn with_config(config: EngineConfig, recovered: Recovered) -> Rig {
-        let engine = Engine::new(config, recovered, T0_MS).unwrap();
+        let engine = Engine::new(config, vec![recovered], T0_MS).unwrap();
         let mut rig = Rig {
             engine,
             unsynced: vec![],
@@ -109,7 +109,10 @@ impl Rig {
     fn sync(&mut self) {
         if let Some(&last) = self.unsynced.last() {
             self.unsynced.clear();
-            self.engine.handle(Input::Persisted { number: last });
+            self.engine.handle(Input::Persisted {
+                partition: 0,
+                number: last,
+            });
         }
         self.collect();
     }

@@ -10,7 +10,8 @@ use super::Transport;
 
 /// A peer message as the simulated network carries it.
 pub enum PeerMessage {
-    Raft(raft::eraftpb::Message),
+    /// A message of one partition's raft group.
+    Raft(u32, raft::eraftpb::Message),
     Engine(EngineMessage),
 }
 
@@ -35,8 +36,8 @@ impl Transport for Outbox {
         true
     }
 
-    fn send_raft(&mut self, message: raft::eraftpb::Message) {
-        self.messages.push((message.to, PeerMessage::Raft(message)));
+    fn send_raft(&mut self, partition: u32, message: raft::eraftpb::Message) {
+        (self.messages).push((message.to, PeerMessage::Raft(partition, message)));
     }
 
     fn send_engine(&mut self, to: u64, message: EngineMessage) {

@@ -64,7 +64,8 @@ pub fn record_to_hard_state(record: &Record) -> Result<HardState, String> {
 
 /// The WAL records of one batch. An installed snapshot's marker comes
 /// first: replay then forgets the log it replaced, and keeps what follows.
-pub fn persist_job_records(partition: u32, job: &PersistJob) -> Vec<Record> {
+pub fn persist_job_records(job: &PersistJob) -> Vec<Record> {
+    let partition = job.partition;
     let mut records: Vec<Record> = Vec::with_capacity(job.entries.len() + 2);
     if let Some(s) = &job.installed {
         records.push(Record::snapshot_installed(partition, s.term, s.index));

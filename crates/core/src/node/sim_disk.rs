@@ -111,7 +111,8 @@ impl LogSink for SimWal {
 /// The snapshot thread, stepped by hand.
 #[derive(Default)]
 pub struct SimSnapshots {
-    pub store: MemSnapshotStore,
+    /// One store per partition, by partition number.
+    stores: Vec<MemSnapshotStore>,
     queued: Vec<SnapshotTask>,
     /// The machine stops in the middle of the next install: nothing of
     /// that snapshot is stored (the file store's rename never happened).
@@ -119,6 +120,16 @@ pub struct SimSnapshots {
 }
 
 impl SimSnapshots {
+    /// The snapshots of `partition`.
+    pub fn store(&mut self, partition: u32) -> &mut MemSnapshotStore {
+        let index = partition as usize;
+        if self.stores.len() <= index {
+            self.stores
+                .resize_with(index + 1, MemSnapshotStore::default);
+        }
+        &mut self.stores[index]
+    }
+
     pub fn queued(&self) -> usize {
         self.queued.len()
     }
@@ -128,7 +139,12 @@ impl SimSnapshots {
         let tasks = coalesce_snapshot_tasks(std::mem::take(&mut self.queued));
         tasks
             .into_iter()
-            .map(|task| run_snapshot_task(&mut self.store, task))
+            .map(|task| {
+                let partition = match &task {
+                    SnapshotTask::Write(job) | SnapshotTask::Ship(job) => job.partition,
+                };
+                run_snapshot_task(self.store(partition), task)
+            })
             .collect()
     }
 
@@ -139,11 +155,18 @@ impl SimSnapshots {
 }
 
 impl SnapshotSink for SimSnapshots {
-    fn install(&mut self, index: u64, term: u64, data: &[u8]) -> Result<(), String> {
+    fn install(
+        &mut self,
+        partition: u32,
+        index: u64,
+        term: u64,
+        data: &[u8],
+    ) -> Result<(), String> {
         if std::mem::take(&mut self.stop_in_next_install) {
             return Err(INSTALL_STOPPED.into());
         }
-        write_snapshot(&mut self.store, index, term, SnapshotSource::Bytes(data)).map(|_| ())
+        let store = self.store(partition);
+        write_snapshot(store, index, term, SnapshotSource::Bytes(data)).map(|_| ())
     }
 
     fn submit(&mut self, task: SnapshotTask) {

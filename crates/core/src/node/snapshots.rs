@@ -79,11 +79,13 @@ pub enum SnapshotTask {
 /// A task's outcome, for `Node::on_snapshot_done`.
 pub enum SnapshotDone {
     Written {
+        partition: u32,
         index: u64,
         term: u64,
         compact_to: Option<u64>,
     },
     Shipped {
+        partition: u32,
         index: u64,
         term: u64,
         data: bytes::Bytes,
@@ -91,20 +93,21 @@ pub enum SnapshotDone {
 }
 
 /// The tasks waiting for the snapshot thread, to run now: every Ship (a
-/// peer waits for each) and only the newest Write. Under a heavy load the
+/// peer waits for each) and only the newest Write of each partition. Under a heavy load the
 /// engine asks for a snapshot faster than a large tree is written (every
 /// 1.3 s at 78k creates/s, while 800k znodes take longer): the queue grew,
 /// each queued job holding a tree copy alive, and the newest snapshot fell
 /// further behind, leaving more WAL to replay at a restart.
 pub fn coalesce_snapshot_tasks(tasks: Vec<SnapshotTask>) -> Vec<SnapshotTask> {
     let mut out = Vec::with_capacity(tasks.len());
-    let mut newest_write: Option<SnapshotJob> = None;
+    let mut newest_writes: BTreeMap<u32, SnapshotJob> = BTreeMap::new();
     for task in tasks {
         match task {
             SnapshotTask::Write(job) => {
-                if let Some(older) = newest_write.replace(job) {
+                if let Some(older) = newest_writes.insert(job.partition, job) {
                     log::debug!(
-                        "snapshot at raft index {} skipped: a newer one is queued",
+                        "snapshot of partition {} at raft index {} skipped: a newer one is queued",
+                        older.partition,
                         older.index
                     );
                 }
@@ -112,7 +115,7 @@ pub fn coalesce_snapshot_tasks(tasks: Vec<SnapshotTask>) -> Vec<SnapshotTask> {
             ship @ SnapshotTask::Ship(_) => out.push(ship),
         }
     }
-    out.extend(newest_write.map(SnapshotTask::Write));
+    out.extend(newest_writes.into_values().map(SnapshotTask::Write));
     out
 }
 
@@ -124,6 +127,7 @@ pub fn run_snapshot_task(
         SnapshotTask::Write(job) => {
             write_snapshot(store, job.index, job.term, SnapshotSource::Tree(&job.tree)).map(
                 |compact_to| SnapshotDone::Written {
+                    partition: job.partition,
                     index: job.index,
                     term: job.term,
                     compact_to,
@@ -134,6 +138,7 @@ pub fn run_snapshot_task(
             let mut data = Vec::new();
             stoa_tree::write_snapshot(&job.tree, &mut data)
                 .map(|()| SnapshotDone::Shipped {
+                    partition: job.partition,
                     index: job.index,
                     term: job.term,
                     data: data.into(),
@@ -204,6 +209,7 @@ mod tests {
 
     fn job(index: u64) -> SnapshotJob {
         SnapshotJob {
+            partition: 0,
             tree: DataTree::new(),
             index,
             term: 1,

@@ -8,9 +8,6 @@ use crate::node::{self, Node};
 
 pub(crate) type SimNode = Node<SimWal, SimSnapshots>;
 
-/// The partition every simulated server's WAL records are written for.
-pub(crate) const PARTITION: u32 = 0;
-
 pub(crate) struct SimMachine {
     node: Option<SimNode>,
     /// Its disk while it is down: the log and the snapshots.
@@ -57,13 +54,17 @@ impl SimMachine {
     /// (`node::load_newest`, `node::recovered`); a disk it cannot recover
     /// from is an error.
     pub fn boot(&mut self, config: EngineConfig, now_ms: i64) -> Result<Booted, String> {
-        let (mut wal, snapshots) = self.parked.take().expect("a machine boots once it is down");
+        let (mut wal, mut snapshots) = self.parked.take().expect("a machine boots once it is down");
         let replay = wal.recover();
         let booted = Booted {
             torn_tail: replay.torn_tail_bytes > 0,
         };
-        let newest = node::load_newest(&snapshots.store).expect("the store lists");
-        let recovered = node::recovered(newest, &replay, PARTITION)?;
+        let mut recovered = Vec::new();
+        for partition in 0..config.partitions {
+            let store = snapshots.store(partition);
+            let newest = node::load_newest(store).expect("the store lists");
+            recovered.push(node::recovered(newest, &replay, partition)?);
+        }
         let engine = Engine::new(config, recovered, now_ms)?;
         self.node = Some(Node::new(engine, wal, snapshots));
         Ok(booted)

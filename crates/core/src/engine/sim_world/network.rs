@@ -79,7 +79,7 @@ impl SimNetwork {
 /// What the receiving engine is handed for a message from `from`.
 pub(crate) fn input_of(from: u64, message: PeerMessage) -> Input {
     match message {
-        PeerMessage::Raft(m) => Input::Raft(m),
+        PeerMessage::Raft(partition, message) => Input::Raft { partition, message },
         PeerMessage::Engine(message) => Input::Peer { from, message },
     }
 }

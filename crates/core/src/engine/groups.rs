@@ -1,0 +1,122 @@
+//! A server's partitions as raft groups: one leader for all of them, the
+//! epoch over their terms, and each group's own WAL acknowledgements.
+//!
+//! Partition 0's group is the anchor. Its leader is the ensemble's leader
+//! as soon as it leads every other group too (`Engine::leader_id`), and
+//! the other groups follow it:
+//!
+//! - a server leading group p > 0 while another server leads group 0 hands
+//!   group p over to that server (raft's leader transfer catches the new
+//!   leader's log up first);
+//! - the leader of group 0 campaigns for a group that has no leader, or
+//!   whose leader has not handed it over within an election timeout (it
+//!   may not hear group 0: a link between two members down). Its campaign
+//!   passes the other members' leases, as a transfer's does: they follow
+//!   group 0's leader. Raft's vote still needs a quorum with a log no
+//!   newer than the candidate's, so safety stays raft's.
+//!
+//! Nobody prepares writes while the groups' leaders differ.
+
+use super::{Engine, RAFT_ELECTION_TICKS};
+
+/// Ticks the leader of group 0 gives the leader of another group to hand
+/// it over before campaigning for it.
+const HAND_OVER_WAIT_TICKS: u32 = RAFT_ELECTION_TICKS as u32;
+
+impl Engine {
+    /// Each group's current raft term, by partition.
+    pub(super) fn group_terms(&self) -> Vec<u64> {
+        self.cores.iter().map(|core| core.term()).collect()
+    }
+
+    /// The epoch zxids are handed out in: the highest term over the groups
+    /// (docs/zxids.md, `crate::zxid::server_epoch`).
+    pub(super) fn epoch(&self) -> u64 {
+        crate::zxid::server_epoch(self.cores.iter().map(|core| core.term()))
+    }
+
+    pub(super) fn next_zxid(&mut self, partition: usize) -> i64 {
+        let epoch = self.epoch();
+        self.cores[partition].next_zxid(epoch)
+    }
+
+    pub(super) fn peek_next_zxid(&self, partition: usize) -> i64 {
+        self.cores[partition].peek_next_zxid(self.epoch())
+    }
+
+    pub(super) fn last_zxid_handed_out(&self, partition: usize) -> i64 {
+        self.cores[partition].last_zxid_handed_out(self.epoch())
+    }
+
+    /// Some partition's zxid counter nears the end of the epoch.
+    pub(super) fn wants_new_epoch(&self) -> bool {
+        let epoch = self.epoch();
+        self.cores.iter().any(|core| core.wants_new_epoch(epoch))
+    }
+
+    /// The WAL made `partition`'s batches up to ready `number` durable.
+    pub(super) fn on_persisted(&mut self, partition: u32, number: u64) {
+        let Some(core) = self.cores.get_mut(partition as usize) else {
+            debug_assert!(false, "persisted a batch of partition {partition}");
+            return;
+        };
+        core.raft.on_persist_ready(number);
+        if core.installing.is_some_and(|n| n <= number) {
+            // raft-rs let go of the snapshot's data just now.
+            core.installing = None;
+            self.out.memory_freed = true;
+        }
+        while core
+            .held_messages
+            .front()
+            .is_some_and(|(n, _)| *n <= number)
+        {
+            if let Some((_, messages)) = core.held_messages.pop_front() {
+                (self.out.messages).extend(messages.into_iter().map(|m| (partition, m)));
+            }
+        }
+    }
+
+    /// Every tick: brings every group under group 0's leader (see above).
+    pub(super) fn align_groups(&mut self) {
+        let me = self.config.server_id;
+        let anchor = self.cores[0].leader_id();
+        let leads_anchor = self.cores[0].is_leader();
+        for (partition, core) in self.cores.iter_mut().enumerate().skip(1) {
+            if core.installing.is_some() {
+                continue;
+            }
+            if core.is_leader() {
+                core.unaligned_ticks = 0;
+                if anchor != 0 && anchor != me && core.raft.raft.lead_transferee != Some(anchor) {
+                    log::info!("handing partition {partition}'s group over to leader {anchor}");
+                    core.raft.transfer_leader(anchor);
+                }
+                continue;
+            }
+            if !leads_anchor {
+                core.unaligned_ticks = 0;
+                continue;
+            }
+            core.unaligned_ticks += 1;
+            let led_elsewhere = core.leader_id() != 0;
+            let wait = if led_elsewhere {
+                HAND_OVER_WAIT_TICKS
+            } else {
+                1
+            };
+            let log = &core.raft.raft.raft_log;
+            // raft-rs campaigns only with its whole log durable.
+            if core.unaligned_ticks < wait || log.persisted != log.last_index() {
+                continue;
+            }
+            core.unaligned_ticks = 0;
+            log::info!(
+                "campaigning for partition {partition}'s group (led by {}) to lead it with \
+                 partition 0's",
+                core.leader_id()
+            );
+            core.raft.raft.campaign(raft::CAMPAIGN_TRANSFER);
+        }
+    }
+}
