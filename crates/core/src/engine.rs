@@ -326,6 +326,9 @@ impl Engine {
                 config.partitions
             ));
         }
+        if config.partitions > 1 && config.reconfig_enabled {
+            return Err("reconfig with several partitions is not supported yet".into());
+        }
         let membership = reconfig::initial_membership(&config, &recovered[0].tree)?;
         let mut gate =
             gate::SessionGate::new(crate::session::initial_session_id(config.server_id, now_ms));

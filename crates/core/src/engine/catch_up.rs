@@ -92,9 +92,10 @@ impl Engine {
     /// Leader, every tick: a snapshot nobody acknowledged in time is
     /// reported lost, so raft probes the peer and sends again.
     pub(super) fn watch_snapshot_sends(&mut self) {
-        let leader = self.is_leader();
+        // Each group's own leadership: raft keeps a peer waiting on a
+        // snapshot while its group is led here, whoever leads the others.
         for core in &mut self.cores {
-            if !leader {
+            if !core.is_leader() {
                 core.snapshot_wait_ticks.clear();
                 continue;
             }
@@ -121,8 +122,8 @@ impl Engine {
     /// waited on one for `SHIPPABLE_IDLE_TICKS_MAX` ticks (at once when
     /// this server no longer leads).
     pub(super) fn release_idle_shippable(&mut self) {
-        let leader = self.is_leader();
         for core in &mut self.cores {
+            let leader = core.is_leader();
             if !core.raft.store().has_shippable() {
                 core.shippable_idle_ticks = 0;
                 continue;

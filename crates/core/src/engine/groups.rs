@@ -8,20 +8,26 @@
 //! - a server leading group p > 0 while another server leads group 0 hands
 //!   group p over to that server (raft's leader transfer catches the new
 //!   leader's log up first);
-//! - the leader of group 0 campaigns for a group that has no leader, or
-//!   whose leader has not handed it over within an election timeout (it
-//!   may not hear group 0: a link between two members down). Its campaign
-//!   passes the other members' leases, as a transfer's does: they follow
-//!   group 0's leader. Raft's vote still needs a quorum with a log no
-//!   newer than the candidate's, so safety stays raft's.
+//! - the leader of group 0 campaigns (with pre-vote) for a group that
+//!   has no leader;
+//! - if a group still is not led by group 0's leader after
+//!   `FORCE_CAMPAIGN_TICKS` (its leader may not hear group 0: a link
+//!   between two members down), group 0's leader campaigns past the other
+//!   members' leases, as a leader transfer does. Raft's vote still needs a
+//!   quorum with a log no newer than the candidate's, so safety stays
+//!   raft's. Such a campaign raises the group's term and restarts every
+//!   member's election timer, so it is rare (several election timeouts
+//!   apart): a candidate whose log is behind must leave the others time
+//!   to elect a leader that then hands the group over.
 //!
 //! Nobody prepares writes while the groups' leaders differ.
 
 use super::{Engine, RAFT_ELECTION_TICKS};
 
-/// Ticks the leader of group 0 gives the leader of another group to hand
-/// it over before campaigning for it.
-const HAND_OVER_WAIT_TICKS: u32 = RAFT_ELECTION_TICKS as u32;
+/// Ticks the leader of group 0 waits for another group to come to it
+/// before it campaigns there past the members' leases: longer than any
+/// election timeout.
+const FORCE_CAMPAIGN_TICKS: u32 = 4 * RAFT_ELECTION_TICKS as u32;
 
 impl Engine {
     /// Each group's current raft term, by partition.
@@ -99,24 +105,23 @@ impl Engine {
                 continue;
             }
             core.unaligned_ticks += 1;
-            let led_elsewhere = core.leader_id() != 0;
-            let wait = if led_elsewhere {
-                HAND_OVER_WAIT_TICKS
-            } else {
-                1
-            };
             let log = &core.raft.raft.raft_log;
             // raft-rs campaigns only with its whole log durable.
-            if core.unaligned_ticks < wait || log.persisted != log.last_index() {
+            if log.persisted != log.last_index() {
                 continue;
             }
-            core.unaligned_ticks = 0;
-            log::info!(
-                "campaigning for partition {partition}'s group (led by {}) to lead it with \
-                 partition 0's",
-                core.leader_id()
-            );
-            core.raft.raft.campaign(raft::CAMPAIGN_TRANSFER);
+            if core.unaligned_ticks >= FORCE_CAMPAIGN_TICKS {
+                core.unaligned_ticks = 0;
+                log::info!(
+                    "campaigning for partition {partition}'s group (led by {}) past its leases, \
+                     to lead it with partition 0's",
+                    core.leader_id()
+                );
+                core.raft.raft.campaign(raft::CAMPAIGN_TRANSFER);
+            } else if core.leader_id() == 0 && core.raft.raft.state == raft::StateRole::Follower {
+                // A pre-vote that fails changes nothing.
+                let _ = core.raft.campaign();
+            }
         }
     }
 }
