@@ -36,6 +36,11 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    if harness.stoa_partitions() > 1 and harness.target() == "stoa":
+        for item in items:
+            if os.path.basename(str(item.fspath)) == "test_reconfig.py":
+                item.add_marker(pytest.mark.skip(
+                    reason="partitions>1: reconfig needs one partition so far (issue 23)"))
     if not harness.ensemble_target():
         return
     for item in items:

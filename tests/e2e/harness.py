@@ -20,7 +20,7 @@ import servers
 # Re-exported: the tests know these as harness names.
 from servers import (DEFAULT_STOA_BIN, ENSEMBLE_SIZE, REPO_ROOT, SUPER_DIGEST,  # noqa: F401
                      SUPER_PASSWORD, digest, four_letter, free_port, srvr_mode, srvr_zxid,
-                     stoa_bin)
+                     stoa_bin, stoa_partitions)
 
 TARGETS = ("stoa", "zookeeper", "stoa-ensemble")
 

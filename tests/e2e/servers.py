@@ -39,6 +39,13 @@ def stoa_bin():
     return os.environ.get("STOA_BIN", DEFAULT_STOA_BIN)
 
 
+def stoa_partitions():
+    """STOA_PARTITIONS=N: every Stoa server the suite starts runs N
+    partitions (zoo.cfg partitions=N), except those a test configures with
+    reconfigEnabled=true (reconfig needs one partition so far)."""
+    return int(os.environ.get("STOA_PARTITIONS", "1"))
+
+
 def digest(user, password):
     """The ZooKeeper digest id for user:password (base64 of SHA1)."""
     raw = ("%s:%s" % (user, password)).encode()
@@ -370,6 +377,11 @@ class Server(Process):
             cfg.append(("DigestAuthenticationProvider.superDigest", SUPER_DIGEST))
         for k, v in (extra_cfg or {}).items():
             cfg.append((k, v))
+        partitions = stoa_partitions()
+        extra = extra_cfg or {}
+        if (kind == "stoa" and partitions > 1 and "partitions" not in extra
+                and extra.get("reconfigEnabled") != "true"):
+            cfg.append(("partitions", partitions))
         with open(self.cfg_path, "w") as f:
             for k, v in cfg:
                 f.write("%s=%s\n" % (k, v))

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+import harness
 from harness import CreateMode
 
 NODE_COUNT = 7   # see test_srvr
@@ -90,6 +91,12 @@ def test_mntr_data_size_follows_creates_sets_and_deletes(server, raw):
     assert _mntr_value(server, "zk_approximate_data_size") == before + len("/ds-node") + 3
     raw.delete("/ds-node")
     assert _mntr_value(server, "zk_approximate_data_size") == before
+
+
+@pytest.mark.skipif(harness.target() != "stoa", reason="a Stoa figure")
+def test_mntr_reports_the_partitions_the_server_runs(server):
+    """stoa_partitions is the configured partition count (STOA_PARTITIONS)."""
+    assert _mntr_value(server, "stoa_partitions") == harness.stoa_partitions()
 
 
 def test_conf(server):

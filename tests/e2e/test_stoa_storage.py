@@ -47,7 +47,7 @@ def test_snapshots_are_taken_and_a_restart_recovers_from_them(server_factory):
     c.drop()
     srv.kill9()
     srv.start()
-    assert "recovered snapshot at index 0 " not in srv.log_tail(200).split("serving ZooKeeper")[-2], \
+    assert "partition 0: recovered snapshot at index 0 " not in srv.log_tail(200).split("serving ZooKeeper")[-2], \
         "restart ignored the snapshots"
     c2 = h.RawClient(srv.hosts)
     _check(c2, "/s", NODES)
@@ -126,6 +126,6 @@ def test_null_data_stays_null_through_the_wal_and_a_snapshot(server_factory):
     h.wait_until(lambda: len(_snapshots(srv)) >= 1, timeout=10, what="a snapshot file")
     srv.kill9()
     srv.start()
-    assert "recovered snapshot at index 0 " not in srv.log_tail(200).split("serving ZooKeeper")[-2], \
+    assert "partition 0: recovered snapshot at index 0 " not in srv.log_tail(200).split("serving ZooKeeper")[-2], \
         "restart ignored the snapshots"
     assert read_back() == expected

@@ -493,11 +493,14 @@ impl Engine {
                     return;
                 }
                 let Some(core) = self.cores.get_mut(partition as usize) else {
-                    log::warn!(
-                        "raft message from server {} for partition {partition}, which this \
-                         server does not run (every member must run the same partitions)",
-                        message.from
-                    );
+                    // Once: a misconfigured peer sends several a tick.
+                    if !std::mem::replace(&mut self.ensemble.foreign_partition_seen, true) {
+                        log::warn!(
+                            "raft message from server {} for partition {partition}, which this \
+                             server does not run: every member must run the same partitions",
+                            message.from
+                        );
+                    }
                     return;
                 };
                 if let Err(e) = core.raft.step(message) {

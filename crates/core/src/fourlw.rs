@@ -120,6 +120,7 @@ pub fn mntr(m: &Monitor) -> String {
         ("zk_last_proposal_size", "-1".into()),
         ("zk_auth_failed_count", s.auth_failures.to_string()),
         ("zk_quorum_size", m.quorum_size.to_string()),
+        ("stoa_partitions", m.partitions.to_string()),
         ("stoa_txns_applied", s.txns_applied.to_string()),
         ("stoa_sessions_expired", s.sessions_expired.to_string()),
         ("stoa_epoch_rollovers", s.epoch_rollovers.to_string()),

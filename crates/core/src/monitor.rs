@@ -33,6 +33,8 @@ pub struct Monitor {
     pub watches: usize,
     pub sessions: usize,
     pub quorum_size: usize,
+    /// Partitions (raft groups) this server runs.
+    pub partitions: u32,
     /// Leader only: (peers, peers within `SYNCED_LAG_ENTRIES_MAX` entries,
     /// the largest lag in entries).
     pub followers: (usize, usize, u64),

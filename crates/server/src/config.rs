@@ -381,4 +381,20 @@ mod tests {
         assert!(err.0.contains("tickTime"), "{err}");
         assert!(cfg.set("clientPort", "99999").is_err());
     }
+
+    #[test]
+    fn partitions_are_a_count_or_auto() {
+        // Proves the key takes 1..=PARTITIONS_MAX or auto (at least one),
+        // and refuses anything else naming the key.
+        let mut cfg = ServerConfig::default();
+        assert_eq!(cfg.partitions, 1);
+        cfg.set("partitions", "4").unwrap();
+        assert_eq!(cfg.partitions, 4);
+        cfg.set("partitions", "auto").unwrap();
+        assert!(cfg.partitions >= 1);
+        for bad in ["0", "1025", "-1", "two", ""] {
+            let err = cfg.set("partitions", bad).unwrap_err();
+            assert!(err.0.contains("partitions"), "{err}");
+        }
+    }
 }

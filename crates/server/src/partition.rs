@@ -447,7 +447,7 @@ async fn serve(
             // raft abandons a transfer the successor does not take up
             // within an election timeout (e.g. it is stopping too).
             let engine = node.engine();
-            let settled = !engine.is_leader() || !engine.transferring_leadership();
+            let settled = !engine.leads_any_group() || !engine.transferring_leadership();
             if settled || tokio::time::Instant::now() >= deadline {
                 match (engine.is_leader(), engine.leader_id()) {
                     (true, _) => log::info!(

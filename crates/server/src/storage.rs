@@ -238,6 +238,28 @@ mod tests {
     }
 
     #[test]
+    fn each_partition_recovers_its_own_snapshot_and_a_smaller_count_is_refused() {
+        // Proves partition 1's snapshots live in their own directory and
+        // come back as partition 1's, and that a server started with fewer
+        // partitions than its data directory holds refuses to start.
+        let base =
+            std::env::temp_dir().join(format!("stoa-partitions-test-{}", std::process::id()));
+        let (snaps, wal) = (base.join("snapshots"), base.join("wal"));
+        let mut second = FileSnapshotStore::open(&partition_snapshot_dir(&snaps, 1)).unwrap();
+        let tree = DataTree::new();
+        node::write_snapshot(&mut second, 7, 2, SnapshotSource::Tree(&tree)).unwrap();
+        let (recovered, wal_log) = recover(&snaps, &wal, 2).unwrap();
+        let indexes: Vec<u64> = recovered.iter().map(|r| r.snapshot_index).collect();
+        assert_eq!(indexes, [0, 7]);
+        drop(wal_log);
+        let Err(err) = recover(&snaps, &wal, 1) else {
+            panic!("started with one partition over a directory of two");
+        };
+        assert!(err.contains("partition 1"), "{err}");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
     fn the_file_store_keeps_the_newest_two_and_reads_back_what_it_wrote() {
         // Proves the file store obeys the same retention rule as every store
         // and that a snapshot written from bytes reads back as the tree.

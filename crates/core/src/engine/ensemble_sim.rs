@@ -856,10 +856,8 @@ impl Sim {
     }
 
     fn send_op(&mut self, c: usize) {
-        if self.rng.chance(4) {
-            if self.partitions == 1 {
-                return self.send_reconfig(c);
-            }
+        if self.rng.chance(4) && self.partitions == 1 {
+            return self.send_reconfig(c);
         }
         if self.rng.chance(15) {
             let next = wire::get(COUNTER_NEXT, false);

@@ -37,6 +37,9 @@ pub(crate) struct EnsembleView {
     /// Follower: the leader's connection closed and it has been silent
     /// since (`engine::leader_loss`).
     pub leader_loss: Option<super::leader_loss::LeaderLoss>,
+    /// A peer sent a message for a partition this server does not run
+    /// (logged once).
+    pub foreign_partition_seen: bool,
 }
 
 impl EnsembleView {
@@ -51,6 +54,7 @@ impl EnsembleView {
             known_leader: 0,
             known_leader_terms: Vec::new(),
             leader_loss: None,
+            foreign_partition_seen: false,
         }
     }
 

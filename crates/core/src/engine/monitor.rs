@@ -49,6 +49,7 @@ impl Engine {
         Monitor {
             mode: self.mode(),
             serving: self.is_member() && (self.leader_id() != 0 || self.read_only()),
+            partitions: self.config.partitions,
             read_only: self.read_only(),
             now_ms: self.now_ms,
             stats: Stats {

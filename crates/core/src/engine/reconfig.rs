@@ -572,14 +572,25 @@ impl Engine {
             return false;
         };
         log::info!("transferring leadership from server {me} to server {to}");
-        self.cores[0].raft.transfer_leader(to);
+        // Every group at once: the successor leads them all without
+        // waiting for the others to come to it.
+        for core in &mut self.cores {
+            core.raft.transfer_leader(to);
+        }
         true
     }
 
-    /// A leader transfer is under way (raft-rs drops it after an election
-    /// timeout if the successor does not take over).
+    /// A leader transfer is under way in some group this server still
+    /// leads (raft-rs drops it after an election timeout if the successor
+    /// does not take over).
     pub fn transferring_leadership(&self) -> bool {
-        self.is_leader() && self.cores[0].raft.raft.lead_transferee.is_some()
+        (self.cores.iter()).any(|core| core.is_leader() && core.raft.raft.lead_transferee.is_some())
+    }
+
+    /// This server leads some partition's group (a stopping leader waits
+    /// until it leads none).
+    pub fn leads_any_group(&self) -> bool {
+        self.cores.iter().any(|core| core.is_leader())
     }
 
     /// Notes that `from` is alive (for the reconfig quorum check).

@@ -352,10 +352,13 @@ impl Sim {
     }
 }
 
-/// One seed in four rolls the epoch every few dozen zxids.
+/// One seed in four rolls the epoch every few dozen zxids; odd seeds run
+/// two partitions (two raft groups recovering from one torn log).
 fn engine_config(seed: u64) -> EngineConfig {
     EngineConfig {
         zxid_counter_limit: (seed % 4 == 1).then_some(24 + (seed % 41) as u32),
+        partitions: 1 + (seed % 2) as u32,
+        reconfig_enabled: seed.is_multiple_of(2),
         ..config()
     }
 }
