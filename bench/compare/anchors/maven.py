@@ -44,6 +44,19 @@ ZOOKEEPER_ARTIFACTS = (
     ("org.xerial.snappy", "snappy-java", "1.1.10.5"),
 )
 
+# What ZooKeeper's AdminServer loads besides (its POM says "provided"):
+# Jetty and Jackson at the versions of ZooKeeper 3.9.5's parent POM. Only
+# the AdminServer's differential test asks for them.
+JETTY_VERSION = "9.4.58.v20250814"
+JACKSON_VERSION = "2.15.2"
+ADMIN_ARTIFACTS = tuple(
+    [("org.eclipse.jetty", a, JETTY_VERSION)
+     for a in ("jetty-server", "jetty-servlet", "jetty-http", "jetty-io", "jetty-util",
+               "jetty-security", "jetty-util-ajax")]
+    + [("javax.servlet", "javax.servlet-api", "3.1.0")]
+    + [("com.fasterxml.jackson.core", a, JACKSON_VERSION)
+       for a in ("jackson-databind", "jackson-core", "jackson-annotations")])
+
 
 def artifact_url(group, artifact, version):
     return "%s/%s/%s/%s/%s-%s.jar" % (MAVEN_CENTRAL, group.replace(".", "/"), artifact,
@@ -78,17 +91,19 @@ def fetch(group, artifact, version, dest_dir):
     return path
 
 
-def zookeeper(download=True):
+def zookeeper(download=True, admin=False):
     """(ZooKeeperJars, version) of Apache ZooKeeper ZOOKEEPER_VERSION,
-    fetched into the cache if need be (and `download`)."""
+    fetched into the cache if need be (and `download`); with `admin`, also
+    the jars its AdminServer needs."""
     dest = os.path.join(CACHE, "zookeeper-" + ZOOKEEPER_VERSION)
     os.makedirs(dest, exist_ok=True)
-    missing = [a for a in ZOOKEEPER_ARTIFACTS
+    artifacts = ZOOKEEPER_ARTIFACTS + (ADMIN_ARTIFACTS if admin else ())
+    missing = [a for a in artifacts
                if not os.path.exists(os.path.join(dest, "%s-%s.jar" % a[1:]))]
     if missing and not download:
         raise AnchorUnavailable("%d jars not in %s (and --no-install)" % (len(missing), dest))
     if missing:
         log("fetching ZooKeeper %s from Maven Central: %d jars into %s"
             % (ZOOKEEPER_VERSION, len(missing), dest))
-    jars = [fetch(g, a, v, dest) for g, a, v in ZOOKEEPER_ARTIFACTS]
+    jars = [fetch(g, a, v, dest) for g, a, v in artifacts]
     return ZooKeeperJars(jars, "logback"), ZOOKEEPER_VERSION

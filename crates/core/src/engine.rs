@@ -26,6 +26,7 @@ use crate::session::{Pending, Session, SessionId};
 use crate::stats::Stats;
 use crate::watch::ConnId;
 
+mod admin_commands;
 mod admission;
 mod apply;
 mod catch_up;

@@ -5,6 +5,7 @@
 //! clocks belong to the `stoa-server` crate, which is why this crate has no
 //! tokio or libc among its dependencies (`tests/no_io.rs`).
 
+pub mod admin;
 pub mod engine;
 pub mod ensemble;
 pub mod fourlw;

@@ -60,7 +60,21 @@ pub struct ServerConfig {
     /// `stoa_core::placement::PARTITIONS_MAX`; `auto` takes the cores the
     /// process may use. Every member of an ensemble must run the same.
     pub partitions: u32,
+    /// `admin.enableServer`: the AdminServer (HTTP, ZooKeeper's JSON
+    /// commands), on by default as in ZooKeeper.
+    pub admin_enabled: bool,
+    /// `admin.serverAddress`, `admin.serverPort`.
+    pub admin_address: IpAddr,
+    pub admin_port: u16,
+    /// `admin.commandURL`: where the commands are served.
+    pub admin_command_url: String,
+    /// The zoo.cfg text read, when the configuration came from a file
+    /// (the AdminServer's `initial_configuration`).
+    pub initial_configuration: Option<String>,
 }
+
+/// ZooKeeper's AdminServer port.
+pub const ADMIN_PORT_DEFAULT: u16 = 8080;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -87,6 +101,11 @@ impl Default for ServerConfig {
             read_only_enabled: false,
             reconfig_enabled: false,
             partitions: 1,
+            admin_enabled: true,
+            admin_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            admin_port: ADMIN_PORT_DEFAULT,
+            admin_command_url: "/commands".into(),
+            initial_configuration: None,
         }
     }
 }
@@ -181,6 +200,7 @@ impl ServerConfig {
                 warnings.push(format!("{}:{}: {w}", path.display(), line_no + 1));
             }
         }
+        config.initial_configuration = Some(text);
         Ok((config, warnings))
     }
 
@@ -253,9 +273,26 @@ impl ServerConfig {
             | "autopurge.snapRetainCount"
             | "autopurge.purgeInterval"
             | "metricsProvider.exportJvmInfo" => {}
+            "admin.enableServer" | "zookeeper.admin.enableServer" => {
+                self.admin_enabled = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "admin.serverAddress" | "zookeeper.admin.serverAddress" => {
+                self.admin_address = value.parse().map_err(|_| bad("not an IP address"))?
+            }
+            "admin.serverPort" | "zookeeper.admin.serverPort" => {
+                self.admin_port = value.parse().map_err(|_| bad("not a port"))?
+            }
+            "admin.commandURL" | "zookeeper.admin.commandURL" => {
+                if !value.starts_with('/') || value.contains(char::is_whitespace) {
+                    return Err(bad("expected a path such as /commands"));
+                }
+                self.admin_command_url = value.trim_end_matches('/').to_string();
+                if self.admin_command_url.is_empty() {
+                    return Err(bad("expected a path such as /commands"));
+                }
+            }
             // Accepted, but said once: an operator may expect them to act.
-            "admin.enableServer"
-            | "admin.serverPort"
+            "admin.idleTimeout"
             | "standaloneEnabled"
             | "preAllocSize"
             | "globalOutstandingLimit"

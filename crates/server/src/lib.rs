@@ -3,6 +3,7 @@
 //! thread per partition that owns its sockets; the WAL and snapshot writers
 //! are the long-lived other threads.
 
+pub mod admin;
 pub mod config;
 pub mod ensemble;
 pub mod logging;

@@ -89,6 +89,23 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
     }
 }
 
+fn admin_site(
+    config: &ServerConfig,
+    ensemble: &Option<crate::ensemble::Ensemble>,
+) -> crate::admin::AdminSite {
+    crate::admin::AdminSite {
+        address: SocketAddr::new(config.admin_address, config.admin_port),
+        command_url: config.admin_command_url.clone(),
+        data_dir: config.data_dir.clone(),
+        log_dir: config.wal_dir(),
+        initial_configuration: ensemble
+            .is_none()
+            .then(|| config.initial_configuration.clone())
+            .flatten(),
+        host_name: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+    }
+}
+
 /// Recovers, then serves until a fatal error or a shutdown signal.
 pub fn run(mut config: ServerConfig) -> Result<(), String> {
     if let Some(id) = crate::ensemble::read_myid(&config.data_dir).map_err(|e| e.to_string())? {
@@ -201,11 +218,19 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
                 scrape_tx,
             ));
         }
+        let (admin_tx, admin_rx) = mpsc::channel(16);
+        if config.admin_enabled {
+            tokio::task::spawn_local(crate::admin::serve(
+                admin_site(&config, &ensemble),
+                admin_tx,
+            ));
+        }
         let receivers = Receivers {
             net: net_rx,
             durable: durable_rx,
             snapshots: snap_done_rx,
             scrapes: scrape_rx,
+            admin: admin_rx,
             peers: peer_rx,
         };
         let result = serve(&mut node, &mut sockets, receivers).await;
@@ -373,6 +398,7 @@ struct Receivers {
     durable: mpsc::UnboundedReceiver<Result<u64, String>>,
     snapshots: mpsc::UnboundedReceiver<Result<SnapshotDone, String>>,
     scrapes: mpsc::Receiver<crate::metrics::ScrapeRequest>,
+    admin: mpsc::Receiver<crate::admin::AdminRequest>,
     peers: mpsc::Receiver<(u64, PeerMessage)>,
 }
 
@@ -386,6 +412,7 @@ async fn serve(
         durable: mut durable_rx,
         snapshots: mut snap_done_rx,
         mut scrapes,
+        admin: mut admin_rx,
         peers: mut peer_rx,
     } = receivers;
     let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS));
@@ -428,6 +455,11 @@ async fn serve(
                 // and acknowledgements then go out as one append per peer,
                 // and a follower persists a run of appends as one job.
                 take_queued(&mut peer_rx, |(from, message)| on_peer(engine, from, message));
+            }
+            Some(request) = admin_rx.recv() => {
+                let engine = node.engine_mut();
+                engine.set_time(wall_clock_ms());
+                let _ = request.reply.send(engine.admin(request.call));
             }
             Some(reply) = scrapes.recv() => {
                 let engine = node.engine_mut();

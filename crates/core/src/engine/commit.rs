@@ -194,6 +194,8 @@ impl Engine {
             term: self.cores[partition].applied_term,
         });
         self.cores[partition].snapshot_index = self.cores[partition].applied_index;
+        self.cores[partition].last_snapshot =
+            Some((self.cores[partition].tree.last_zxid(), self.now_ms));
         // Never past what raft counts as applied: it still reads entries
         // after that (e.g. for pending membership changes on campaign).
         let upto = self.cores[partition]

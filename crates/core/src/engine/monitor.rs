@@ -98,7 +98,7 @@ impl Engine {
             .unwrap_or(0)
     }
 
-    fn watch_report(&self) -> WatchReport {
+    pub(super) fn watch_report(&self) -> WatchReport {
         let w = &self.cores[0].watches;
         WatchReport {
             connections: w.conns().count(),
@@ -122,7 +122,7 @@ impl Engine {
         }
     }
 
-    fn session_report(&self) -> SessionReport {
+    pub(super) fn session_report(&self) -> SessionReport {
         SessionReport {
             sessions: self
                 .gate

@@ -69,6 +69,9 @@ pub(crate) struct PartitionCore {
     /// Ticks this server has led partition 0's group but not this one
     /// (`Engine::align_groups`).
     pub unaligned_ticks: u32,
+    /// The zxid and time (ms) of the newest snapshot taken, or the one
+    /// recovered from (`last_snapshot` of the AdminServer).
+    pub last_snapshot: Option<(i64, i64)>,
 }
 
 impl PartitionCore {
@@ -80,6 +83,7 @@ impl PartitionCore {
         now_ms: i64,
     ) -> Self {
         let (snapshot_index, snapshot_term) = snapshot;
+        let last_snapshot = (snapshot_index > 0).then(|| (tree.last_zxid(), now_ms));
         PartitionCore {
             tree,
             preparer: Preparer::new(),
@@ -103,6 +107,7 @@ impl PartitionCore {
             shippable_idle_ticks: 0,
             last_container_check_ms: now_ms,
             unaligned_ticks: 0,
+            last_snapshot,
         }
     }
 

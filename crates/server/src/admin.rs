@@ -1,0 +1,422 @@
+//! The AdminServer: ZooKeeper's HTTP command interface (`admin.*` keys,
+//! `/commands/<name>` answering JSON), plus health endpoints for
+//! orchestrators. The commands run on the engine's thread
+//! (`stoa_core::admin`); this side parses HTTP, answers what needs the
+//! disk (`dirs`) and bounds how long a request may wait for the engine.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use stoa_core::admin::{self, AdminAnswer, AdminCall, Json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+/// A command for the engine's thread, answered on `reply`.
+pub struct AdminRequest {
+    pub call: AdminCall,
+    pub reply: oneshot::Sender<AdminAnswer>,
+}
+
+/// Bytes of a request head read before answering; a longer one is refused.
+const REQUEST_HEAD_BYTES_MAX: usize = 16 * 1024;
+/// How long a request waits for its head, and for the engine's answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the AdminServer serves, from the configuration.
+#[derive(Clone)]
+pub struct AdminSite {
+    pub address: SocketAddr,
+    /// `admin.commandURL`, without a trailing slash.
+    pub command_url: String,
+    pub data_dir: PathBuf,
+    pub log_dir: PathBuf,
+    /// The zoo.cfg text a standalone server started from (ZooKeeper's
+    /// `initial_configuration`; `None` in an ensemble, as ZooKeeper's
+    /// QuorumPeerMain answers null).
+    pub initial_configuration: Option<String>,
+    pub host_name: String,
+}
+
+/// ZooKeeper's trace mask (`get_trace_mask`, `set_trace_mask`): kept and
+/// echoed, as Stoa's logging has levels rather than a mask.
+static TRACE_MASK: AtomicI64 = AtomicI64::new(306);
+
+pub async fn serve(site: AdminSite, engine: mpsc::Sender<AdminRequest>) {
+    let listener = match TcpListener::bind(site.address).await {
+        Ok(l) => l,
+        Err(e) => {
+            // ZooKeeper too goes on serving clients without its AdminServer.
+            log::warn!(
+                "AdminServer: cannot listen on {}: {e} (set admin.serverPort, or \
+                 admin.enableServer=false)",
+                site.address
+            );
+            return;
+        }
+    };
+    log::info!("AdminServer on http://{}{}", site.address, site.command_url);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (site, engine) = (site.clone(), engine.clone());
+        tokio::task::spawn_local(async move {
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &site, &engine)).await;
+        });
+    }
+}
+
+async fn answer(mut stream: TcpStream, site: &AdminSite, engine: &mpsc::Sender<AdminRequest>) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > REQUEST_HEAD_BYTES_MAX {
+            let _ = write_response(&mut stream, &too_large(), false).await;
+            return;
+        }
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let request_line = head.lines().next().unwrap_or_default();
+    let authorization = head
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
+        .map(|(_, value)| value.trim().to_string());
+    let (response, head_only) = match parse_request_line(request_line) {
+        Some((method, target)) => {
+            let route = route(site, &method, &target);
+            (
+                respond(route, site, engine, authorization).await,
+                method == "HEAD",
+            )
+        }
+        None => (
+            HttpResponse::json(400, error_body("", "malformed request line")),
+            false,
+        ),
+    };
+    let _ = write_response(&mut stream, &response, head_only).await;
+}
+
+/// An HTTP answer before it is written.
+pub struct HttpResponse {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+impl HttpResponse {
+    fn json(status: u16, body: String) -> HttpResponse {
+        HttpResponse {
+            status,
+            content_type: "application/json",
+            body,
+        }
+    }
+}
+
+fn too_large() -> HttpResponse {
+    HttpResponse::json(431, error_body("", "request head too large"))
+}
+
+fn error_body(command: &str, error: &str) -> String {
+    admin::error_json(command, error)
+}
+
+/// Where a request goes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    /// The list of commands (`admin.commandURL` itself).
+    Listing,
+    /// `OPTIONS`: the methods served.
+    Options,
+    Command {
+        name: String,
+        args: Vec<(String, String)>,
+    },
+    /// Alive: the process answers.
+    Live,
+    /// Ready: serving clients (a leader known, or standalone and caught up).
+    Ready,
+    NotFound,
+    MethodNotAllowed,
+}
+
+/// `METHOD target HTTP/x.y` → (method, target).
+pub fn parse_request_line(line: &str) -> Option<(String, String)> {
+    let mut parts = line.split(' ');
+    let method = parts.next()?;
+    let target = parts.next()?;
+    let version = parts.next()?;
+    if parts.next().is_some() || !version.starts_with("HTTP/1.") || !target.starts_with('/') {
+        return None;
+    }
+    Some((method.to_string(), target.to_string()))
+}
+
+pub fn route(site: &AdminSite, method: &str, target: &str) -> Route {
+    match method {
+        "GET" | "HEAD" | "POST" => {}
+        "OPTIONS" => return Route::Options,
+        _ => return Route::MethodNotAllowed,
+    }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    match path {
+        "/health/live" => return Route::Live,
+        "/health/ready" => return Route::Ready,
+        _ => {}
+    }
+    let Some(rest) = path.strip_prefix(site.command_url.as_str()) else {
+        return Route::NotFound;
+    };
+    match rest {
+        "" | "/" => Route::Listing,
+        _ => match rest.strip_prefix('/') {
+            Some(name) if !name.contains('/') => Route::Command {
+                name: percent_decode(name),
+                args: parse_query(query),
+            },
+            _ => Route::NotFound,
+        },
+    }
+}
+
+/// `a=1&b=2` → pairs, percent-decoded (`+` is a space).
+pub fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (
+                percent_decode(&k.replace('+', " ")),
+                percent_decode(&v.replace('+', " ")),
+            )
+        })
+        .collect()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn respond(
+    route: Route,
+    site: &AdminSite,
+    engine: &mpsc::Sender<AdminRequest>,
+    authorization: Option<String>,
+) -> HttpResponse {
+    match route {
+        Route::Listing => HttpResponse {
+            status: 200,
+            // ZooKeeper sends its listing with no Content-Type.
+            content_type: "",
+            body: admin::listing(&site.command_url),
+        },
+        Route::Options => HttpResponse {
+            status: 200,
+            content_type: "",
+            body: String::new(),
+        },
+        Route::Command { name, args } => {
+            if let Some(answer) = answer_here(site, &name, &args) {
+                return answer;
+            }
+            let call = AdminCall::Command {
+                name,
+                args,
+                authorization,
+            };
+            ask(engine, call).await
+        }
+        Route::Live => ask(engine, AdminCall::Live).await,
+        Route::Ready => ask(engine, AdminCall::Ready).await,
+        Route::NotFound => HttpResponse::json(404, error_body("", "not found")),
+        Route::MethodNotAllowed => HttpResponse::json(405, error_body("", "method not allowed")),
+    }
+}
+
+/// Runs `call` on the engine's thread; a stopped or stuck engine is a 503.
+async fn ask(engine: &mpsc::Sender<AdminRequest>, call: AdminCall) -> HttpResponse {
+    let (reply, answer) = oneshot::channel();
+    if engine.send(AdminRequest { call, reply }).await.is_err() {
+        return HttpResponse::json(503, error_body("", "the server is stopping"));
+    }
+    match answer.await {
+        Ok(a) => HttpResponse {
+            status: a.status,
+            content_type: a.content_type,
+            body: a.body,
+        },
+        Err(_) => HttpResponse::json(503, error_body("", "the server is stopping")),
+    }
+}
+
+/// The commands about the process and its disk rather than the engine.
+fn answer_here(site: &AdminSite, name: &str, args: &[(String, String)]) -> Option<HttpResponse> {
+    let (command, _) = admin::resolve(name)?;
+    let data: Vec<(String, Json)> = match command {
+        // Bytes in the snapshot and WAL directories, as ZooKeeper counts
+        // its snapshot and transaction log directories.
+        "dirs" => vec![
+            (
+                "datadir_size".into(),
+                Json::Int(dir_bytes(&site.data_dir.join("snapshots")) as i64),
+            ),
+            (
+                "logdir_size".into(),
+                Json::Int(dir_bytes(&site.log_dir) as i64),
+            ),
+        ],
+        "environment" => environment(site)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Json::str(v)))
+            .collect(),
+        "system_properties" => {
+            let mut pairs = environment(site);
+            pairs.push(("stoa.version", env!("CARGO_PKG_VERSION").to_string()));
+            pairs.sort();
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), Json::str(v)))
+                .collect()
+        }
+        "get_trace_mask" => vec![(
+            "tracemask".into(),
+            Json::Int(TRACE_MASK.load(Ordering::Relaxed)),
+        )],
+        "set_trace_mask" => match args.iter().find(|(k, _)| k == "traceMask") {
+            None => vec![(
+                "error".into(),
+                Json::str("setTraceMask requires long traceMask argument"),
+            )],
+            Some((_, value)) => match value.parse::<i64>() {
+                Ok(mask) => {
+                    TRACE_MASK.store(mask, Ordering::Relaxed);
+                    vec![("tracemask".into(), Json::Int(mask))]
+                }
+                Err(_) => vec![(
+                    "error".into(),
+                    Json::str(format!(
+                        "setTraceMask requires long traceMask argument, got {value}"
+                    )),
+                )],
+            },
+        },
+        "initial_configuration" => vec![(
+            "initial_configuration".into(),
+            site.initial_configuration
+                .clone()
+                .map_or(Json::Null, Json::Str),
+        )],
+        _ => return None,
+    };
+    Some(HttpResponse::json(
+        200,
+        admin::response(command, data, None).pretty(),
+    ))
+}
+
+/// ZooKeeper's `environment` keys, with what this process has for them
+/// (`<NA>` where the key is about a JVM).
+fn environment(site: &AdminSite) -> Vec<(&'static str, String)> {
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| "<NA>".into());
+    let na = || "<NA>".to_string();
+    let os_version = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|_| na());
+    vec![
+        ("zookeeper.version", stoa_core::stats::version_line()),
+        ("host.name", site.host_name.clone()),
+        ("java.version", na()),
+        ("java.vendor", na()),
+        ("java.home", na()),
+        ("java.class.path", na()),
+        ("java.library.path", na()),
+        ("java.io.tmpdir", std::env::temp_dir().display().to_string()),
+        ("java.compiler", na()),
+        ("os.name", std::env::consts::OS.to_string()),
+        ("os.arch", std::env::consts::ARCH.to_string()),
+        ("os.version", os_version),
+        ("user.name", var("USER")),
+        ("user.home", var("HOME")),
+        (
+            "user.dir",
+            std::env::current_dir().map_or_else(|_| na(), |d| d.display().to_string()),
+        ),
+        ("os.memory.free", na()),
+        ("os.memory.max", na()),
+        ("os.memory.total", na()),
+    ]
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    listing
+        .flatten()
+        .map(|item| match item.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&item.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+async fn write_response(
+    stream: &mut TcpStream,
+    response: &HttpResponse,
+    head_only: bool,
+) -> std::io::Result<()> {
+    let reason = match response.status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "Status",
+    };
+    let content_type = match response.content_type {
+        "" => String::new(),
+        t => format!("Content-Type: {t}\r\n"),
+    };
+    let allow = "Allow: GET, HEAD, POST, OPTIONS\r\n";
+    let mut out = format!(
+        "HTTP/1.1 {} {reason}\r\n{content_type}{allow}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        response.status,
+        response.body.len()
+    )
+    .into_bytes();
+    if !head_only {
+        out.extend_from_slice(response.body.as_bytes());
+    }
+    stream.write_all(&out).await?;
+    stream.shutdown().await
+}
