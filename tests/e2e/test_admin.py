@@ -19,8 +19,8 @@ import pytest
 import harness
 from harness import free_port
 
-pytestmark = pytest.mark.skipif(harness.target() != "stoa",
-                                reason="starts its own Stoa and ZooKeeper 3.9.5")
+pytestmark = pytest.mark.skipif(harness.target() != "stoa" or harness.ensemble_target(),
+                                reason="starts its own Stoa servers and ZooKeeper 3.9.5")
 
 # Every name ZooKeeper 3.9.5 serves but snapshot/restore (which need auth
 # and are Stoa's own, tested below), primary names and aliases.
@@ -257,3 +257,35 @@ def test_every_command_has_zookeeper_3_9_5s_fields_and_types(request, make_clien
         if not compatible(shape(ours), shape(theirs)):
             differences.append("%s: %s\n  ZooKeeper: %s" % (name, shape(ours), shape(theirs)))
     assert not differences, "\n".join(differences)
+
+
+def member_admin_port(member):
+    with open(member.cfg_path) as f:
+        ports = [int(line.split("=", 1)[1]) for line in f if line.startswith("admin.serverPort=")]
+    return ports[-1]
+
+
+def test_an_ensemble_member_reports_the_leader_the_voters_and_its_zab_state(request):
+    """leader, voting_view, zabstate, monitor and readiness on every member
+    of a 3-member ensemble agree on one leader."""
+    ensemble = harness.Ensemble(kind="stoa", extra_cfg=admin_cfg(free_port()))
+    request.addfinalizer(ensemble.cleanup)
+    ensemble.start()
+    leader = ensemble.leader()
+    leader_id = ensemble.members.index(leader) + 1
+    for i, member in enumerate(ensemble.members):
+        port = member_admin_port(member)
+        lead = command(port, "lead")
+        assert (lead["is_leader"], lead["leader_id"], lead["leader_ip"]) == \
+            (member is leader, leader_id, "127.0.0.1")
+        view = command(port, "voting_view")["current_config"]
+        assert sorted(view) == ["1", "2", "3"]
+        assert all(v["learner_type"] == "participant" for v in view.values())
+        zab = command(port, "zabstate")
+        assert (zab["myid"], zab["voting"], zab["zabstate"]) == (i + 1, True, "broadcast")
+        mntr = command(port, "mntr")
+        role = "leader" if member is leader else "follower"
+        assert (mntr["server_state"], mntr["peer_state"]) == (role, role[:-2] + "ing - broadcast")
+        assert get(port, "/health/ready")[0] == 200
+        assert command(port, "conf")["server_id"] == i + 1
+        assert ("proposal_stats" in command(port, "srvr")) == (member is leader)

@@ -420,3 +420,78 @@ async fn write_response(
     stream.write_all(&out).await?;
     stream.shutdown().await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site() -> AdminSite {
+        AdminSite {
+            address: "127.0.0.1:8080".parse().unwrap(),
+            command_url: "/commands".into(),
+            data_dir: PathBuf::from("data"),
+            log_dir: PathBuf::from("data/wal"),
+            initial_configuration: None,
+            host_name: "h".into(),
+        }
+    }
+
+    #[test]
+    fn requests_route_as_zookeepers_servlet_maps_them() {
+        let s = site();
+        assert_eq!(route(&s, "GET", "/commands"), Route::Listing);
+        assert_eq!(route(&s, "GET", "/commands/?x=1"), Route::Listing);
+        let stat = |args: Vec<(String, String)>| Route::Command {
+            name: "stat".into(),
+            args,
+        };
+        assert_eq!(route(&s, "GET", "/commands/%73tat"), stat(vec![]));
+        assert_eq!(
+            route(&s, "HEAD", "/commands/stat?a=1&b=x+y%21&a=2"),
+            stat(vec![
+                ("a".into(), "1".into()),
+                ("b".into(), "x y!".into()),
+                ("a".into(), "2".into())
+            ])
+        );
+        assert_eq!(route(&s, "GET", "/commands/stat/extra"), Route::NotFound);
+        assert_eq!(route(&s, "GET", "/commandsX"), Route::NotFound);
+        assert_eq!(route(&s, "GET", "/"), Route::NotFound);
+        assert_eq!(route(&s, "PUT", "/commands/stat"), Route::MethodNotAllowed);
+        assert_eq!(route(&s, "OPTIONS", "/commands/stat"), Route::Options);
+        assert_eq!(route(&s, "GET", "/health/ready"), Route::Ready);
+        assert_eq!(
+            parse_request_line("GET /commands HTTP/1.1"),
+            Some(("GET".into(), "/commands".into()))
+        );
+        for bad in [
+            "GET /commands",
+            "GET commands HTTP/1.1",
+            "GET / HTTP/2 x",
+            "",
+        ] {
+            assert_eq!(parse_request_line(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn percent_decoding_keeps_what_is_not_an_escape() {
+        assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
+    }
+
+    #[test]
+    fn the_trace_mask_commands_check_their_argument() {
+        let s = site();
+        let ask = |args: &[(&str, &str)]| {
+            let args: Vec<(String, String)> = args
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            answer_here(&s, "stmk", &args).expect("answered here").body
+        };
+        assert!(ask(&[]).contains("requires long traceMask argument"));
+        assert!(ask(&[("traceMask", "0x1")]).contains("got 0x1"));
+        assert!(ask(&[("traceMask", "-5")]).contains("\"tracemask\" : -5"));
+        assert!(answer_here(&s, "ruok", &[]).is_none());
+    }
+}
