@@ -56,6 +56,12 @@ ADMIN_ARTIFACTS = tuple(
     + [("javax.servlet", "javax.servlet-api", "3.1.0")]
     + [("com.fasterxml.jackson.core", a, JACKSON_VERSION)
        for a in ("jackson-databind", "jackson-core", "jackson-annotations")])
+# What its command-line client (ZooKeeperMain) loads besides: commons-cli,
+# at the parent POM's version, and Netty's epoll classes. Only the TLS
+# test's Java client asks.
+CLI_ARTIFACTS = (("commons-cli", "commons-cli", "1.5.0"),
+                 # Its Netty socket (for TLS) looks for epoll's classes.
+                 ("io.netty", "netty-transport-classes-epoll", "4.1.130.Final"))
 
 
 def artifact_url(group, artifact, version):
@@ -91,13 +97,14 @@ def fetch(group, artifact, version, dest_dir):
     return path
 
 
-def zookeeper(download=True, admin=False):
+def zookeeper(download=True, admin=False, cli=False):
     """(ZooKeeperJars, version) of Apache ZooKeeper ZOOKEEPER_VERSION,
     fetched into the cache if need be (and `download`); with `admin`, also
-    the jars its AdminServer needs."""
+    the jars its AdminServer needs; with `cli`, those of ZooKeeperMain."""
     dest = os.path.join(CACHE, "zookeeper-" + ZOOKEEPER_VERSION)
     os.makedirs(dest, exist_ok=True)
-    artifacts = ZOOKEEPER_ARTIFACTS + (ADMIN_ARTIFACTS if admin else ())
+    artifacts = (ZOOKEEPER_ARTIFACTS + (ADMIN_ARTIFACTS if admin else ())
+                 + (CLI_ARTIFACTS if cli else ()))
     missing = [a for a in artifacts
                if not os.path.exists(os.path.join(dest, "%s-%s.jar" % a[1:]))]
     if missing and not download:

@@ -193,6 +193,13 @@ pub enum Input {
         conn: ConnId,
         bytes: Vec<u8>,
     },
+    /// A connection's TLS client certificate named this subject (RFC
+    /// 2253): its requests carry the `x509` identity too, as ZooKeeper's
+    /// X509AuthenticationProvider adds it at the handshake.
+    ClientCertificate {
+        conn: ConnId,
+        subject: String,
+    },
     /// A four-letter word sent instead of a handshake.
     FourLetter {
         conn: ConnId,
@@ -478,6 +485,13 @@ impl Engine {
     pub fn handle(&mut self, input: Input) {
         match input {
             Input::Accepted { conn, peer } => self.gate.accept(conn, peer, self.now_ms),
+            Input::ClientCertificate { conn, subject } => self.gate.add_identity(
+                conn,
+                stoa_proto::records::Id {
+                    scheme: "x509".into(),
+                    id: subject,
+                },
+            ),
             Input::Frames { conn, bytes } => self.on_frames(conn, &bytes),
             Input::FourLetter { conn, word } => {
                 let text = self.four_letter(&word, conn);

@@ -71,6 +71,16 @@ pub struct ServerConfig {
     /// The zoo.cfg text read, when the configuration came from a file
     /// (the AdminServer's `initial_configuration`).
     pub initial_configuration: Option<String>,
+    /// `secureClientPort`: TLS clients (`crate::tls`), beside or instead
+    /// of `clientPort`.
+    pub secure_client_port: Option<u16>,
+    /// `secureClientPortAddress`; defaults to the client address.
+    pub secure_client_address: Option<IpAddr>,
+    /// The `ssl.*` keys.
+    pub tls: crate::tls::TlsSettings,
+    /// `clientPort` was set: with `secureClientPort` too, both are
+    /// served; with only `secureClientPort`, only TLS clients are.
+    pub client_port_set: bool,
 }
 
 /// ZooKeeper's AdminServer port.
@@ -106,6 +116,10 @@ impl Default for ServerConfig {
             admin_port: ADMIN_PORT_DEFAULT,
             admin_command_url: "/commands".into(),
             initial_configuration: None,
+            secure_client_port: None,
+            secure_client_address: None,
+            tls: crate::tls::TlsSettings::default(),
+            client_port_set: false,
         }
     }
 }
@@ -212,7 +226,10 @@ impl ServerConfig {
             "tickTime" => self.tick_ms = parse_positive(value).map_err(|e| bad(&e))?,
             "dataDir" => self.data_dir = PathBuf::from(value),
             "dataLogDir" => self.data_log_dir = Some(PathBuf::from(value)),
-            "clientPort" => self.client_port = value.parse().map_err(|_| bad("not a port"))?,
+            "clientPort" => {
+                self.client_port = value.parse().map_err(|_| bad("not a port"))?;
+                self.client_port_set = true;
+            }
             "clientPortAddress" => {
                 self.client_address = value.parse().map_err(|_| bad("not an IP address"))?
             }
@@ -310,6 +327,22 @@ impl ServerConfig {
             }
             "reconfigEnabled" => self.reconfig_enabled = parse_bool(value).map_err(|e| bad(&e))?,
             "partitions" => self.partitions = parse_partitions(value).map_err(|e| bad(&e))?,
+            "secureClientPort" => {
+                self.secure_client_port = Some(value.parse().map_err(|_| bad("not a port"))?)
+            }
+            "secureClientPortAddress" => {
+                let ip = value.parse().map_err(|_| bad("not an IP address"))?;
+                self.secure_client_address = Some(ip)
+            }
+            _ if key.starts_with("ssl.") || key.starts_with("zookeeper.ssl.") => {
+                return self.set_ssl(key.trim_start_matches("zookeeper."), value);
+            }
+            "serverCnxnFactory" | "zookeeper.serverCnxnFactory" => {}
+            "sslQuorum" | "zookeeper.sslQuorum" => {
+                if parse_bool(value).map_err(|e| bad(&e))? {
+                    return Err(bad("TLS between ensemble members is not supported yet"));
+                }
+            }
             "readonlymode.enabled" | "zookeeper.readonlymode.enabled" => {
                 self.read_only_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }
@@ -330,6 +363,61 @@ fn parse_positive<T: std::str::FromStr + PartialOrd + Default>(value: &str) -> R
     match value.parse::<T>() {
         Ok(n) if n > T::default() => Ok(n),
         _ => Err("expected a positive integer".into()),
+    }
+}
+
+impl ServerConfig {
+    /// Plain clients are served unless only `secureClientPort` is set.
+    pub fn serves_plain_clients(&self) -> bool {
+        self.client_port_set || self.secure_client_port.is_none()
+    }
+
+    /// One `ssl.*` key (ZooKeeper's X509Util names).
+    fn set_ssl(&mut self, key: &str, value: &str) -> Result<Option<String>, ConfigError> {
+        let bad = |why: &str| ConfigError(format!("{key}={value}: {why}"));
+        let list = |v: &str| -> Vec<String> {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let tls = &mut self.tls;
+        let (store, field) = match key.split_once('.').map(|(_, rest)| rest) {
+            Some(rest) if rest.starts_with("keyStore.") => {
+                (Some(&mut tls.key_store), &rest["keyStore.".len()..])
+            }
+            Some(rest) if rest.starts_with("trustStore.") => {
+                (Some(&mut tls.trust_store), &rest["trustStore.".len()..])
+            }
+            Some(rest) => (None, rest),
+            None => (None, ""),
+        };
+        match (store, field) {
+            (Some(store), "location") => store.location = Some(PathBuf::from(value)),
+            (Some(store), "password") => store.password = value.to_string(),
+            (Some(store), "passwordPath") => {
+                let password = std::fs::read_to_string(value)
+                    .map_err(|e| bad(&format!("cannot read the password file: {e}")))?;
+                store.password = password.trim_end_matches(['\n', '\r']).to_string();
+            }
+            (Some(store), "type") => store.kind = Some(value.to_string()),
+            (None, "clientAuth") => {
+                tls.client_auth = crate::tls::parse_client_auth(value).map_err(|e| bad(&e))?
+            }
+            (None, "enabledProtocols") => tls.protocols = list(value),
+            (None, "ciphersuites") => tls.cipher_suites = list(value),
+            // The SSLContext protocol and the hostname checks of clients'
+            // certificates: rustls picks the version from enabledProtocols
+            // and checks a client's chain, not its host name.
+            (None, "protocol" | "hostnameVerification" | "clientHostnameVerification") => {}
+            _ if key.starts_with("ssl.quorum.") => {
+                return Ok(Some(format!(
+                    "{key} ignored: TLS between ensemble members (sslQuorum) is not supported yet"
+                )))
+            }
+            _ => return Ok(Some(format!("unknown key {key} ignored"))),
+        }
+        Ok(None)
     }
 }
 

@@ -14,6 +14,7 @@ pub mod paced_file;
 pub mod partition;
 pub mod peer;
 pub mod storage;
+pub mod tls;
 
 pub use config::{ConfigError, ServerConfig};
 pub use partition::run;

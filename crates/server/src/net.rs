@@ -7,12 +7,14 @@
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::Duration;
 
 use stoa_proto::frame::{FrameDecoder, FrameError, FRAME_LENGTH_BYTES};
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, WriteHalf};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio_rustls::server::TlsStream;
 
 use crate::fourlw;
 use crate::watch::ConnId;
@@ -24,6 +26,8 @@ pub enum NetEvent {
         peer: SocketAddr,
         writer: ConnWriter,
         reader: tokio::task::AbortHandle,
+        /// A TLS client certificate's subject (RFC 2253).
+        client_certificate: Option<String>,
     },
     /// Whole frames, length prefixes included, in the order read: every
     /// frame a read completed, in one hand-off.
@@ -53,7 +57,9 @@ enum Outgoing {
 /// the writer task, and so does everything after it until the task has
 /// written it all, so the bytes keep their order.
 pub struct ConnWriter {
-    side: Rc<WriteSide>,
+    /// The socket, for writes straight from the partition loop; `None`
+    /// for TLS, whose writes all go through the writer task.
+    side: Option<Rc<WriteSide>>,
     tasks: mpsc::UnboundedSender<Outgoing>,
 }
 
@@ -65,8 +71,8 @@ struct WriteSide {
 
 impl ConnWriter {
     pub fn send(&self, mut bytes: Vec<u8>) {
-        if !self.side.backlogged.get() {
-            match self.side.socket.try_write(&bytes) {
+        if let Some(side) = self.side.as_ref().filter(|s| !s.backlogged.get()) {
+            match side.socket.try_write(&bytes) {
                 Ok(n) if n == bytes.len() => return,
                 Ok(n) => {
                     bytes.drain(..n);
@@ -75,7 +81,7 @@ impl ConnWriter {
                 // the error and ends.
                 Err(_) => {}
             }
-            self.side.backlogged.set(true);
+            side.backlogged.set(true);
         }
         let _ = self.tasks.send(Outgoing::Bytes(bytes));
     }
@@ -95,12 +101,21 @@ const READ_BUFFER_KEPT_BYTES_MAX: usize = 4 * READ_BUFFER_BYTES;
 /// Coalesce queued replies into one write up to this size.
 const WRITE_COALESCE_BYTES_MAX: usize = 256 * 1024;
 
+/// Hands out connection numbers to every listener of the thread.
+pub type ConnIds = Rc<Cell<ConnId>>;
+
+fn next_id(ids: &ConnIds) -> ConnId {
+    let conn = ids.get();
+    ids.set(conn + 1);
+    conn
+}
+
 pub async fn accept_loop(
     listener: TcpListener,
     events: mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
+    ids: ConnIds,
 ) {
-    let mut next_conn: ConnId = 1;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(pair) => pair,
@@ -111,21 +126,75 @@ pub async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
-        let conn = next_conn;
-        next_conn += 1;
-        spawn_connection(conn, stream, peer, events.clone(), max_frame_bytes).await;
+        let conn = next_id(&ids);
+        let (read_half, write_half) = stream.into_split();
+        let writer = spawn_writer(write_half);
+        let connection = (conn, peer, None);
+        spawn_reader(
+            connection,
+            read_half,
+            writer,
+            events.clone(),
+            max_frame_bytes,
+        )
+        .await;
     }
 }
 
-async fn spawn_connection(
-    conn: ConnId,
-    stream: TcpStream,
-    peer: SocketAddr,
+/// A TLS handshake that has not finished in this time is dropped.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The `secureClientPort` listener: each connection's handshake runs on
+/// its own task, then the connection is served as a plain one is.
+pub async fn tls_accept_loop(
+    listener: TcpListener,
+    mut config: crate::tls::ReloadingConfig,
+    events: mpsc::Sender<NetEvent>,
+    max_frame_bytes: usize,
+    ids: ConnIds,
+) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(pair) => pair,
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let acceptor = tokio_rustls::TlsAcceptor::from(config.current());
+        let conn = next_id(&ids);
+        let events = events.clone();
+        tokio::task::spawn_local(async move {
+            let stream =
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => {
+                        return log::info!("TLS connection from {peer}: handshake failed: {e}")
+                    }
+                    Err(_) => return log::info!("TLS connection from {peer}: handshake timed out"),
+                };
+            let subject = (stream.get_ref().1.peer_certificates())
+                .and_then(|chain| chain.first())
+                .and_then(|cert| crate::tls::x509_subject(cert));
+            let (read_half, write_half) = tokio::io::split(stream);
+            let writer = spawn_tls_writer(write_half);
+            let connection = (conn, peer, subject);
+            spawn_reader(connection, read_half, writer, events, max_frame_bytes).await;
+        });
+    }
+}
+
+/// Starts the reader of a connection (number, peer, client certificate
+/// subject) and tells the engine loop of it.
+async fn spawn_reader(
+    (conn, peer, client_certificate): (ConnId, SocketAddr, Option<String>),
+    read_half: impl AsyncRead + Unpin + 'static,
+    writer: ConnWriter,
     events: mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
 ) {
-    let (read_half, write_half) = stream.into_split();
-    let writer = spawn_writer(write_half);
     let reader_events = events.clone();
     let reader = tokio::task::spawn_local(async move {
         match read_loop(conn, read_half, &reader_events, max_frame_bytes).await {
@@ -140,6 +209,7 @@ async fn spawn_connection(
         peer,
         writer,
         reader: reader.abort_handle(),
+        client_certificate,
     };
     if events.send(accepted).await.is_err() {
         reader.abort();
@@ -155,7 +225,7 @@ enum ReadEnd {
 /// rather than per frame (pipelined clients send many frames at once).
 async fn read_loop(
     conn: ConnId,
-    mut socket: OwnedReadHalf,
+    mut socket: impl AsyncRead + Unpin,
     events: &mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
 ) -> Result<ReadEnd, String> {
@@ -227,14 +297,43 @@ fn spawn_writer(socket: OwnedWriteHalf) -> ConnWriter {
         socket,
         backlogged: Cell::new(false),
     });
-    tokio::task::spawn_local(write_loop(Rc::clone(&side), outgoing));
-    ConnWriter { side, tasks }
+    tokio::task::spawn_local(write_loop(Sink::Plain(Rc::clone(&side)), outgoing));
+    ConnWriter {
+        side: Some(side),
+        tasks,
+    }
+}
+
+/// A TLS connection's sending side: every write goes through its task.
+fn spawn_tls_writer(socket: WriteHalf<TlsStream<TcpStream>>) -> ConnWriter {
+    let (tasks, outgoing) = mpsc::unbounded_channel();
+    tokio::task::spawn_local(write_loop(Sink::Tls(socket), outgoing));
+    ConnWriter { side: None, tasks }
+}
+
+/// Where a writer task writes.
+enum Sink {
+    Plain(Rc<WriteSide>),
+    Tls(WriteHalf<TlsStream<TcpStream>>),
+}
+
+impl Sink {
+    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(side) => write_all(&side.socket, bytes).await,
+            Sink::Tls(socket) => {
+                socket.write_all(bytes).await?;
+                socket.flush().await
+            }
+        }
+    }
 }
 
 /// Writes what [`ConnWriter::send`] could not, in order; clears the
 /// backlog mark once nothing waits. Dropping the last reference to the
-/// write half shuts the sending side of the socket.
-async fn write_loop(side: Rc<WriteSide>, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
+/// write half shuts the sending side of the socket (TLS: after its
+/// close_notify).
+async fn write_loop(mut sink: Sink, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
     let mut buf = Vec::new();
     while let Some(first) = outgoing.recv().await {
         let mut close = false;
@@ -252,17 +351,20 @@ async fn write_loop(side: Rc<WriteSide>, mut outgoing: mpsc::UnboundedReceiver<O
             }
         }
         if !buf.is_empty() {
-            if write_all(&side.socket, &buf).await.is_err() {
+            if sink.write(&buf).await.is_err() {
                 return;
             }
             buf.clear();
         }
         if close {
+            if let Sink::Tls(socket) = &mut sink {
+                let _ = socket.shutdown().await;
+            }
             return;
         }
         // No await between this check and the mark: the partition loop,
         // on this same thread, cannot send in between.
-        if outgoing.is_empty() {
+        if let (Sink::Plain(side), true) = (&sink, outgoing.is_empty()) {
             side.backlogged.set(false);
         }
     }
@@ -382,9 +484,9 @@ mod tests {
             let mut send = |count: u32| {
                 let end = (next + count).min(words);
                 let bytes: Vec<u8> = (next..end).flat_map(u32::to_be_bytes).collect();
-                let was_backlogged = writer.side.backlogged.get();
+                let was_backlogged = writer.side.as_ref().unwrap().backlogged.get();
                 writer.send(bytes);
-                if writer.side.backlogged.get() {
+                if writer.side.as_ref().unwrap().backlogged.get() {
                     queued += 1;
                 } else if queued > 0 && !was_backlogged {
                     direct_after_backlog += 1;

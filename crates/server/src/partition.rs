@@ -53,8 +53,9 @@ struct ConnHandle {
 pub fn engine_config(config: &ServerConfig) -> EngineConfig {
     let (min, max) = config.session_timeout_bounds_ms();
     let conf_text = format!(
-        "clientPort={}\nsecureClientPort=-1\ndataDir={}\ndataDirSize=0\ndataLogDir={}\ndataLogSize=0\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
+        "clientPort={}\nsecureClientPort={}\ndataDir={}\ndataDirSize=0\ndataLogDir={}\ndataLogSize=0\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
         config.client_port,
+        config.secure_client_port.map_or(-1, i32::from),
         config.data_dir.display(),
         config.data_log_dir.as_ref().unwrap_or(&config.data_dir).display(),
         config.tick_ms,
@@ -199,17 +200,46 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             flush(&mut node, &mut sockets)?;
         }
 
-        let address = SocketAddr::new(config.client_address, config.client_port);
-        let listener = TcpListener::bind(address)
-            .await
-            .map_err(|e| format!("cannot listen on {address}: {e}"))?;
-        log::info!(
-            "serving ZooKeeper clients on {} (data in {})",
-            listener.local_addr().map_err(|e| e.to_string())?,
-            config.data_dir.display()
-        );
         let (net_tx, net_rx) = mpsc::channel(NET_QUEUE_EVENTS_MAX);
-        tokio::task::spawn_local(accept_loop(listener, net_tx, config.max_frame_bytes));
+        let ids: crate::net::ConnIds = std::rc::Rc::new(std::cell::Cell::new(1));
+        if config.serves_plain_clients() {
+            let address = SocketAddr::new(config.client_address, config.client_port);
+            let listener = TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+            log::info!(
+                "serving ZooKeeper clients on {} (data in {})",
+                listener.local_addr().map_err(|e| e.to_string())?,
+                config.data_dir.display()
+            );
+            let max_frame = config.max_frame_bytes;
+            let ids = ids.clone();
+            tokio::task::spawn_local(accept_loop(listener, net_tx.clone(), max_frame, ids));
+        }
+        if let Some(port) = config.secure_client_port {
+            let tls = crate::tls::ReloadingConfig::new(config.tls.clone())?;
+            let ip = config
+                .secure_client_address
+                .unwrap_or(config.client_address);
+            let address = SocketAddr::new(ip, port);
+            let listener = TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("cannot listen on {address} (secureClientPort): {e}"))?;
+            log::info!(
+                "serving ZooKeeper clients over TLS on {} (ssl.clientAuth={:?})",
+                listener.local_addr().map_err(|e| e.to_string())?,
+                config.tls.client_auth
+            );
+            let max_frame = config.max_frame_bytes;
+            tokio::task::spawn_local(crate::net::tls_accept_loop(
+                listener,
+                tls,
+                net_tx.clone(),
+                max_frame,
+                ids,
+            ));
+        }
+        drop(net_tx);
         let (scrape_tx, scrape_rx) = mpsc::channel(16);
         if config.metrics_port != 0 {
             let ip = config.metrics_address.unwrap_or(config.client_address);
@@ -334,6 +364,7 @@ impl Sockets {
                 peer,
                 writer,
                 reader,
+                client_certificate,
             } => {
                 let from_ip = self.conns.values().filter(|c| c.ip == peer.ip()).count();
                 if self.max_client_cnxns > 0 && from_ip >= self.max_client_cnxns as usize {
@@ -355,6 +386,9 @@ impl Sockets {
                     },
                 );
                 engine.handle(Input::Accepted { conn, peer });
+                if let Some(subject) = client_certificate {
+                    engine.handle(Input::ClientCertificate { conn, subject });
+                }
             }
             NetEvent::Frames { conn, bytes } => engine.handle(Input::Frames { conn, bytes }),
             NetEvent::FourLetter { conn, word } => engine.handle(Input::FourLetter { conn, word }),

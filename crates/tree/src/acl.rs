@@ -8,6 +8,10 @@ use stoa_proto::codes::ErrorCode;
 use stoa_proto::records::{Acl, Id};
 
 const SCHEME_WORLD: &str = "world";
+/// A TLS client certificate's subject (ZooKeeper's
+/// X509AuthenticationProvider): matched exactly, and "authenticated", so
+/// an `auth` ACL entry takes it as it takes a digest.
+const SCHEME_X509: &str = "x509";
 const SCHEME_AUTH: &str = "auth";
 const SCHEME_DIGEST: &str = "digest";
 const SCHEME_IP: &str = "ip";
@@ -33,7 +37,7 @@ pub fn check(acl: &[Acl], perm: i32, caller: Caller<'_>) -> Result<(), ErrorCode
             return Ok(());
         }
         let matcher: fn(&str, &str) -> bool = match entry.id.scheme.as_str() {
-            SCHEME_DIGEST => |id, expr| id == expr,
+            SCHEME_DIGEST | SCHEME_X509 => |id, expr| id == expr,
             SCHEME_IP => ip_matches,
             _ => continue,
         };
@@ -67,9 +71,11 @@ pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
         if id.scheme == SCHEME_WORLD && id.id == ID_ANYONE {
             out.push(entry.clone());
         } else if id.scheme == SCHEME_AUTH {
-            // Only digest is an "authenticated" provider; ip ids are not.
+            // Digest and x509 are "authenticated" providers; ip is not.
             let before = out.len();
-            for cid in ids.iter().filter(|cid| cid.scheme == SCHEME_DIGEST) {
+            let authenticated =
+                |cid: &&Id| cid.scheme == SCHEME_DIGEST || cid.scheme == SCHEME_X509;
+            for cid in ids.iter().filter(authenticated) {
                 out.push(Acl {
                     perms: entry.perms,
                     id: cid.clone(),
@@ -82,6 +88,7 @@ pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
             let valid = match id.scheme.as_str() {
                 SCHEME_DIGEST => digest_id_is_valid(&id.id),
                 SCHEME_IP => ip_id_is_valid(&id.id),
+                SCHEME_X509 => !id.id.is_empty(),
                 _ => false,
             };
             if !valid {
@@ -353,6 +360,28 @@ mod tests {
         assert_eq!(base64(b"a"), "YQ==");
         assert_eq!(base64(b"ab"), "YWI=");
         assert_eq!(base64(b"abc"), "YWJj");
+    }
+
+    #[test]
+    fn an_x509_subject_matches_exactly_and_counts_as_authenticated() {
+        let subject = "CN=client,O=Stoa";
+        let ids = [id("ip", "10.0.0.7"), id("x509", subject)];
+        let caller = Caller {
+            ids: &ids,
+            is_super: false,
+        };
+        assert_eq!(
+            check(&[acl(perms::READ, "x509", subject)], perms::READ, caller),
+            Ok(())
+        );
+        let other = [acl(perms::READ, "x509", "CN=client")];
+        assert_eq!(check(&other, perms::READ, caller), Err(ErrorCode::NoAuth));
+        let fixed = fixup(&[acl(perms::ALL, "auth", "")], &ids).unwrap();
+        assert_eq!(fixed, vec![acl(perms::ALL, "x509", subject)]);
+        assert_eq!(
+            fixup(&[acl(perms::ALL, "x509", "")], &ids),
+            Err(ErrorCode::InvalidAcl)
+        );
     }
 
     #[test]

@@ -154,6 +154,17 @@ impl SessionGate {
         assert!(previous.is_none(), "connection id {conn} reused");
     }
 
+    /// `conn` authenticated as `id` too (ahead of its first request).
+    pub fn add_identity(&mut self, conn: ConnId, id: Id) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            let mut ids = c.identity.ids.to_vec();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+            c.identity = Identity::new(ids, c.identity.is_super);
+        }
+    }
+
     /// The connection is gone; false if it was not known. Its session
     /// stays, detached.
     pub fn close(&mut self, conn: ConnId) -> bool {

@@ -1,0 +1,273 @@
+"""TLS for clients: `secureClientPort` with ZooKeeper's `ssl.*` keys.
+
+Certificates are made here with openssl: a CA, the server's key and
+certificate, and a client's. kazoo connects over TLS (use_ssl) with and
+without a client certificate; the official Java client (ZooKeeper 3.9.5,
+its Netty socket, `zookeeper.client.secure=true`) does too where its jars
+can be had. The `x509` ACL scheme takes the client certificate's subject.
+"""
+
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import ACL, Id, Permissions
+
+import harness
+from harness import free_port
+
+pytestmark = [
+    pytest.mark.skipif(harness.target() != "stoa" or harness.ensemble_target(),
+                       reason="starts its own Stoa servers"),
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl to make certificates"),
+]
+
+CLIENT_SUBJECT = "CN=client,O=Stoa"
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_cert(d, name, subject, ca=True):
+    """name.key and name.crt, signed by the CA (or the CA itself)."""
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key", "-out",
+            name + ".csr", "-subj", subject, cwd=d)
+    if not ca:
+        openssl("x509", "-req", "-in", name + ".csr", "-signkey", name + ".key", "-out",
+                name + ".crt", "-days", "2", "-extfile", "ca.ext", cwd=d)
+        return
+    ext = name + ".ext"
+    with open(os.path.join(d, ext), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+    openssl("x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", name + ".crt", "-days", "2", "-extfile", ext, cwd=d)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("tls"))
+    with open(os.path.join(d, "ca.ext"), "w") as f:
+        f.write("basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n")
+    make_cert(d, "ca", "/CN=Stoa test CA", ca=False)
+    make_cert(d, "server", "/CN=localhost/O=Stoa")
+    make_cert(d, "client", "/O=Stoa/CN=client")
+    make_cert(d, "other", "/O=Stoa/CN=other")
+    for name in ("server", "client", "other"):
+        # PEM key stores as ZooKeeper reads them: the key and its chain.
+        with open(os.path.join(d, name + ".pem"), "w") as out:
+            for part in (".key", ".crt"):
+                with open(os.path.join(d, name + part)) as f:
+                    out.write(f.read())
+    openssl("pkcs12", "-export", "-in", "server.crt", "-inkey", "server.key", "-out", "server.p12",
+            "-passout", "pass:secret", cwd=d)
+    return d
+
+
+def tls_server(certs, **cfg):
+    port = free_port()
+    extra = {"secureClientPort": port, "ssl.keyStore.location": os.path.join(certs, "server.pem"),
+             "ssl.trustStore.location": os.path.join(certs, "ca.crt")}
+    extra.update(cfg)
+    srv = harness.Server(kind="stoa", extra_cfg=extra)
+    return srv, port
+
+
+def tls_client(certs, port, cert="client", **kw):
+    args = dict(use_ssl=True, verify_certs=True, ca=os.path.join(certs, "ca.crt"))
+    if cert:
+        args.update(certfile=os.path.join(certs, cert + ".crt"),
+                    keyfile=os.path.join(certs, cert + ".key"))
+    client = KazooClient(hosts="127.0.0.1:%d" % port, timeout=10, **args, **kw)
+    return client
+
+
+@pytest.fixture
+def started(request):
+    def start(srv):
+        srv.start()
+        request.addfinalizer(srv.cleanup)
+        return srv
+    return start
+
+
+def test_a_client_with_a_certificate_works_over_tls_beside_the_plain_port(certs, started):
+    srv, port = tls_server(certs)
+    started(srv)
+    secure = tls_client(certs, port)
+    secure.start(timeout=10)
+    try:
+        secure.create("/tls", b"over tls")
+        plain = KazooClient(hosts=srv.hosts, timeout=10)
+        plain.start(timeout=10)
+        try:
+            assert plain.get("/tls")[0] == b"over tls"
+        finally:
+            plain.stop()
+            plain.close()
+    finally:
+        secure.stop()
+        secure.close()
+
+
+def test_clientauth_need_refuses_a_client_without_a_certificate(certs, started):
+    srv, port = tls_server(certs)
+    started(srv)
+    bare = tls_client(certs, port, cert=None)
+    with pytest.raises(Exception):
+        bare.start(timeout=4)
+    bare.stop()
+    bare.close()
+    assert "handshake failed" in srv.log_tail(200)
+
+
+def test_clientauth_want_lets_it_in(certs, started):
+    srv, port = tls_server(certs, **{"ssl.clientAuth": "want"})
+    started(srv)
+    bare = tls_client(certs, port, cert=None)
+    bare.start(timeout=10)
+    try:
+        bare.create("/wanted", b"")
+    finally:
+        bare.stop()
+        bare.close()
+
+
+def test_the_x509_scheme_is_the_client_certificates_subject(certs, started):
+    srv, port = tls_server(certs)
+    started(srv)
+    owner = tls_client(certs, port)
+    owner.start(timeout=10)
+    other = tls_client(certs, port, cert="other")
+    other.start(timeout=10)
+    try:
+        owner.create("/mine", b"secret", acl=[ACL(Permissions.ALL, Id("x509", CLIENT_SUBJECT))])
+        assert owner.get("/mine")[0] == b"secret"
+        with pytest.raises(NoAuthError):
+            other.get("/mine")
+        # `auth` takes the certificate's identity, as a digest's.
+        owner.create("/auth", b"", acl=[ACL(Permissions.ALL, Id("auth", ""))])
+        assert owner.get_acls("/auth")[0] == [ACL(Permissions.ALL, Id("x509", CLIENT_SUBJECT))]
+    finally:
+        for c in (owner, other):
+            c.stop()
+            c.close()
+
+
+def test_a_pkcs12_key_store_and_only_the_secure_port(certs, started):
+    srv, port = tls_server(certs, **{"ssl.keyStore.location": os.path.join(certs, "server.p12"),
+                                     "ssl.keyStore.password": "secret"})
+    # Only secureClientPort: no plain listener.
+    with open(srv.cfg_path) as f:
+        lines = [line for line in f if not line.startswith("clientPort=")]
+    with open(srv.cfg_path, "w") as f:
+        f.writelines(lines)
+    srv.port = port
+    srv.hosts = "127.0.0.1:%d" % port
+    srv.launch()
+    try:
+        client = tls_client(certs, port)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.start(timeout=3)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+        try:
+            client.create("/p12", b"")
+        finally:
+            client.stop()
+            client.close()
+        assert "serving ZooKeeper clients on" not in srv.log_tail(200)
+    finally:
+        srv.cleanup()
+
+
+def test_a_bad_store_stops_the_server_with_a_clear_message(certs, tmp_path):
+    jks = tmp_path / "keys.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed")
+    srv, _ = tls_server(certs, **{"ssl.keyStore.location": str(jks)})
+    srv.launch()
+    try:
+        deadline = time.monotonic() + 20
+        while srv.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not srv.running()
+        assert "JKS is not read" in srv.log_tail(50) and "PKCS12" in srv.log_tail(50)
+    finally:
+        srv.cleanup()
+
+
+def served_certificate_subject(port):
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw) as s:
+            der = s.getpeercert(binary_form=True)
+    text = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-subject"], input=der,
+                          capture_output=True, check=True, timeout=30).stdout.decode()
+    return text
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(certs, started, tmp_path):
+    store = tmp_path / "server.pem"
+    shutil.copy(os.path.join(certs, "server.pem"), store)
+    srv, port = tls_server(certs, **{"ssl.keyStore.location": str(store),
+                                     "ssl.clientAuth": "none"})
+    started(srv)
+    assert "CN = localhost" in served_certificate_subject(port)
+    make_cert(certs, "renewed", "/CN=renewed/O=Stoa")
+    with open(store, "w") as out:
+        for part in (".key", ".crt"):
+            with open(os.path.join(certs, "renewed" + part)) as f:
+                out.write(f.read())
+    harness.wait_until(lambda: "CN = renewed" in served_certificate_subject(port), timeout=15,
+                       what="the renewed certificate served")
+
+
+def test_the_java_client_over_netty_tls(certs, started):
+    """ZooKeeper 3.9.5's own client (ClientCnxnSocketNetty) with PEM stores."""
+    if not os.path.exists("/usr/bin/java"):
+        pytest.skip("no java")
+    repo = harness.REPO_ROOT
+    import sys
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    from bench.compare.anchors import AnchorUnavailable, maven
+    try:
+        jars, _ = maven.zookeeper(cli=True)
+    except AnchorUnavailable as e:
+        pytest.skip("ZooKeeper 3.9.5's client cannot be had: %s" % e)
+    srv, port = tls_server(certs)
+    started(srv)
+    props = {
+        "zookeeper.client.secure": "true",
+        "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
+        "zookeeper.ssl.keyStore.location": os.path.join(certs, "client.pem"),
+        "zookeeper.ssl.keyStore.type": "PEM",
+        "zookeeper.ssl.trustStore.location": os.path.join(certs, "ca.crt"),
+        "zookeeper.ssl.trustStore.type": "PEM",
+        "zookeeper.ssl.hostnameVerification": "false",
+    }
+    argv = ["/usr/bin/java"] + ["-D%s=%s" % kv for kv in props.items()] + [
+        "-cp", ":".join(jars.classpath), "org.apache.zookeeper.ZooKeeperMain",
+        "-server", "127.0.0.1:%d" % port, "create", "/from-java", "hello"]
+    done = subprocess.run(argv, capture_output=True, timeout=120)
+    output = (done.stdout + done.stderr).decode(errors="replace")
+    assert "Created /from-java" in output, output[-3000:]
+    check = KazooClient(hosts=srv.hosts, timeout=10)
+    check.start(timeout=10)
+    try:
+        assert check.get("/from-java")[0] == b"hello"
+    finally:
+        check.stop()
+        check.close()
