@@ -6,7 +6,7 @@
 //!
 //! `cargo run --release -p stoa-core --example engine_write_path`
 //! (`CONNS`, `BATCH` requests per connection per round, `ROUNDS`, `KEYS`,
-//! `PAYLOAD` bytes override the defaults).
+//! `PAYLOAD` bytes, `PARTITIONS` override the defaults).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
@@ -55,7 +55,7 @@ fn env_or(name: &str, default: usize) -> usize {
 fn config() -> EngineConfig {
     EngineConfig {
         server_id: 1,
-        partitions: 1,
+        partitions: env_or("PARTITIONS", 1) as u32,
         min_session_timeout_ms: 4000,
         max_session_timeout_ms: 40000,
         ttl_enabled: false,
@@ -91,21 +91,22 @@ impl Driver {
         loop {
             let out = self.engine.take_output();
             assert!(out.fatal.is_none(), "{:?}", out.fatal);
-            let mut last = None;
+            // The highest ready of each partition's group.
+            let mut last: Vec<(u32, u64)> = Vec::new();
             for job in &out.persists {
                 let records = persist_job_records(job);
                 std::hint::black_box(records);
-                last = Some(job.number);
+                last.retain(|(p, _)| *p != job.partition);
+                last.push((job.partition, job.number));
             }
             for (_, bytes) in &out.sends {
                 self.replies_bytes += bytes.len() as u64;
             }
-            match last {
-                Some(number) => self.engine.handle(Input::Persisted {
-                    partition: 0,
-                    number,
-                }),
-                None => return,
+            if last.is_empty() {
+                return;
+            }
+            for (partition, number) in last {
+                self.engine.handle(Input::Persisted { partition, number });
             }
         }
     }
@@ -135,7 +136,16 @@ fn main() {
         hard_state: Default::default(),
         entries: vec![],
     };
-    let engine = Engine::new(config(), vec![recovered], 1_700_000_000_000).expect("engine");
+    let partitions = env_or("PARTITIONS", 1);
+    let mut recovered = vec![recovered];
+    recovered.resize_with(partitions, || Recovered {
+        tree: DataTree::new(),
+        snapshot_index: 0,
+        snapshot_term: 0,
+        hard_state: Default::default(),
+        entries: vec![],
+    });
+    let engine = Engine::new(config(), recovered, 1_700_000_000_000).expect("engine");
     let mut d = Driver {
         engine,
         replies_bytes: 0,

@@ -382,7 +382,7 @@ impl Engine {
         };
         // A lone voter is leader from the start; that is no change of leader.
         engine.ensemble.known_leader = engine.leader_id();
-        engine.ensemble.known_leader_terms = engine.group_terms();
+        engine.ensemble.known_leader_terms = engine.cores.iter().map(|c| c.term()).collect();
         engine.load_extensions();
         engine.publish_members();
         Ok(engine)
@@ -407,9 +407,10 @@ impl Engine {
             && self.may_prepare()
     }
 
-    /// This server leads every partition's group (`leader_id`).
+    /// This server leads every partition's group (`leader_id` is this
+    /// server).
     pub fn is_leader(&self) -> bool {
-        self.leader_id() == self.config.server_id
+        self.cores.iter().all(|core| core.is_leader())
     }
 
     /// Cut off from the quorum with read-only mode enabled.
@@ -467,6 +468,9 @@ impl Engine {
     /// writes (docs/zxids.md).
     pub fn leader_id(&self) -> u64 {
         let leader = self.cores[0].leader_id();
+        if self.cores.len() == 1 {
+            return leader;
+        }
         if self.cores[1..]
             .iter()
             .all(|core| core.leader_id() == leader)

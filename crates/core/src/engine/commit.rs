@@ -107,24 +107,31 @@ impl Engine {
     /// After a ready: tells the engine of a change of leader.
     fn note_leader(&mut self) {
         let leader = self.leader_id();
-        let terms = self.group_terms();
+        let known_terms = &self.ensemble.known_leader_terms;
+        let terms_moved =
+            (self.cores.iter().map(|core| core.term())).ne(known_terms.iter().copied());
         // A follower that missed an election can hear from the same
         // leader again in a newer term: in between, another leader may
         // have replaced what the old term left uncommitted, so that is
         // a change of leader too (its clients' pending replies would
         // otherwise be released by the newer term's zxids; ensemble
         // simulator seed 5011).
-        let re_elected = leader != 0
-            && leader == self.ensemble.known_leader
-            && terms != self.ensemble.known_leader_terms
-            && !self.is_leader();
+        let re_elected =
+            leader != 0 && leader == self.ensemble.known_leader && terms_moved && !self.is_leader();
         if leader != self.ensemble.known_leader || re_elected {
             let old = std::mem::replace(&mut self.ensemble.known_leader, leader);
-            self.ensemble.known_leader_terms = terms;
+            self.note_terms();
             self.on_leader_change(old, leader);
-        } else if leader != 0 {
-            self.ensemble.known_leader_terms = terms;
+        } else if leader != 0 && terms_moved {
+            self.note_terms();
         }
+    }
+
+    /// Remembers each group's term as the known leader's.
+    fn note_terms(&mut self) {
+        let terms = &mut self.ensemble.known_leader_terms;
+        terms.clear();
+        terms.extend(self.cores.iter().map(|core| core.term()));
     }
 
     /// Frees in-memory raft log entries toward the compaction target, a

@@ -30,11 +30,6 @@ use super::{Engine, RAFT_ELECTION_TICKS};
 const FORCE_CAMPAIGN_TICKS: u32 = 4 * RAFT_ELECTION_TICKS as u32;
 
 impl Engine {
-    /// Each group's current raft term, by partition.
-    pub(super) fn group_terms(&self) -> Vec<u64> {
-        self.cores.iter().map(|core| core.term()).collect()
-    }
-
     /// The epoch zxids are handed out in: the highest term over the groups
     /// (docs/zxids.md, `crate::zxid::server_epoch`).
     pub(super) fn epoch(&self) -> u64 {
