@@ -17,7 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage:
   stoa server [--config zoo.cfg] [--port N] [--bind ADDR] [--data-dir DIR] [--partitions N|auto]
-              [--set key=value]...
+              [--jaas JAAS.conf] [--set key=value]...
       Runs a standalone server. Without --config: port 2181, data in ./data.
       --config reads an Apache ZooKeeper zoo.cfg; flags override the file.
   stoa shell [-server host:port[,host:port]] [-timeout ms] [command args...]
@@ -76,6 +76,7 @@ fn server(args: &[String]) -> Result<(), String> {
             "--bind" => overrides.push(("clientPortAddress".into(), value)),
             "--data-dir" => overrides.push(("dataDir".into(), value)),
             "--partitions" => overrides.push(("partitions".into(), value)),
+            "--jaas" => overrides.push(("jaasLoginConfig".into(), value)),
             "--set" => {
                 let (k, v) = value
                     .split_once('=')

@@ -75,6 +75,9 @@ fn config() -> EngineConfig {
         working_dir: "/".into(),
         fixed_election_ticks: None,
         zxid_counter_limit: None,
+        sasl_users: Vec::new(),
+        enforce_auth_schemes: None,
+        nonce_seed: 0,
     }
 }
 

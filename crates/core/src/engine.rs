@@ -48,6 +48,7 @@ mod partition_core;
 mod reconfig;
 mod replication;
 mod request;
+mod sasl_auth;
 
 /// Raft ticks per election timeout (a lone voter elects itself at once).
 const RAFT_ELECTION_TICKS: usize = 10;
@@ -162,6 +163,14 @@ pub struct EngineConfig {
     /// The highest zxid counter of an epoch (None: ZooKeeper's 32 bits);
     /// simulations lower it to roll epochs often.
     pub zxid_counter_limit: Option<u32>,
+    /// The JAAS `Server` section's DigestLoginModule users (name,
+    /// password) for SASL DIGEST-MD5; none: SASL is not served.
+    pub sasl_users: Vec<(String, String)>,
+    /// `enforce.auth.enabled` with `enforce.auth.schemes`: a connection
+    /// must authenticate with one of these before any other request.
+    pub enforce_auth_schemes: Option<Vec<String>>,
+    /// Seeds the SASL nonces (from the OS's randomness at start).
+    pub nonce_seed: u64,
 }
 
 impl EngineConfig {

@@ -14,6 +14,7 @@ pub mod monitor;
 pub mod node;
 pub mod placement;
 pub mod raft_log;
+pub mod sasl;
 pub mod session;
 pub mod stats;
 pub mod watch;

@@ -81,6 +81,12 @@ pub struct ServerConfig {
     /// `clientPort` was set: with `secureClientPort` too, both are
     /// served; with only `secureClientPort`, only TLS clients are.
     pub client_port_set: bool,
+    /// `jaasLoginConfig` (`stoa server --jaas`): the JAAS file whose
+    /// `Server` section lists the SASL DIGEST-MD5 users.
+    pub jaas_login_config: Option<PathBuf>,
+    /// `enforce.auth.enabled`, `enforce.auth.schemes` (ZooKeeper 3.9).
+    pub enforce_auth_enabled: bool,
+    pub enforce_auth_schemes: Vec<String>,
 }
 
 /// ZooKeeper's AdminServer port.
@@ -120,6 +126,9 @@ impl Default for ServerConfig {
             secure_client_address: None,
             tls: crate::tls::TlsSettings::default(),
             client_port_set: false,
+            jaas_login_config: None,
+            enforce_auth_enabled: false,
+            enforce_auth_schemes: Vec::new(),
         }
     }
 }
@@ -338,6 +347,20 @@ impl ServerConfig {
                 return self.set_ssl(key.trim_start_matches("zookeeper."), value);
             }
             "serverCnxnFactory" | "zookeeper.serverCnxnFactory" => {}
+            "jaasLoginConfig" | "java.security.auth.login.config" => {
+                self.jaas_login_config = Some(PathBuf::from(value))
+            }
+            "enforce.auth.enabled" | "zookeeper.enforce.auth.enabled" => {
+                self.enforce_auth_enabled = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "enforce.auth.schemes" | "zookeeper.enforce.auth.schemes" => {
+                self.enforce_auth_schemes = (value.split(','))
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            }
+            // SASL is served whenever a JAAS Server section is given.
+            _ if key.starts_with("authProvider.") => {}
             "sslQuorum" | "zookeeper.sslQuorum" => {
                 if parse_bool(value).map_err(|e| bad(&e))? {
                     return Err(bad("TLS between ensemble members is not supported yet"));

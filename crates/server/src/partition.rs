@@ -87,6 +87,17 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
             .unwrap_or_default(),
         fixed_election_ticks: None,
         zxid_counter_limit: None,
+        sasl_users: Vec::new(),
+        enforce_auth_schemes: config
+            .enforce_auth_enabled
+            .then(|| config.enforce_auth_schemes.clone()),
+        nonce_seed: {
+            use std::hash::{BuildHasher, Hasher};
+            // RandomState is keyed from the OS's randomness.
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_i64(wall_clock_ms());
+            hasher.finish()
+        },
     }
 }
 
@@ -125,6 +136,20 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         storage::recover(&config.snapshot_dir(), &config.wal_dir(), config.partitions)?;
     crate::memory::return_free_memory();
     let mut engine_cfg = engine_config(&config);
+    if let Some(path) = &config.jaas_login_config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
+        engine_cfg.sasl_users = crate::jaas::server_digest_users(&text)
+            .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
+        log::info!(
+            "SASL DIGEST-MD5 for {} user(s) from {}",
+            engine_cfg.sasl_users.len(),
+            path.display()
+        );
+    }
+    if config.enforce_auth_enabled && config.enforce_auth_schemes.is_empty() {
+        return Err("enforce.auth.enabled=true needs enforce.auth.schemes (e.g. sasl)".into());
+    }
     if let Some(e) = &ensemble {
         engine_cfg.voters = e.voters.clone();
         engine_cfg.learners = e.learners.clone();

@@ -12,6 +12,9 @@ const SCHEME_WORLD: &str = "world";
 /// X509AuthenticationProvider): matched exactly, and "authenticated", so
 /// an `auth` ACL entry takes it as it takes a digest.
 const SCHEME_X509: &str = "x509";
+/// A SASL-authenticated user (ZooKeeper's SASLAuthenticationProvider):
+/// matched exactly, and authenticated too.
+const SCHEME_SASL: &str = "sasl";
 const SCHEME_AUTH: &str = "auth";
 const SCHEME_DIGEST: &str = "digest";
 const SCHEME_IP: &str = "ip";
@@ -37,7 +40,7 @@ pub fn check(acl: &[Acl], perm: i32, caller: Caller<'_>) -> Result<(), ErrorCode
             return Ok(());
         }
         let matcher: fn(&str, &str) -> bool = match entry.id.scheme.as_str() {
-            SCHEME_DIGEST | SCHEME_X509 => |id, expr| id == expr,
+            SCHEME_DIGEST | SCHEME_X509 | SCHEME_SASL => |id, expr| id == expr,
             SCHEME_IP => ip_matches,
             _ => continue,
         };
@@ -54,7 +57,7 @@ pub fn check(acl: &[Acl], perm: i32, caller: Caller<'_>) -> Result<(), ErrorCode
 
 /// `PrepRequestProcessor.fixupACL`: drop duplicates, reject an empty list
 /// or an invalid id, and expand `auth` entries into the caller's
-/// authenticated (digest) ids.
+/// authenticated (digest, x509, sasl) ids.
 pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
     let mut unique: Vec<&Acl> = Vec::with_capacity(acl.len());
     for entry in acl {
@@ -71,10 +74,11 @@ pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
         if id.scheme == SCHEME_WORLD && id.id == ID_ANYONE {
             out.push(entry.clone());
         } else if id.scheme == SCHEME_AUTH {
-            // Digest and x509 are "authenticated" providers; ip is not.
+            // Digest, x509 and sasl are "authenticated" providers; ip is not.
             let before = out.len();
-            let authenticated =
-                |cid: &&Id| cid.scheme == SCHEME_DIGEST || cid.scheme == SCHEME_X509;
+            let authenticated = |cid: &&Id| {
+                [SCHEME_DIGEST, SCHEME_X509, SCHEME_SASL].contains(&cid.scheme.as_str())
+            };
             for cid in ids.iter().filter(authenticated) {
                 out.push(Acl {
                     perms: entry.perms,
@@ -88,7 +92,7 @@ pub fn fixup(acl: &[Acl], ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
             let valid = match id.scheme.as_str() {
                 SCHEME_DIGEST => digest_id_is_valid(&id.id),
                 SCHEME_IP => ip_id_is_valid(&id.id),
-                SCHEME_X509 => !id.id.is_empty(),
+                SCHEME_X509 | SCHEME_SASL => !id.id.is_empty(),
                 _ => false,
             };
             if !valid {

@@ -386,10 +386,13 @@ fn acl_validation_on_create_and_set_acl() {
         w.run(&create_acl("/i", acl(ALL, "world", "nobody"))),
         Err(InvalidAcl)
     );
+    // sasl and x509 ids are valid as with ZooKeeper's SASL and X509
+    // providers configured (Stoa serves both); an unknown scheme is not.
     assert_eq!(
-        w.run(&create_acl("/i", acl(ALL, "sasl", "x"))),
+        w.run(&create_acl("/i", acl(ALL, "kerberos", "x"))),
         Err(InvalidAcl)
     );
+    assert_eq!(w.run(&create_acl("/i", acl(ALL, "sasl", ""))), Err(InvalidAcl));
     let bob = digest_id("bob:pw");
     let ids = vec![
         Id {

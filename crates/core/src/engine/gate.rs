@@ -43,6 +43,8 @@ pub(crate) struct Conn {
     /// reading such a connection until then, would serve them.
     pub early: Vec<Vec<u8>>,
     pub early_bytes: usize,
+    /// A SASL exchange between its challenge and the client's response.
+    pub sasl: Option<crate::sasl::DigestMd5>,
 }
 
 /// Packets the gate counted, for `srvr` and `mntr` (reset with the rest
@@ -93,6 +95,8 @@ pub(crate) struct SessionGate {
     /// held (see `Conn::early`): served at the next `take_output`.
     pub rebound: Vec<ConnId>,
     pub next_session_id: SessionId,
+    /// SASL exchanges started (numbers their nonces).
+    pub sasl_nonces: u64,
     /// Sessions with traffic here since the last liveness report.
     pub touched: BTreeSet<SessionId>,
     /// Follower: handshakes waiting for the leader's `Attached` (and then
@@ -121,6 +125,7 @@ impl SessionGate {
             connecting: HashMap::new(),
             rebound: Vec::new(),
             next_session_id: first_session_id,
+            sasl_nonces: 0,
             touched: BTreeSet::new(),
             attaching: HashMap::new(),
             kept: HashMap::new(),
@@ -149,6 +154,7 @@ impl SessionGate {
             forwarded: 0,
             early: Vec::new(),
             early_bytes: 0,
+            sasl: None,
         };
         let previous = self.conns.insert(conn, fresh);
         assert!(previous.is_none(), "connection id {conn} reused");

@@ -54,6 +54,9 @@ impl Engine {
                 _ => {}
             }
         }
+        if !self.auth_enforced(conn, xid, &request) {
+            return;
+        }
         if let Some(name) = self.extension_for(&request) {
             return self.on_extension_request(conn, sid, xid, &name, request);
         }
@@ -77,9 +80,7 @@ impl Engine {
             Request::Reconfig(_) if self.standalone() => {
                 self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty)
             }
-            Request::Sasl(_) => {
-                self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty)
-            }
+            Request::Sasl(packet) => self.on_sasl(conn, xid, &packet.token),
             request if request.is_write() => self.on_write(conn, sid, xid, request),
             // In an ensemble a sync goes through the leader's log, the
             // leader's own included, so the reads after it see everything
@@ -221,10 +222,7 @@ impl Engine {
             _ => {
                 log::warn!("connection {conn}: authentication failed for scheme {scheme:?}");
                 // ZooKeeper answers AuthFailed and closes the connection.
-                let zxid = self.cores[0].tree.last_zxid();
-                self.gate
-                    .send_reply(conn, xid, zxid, ErrorCode::AuthFailed, &Response::Empty);
-                self.out.closes.push(conn);
+                self.fail_auth(conn, xid);
             }
         }
     }

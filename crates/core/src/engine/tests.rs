@@ -41,6 +41,9 @@ pub(super) fn config() -> EngineConfig {
         working_dir: "/".into(),
         fixed_election_ticks: None,
         zxid_counter_limit: None,
+        sasl_users: Vec::new(),
+        enforce_auth_schemes: None,
+        nonce_seed: 0,
     }
 }
 

@@ -1,0 +1,115 @@
+//! SASL on a client connection (opcode 102): DIGEST-MD5 against the JAAS
+//! `Server` section's users (`crate::sasl`), and ZooKeeper 3.9's
+//! `enforce.auth.enabled`, which closes a connection that asks for
+//! anything before authenticating with a required scheme.
+
+use stoa_proto::codes::ErrorCode;
+use stoa_proto::records::{Id, SetSaslResponse};
+use stoa_proto::request::Request;
+use stoa_proto::response::Response;
+
+use super::Engine;
+use crate::sasl::DigestMd5;
+use crate::watch::ConnId;
+
+impl Engine {
+    /// A SASL token: an empty one opens an exchange (the challenge goes
+    /// back); the next is the client's response, checked. A failure is
+    /// AuthFailed and the connection closes, as ZooKeeper does.
+    pub(super) fn on_sasl(&mut self, conn: ConnId, xid: i32, token: &[u8]) {
+        if self.config.sasl_users.is_empty() {
+            log::warn!(
+                "connection {conn}: SASL asked for, but no JAAS Server section is configured"
+            );
+            return self.fail_auth(conn, xid);
+        }
+        let Some(c) = self.gate.conns.get_mut(&conn) else {
+            return;
+        };
+        let Some(exchange) = c.sasl.take() else {
+            let nonce = self.next_nonce();
+            let (exchange, challenge) = DigestMd5::start(nonce);
+            if let Some(c) = self.gate.conns.get_mut(&conn) {
+                c.sasl = Some(exchange);
+            }
+            return self.sasl_reply(conn, xid, challenge);
+        };
+        let users = &self.config.sasl_users;
+        let password_of = |user: &str| {
+            (users.iter())
+                .find(|(name, _)| name == user)
+                .map(|(_, password)| password.clone())
+        };
+        match exchange.finish(token, password_of) {
+            Ok((user, rspauth)) => {
+                log::info!("connection {conn}: SASL DIGEST-MD5 authenticated {user}");
+                let id = Id {
+                    scheme: "sasl".into(),
+                    id: user,
+                };
+                self.gate.add_identity(conn, id);
+                self.sasl_reply(conn, xid, rspauth);
+            }
+            Err(refusal) => {
+                log::warn!(
+                    "connection {conn}: SASL authentication failed: {}",
+                    refusal.0
+                );
+                self.stats.auth_failures += 1;
+                self.fail_auth(conn, xid);
+            }
+        }
+    }
+
+    fn sasl_reply(&mut self, conn: ConnId, xid: i32, token: Vec<u8>) {
+        let response = Response::Sasl(SetSaslResponse { token });
+        self.queue_reply(conn, xid, ErrorCode::Ok, response);
+    }
+
+    /// AuthFailed, then the connection closes.
+    pub(super) fn fail_auth(&mut self, conn: ConnId, xid: i32) {
+        let zxid = self.cores[0].tree.last_zxid();
+        self.gate
+            .send_reply(conn, xid, zxid, ErrorCode::AuthFailed, &Response::Empty);
+        self.out.closes.push(conn);
+    }
+
+    /// A nonce no one can guess without the seed (the OS's randomness at
+    /// start), unique per exchange.
+    fn next_nonce(&mut self) -> String {
+        self.gate.sasl_nonces += 1;
+        let n = self.gate.sasl_nonces;
+        let seed = self.config.nonce_seed;
+        let a = crate::session::splitmix64(seed ^ n.rotate_left(17));
+        let b = crate::session::splitmix64(a ^ seed.rotate_left(31) ^ n);
+        format!("{a:016x}{b:016x}")
+    }
+
+    /// `enforce.auth.enabled`: false (and the connection is told
+    /// SessionClosedRequireSaslAuth and closed) when `request` needs an
+    /// authenticated connection and this one is not.
+    pub(super) fn auth_enforced(&mut self, conn: ConnId, xid: i32, request: &Request) -> bool {
+        let Some(schemes) = &self.config.enforce_auth_schemes else {
+            return true;
+        };
+        if matches!(request, Request::Auth(_) | Request::Sasl(_)) {
+            return true;
+        }
+        let authenticated = self.gate.conns.get(&conn).is_some_and(|c| {
+            (c.identity.ids.iter()).any(|id| schemes.contains(&id.scheme))
+        });
+        if authenticated {
+            return true;
+        }
+        log::warn!(
+            "connection {conn}: a request before authenticating with {schemes:?} \
+             (enforce.auth.enabled); closing"
+        );
+        let zxid = self.cores[0].tree.last_zxid();
+        let error = ErrorCode::SessionClosedRequireSaslAuth;
+        self.gate
+            .send_reply(conn, xid, zxid, error, &Response::Empty);
+        self.out.closes.push(conn);
+        false
+    }
+}

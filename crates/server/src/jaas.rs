@@ -1,0 +1,123 @@
+//! The JAAS login configuration ZooKeeper users already have: the
+//! `Server` section's `org.apache.zookeeper.server.auth.DigestLoginModule`
+//! lists the SASL DIGEST-MD5 users as `user_NAME="PASSWORD"` options.
+
+/// The users of the `Server` section's DigestLoginModule, (name, password).
+pub fn server_digest_users(text: &str) -> Result<Vec<(String, String)>, String> {
+    let text = strip_comments(text);
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find('{') {
+        let name = rest[..open].trim();
+        let close = rest[open..]
+            .find('}')
+            .map(|i| open + i)
+            .ok_or_else(|| format!("section {name}: no closing brace"))?;
+        let body = &rest[open + 1..close];
+        if name == "Server" {
+            return digest_users(body);
+        }
+        rest = rest[close + 1..].trim_start().trim_start_matches(';');
+    }
+    Err("no Server section".into())
+}
+
+fn digest_users(body: &str) -> Result<Vec<(String, String)>, String> {
+    for entry in body.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let mut words = entry.splitn(3, char::is_whitespace);
+        let module = words.next().unwrap_or_default();
+        let _flag = words.next();
+        if module != "org.apache.zookeeper.server.auth.DigestLoginModule" {
+            continue;
+        }
+        let options = options(words.next().unwrap_or_default())?;
+        let users: Vec<(String, String)> = options
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.strip_prefix("user_")?.to_string(), value)))
+            .collect();
+        if users.is_empty() {
+            return Err("the Server section's DigestLoginModule lists no user_NAME".into());
+        }
+        return Ok(users);
+    }
+    Err("the Server section has no org.apache.zookeeper.server.auth.DigestLoginModule".into())
+}
+
+/// `key="value"` (or `key=value`) options separated by white space.
+fn options(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest
+            .split_once('=')
+            .ok_or_else(|| format!("option without a value near {rest:?}"))?;
+        let after = after.trim_start();
+        let (value, tail) = match after.strip_prefix('"') {
+            Some(quoted) => {
+                let end = quoted
+                    .find('"')
+                    .ok_or_else(|| format!("unterminated value of {}", key.trim()))?;
+                (&quoted[..end], &quoted[end + 1..])
+            }
+            None => {
+                let end = after.find(char::is_whitespace).unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        out.push((key.trim().to_string(), value.to_string()));
+        rest = tail.trim_start();
+    }
+    Ok(out)
+}
+
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("//") {
+            rest = after.find('\n').map_or("", |i| &after[i..]);
+        } else if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.find("*/").map_or("", |i| &after[i + 2..]);
+        } else {
+            let c = rest.chars().next().unwrap_or_default();
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_server_sections_digest_users() {
+        let text = r#"
+            // ZooKeeper's own example
+            Server {
+                   org.apache.zookeeper.server.auth.DigestLoginModule required
+                   user_super="adminsecret"
+                   user_bob="bobsecret";
+            };
+            /* the client side, not ours */
+            Client {
+                   org.apache.zookeeper.server.auth.DigestLoginModule required
+                   username="bob"
+                   password="bobsecret";
+            };
+        "#;
+        let users = server_digest_users(text).unwrap();
+        assert_eq!(
+            users,
+            vec![
+                ("super".to_string(), "adminsecret".to_string()),
+                ("bob".to_string(), "bobsecret".to_string())
+            ]
+        );
+        assert!(server_digest_users("Client { x required a=\"b\"; };").is_err());
+        assert!(server_digest_users(
+            "Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_a=\"x; };"
+        )
+        .is_err());
+    }
+}

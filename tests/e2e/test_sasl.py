@@ -1,0 +1,135 @@
+"""SASL DIGEST-MD5 with the JAAS file ZooKeeper users already have.
+
+The server reads the `Server` section of a JAAS file (`jaasLoginConfig`);
+kazoo (through pure-sasl) and ZooKeeper 3.9.5's own Java client (its JAAS
+`Client` section) authenticate against it; the `sasl` ACL scheme names
+the user; `enforce.auth.enabled` closes a connection that asks for
+anything before authenticating.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError, NoAuthError, SessionClosedRequireSaslError
+from kazoo.security import ACL, Id, Permissions
+
+import harness
+
+pytestmark = pytest.mark.skipif(harness.target() != "stoa" or harness.ensemble_target(),
+                                reason="starts its own Stoa servers")
+
+JAAS = """
+Server {
+       org.apache.zookeeper.server.auth.DigestLoginModule required
+       user_super="adminsecret"
+       user_bob="bobsecret";
+};
+"""
+
+
+@pytest.fixture
+def sasl_server(request, tmp_path):
+    def start(**cfg):
+        jaas = tmp_path / "jaas.conf"
+        jaas.write_text(JAAS)
+        extra = {"jaasLoginConfig": str(jaas)}
+        extra.update(cfg)
+        srv = harness.Server(kind="stoa", extra_cfg=extra)
+        srv.start()
+        request.addfinalizer(srv.cleanup)
+        return srv
+    return start
+
+
+def sasl_client(srv, user="bob", password="bobsecret"):
+    return KazooClient(hosts=srv.hosts, timeout=10,
+                       sasl_options={"mechanism": "DIGEST-MD5", "username": user,
+                                     "password": password})
+
+
+def test_digest_md5_authenticates_and_the_sasl_scheme_names_the_user(sasl_server):
+    srv = sasl_server()
+    bob = sasl_client(srv)
+    bob.start(timeout=10)
+    stranger = KazooClient(hosts=srv.hosts, timeout=10)
+    stranger.start(timeout=10)
+    try:
+        bob.create("/bobs", b"mine", acl=[ACL(Permissions.ALL, Id("sasl", "bob"))])
+        assert bob.get("/bobs")[0] == b"mine"
+        with pytest.raises(NoAuthError):
+            stranger.get("/bobs")
+        bob.create("/auth", b"", acl=[ACL(Permissions.ALL, Id("auth", ""))])
+        assert bob.get_acls("/auth")[0] == [ACL(Permissions.ALL, Id("sasl", "bob"))]
+    finally:
+        for c in (bob, stranger):
+            c.stop()
+            c.close()
+
+
+def test_a_wrong_password_fails_authentication(sasl_server):
+    srv = sasl_server()
+    guess = sasl_client(srv, password="guess")
+    try:
+        # kazoo reports its session first, then the failed exchange.
+        guess.start(timeout=5)
+        with pytest.raises(AuthFailedError):
+            guess.get("/")
+    finally:
+        guess.stop()
+        guess.close()
+    assert "SASL authentication failed: wrong password" in srv.log_tail(200)
+
+
+def test_enforce_auth_closes_a_connection_that_did_not_authenticate(sasl_server):
+    srv = sasl_server(**{"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"})
+    plain = KazooClient(hosts=srv.hosts, timeout=10)
+    try:
+        plain.start(timeout=5)
+        with pytest.raises(SessionClosedRequireSaslError):
+            plain.get("/")
+    finally:
+        plain.stop()
+        plain.close()
+    assert "enforce.auth.enabled" in srv.log_tail(200)
+    bob = sasl_client(srv)
+    bob.start(timeout=10)
+    try:
+        bob.create("/through", b"")
+    finally:
+        bob.stop()
+        bob.close()
+
+
+def test_the_java_client_authenticates_with_its_jaas_client_section(sasl_server, tmp_path):
+    if not os.path.exists("/usr/bin/java"):
+        pytest.skip("no java")
+    if harness.REPO_ROOT not in sys.path:
+        sys.path.insert(0, harness.REPO_ROOT)
+    from bench.compare.anchors import AnchorUnavailable, maven
+    try:
+        jars, _ = maven.zookeeper(cli=True)
+    except AnchorUnavailable as e:
+        pytest.skip("ZooKeeper 3.9.5's client cannot be had: %s" % e)
+    srv = sasl_server(**{"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"})
+    client_jaas = tmp_path / "client.jaas"
+    client_jaas.write_text(
+        'Client {\n org.apache.zookeeper.server.auth.DigestLoginModule required\n'
+        ' username="bob"\n password="bobsecret";\n};\n')
+    # ZooKeeper 3.9 turns DIGEST-MD5 off in its FIPS mode (on by default).
+    argv = ["/usr/bin/java", "-Dzookeeper.fips-mode=false",
+            "-Djava.security.auth.login.config=%s" % client_jaas,
+            "-cp", ":".join(jars.classpath), "org.apache.zookeeper.ZooKeeperMain",
+            "-server", srv.hosts, "create", "/from-java-sasl", "hi"]
+    done = subprocess.run(argv, capture_output=True, timeout=120)
+    output = (done.stdout + done.stderr).decode(errors="replace")
+    assert "Created /from-java-sasl" in output, output[-3000:]
+    bob = sasl_client(srv)
+    bob.start(timeout=10)
+    try:
+        assert bob.get("/from-java-sasl")[0] == b"hi"
+    finally:
+        bob.stop()
+        bob.close()
