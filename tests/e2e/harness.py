@@ -7,11 +7,13 @@ Everything here is bounded in time; every process started here is stopped by
 PID (SIGTERM, then SIGKILL after a bound), also at interpreter exit.
 """
 
+import contextlib
 import os
 import queue
 import shutil
 import socket
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -934,3 +936,29 @@ class RawClient:
             pass
         self.sock.close()
         self._reader.join(timeout=5)
+
+
+@contextlib.contextmanager
+def started_client(client, timeout=10.0):
+    """`client` started; stopped and closed however the block ends."""
+    try:
+        client.start(timeout=timeout)
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def zookeeper_395(admin=False, cli=False):
+    """Apache ZooKeeper 3.9.5's jars from Maven Central (cached under
+    target/anchors), with its AdminServer's or its command line client's
+    where asked; the test skips, saying why, when they cannot be had."""
+    import pytest
+    if REPO_ROOT not in sys.path:
+        sys.path.insert(0, REPO_ROOT)
+    from bench.compare.anchors import AnchorUnavailable, maven
+    try:
+        jars, _ = maven.zookeeper(admin=admin, cli=cli)
+    except AnchorUnavailable as e:
+        pytest.skip("ZooKeeper 3.9.5 cannot be had: %s" % e)
+    return jars

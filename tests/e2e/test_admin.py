@@ -10,7 +10,6 @@ Maven Central; the comparison skips, saying why, where they cannot be had).
 import json
 import os
 import socket
-import sys
 import urllib.error
 import urllib.request
 
@@ -195,18 +194,6 @@ def test_a_port_already_taken_leaves_the_server_serving(make_client):
             srv.cleanup()
 
 
-def zookeeper_395_with_admin():
-    repo = harness.REPO_ROOT
-    if repo not in sys.path:
-        sys.path.insert(0, repo)
-    from bench.compare.anchors import AnchorUnavailable, maven
-    try:
-        jars, _ = maven.zookeeper(admin=True)
-    except AnchorUnavailable as e:
-        pytest.skip("ZooKeeper 3.9.5 with its AdminServer cannot be had: %s" % e)
-    return jars
-
-
 def test_every_command_has_zookeeper_3_9_5s_fields_and_types(request, make_client):
     """Differential: the same state on Stoa and on ZooKeeper 3.9.5, every
     command and alias; field names and JSON types must match (`monitor`:
@@ -214,7 +201,7 @@ def test_every_command_has_zookeeper_3_9_5s_fields_and_types(request, make_clien
     all there; `environment`: the same keys)."""
     if not os.path.exists("/usr/bin/java"):
         pytest.skip("no java")
-    jars = zookeeper_395_with_admin()
+    jars = harness.zookeeper_395(admin=True)
     ports = {}
     for kind in ("stoa", "zookeeper"):
         port = free_port()

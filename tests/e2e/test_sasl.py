@@ -9,11 +9,11 @@ anything before authenticating.
 
 import os
 import subprocess
-import sys
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, NoAuthError, SessionClosedRequireSaslError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL, Id, Permissions
 
 import harness
@@ -73,10 +73,15 @@ def test_a_wrong_password_fails_authentication(sasl_server):
     srv = sasl_server()
     guess = sasl_client(srv, password="guess")
     try:
-        # kazoo reports its session first, then the failed exchange.
-        guess.start(timeout=5)
-        with pytest.raises(AuthFailedError):
-            guess.get("/")
+        # kazoo may report its session before the exchange fails (then
+        # calls fail), or give up starting.
+        try:
+            guess.start(timeout=5)
+        except KazooTimeoutError:
+            pass
+        else:
+            with pytest.raises(AuthFailedError):
+                guess.get("/")
     finally:
         guess.stop()
         guess.close()
@@ -94,25 +99,14 @@ def test_enforce_auth_closes_a_connection_that_did_not_authenticate(sasl_server)
         plain.stop()
         plain.close()
     assert "enforce.auth.enabled" in srv.log_tail(200)
-    bob = sasl_client(srv)
-    bob.start(timeout=10)
-    try:
+    with harness.started_client(sasl_client(srv)) as bob:
         bob.create("/through", b"")
-    finally:
-        bob.stop()
-        bob.close()
 
 
 def test_the_java_client_authenticates_with_its_jaas_client_section(sasl_server, tmp_path):
     if not os.path.exists("/usr/bin/java"):
         pytest.skip("no java")
-    if harness.REPO_ROOT not in sys.path:
-        sys.path.insert(0, harness.REPO_ROOT)
-    from bench.compare.anchors import AnchorUnavailable, maven
-    try:
-        jars, _ = maven.zookeeper(cli=True)
-    except AnchorUnavailable as e:
-        pytest.skip("ZooKeeper 3.9.5's client cannot be had: %s" % e)
+    jars = harness.zookeeper_395(cli=True)
     srv = sasl_server(**{"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"})
     client_jaas = tmp_path / "client.jaas"
     client_jaas.write_text(
@@ -126,10 +120,5 @@ def test_the_java_client_authenticates_with_its_jaas_client_section(sasl_server,
     done = subprocess.run(argv, capture_output=True, timeout=120)
     output = (done.stdout + done.stderr).decode(errors="replace")
     assert "Created /from-java-sasl" in output, output[-3000:]
-    bob = sasl_client(srv)
-    bob.start(timeout=10)
-    try:
+    with harness.started_client(sasl_client(srv)) as bob:
         assert bob.get("/from-java-sasl")[0] == b"hi"
-    finally:
-        bob.stop()
-        bob.close()

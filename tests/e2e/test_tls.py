@@ -130,13 +130,8 @@ def test_clientauth_need_refuses_a_client_without_a_certificate(certs, started):
 def test_clientauth_want_lets_it_in(certs, started):
     srv, port = tls_server(certs, **{"ssl.clientAuth": "want"})
     started(srv)
-    bare = tls_client(certs, port, cert=None)
-    bare.start(timeout=10)
-    try:
+    with harness.started_client(tls_client(certs, port, cert=None)) as bare:
         bare.create("/wanted", b"")
-    finally:
-        bare.stop()
-        bare.close()
 
 
 def test_the_x509_scheme_is_the_client_certificates_subject(certs, started):
@@ -238,15 +233,7 @@ def test_the_java_client_over_netty_tls(certs, started):
     """ZooKeeper 3.9.5's own client (ClientCnxnSocketNetty) with PEM stores."""
     if not os.path.exists("/usr/bin/java"):
         pytest.skip("no java")
-    repo = harness.REPO_ROOT
-    import sys
-    if repo not in sys.path:
-        sys.path.insert(0, repo)
-    from bench.compare.anchors import AnchorUnavailable, maven
-    try:
-        jars, _ = maven.zookeeper(cli=True)
-    except AnchorUnavailable as e:
-        pytest.skip("ZooKeeper 3.9.5's client cannot be had: %s" % e)
+    jars = harness.zookeeper_395(cli=True)
     srv, port = tls_server(certs)
     started(srv)
     props = {
@@ -264,10 +251,5 @@ def test_the_java_client_over_netty_tls(certs, started):
     done = subprocess.run(argv, capture_output=True, timeout=120)
     output = (done.stdout + done.stderr).decode(errors="replace")
     assert "Created /from-java" in output, output[-3000:]
-    check = KazooClient(hosts=srv.hosts, timeout=10)
-    check.start(timeout=10)
-    try:
+    with harness.started_client(KazooClient(hosts=srv.hosts, timeout=10)) as check:
         assert check.get("/from-java")[0] == b"hello"
-    finally:
-        check.stop()
-        check.close()

@@ -110,6 +110,23 @@ fn next_id(ids: &ConnIds) -> ConnId {
     conn
 }
 
+/// The next connection a listener takes (a failed accept, such as one
+/// over the descriptor limit, is retried shortly).
+async fn accept_next(listener: &TcpListener) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                return (stream, peer);
+            }
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
 pub async fn accept_loop(
     listener: TcpListener,
     events: mpsc::Sender<NetEvent>,
@@ -117,15 +134,7 @@ pub async fn accept_loop(
     ids: ConnIds,
 ) {
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(pair) => pair,
-            Err(e) => {
-                log::warn!("accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        let (stream, peer) = accept_next(&listener).await;
         let conn = next_id(&ids);
         let (read_half, write_half) = stream.into_split();
         let writer = spawn_writer(write_half);
@@ -154,15 +163,7 @@ pub async fn tls_accept_loop(
     ids: ConnIds,
 ) {
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(pair) => pair,
-            Err(e) => {
-                log::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        let (stream, peer) = accept_next(&listener).await;
         let acceptor = tokio_rustls::TlsAcceptor::from(config.current());
         let conn = next_id(&ids);
         let events = events.clone();

@@ -606,9 +606,7 @@ fn spawn_snapshot_writer(
                 let mut waiting = vec![first];
                 waiting.extend(job_rx.try_iter());
                 for task in coalesce_snapshot_tasks(waiting) {
-                    let partition = match &task {
-                        SnapshotTask::Write(job) | SnapshotTask::Ship(job) => job.partition,
-                    };
+                    let partition = task.partition();
                     let done = match stores.get_mut(partition as usize) {
                         Some(store) => run_snapshot_task(store, task),
                         None => Err(format!("a snapshot of partition {partition}, not run here")),

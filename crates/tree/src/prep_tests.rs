@@ -392,7 +392,10 @@ fn acl_validation_on_create_and_set_acl() {
         w.run(&create_acl("/i", acl(ALL, "kerberos", "x"))),
         Err(InvalidAcl)
     );
-    assert_eq!(w.run(&create_acl("/i", acl(ALL, "sasl", ""))), Err(InvalidAcl));
+    assert_eq!(
+        w.run(&create_acl("/i", acl(ALL, "sasl", ""))),
+        Err(InvalidAcl)
+    );
     let bob = digest_id("bob:pw");
     let ids = vec![
         Id {

@@ -95,9 +95,11 @@ impl Engine {
         if matches!(request, Request::Auth(_) | Request::Sasl(_)) {
             return true;
         }
-        let authenticated = self.gate.conns.get(&conn).is_some_and(|c| {
-            (c.identity.ids.iter()).any(|id| schemes.contains(&id.scheme))
-        });
+        let authenticated = self
+            .gate
+            .conns
+            .get(&conn)
+            .is_some_and(|c| (c.identity.ids.iter()).any(|id| schemes.contains(&id.scheme)));
         if authenticated {
             return true;
         }

@@ -139,12 +139,7 @@ impl SimSnapshots {
         let tasks = coalesce_snapshot_tasks(std::mem::take(&mut self.queued));
         tasks
             .into_iter()
-            .map(|task| {
-                let partition = match &task {
-                    SnapshotTask::Write(job) | SnapshotTask::Ship(job) => job.partition,
-                };
-                run_snapshot_task(self.store(partition), task)
-            })
+            .map(|task| run_snapshot_task(self.store(task.partition()), task))
             .collect()
     }
 

@@ -76,6 +76,15 @@ pub enum SnapshotTask {
     Ship(SnapshotJob),
 }
 
+impl SnapshotTask {
+    /// The partition whose tree the task writes (its store).
+    pub fn partition(&self) -> u32 {
+        match self {
+            SnapshotTask::Write(job) | SnapshotTask::Ship(job) => job.partition,
+        }
+    }
+}
+
 /// A task's outcome, for `Node::on_snapshot_done`.
 pub enum SnapshotDone {
     Written {
