@@ -253,3 +253,33 @@ def test_the_java_client_over_netty_tls(certs, started):
     assert "Created /from-java" in output, output[-3000:]
     with harness.started_client(KazooClient(hosts=srv.hosts, timeout=10)) as check:
         assert check.get("/from-java")[0] == b"hello"
+
+
+def admin_get(port, https, ca):
+    """The AdminServer's `ruok` over HTTP or HTTPS (status, body)."""
+    import urllib.request
+    context = ssl.create_default_context(cafile=ca) if https else None
+    url = "%s://127.0.0.1:%d/commands/ruok" % ("https" if https else "http", port)
+    with urllib.request.urlopen(url, timeout=10, context=context) as r:
+        return r.status, r.read().decode()
+
+
+def test_the_admin_server_over_https_with_the_quorum_keys(certs, started):
+    """admin.forceHttps: HTTPS only, with ssl.quorum.* stores as ZooKeeper
+    takes them; admin.portUnification: HTTP and HTTPS on one port."""
+    ca = os.path.join(certs, "ca.crt")
+    for unification in (False, True):
+        admin_port = free_port()
+        mode = {"admin.portUnification": "true"} if unification else {"admin.forceHttps": "true"}
+        srv = harness.Server(kind="stoa", extra_cfg=dict(
+            mode, **{"admin.enableServer": "true", "admin.serverAddress": "127.0.0.1",
+                     "admin.serverPort": admin_port,
+                     "ssl.quorum.keyStore.location": os.path.join(certs, "server.pem")}))
+        started(srv)
+        status, body = admin_get(admin_port, True, ca)
+        assert status == 200 and '"command" : "ruok"' in body
+        if unification:
+            assert admin_get(admin_port, False, ca)[0] == 200
+        else:
+            with pytest.raises(Exception):
+                admin_get(admin_port, False, ca)

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use stoa_core::admin::{self, AdminAnswer, AdminCall, Json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 /// A command for the engine's thread, answered on `reply`.
@@ -44,7 +44,33 @@ pub struct AdminSite {
 /// echoed, as Stoa's logging has levels rather than a mask.
 static TRACE_MASK: AtomicI64 = AtomicI64::new(306);
 
-pub async fn serve(site: AdminSite, engine: mpsc::Sender<AdminRequest>) {
+/// How the AdminServer's port speaks (`admin.forceHttps`,
+/// `admin.portUnification`).
+pub enum AdminTransport {
+    Http,
+    /// HTTPS only.
+    Https(crate::tls::TlsSettings),
+    /// Both, told apart by a request's first byte (a TLS handshake's is
+    /// 0x16).
+    Both(crate::tls::TlsSettings),
+}
+
+/// The first byte of a TLS record carrying a handshake.
+const TLS_HANDSHAKE_BYTE: u8 = 0x16;
+
+pub async fn serve(site: AdminSite, engine: mpsc::Sender<AdminRequest>, transport: AdminTransport) {
+    let (settings, https_only) = match transport {
+        AdminTransport::Http => (None, false),
+        AdminTransport::Https(settings) => (Some(settings), true),
+        AdminTransport::Both(settings) => (Some(settings), false),
+    };
+    let mut tls = match settings.map(crate::tls::ReloadingConfig::new).transpose() {
+        Ok(tls) => tls,
+        Err(e) => {
+            log::warn!("AdminServer: HTTPS cannot start, so neither does it: {e}");
+            return;
+        }
+    };
     let listener = match TcpListener::bind(site.address).await {
         Ok(l) => l,
         Err(e) => {
@@ -57,19 +83,46 @@ pub async fn serve(site: AdminSite, engine: mpsc::Sender<AdminRequest>) {
             return;
         }
     };
-    log::info!("AdminServer on http://{}{}", site.address, site.command_url);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    log::info!(
+        "AdminServer on {scheme}://{}{}",
+        site.address,
+        site.command_url
+    );
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let (site, engine) = (site.clone(), engine.clone());
+        let acceptor = tls
+            .as_mut()
+            .map(|t| tokio_rustls::TlsAcceptor::from(t.current()));
         tokio::task::spawn_local(async move {
-            let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &site, &engine)).await;
+            let served = async {
+                let Some(acceptor) = acceptor else {
+                    return answer(stream, &site, &engine).await;
+                };
+                let mut first = [0u8; 1];
+                let https = https_only
+                    || matches!(stream.peek(&mut first).await, Ok(1) if first[0] == TLS_HANDSHAKE_BYTE);
+                if !https {
+                    return answer(stream, &site, &engine).await;
+                }
+                match acceptor.accept(stream).await {
+                    Ok(stream) => answer(stream, &site, &engine).await,
+                    Err(e) => log::info!("AdminServer: TLS handshake failed: {e}"),
+                }
+            };
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, served).await;
         });
     }
 }
 
-async fn answer(mut stream: TcpStream, site: &AdminSite, engine: &mpsc::Sender<AdminRequest>) {
+async fn answer(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+    site: &AdminSite,
+    engine: &mpsc::Sender<AdminRequest>,
+) {
     let mut head = Vec::new();
     let mut buf = [0u8; 2048];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -388,7 +441,7 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 async fn write_response(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncWrite + Unpin),
     response: &HttpResponse,
     head_only: bool,
 ) -> std::io::Result<()> {

@@ -78,6 +78,15 @@ pub struct ServerConfig {
     pub secure_client_address: Option<IpAddr>,
     /// The `ssl.*` keys.
     pub tls: crate::tls::TlsSettings,
+    /// The `ssl.quorum.*` keys: ZooKeeper's AdminServer takes its HTTPS
+    /// keys from them (TLS between members is not served yet).
+    pub quorum_tls: crate::tls::TlsSettings,
+    /// `admin.forceHttps`: the AdminServer speaks HTTPS only;
+    /// `admin.portUnification`: HTTP and HTTPS on its one port;
+    /// `admin.needClientAuth`: HTTPS clients show a certificate.
+    pub admin_force_https: bool,
+    pub admin_port_unification: bool,
+    pub admin_need_client_auth: bool,
     /// `clientPort` was set: with `secureClientPort` too, both are
     /// served; with only `secureClientPort`, only TLS clients are.
     pub client_port_set: bool,
@@ -125,6 +134,10 @@ impl Default for ServerConfig {
             secure_client_port: None,
             secure_client_address: None,
             tls: crate::tls::TlsSettings::default(),
+            quorum_tls: crate::tls::TlsSettings::default(),
+            admin_force_https: false,
+            admin_port_unification: false,
+            admin_need_client_auth: false,
             client_port_set: false,
             jaas_login_config: None,
             enforce_auth_enabled: false,
@@ -308,6 +321,15 @@ impl ServerConfig {
             "admin.serverPort" | "zookeeper.admin.serverPort" => {
                 self.admin_port = value.parse().map_err(|_| bad("not a port"))?
             }
+            "admin.forceHttps" | "zookeeper.admin.forceHttps" => {
+                self.admin_force_https = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "admin.portUnification" | "zookeeper.admin.portUnification" => {
+                self.admin_port_unification = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "admin.needClientAuth" | "zookeeper.admin.needClientAuth" => {
+                self.admin_need_client_auth = parse_bool(value).map_err(|e| bad(&e))?
+            }
             "admin.commandURL" | "zookeeper.admin.commandURL" => {
                 if !value.starts_with('/') || value.contains(char::is_whitespace) {
                     return Err(bad("expected a path such as /commands"));
@@ -395,7 +417,25 @@ impl ServerConfig {
         self.client_port_set || self.secure_client_port.is_none()
     }
 
-    /// One `ssl.*` key (ZooKeeper's X509Util names).
+    /// The AdminServer's HTTPS settings, when it serves HTTPS: the
+    /// `ssl.quorum.*` stores as ZooKeeper's, else the clients' `ssl.*`.
+    pub fn admin_tls(&self) -> Option<crate::tls::TlsSettings> {
+        if !self.admin_force_https && !self.admin_port_unification {
+            return None;
+        }
+        let mut tls = match self.quorum_tls.key_store.location {
+            Some(_) => self.quorum_tls.clone(),
+            None => self.tls.clone(),
+        };
+        tls.client_auth = if self.admin_need_client_auth {
+            crate::tls::ClientAuth::Need
+        } else {
+            crate::tls::ClientAuth::None
+        };
+        Some(tls)
+    }
+
+    /// One `ssl.*` or `ssl.quorum.*` key (ZooKeeper's X509Util names).
     fn set_ssl(&mut self, key: &str, value: &str) -> Result<Option<String>, ConfigError> {
         let bad = |why: &str| ConfigError(format!("{key}={value}: {why}"));
         let list = |v: &str| -> Vec<String> {
@@ -404,8 +444,12 @@ impl ServerConfig {
                 .filter(|s| !s.is_empty())
                 .collect()
         };
-        let tls = &mut self.tls;
-        let (store, field) = match key.split_once('.').map(|(_, rest)| rest) {
+        let rest = key.strip_prefix("ssl.").unwrap_or(key);
+        let (tls, rest) = match rest.strip_prefix("quorum.") {
+            Some(rest) => (&mut self.quorum_tls, rest),
+            None => (&mut self.tls, rest),
+        };
+        let (store, field) = match Some(rest) {
             Some(rest) if rest.starts_with("keyStore.") => {
                 (Some(&mut tls.key_store), &rest["keyStore.".len()..])
             }
@@ -433,11 +477,6 @@ impl ServerConfig {
             // certificates: rustls picks the version from enabledProtocols
             // and checks a client's chain, not its host name.
             (None, "protocol" | "hostnameVerification" | "clientHostnameVerification") => {}
-            _ if key.starts_with("ssl.quorum.") => {
-                return Ok(Some(format!(
-                    "{key} ignored: TLS between ensemble members (sslQuorum) is not supported yet"
-                )))
-            }
             _ => return Ok(Some(format!("unknown key {key} ignored"))),
         }
         Ok(None)

@@ -275,10 +275,13 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         }
         let (admin_tx, admin_rx) = mpsc::channel(16);
         if config.admin_enabled {
-            tokio::task::spawn_local(crate::admin::serve(
-                admin_site(&config, &ensemble),
-                admin_tx,
-            ));
+            let transport = match config.admin_tls() {
+                None => crate::admin::AdminTransport::Http,
+                Some(tls) if config.admin_force_https => crate::admin::AdminTransport::Https(tls),
+                Some(tls) => crate::admin::AdminTransport::Both(tls),
+            };
+            let site = admin_site(&config, &ensemble);
+            tokio::task::spawn_local(crate::admin::serve(site, admin_tx, transport));
         }
         let receivers = Receivers {
             net: net_rx,
