@@ -20,6 +20,8 @@ const USAGE: &str = "usage:
               [--jaas JAAS.conf] [--set key=value]...
       Runs a standalone server. Without --config: port 2181, data in ./data.
       --config reads an Apache ZooKeeper zoo.cfg; flags override the file.
+  stoa import --zk-data-dir DIR [--zk-log-dir DIR] --data-dir DIR [--data-log-dir DIR]
+      Converts a stopped ZooKeeper's data directory (3.5 to 3.9) into a new Stoa one.
   stoa shell [-server host:port[,host:port]] [-timeout ms] [command args...]
       A zkCli-compatible shell: runs one command, or reads commands from stdin.
   stoa bench [--servers host:port[,..]] [--sessions N] [--outstanding K] [--mix op=w,..]
@@ -40,6 +42,13 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some("import") => match import(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("stoa import: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Some("shell") => stoa_client::shell::main(&args[1..]),
         Some("bench") => stoa_bench::main(&args[1..]),
         Some("help") | Some("--help") | Some("-h") => {
@@ -51,6 +60,48 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `stoa import`: a stopped ZooKeeper's dataDir (and dataLogDir) into a
+/// new Stoa data directory.
+fn import(args: &[String]) -> Result<(), String> {
+    let (mut zk_data, mut zk_log, mut data, mut data_log) = (None, None, None, None);
+    let mut i = 0;
+    while i < args.len() {
+        let flag = args[i].as_str();
+        let value = args
+            .get(i + 1)
+            .map(PathBuf::from)
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        match flag {
+            "--zk-data-dir" => zk_data = Some(value),
+            "--zk-log-dir" => zk_log = Some(value),
+            "--data-dir" => data = Some(value),
+            "--data-log-dir" => data_log = Some(value),
+            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
+        }
+        i += 2;
+    }
+    let (Some(zk_data), Some(data)) = (zk_data, data) else {
+        return Err(format!("--zk-data-dir and --data-dir are needed\n{USAGE}"));
+    };
+    let zk_log = zk_log.unwrap_or_else(|| zk_data.clone());
+    let wal_dir = data_log.unwrap_or_else(|| data.clone()).join("wal");
+    let (tree, imported) = stoa_server::import::restore(&zk_data, &zk_log)?;
+    stoa_server::import::write_data_dir(&tree, &data, &wal_dir)?;
+    println!(
+        "imported {} znodes and {} sessions at zxid {:#x} ({}, then {} logged transactions) into {}",
+        imported.nodes,
+        imported.sessions,
+        imported.last_zxid,
+        imported
+            .snapshot
+            .as_ref()
+            .map_or("no snapshot".to_string(), |p| p.display().to_string()),
+        imported.transactions_replayed,
+        data.display()
+    );
+    Ok(())
 }
 
 fn server(args: &[String]) -> Result<(), String> {

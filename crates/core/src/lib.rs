@@ -9,6 +9,7 @@ pub mod admin;
 pub mod engine;
 pub mod ensemble;
 pub mod fourlw;
+pub mod import;
 pub mod membership;
 pub mod monitor;
 pub mod node;

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod config;
 pub mod ensemble;
+pub mod import;
 pub mod jaas;
 pub mod logging;
 pub mod memory;

@@ -32,6 +32,7 @@ pub use path::{validate_path, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 pub use prep::{PrepContext, PrepError, Preparer};
 pub use response::{reply_for, response_for, ReplyShape};
 pub use snapshot::{read_snapshot, write_snapshot, SnapshotError};
+pub use snapshot_load::{tree_from_nodes, ImportedNode};
 pub use tree::DataTree;
 pub use txn::{CreateTxn, Txn, TxnHeader, TxnOp};
 

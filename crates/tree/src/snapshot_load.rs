@@ -370,3 +370,57 @@ impl Builder {
         Ok((self.tree, self.digest))
     }
 }
+
+/// One node of a tree being imported (from a ZooKeeper snapshot).
+pub struct ImportedNode {
+    /// `/` for the root.
+    pub path: String,
+    pub data: Option<Vec<u8>>,
+    pub acl: Vec<stoa_proto::records::Acl>,
+    pub stat: PersistedStat,
+}
+
+/// Builds a tree from nodes listed each after its parent (depth first, as
+/// ZooKeeper's snapshots list them; siblings in any order), with its
+/// sessions (id, timeout) and the zxid it is as of. The structure is
+/// checked as a snapshot's is: a node before its parent, one twice, or a
+/// child of an ephemeral is refused.
+pub fn tree_from_nodes(
+    nodes: impl IntoIterator<Item = ImportedNode>,
+    sessions: impl IntoIterator<Item = (i64, i32)>,
+    last_zxid: i64,
+) -> Result<DataTree, SnapshotError> {
+    let scheme = DigestScheme::Lanes;
+    let mut builder = Builder {
+        scheme,
+        open: Vec::new(),
+        digest: 0,
+        tree: DataTree::empty(),
+    };
+    let mut acls: Vec<(Vec<stoa_proto::records::Acl>, SharedAcl)> = Vec::new();
+    for imported in nodes {
+        // Lists are shared between the nodes that carry the same one.
+        let acl = match acls.iter().find(|(list, _)| *list == imported.acl) {
+            Some((_, shared)) => shared.clone(),
+            None => {
+                let shared = shared_acl(&imported.acl);
+                acls.push((imported.acl, shared.clone()));
+                shared
+            }
+        };
+        let node = Node::new(shared_bytes(imported.data.as_deref()), acl, imported.stat);
+        let path: Arc<str> = Arc::from(imported.path.as_str());
+        builder.add(NodeRecord {
+            digest: NodeDigest::of_record(scheme, &path, node.as_ref()),
+            path,
+            node,
+        })?;
+    }
+    let (mut tree, _) = builder.finish()?;
+    tree.last_zxid = last_zxid;
+    for (id, timeout_ms) in sessions {
+        tree.sessions = tree.sessions.insert(id, timeout_ms);
+    }
+    tree.check_invariants().map_err(corrupt)?;
+    Ok(tree)
+}
