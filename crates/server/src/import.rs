@@ -55,7 +55,7 @@ fn zxid_files(dir: &Path, prefix: &str) -> Result<Vec<(i64, PathBuf)>, String> {
             files.push((zxid as i64, item.path()));
         }
     }
-    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
     Ok(files)
 }
 
