@@ -95,8 +95,16 @@ def test_mntr_data_size_follows_creates_sets_and_deletes(server, raw):
 
 @pytest.mark.skipif(harness.target() != "stoa", reason="a Stoa figure")
 def test_mntr_reports_the_partitions_the_server_runs(server):
-    """stoa_partitions is the configured partition count (STOA_PARTITIONS)."""
-    assert _mntr_value(server, "stoa_partitions") == harness.stoa_partitions()
+    """stoa_partitions is the configured partition count (STOA_PARTITIONS),
+    and each partition's group reports a term, a leader and its progress."""
+    partitions = harness.stoa_partitions()
+    assert _mntr_value(server, "stoa_partitions") == partitions
+    for p in range(partitions):
+        assert _mntr_value(server, "stoa_partition_%d_term" % p) >= 1
+        assert _mntr_value(server, "stoa_partition_%d_leader" % p) >= 1
+        applied = _mntr_value(server, "stoa_partition_%d_applied_index" % p)
+        assert applied <= _mntr_value(server, "stoa_partition_%d_last_index" % p)
+    assert "stoa_partition_%d_term" % partitions not in server.four_letter("mntr")
 
 
 def test_conf(server):

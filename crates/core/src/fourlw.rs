@@ -172,6 +172,21 @@ pub fn mntr(m: &Monitor) -> String {
     for (k, v) in ensemble_rows {
         let _ = writeln!(out, "{k}\t{v}");
     }
+    // Per partition: its group's term and leader, how far it applied, its
+    // tree (Prometheus turns the number into a `partition` label).
+    for (p, r) in m.partition_reports.iter().enumerate() {
+        let rows = [
+            ("term", r.term.to_string()),
+            ("leader", r.leader.to_string()),
+            ("applied_index", r.applied_index.to_string()),
+            ("last_index", r.last_index.to_string()),
+            ("last_zxid", r.last_zxid.to_string()),
+            ("znode_count", r.znodes.to_string()),
+        ];
+        for (name, value) in rows {
+            let _ = writeln!(out, "stoa_partition_{p}_{name}\t{value}");
+        }
+    }
     for (name, e) in &m.extensions {
         let name: String = name
             .chars()

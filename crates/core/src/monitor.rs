@@ -35,6 +35,8 @@ pub struct Monitor {
     pub quorum_size: usize,
     /// Partitions (raft groups) this server runs.
     pub partitions: u32,
+    /// Each partition's group, by partition number.
+    pub partition_reports: Vec<PartitionReport>,
     /// Leader only: (peers, peers within `SYNCED_LAG_ENTRIES_MAX` entries,
     /// the largest lag in entries).
     pub followers: (usize, usize, u64),
@@ -43,6 +45,18 @@ pub struct Monitor {
     pub configuration: String,
     pub host_name: String,
     pub working_dir: String,
+}
+
+/// One partition's raft group and tree, for `mntr` and Prometheus.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionReport {
+    pub term: u64,
+    /// Its group's leader (0: none known).
+    pub leader: u64,
+    pub applied_index: u64,
+    pub last_index: u64,
+    pub last_zxid: i64,
+    pub znodes: usize,
 }
 
 /// One client connection as `cons` and `stat` list it.

@@ -24,7 +24,14 @@ pub fn render(mntr: &str) -> String {
             continue;
         };
         let name = key.strip_prefix("zk_").unwrap_or(key);
-        if value.parse::<f64>().is_ok() {
+        if let (Some((metric, partition)), true) =
+            (partition_metric(name), value.parse::<f64>().is_ok())
+        {
+            if partition == "0" {
+                out.push_str(&format!("# TYPE {metric} gauge\n"));
+            }
+            out.push_str(&format!("{metric}{{partition=\"{partition}\"}} {value}\n"));
+        } else if value.parse::<f64>().is_ok() {
             out.push_str(&format!("# TYPE {name} gauge\n{name} {value}\n"));
         } else {
             labels.push(format!(
@@ -38,6 +45,14 @@ pub fn render(mntr: &str) -> String {
         labels.join(",")
     ));
     out
+}
+
+/// `stoa_partition_<p>_<figure>` → (`stoa_partition_<figure>`, p).
+fn partition_metric(name: &str) -> Option<(String, &str)> {
+    let rest = name.strip_prefix("stoa_partition_")?;
+    let (partition, figure) = rest.split_once('_')?;
+    partition.parse::<u32>().ok()?;
+    Some((format!("stoa_partition_{figure}"), partition))
 }
 
 pub async fn serve(address: SocketAddr, scrapes: mpsc::Sender<ScrapeRequest>) {
@@ -94,5 +109,10 @@ mod tests {
         assert!(text.contains("# TYPE znode_count gauge\nznode_count 7\n"));
         assert!(text.contains("avg_latency 0.5000\n"));
         assert!(text.contains("info{version=\"3.9.2-stoa\"} 1"));
+        let parts = render("stoa_partition_0_term\t3\nstoa_partition_1_term\t4\n");
+        assert!(parts.contains("# TYPE stoa_partition_term gauge\n"));
+        assert!(parts.contains("stoa_partition_term{partition=\"0\"} 3\n"));
+        assert!(parts.contains("stoa_partition_term{partition=\"1\"} 4\n"));
+        assert_eq!(parts.matches("# TYPE stoa_partition_term").count(), 1);
     }
 }

@@ -50,6 +50,16 @@ impl Engine {
             mode: self.mode(),
             serving: self.is_member() && (self.leader_id() != 0 || self.read_only()),
             partitions: self.config.partitions,
+            partition_reports: (self.cores.iter())
+                .map(|core| crate::monitor::PartitionReport {
+                    term: core.term(),
+                    leader: core.leader_id(),
+                    applied_index: core.applied_index,
+                    last_index: core.raft.store().last_index(),
+                    last_zxid: core.tree.last_zxid(),
+                    znodes: core.tree.node_count(),
+                })
+                .collect(),
             read_only: self.read_only(),
             now_ms: self.now_ms,
             stats: Stats {
