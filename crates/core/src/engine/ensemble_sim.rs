@@ -1426,3 +1426,10 @@ fn ensembles_of_two_partitions_under_simulated_faults_keep_the_contract() {
 fn five_participant_ensembles_under_simulated_faults_keep_the_contract() {
     run_seeds(5, 1, SEEDS_DEFAULT);
 }
+
+/// Five participants, two partitions: two servers down or cut off at
+/// once while every group must follow partition 0's leader.
+#[test]
+fn five_participant_ensembles_of_two_partitions_under_simulated_faults_keep_the_contract() {
+    run_seeds(5, 2, SEEDS_DEFAULT);
+}
