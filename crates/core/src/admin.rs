@@ -197,20 +197,6 @@ pub fn response(command: &str, mut data: Vec<(String, Json)>, error: Option<&str
     Json::Object(data)
 }
 
-/// `{"command": .., "error": ..}` alone, pretty printed.
-pub fn error_json(command: &str, error: &str) -> String {
-    response(command, Vec::new(), Some(error)).pretty()
-}
-
-/// `dirs`: the bytes under the snapshot and log directories.
-pub fn dirs_json(datadir_size: u64, logdir_size: u64) -> String {
-    let data = vec![
-        ("datadir_size".to_string(), Json::Int(datadir_size as i64)),
-        ("logdir_size".to_string(), Json::Int(logdir_size as i64)),
-    ];
-    response("dirs", data, None).pretty()
-}
-
 /// What the HTTP side asks of the engine's thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminCall {
@@ -242,6 +228,11 @@ impl AdminAnswer {
             content_type: "application/json",
             body: value.pretty(),
         }
+    }
+
+    /// `{"command": .., "error": ..}` alone.
+    pub fn error(status: u16, command: &str, error: &str) -> AdminAnswer {
+        AdminAnswer::json(status, &response(command, Vec::new(), Some(error)))
     }
 }
 

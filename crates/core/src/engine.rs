@@ -117,7 +117,7 @@ fn start_raft_group(
     let mut raft = RawNode::new(&raft_config, log, &logger).map_err(|e| format!("raft: {e}"))?;
     // A lone voter elects itself at once; in an ensemble the randomized
     // election timer decides.
-    if config.voters == [config.server_id] && config.learners.is_empty() {
+    if config.standalone() {
         raft.campaign().map_err(|e| format!("raft campaign: {e}"))?;
     }
     Ok(raft)
@@ -174,6 +174,11 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// A lone voter and no learners: a standalone server.
+    pub fn standalone(&self) -> bool {
+        self.voters == [self.server_id] && self.learners.is_empty()
+    }
+
     pub fn four_letter_allowed(&self, word: &str) -> bool {
         (word == "isro" && self.read_only_enabled)
             || crate::fourlw::four_letter_allowed(self.four_letter_whitelist.as_deref(), word)
@@ -483,7 +488,7 @@ impl Engine {
         if self.cores[1..]
             .iter()
             .all(|core| core.leader_id() == leader)
-            && (leader != self.config.server_id || self.cores.iter().all(|c| c.is_leader()))
+            && (leader != self.config.server_id || self.is_leader())
         {
             leader
         } else {
@@ -498,13 +503,13 @@ impl Engine {
     pub fn handle(&mut self, input: Input) {
         match input {
             Input::Accepted { conn, peer } => self.gate.accept(conn, peer, self.now_ms),
-            Input::ClientCertificate { conn, subject } => self.gate.add_identity(
-                conn,
-                stoa_proto::records::Id {
+            Input::ClientCertificate { conn, subject } => {
+                let id = stoa_proto::records::Id {
                     scheme: "x509".into(),
                     id: subject,
-                },
-            ),
+                };
+                self.gate.add_identity(conn, id, false);
+            }
             Input::Frames { conn, bytes } => self.on_frames(conn, &bytes),
             Input::FourLetter { conn, word } => {
                 let text = self.four_letter(&word, conn);

@@ -24,6 +24,35 @@ pub struct Member {
     pub client: Option<(Option<String>, u16)>,
 }
 
+impl Role {
+    /// As zoo.cfg and ZooKeeper's AdminServer spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Participant => "participant",
+            Role::Observer => "observer",
+        }
+    }
+}
+
+/// An address as ZooKeeper writes one before a port: IPv6 in brackets.
+pub fn delimited_host(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
+impl Member {
+    /// `address:port` of the client port this member announces (a bare
+    /// port shows as `0.0.0.0:port`), when its line has one.
+    pub fn client_address(&self) -> Option<String> {
+        let (address, port) = self.client.as_ref()?;
+        let address = delimited_host(address.as_deref().unwrap_or("0.0.0.0"));
+        Some(format!("{address}:{port}"))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnsembleError(pub String);
 

@@ -13,7 +13,7 @@
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::jute::{Reader, Record};
-use stoa_proto::records::{Acl, Id};
+use stoa_proto::records::Acl;
 use stoa_tree::{CreateTxn, ImportedNode, PersistedStat, Txn, TxnHeader, TxnOp};
 
 /// "ZKSN" and "ZKLG", the file headers' magic numbers.
@@ -25,6 +25,9 @@ const OPEN_ACL_REFERENCE: i64 = -1;
 /// What a ZooKeeper snapshot holds.
 pub struct ZkSnapshot {
     pub sessions: Vec<(i64, i32)>,
+    /// The ACL lists the nodes name by index (the first: world:anyone
+    /// with every right, ZooKeeper's reference -1).
+    pub acl_lists: Vec<Vec<Acl>>,
     /// Each node after its parent, the root (ZooKeeper's "") as `/`.
     pub nodes: Vec<ImportedNode>,
 }
@@ -37,15 +40,7 @@ fn err(what: impl std::fmt::Display) -> String {
 /// checked against the Adler-32 ZooKeeper seals them with.
 pub fn read_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, String> {
     let mut r = Reader::new(bytes);
-    let magic = r.read_i32().map_err(err)?;
-    if magic != SNAPSHOT_MAGIC {
-        return Err("not a ZooKeeper snapshot (no ZKSN header)".into());
-    }
-    let version = r.read_i32().map_err(err)?;
-    if version != 2 {
-        return Err(format!("snapshot format version {version} (2 is read)"));
-    }
-    let _dbid = r.read_i64().map_err(err)?;
+    read_file_header(&mut r, SNAPSHOT_MAGIC, "snapshot")?;
     let count = r.read_i32().map_err(err)?;
     let mut sessions = Vec::new();
     for _ in 0..count.max(0) {
@@ -53,11 +48,12 @@ pub fn read_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, String> {
     }
     // The ACL cache: reference -> list.
     let acl_count = r.read_i32().map_err(err)?;
-    let mut acls: Vec<(i64, Vec<Acl>)> = Vec::new();
+    let mut acl_lists = vec![vec![Acl::open_unsafe()]];
+    let mut index_of = std::collections::HashMap::from([(OPEN_ACL_REFERENCE, 0)]);
     for _ in 0..acl_count.max(0) {
         let reference = r.read_i64().map_err(err)?;
-        let list = r.read_vec(Acl::decode).map_err(err)?;
-        acls.push((reference, list));
+        index_of.insert(reference, acl_lists.len());
+        acl_lists.push(r.read_vec(Acl::decode).map_err(err)?);
     }
     let mut nodes = Vec::new();
     loop {
@@ -67,15 +63,9 @@ pub fn read_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, String> {
         }
         let data = r.read_nullable_buffer().map_err(err)?;
         let reference = r.read_i64().map_err(err)?;
-        let acl = match reference {
-            OPEN_ACL_REFERENCE => vec![open_acl()],
-            _ => (acls.iter())
-                .find(|(r, _)| *r == reference)
-                .map(|(_, list)| list.clone())
-                .ok_or_else(|| {
-                    format!("node {path:?}: ACL reference {reference} not in the cache")
-                })?,
-        };
+        let acl = *index_of
+            .get(&reference)
+            .ok_or_else(|| format!("node {path:?}: ACL reference {reference} not in the cache"))?;
         let stat = PersistedStat {
             czxid: r.read_i64().map_err(err)?,
             mzxid: r.read_i64().map_err(err)?,
@@ -105,17 +95,25 @@ pub fn read_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, String> {
     if checksum as u64 != u64::from(adler32(&bytes[..sealed])) {
         return Err("snapshot checksum mismatch (a damaged or unfinished snapshot)".into());
     }
-    Ok(ZkSnapshot { sessions, nodes })
+    Ok(ZkSnapshot {
+        sessions,
+        acl_lists,
+        nodes,
+    })
 }
 
-fn open_acl() -> Acl {
-    Acl {
-        perms: 31,
-        id: Id {
-            scheme: "world".into(),
-            id: "anyone".into(),
-        },
+/// ZooKeeper's FileHeader: magic, format version (2), database id.
+fn read_file_header(r: &mut Reader<'_>, magic: i32, what: &str) -> Result<(), String> {
+    if r.read_i32().map_err(err)? != magic {
+        let name = String::from_utf8_lossy(&magic.to_be_bytes()).into_owned();
+        return Err(format!("not a ZooKeeper {what} (no {name} header)"));
     }
+    let version = r.read_i32().map_err(err)?;
+    if version != 2 {
+        return Err(format!("{what} format version {version} (2 is read)"));
+    }
+    let _dbid = r.read_i64().map_err(err)?;
+    Ok(())
 }
 
 /// A transaction log file's bytes: every transaction, as Stoa's tree
@@ -123,15 +121,7 @@ fn open_acl() -> Acl {
 /// short (a crash while ZooKeeper wrote it: never acknowledged).
 pub fn read_log(bytes: &[u8]) -> Result<Vec<Txn>, String> {
     let mut r = Reader::new(bytes);
-    let magic = r.read_i32().map_err(err)?;
-    if magic != LOG_MAGIC {
-        return Err("not a ZooKeeper transaction log (no ZKLG header)".into());
-    }
-    let version = r.read_i32().map_err(err)?;
-    if version != 2 {
-        return Err(format!("log format version {version} (2 is read)"));
-    }
-    let _dbid = r.read_i64().map_err(err)?;
+    read_file_header(&mut r, LOG_MAGIC, "transaction log")?;
     // Each record: checksum (i64), length (i32), the transaction, then an
     // end-of-record byte.
     let mut at = bytes.len() - r.remaining();

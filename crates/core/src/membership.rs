@@ -199,24 +199,11 @@ impl Membership {
 /// `host:quorumPort:electionPort:role;clientAddress:clientPort`, the form
 /// ZooKeeper writes (a bare client port shows as `0.0.0.0:port`).
 fn member_spec(m: &Member) -> String {
-    let host = if m.host.contains(':') {
-        format!("[{}]", m.host)
-    } else {
-        m.host.clone()
-    };
-    let role = match m.role {
-        Role::Participant => "participant",
-        Role::Observer => "observer",
-    };
+    let host = crate::ensemble::delimited_host(&m.host);
+    let role = m.role.name();
     let mut spec = format!("{host}:{}:{}:{role}", m.quorum_port, m.election_port);
-    if let Some((address, port)) = &m.client {
-        let address = address.as_deref().unwrap_or("0.0.0.0");
-        let address = if address.contains(':') {
-            format!("[{address}]")
-        } else {
-            address.to_string()
-        };
-        spec.push_str(&format!(";{address}:{port}"));
+    if let Some(client) = m.client_address() {
+        spec.push_str(&format!(";{client}"));
     }
     spec
 }

@@ -151,37 +151,13 @@ async fn answer(
                 method == "HEAD",
             )
         }
-        None => (
-            HttpResponse::json(400, error_body("", "malformed request line")),
-            false,
-        ),
+        None => (AdminAnswer::error(400, "", "malformed request line"), false),
     };
     let _ = write_response(&mut stream, &response, head_only).await;
 }
 
-/// An HTTP answer before it is written.
-pub struct HttpResponse {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub body: String,
-}
-
-impl HttpResponse {
-    fn json(status: u16, body: String) -> HttpResponse {
-        HttpResponse {
-            status,
-            content_type: "application/json",
-            body,
-        }
-    }
-}
-
-fn too_large() -> HttpResponse {
-    HttpResponse::json(431, error_body("", "request head too large"))
-}
-
-fn error_body(command: &str, error: &str) -> String {
-    admin::error_json(command, error)
+fn too_large() -> AdminAnswer {
+    AdminAnswer::error(431, "", "request head too large")
 }
 
 /// Where a request goes.
@@ -281,15 +257,15 @@ async fn respond(
     site: &AdminSite,
     engine: &mpsc::Sender<AdminRequest>,
     authorization: Option<String>,
-) -> HttpResponse {
+) -> AdminAnswer {
     match route {
-        Route::Listing => HttpResponse {
+        Route::Listing => AdminAnswer {
             status: 200,
             // ZooKeeper sends its listing with no Content-Type.
             content_type: "",
             body: admin::listing(&site.command_url),
         },
-        Route::Options => HttpResponse {
+        Route::Options => AdminAnswer {
             status: 200,
             content_type: "",
             body: String::new(),
@@ -307,29 +283,25 @@ async fn respond(
         }
         Route::Live => ask(engine, AdminCall::Live).await,
         Route::Ready => ask(engine, AdminCall::Ready).await,
-        Route::NotFound => HttpResponse::json(404, error_body("", "not found")),
-        Route::MethodNotAllowed => HttpResponse::json(405, error_body("", "method not allowed")),
+        Route::NotFound => AdminAnswer::error(404, "", "not found"),
+        Route::MethodNotAllowed => AdminAnswer::error(405, "", "method not allowed"),
     }
 }
 
 /// Runs `call` on the engine's thread; a stopped or stuck engine is a 503.
-async fn ask(engine: &mpsc::Sender<AdminRequest>, call: AdminCall) -> HttpResponse {
+async fn ask(engine: &mpsc::Sender<AdminRequest>, call: AdminCall) -> AdminAnswer {
     let (reply, answer) = oneshot::channel();
     if engine.send(AdminRequest { call, reply }).await.is_err() {
-        return HttpResponse::json(503, error_body("", "the server is stopping"));
+        return AdminAnswer::error(503, "", "the server is stopping");
     }
     match answer.await {
-        Ok(a) => HttpResponse {
-            status: a.status,
-            content_type: a.content_type,
-            body: a.body,
-        },
-        Err(_) => HttpResponse::json(503, error_body("", "the server is stopping")),
+        Ok(answer) => answer,
+        Err(_) => AdminAnswer::error(503, "", "the server is stopping"),
     }
 }
 
 /// The commands about the process and its disk rather than the engine.
-fn answer_here(site: &AdminSite, name: &str, args: &[(String, String)]) -> Option<HttpResponse> {
+fn answer_here(site: &AdminSite, name: &str, args: &[(String, String)]) -> Option<AdminAnswer> {
     let (command, _) = admin::resolve(name)?;
     let data: Vec<(String, Json)> = match command {
         // Bytes in the snapshot and WAL directories, as ZooKeeper counts
@@ -387,9 +359,9 @@ fn answer_here(site: &AdminSite, name: &str, args: &[(String, String)]) -> Optio
         )],
         _ => return None,
     };
-    Some(HttpResponse::json(
+    Some(AdminAnswer::json(
         200,
-        admin::response(command, data, None).pretty(),
+        &admin::response(command, data, None),
     ))
 }
 
@@ -442,7 +414,7 @@ fn dir_bytes(dir: &Path) -> u64 {
 
 async fn write_response(
     stream: &mut (impl AsyncWrite + Unpin),
-    response: &HttpResponse,
+    response: &AdminAnswer,
     head_only: bool,
 ) -> std::io::Result<()> {
     let reason = match response.status {

@@ -268,15 +268,7 @@ impl ServerConfig {
                 let n: u32 = parse_positive(value).map_err(|e| bad(&e))?;
                 self.max_frame_bytes = n as usize;
             }
-            "4lw.commands.whitelist" => {
-                self.four_letter_whitelist = Some(
-                    value
-                        .split(',')
-                        .map(|w| w.trim().to_string())
-                        .filter(|w| !w.is_empty())
-                        .collect(),
-                )
-            }
+            "4lw.commands.whitelist" => self.four_letter_whitelist = Some(comma_list(value)),
             "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => {
                 self.extended_types_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }
@@ -376,10 +368,7 @@ impl ServerConfig {
                 self.enforce_auth_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }
             "enforce.auth.schemes" | "zookeeper.enforce.auth.schemes" => {
-                self.enforce_auth_schemes = (value.split(','))
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
+                self.enforce_auth_schemes = comma_list(value)
             }
             // SASL is served whenever a JAAS Server section is given.
             _ if key.starts_with("authProvider.") => {}
@@ -438,26 +427,17 @@ impl ServerConfig {
     /// One `ssl.*` or `ssl.quorum.*` key (ZooKeeper's X509Util names).
     fn set_ssl(&mut self, key: &str, value: &str) -> Result<Option<String>, ConfigError> {
         let bad = |why: &str| ConfigError(format!("{key}={value}: {why}"));
-        let list = |v: &str| -> Vec<String> {
-            v.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        };
         let rest = key.strip_prefix("ssl.").unwrap_or(key);
         let (tls, rest) = match rest.strip_prefix("quorum.") {
             Some(rest) => (&mut self.quorum_tls, rest),
             None => (&mut self.tls, rest),
         };
-        let (store, field) = match Some(rest) {
-            Some(rest) if rest.starts_with("keyStore.") => {
-                (Some(&mut tls.key_store), &rest["keyStore.".len()..])
-            }
-            Some(rest) if rest.starts_with("trustStore.") => {
-                (Some(&mut tls.trust_store), &rest["trustStore.".len()..])
-            }
-            Some(rest) => (None, rest),
-            None => (None, ""),
+        let (store, field) = if let Some(field) = rest.strip_prefix("keyStore.") {
+            (Some(&mut tls.key_store), field)
+        } else if let Some(field) = rest.strip_prefix("trustStore.") {
+            (Some(&mut tls.trust_store), field)
+        } else {
+            (None, rest)
         };
         match (store, field) {
             (Some(store), "location") => store.location = Some(PathBuf::from(value)),
@@ -471,8 +451,8 @@ impl ServerConfig {
             (None, "clientAuth") => {
                 tls.client_auth = crate::tls::parse_client_auth(value).map_err(|e| bad(&e))?
             }
-            (None, "enabledProtocols") => tls.protocols = list(value),
-            (None, "ciphersuites") => tls.cipher_suites = list(value),
+            (None, "enabledProtocols") => tls.protocols = comma_list(value),
+            (None, "ciphersuites") => tls.cipher_suites = comma_list(value),
             // The SSLContext protocol and the hostname checks of clients'
             // certificates: rustls picks the version from enabledProtocols
             // and checks a client's chain, not its host name.
@@ -481,6 +461,14 @@ impl ServerConfig {
         }
         Ok(None)
     }
+}
+
+/// The non-empty items of a comma-separated value, trimmed.
+fn comma_list(value: &str) -> Vec<String> {
+    (value.split(','))
+        .map(|item| item.trim().to_string())
+        .filter(|item| !item.is_empty())
+        .collect()
 }
 
 /// `N` (1 to `PARTITIONS_MAX`) or `auto`: the cores this process may use.

@@ -66,7 +66,8 @@ pub fn restore(data_dir: &Path, log_dir: &Path) -> Result<(DataTree, Imported), 
     for (zxid, path) in &snapshots {
         let bytes = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         match read_snapshot(&bytes).and_then(|s| {
-            stoa_tree::tree_from_nodes(s.nodes, s.sessions, *zxid).map_err(|e| e.to_string())
+            stoa_tree::tree_from_nodes(&s.acl_lists, s.nodes, s.sessions, *zxid)
+                .map_err(|e| e.to_string())
         }) {
             Ok(tree) => {
                 base = Some((tree, path.clone()));

@@ -179,9 +179,7 @@ fn key_store(store: &StoreSettings) -> Result<KeyPair, String> {
     let bytes = read(path, KEY)?;
     match store_kind(store, path, KEY)?.as_str() {
         "PEM" => {
-            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("{KEY} {}: {e}", path.display()))?;
+            let chain = pem_certificates(&bytes, KEY, path)?;
             let key = PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
                 format!(
                     "{KEY} {}: no unencrypted private key ({e}); an encrypted PEM key is not \
@@ -195,8 +193,7 @@ fn key_store(store: &StoreSettings) -> Result<KeyPair, String> {
             Ok((chain, key))
         }
         "PKCS12" => {
-            let store = p12_keystore::KeyStore::from_pkcs12(&bytes, &store.password)
-                .map_err(|e| format!("{KEY} {}: {e}", path.display()))?;
+            let store = pkcs12(&bytes, store, KEY, path)?;
             let (_, pair) = store
                 .private_key_chain()
                 .ok_or_else(|| format!("{KEY} {}: no private key", path.display()))?;
@@ -218,12 +215,9 @@ fn trust_store(store: &StoreSettings) -> Result<RootCertStore, String> {
     )?;
     let bytes = read(path, KEY)?;
     let certs: Vec<CertificateDer<'static>> = match store_kind(store, path, KEY)?.as_str() {
-        "PEM" => CertificateDer::pem_slice_iter(&bytes)
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("{KEY} {}: {e}", path.display()))?,
+        "PEM" => pem_certificates(&bytes, KEY, path)?,
         "PKCS12" => {
-            let store = p12_keystore::KeyStore::from_pkcs12(&bytes, &store.password)
-                .map_err(|e| format!("{KEY} {}: {e}", path.display()))?;
+            let store = pkcs12(&bytes, store, KEY, path)?;
             (store.entries())
                 .filter_map(|(_, entry)| match entry {
                     p12_keystore::KeyStoreEntry::Certificate(c) => {
@@ -241,6 +235,28 @@ fn trust_store(store: &StoreSettings) -> Result<RootCertStore, String> {
         return Err(format!("{KEY} {}: no CA certificate", path.display()));
     }
     Ok(roots)
+}
+
+/// Every certificate of a PEM file.
+fn pem_certificates(
+    bytes: &[u8],
+    key: &str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, String> {
+    CertificateDer::pem_slice_iter(bytes)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{key} {}: {e}", path.display()))
+}
+
+/// A PKCS12 file opened with the store's password.
+fn pkcs12(
+    bytes: &[u8],
+    store: &StoreSettings,
+    key: &str,
+    path: &Path,
+) -> Result<p12_keystore::KeyStore, String> {
+    p12_keystore::KeyStore::from_pkcs12(bytes, &store.password)
+        .map_err(|e| format!("{key} {}: {e}", path.display()))
 }
 
 fn unsupported(key: &str, kind: &str) -> String {

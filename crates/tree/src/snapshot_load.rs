@@ -376,16 +376,19 @@ pub struct ImportedNode {
     /// `/` for the root.
     pub path: String,
     pub data: Option<Vec<u8>>,
-    pub acl: Vec<stoa_proto::records::Acl>,
+    /// Its ACL: an index into the lists given with the nodes.
+    pub acl: usize,
     pub stat: PersistedStat,
 }
 
 /// Builds a tree from nodes listed each after its parent (depth first, as
-/// ZooKeeper's snapshots list them; siblings in any order), with its
+/// ZooKeeper's snapshots list them; siblings in any order), each naming
+/// one of `acl_lists` (shared by the nodes that name it), with its
 /// sessions (id, timeout) and the zxid it is as of. The structure is
 /// checked as a snapshot's is: a node before its parent, one twice, or a
 /// child of an ephemeral is refused.
 pub fn tree_from_nodes(
+    acl_lists: &[Vec<stoa_proto::records::Acl>],
     nodes: impl IntoIterator<Item = ImportedNode>,
     sessions: impl IntoIterator<Item = (i64, i32)>,
     last_zxid: i64,
@@ -397,17 +400,10 @@ pub fn tree_from_nodes(
         digest: 0,
         tree: DataTree::empty(),
     };
-    let mut acls: Vec<(Vec<stoa_proto::records::Acl>, SharedAcl)> = Vec::new();
+    let acls: Vec<SharedAcl> = acl_lists.iter().map(|list| shared_acl(list)).collect();
     for imported in nodes {
-        // Lists are shared between the nodes that carry the same one.
-        let acl = match acls.iter().find(|(list, _)| *list == imported.acl) {
-            Some((_, shared)) => shared.clone(),
-            None => {
-                let shared = shared_acl(&imported.acl);
-                acls.push((imported.acl, shared.clone()));
-                shared
-            }
-        };
+        let acl = (acls.get(imported.acl).cloned())
+            .ok_or_else(|| corrupt(format!("{}: no ACL list {}", imported.path, imported.acl)))?;
         let node = Node::new(shared_bytes(imported.data.as_deref()), acl, imported.stat);
         let path: Arc<str> = Arc::from(imported.path.as_str());
         builder.add(NodeRecord {

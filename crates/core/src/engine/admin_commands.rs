@@ -49,10 +49,10 @@ impl Engine {
     fn admin_command(&mut self, requested: &str, authorization: Option<&str>) -> AdminAnswer {
         let Some((command, needs_server)) = admin::resolve(requested) else {
             let error = format!("Unknown command: {requested}");
-            return AdminAnswer::json(200, &admin::response(requested, vec![], Some(&error)));
+            return AdminAnswer::error(200, requested, &error);
         };
         if needs_server && !self.serving_clients() {
-            return AdminAnswer::json(200, &admin::response(requested, vec![], Some(NOT_SERVING)));
+            return AdminAnswer::error(200, requested, NOT_SERVING);
         }
         let data: Vec<(String, Json)> = match command {
             "monitor" => monitor_fields(&self.monitor()),
@@ -109,7 +109,7 @@ impl Engine {
                 // process and its disk, not the engine).
                 other => {
                     let error = format!("{other} is answered by the AdminServer itself");
-                    return AdminAnswer::json(200, &admin::response(other, vec![], Some(&error)));
+                    return AdminAnswer::error(200, other, &error);
                 }
             }),
         };
@@ -312,21 +312,13 @@ impl Engine {
     }
 
     fn admin_zabstate(&self) -> Vec<(&'static str, Json)> {
-        if self.standalone() || !self.serving_clients() {
-            return vec![("voting", Json::Bool(false)), ("zabstate", Json::str(""))];
-        }
-        let membership = self.membership();
         let me = self.config.server_id;
-        let Some(member) = membership.members.get(&me) else {
+        let in_quorum = !self.standalone() && self.serving_clients();
+        let Some(member) = self.membership().members.get(&me).filter(|_| in_quorum) else {
             return vec![("voting", Json::Bool(false)), ("zabstate", Json::str(""))];
         };
         let zxid = self.cores[0].tree.last_zxid();
-        let client = member
-            .client
-            .as_ref()
-            .map_or(String::new(), |(host, port)| {
-                format!("{}:{port}", host.as_deref().unwrap_or("0.0.0.0"))
-            });
+        let client = member.client_address().unwrap_or_default();
         vec![
             ("myid", Json::Int(me as i64)),
             ("is_leader", Json::Bool(self.is_leader())),
@@ -438,14 +430,8 @@ fn monitor_fields(m: &Monitor) -> Vec<(String, Json)> {
 }
 
 fn member_view(m: &Member) -> Json {
-    let client = m.client.as_ref().map_or(String::new(), |(host, port)| {
-        format!("{}:{port}", host.as_deref().unwrap_or("0.0.0.0"))
-    });
-    let learner_type = if m.role == Role::Participant {
-        "participant"
-    } else {
-        "observer"
-    };
+    let client = m.client_address().unwrap_or_default();
+    let learner_type = m.role.name();
     Json::object(vec![
         (
             "server_addresses",
@@ -489,13 +475,8 @@ fn addresses(host: &str, port: u16) -> Json {
 /// import` brings ZooKeeper's), and says so.
 fn snapshot_refused(command: &str, requested: &str, authorization: Option<&str>) -> AdminAnswer {
     if authorization.is_none_or(|a| a.trim().is_empty()) {
-        let body = admin::response(
-            requested,
-            vec![],
-            Some("Auth info is missing for the command"),
-        );
-        return AdminAnswer::json(401, &body);
+        return AdminAnswer::error(401, requested, "Auth info is missing for the command");
     }
     let error = format!("{command} over the AdminServer is not supported by Stoa");
-    AdminAnswer::json(503, &admin::response(command, vec![], Some(&error)))
+    AdminAnswer::error(503, command, &error)
 }

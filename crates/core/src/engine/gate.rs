@@ -160,14 +160,25 @@ impl SessionGate {
         assert!(previous.is_none(), "connection id {conn} reused");
     }
 
-    /// `conn` authenticated as `id` too (ahead of its first request).
-    pub fn add_identity(&mut self, conn: ConnId, id: Id) {
+    /// `conn` authenticated as `id` too, which makes it the super user
+    /// when `is_super`. Requests already handed on keep the identities
+    /// they were sent with; the next ones carry these.
+    pub fn add_identity(&mut self, conn: ConnId, id: Id, is_super: bool) {
         if let Some(c) = self.conns.get_mut(&conn) {
             let mut ids = c.identity.ids.to_vec();
-            if !ids.contains(&id) {
-                ids.push(id);
+            let super_id = Id {
+                scheme: "super".into(),
+                id: String::new(),
+            };
+            for id in [is_super.then_some(super_id), Some(id)]
+                .into_iter()
+                .flatten()
+            {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
             }
-            c.identity = Identity::new(ids, c.identity.is_super);
+            c.identity = Identity::new(ids, c.identity.is_super || is_super);
         }
     }
 

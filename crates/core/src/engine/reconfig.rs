@@ -81,7 +81,7 @@ fn placeholder(id: u64) -> Member {
 impl Engine {
     /// Started without other servers in its configuration file.
     pub(crate) fn standalone(&self) -> bool {
-        self.config.voters == [self.config.server_id] && self.config.learners.is_empty()
+        self.config.standalone()
     }
 
     /// False once a reconfig removed this server: it serves nobody then.

@@ -2,7 +2,6 @@
 //! in session order, writes are prepared and proposed.
 
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::records::Id;
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader};
@@ -201,21 +200,7 @@ impl Engine {
             "digest" => {
                 let id = digest_id(&String::from_utf8_lossy(auth));
                 let is_super = self.config.super_digest.as_deref() == Some(id.id.as_str());
-                if let Some(c) = self.gate.conns.get_mut(&conn) {
-                    // Requests already handed on keep the identities they
-                    // were sent with; the next ones carry these.
-                    let mut ids = c.identity.ids.to_vec();
-                    if is_super {
-                        ids.push(Id {
-                            scheme: "super".into(),
-                            id: String::new(),
-                        });
-                    }
-                    if !ids.contains(&id) {
-                        ids.push(id);
-                    }
-                    c.identity = Identity::new(ids, c.identity.is_super || is_super);
-                }
+                self.gate.add_identity(conn, id, is_super);
                 self.queue_reply(conn, xid, ErrorCode::Ok, Response::Empty);
             }
             "ip" => self.queue_reply(conn, xid, ErrorCode::Ok, Response::Empty),

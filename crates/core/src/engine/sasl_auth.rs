@@ -47,7 +47,7 @@ impl Engine {
                     scheme: "sasl".into(),
                     id: user,
                 };
-                self.gate.add_identity(conn, id);
+                self.gate.add_identity(conn, id, false);
                 self.sasl_reply(conn, xid, rspauth);
             }
             Err(refusal) => {
@@ -68,9 +68,15 @@ impl Engine {
 
     /// AuthFailed, then the connection closes.
     pub(super) fn fail_auth(&mut self, conn: ConnId, xid: i32) {
+        self.refuse_and_close(conn, xid, ErrorCode::AuthFailed);
+    }
+
+    /// Answers `xid` with `error` at once (ahead of anything queued, as
+    /// ZooKeeper answers an authentication failure) and closes `conn`.
+    fn refuse_and_close(&mut self, conn: ConnId, xid: i32, error: ErrorCode) {
         let zxid = self.cores[0].tree.last_zxid();
         self.gate
-            .send_reply(conn, xid, zxid, ErrorCode::AuthFailed, &Response::Empty);
+            .send_reply(conn, xid, zxid, error, &Response::Empty);
         self.out.closes.push(conn);
     }
 
@@ -107,11 +113,7 @@ impl Engine {
             "connection {conn}: a request before authenticating with {schemes:?} \
              (enforce.auth.enabled); closing"
         );
-        let zxid = self.cores[0].tree.last_zxid();
-        let error = ErrorCode::SessionClosedRequireSaslAuth;
-        self.gate
-            .send_reply(conn, xid, zxid, error, &Response::Empty);
-        self.out.closes.push(conn);
+        self.refuse_and_close(conn, xid, ErrorCode::SessionClosedRequireSaslAuth);
         false
     }
 }
