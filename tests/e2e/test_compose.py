@@ -303,6 +303,13 @@ def test_paths_reach_the_owning_ensemble_unchanged(make_composed, plain):
         c.get("/")
     c.delete("/us/config", recursive=True)
     assert plain["/us"].exists("/us/config") is None
+    # A read of a missing node after a switch: its sync still succeeds.
+    assert c.current_mount == "/us"
+    assert c.exists("/eu/missing") is None
+    with pytest.raises(NoNodeError):
+        c.get("/eu/missing/deeper")
+    assert c.current_mount == "/eu"
+    assert c.stats["syncs_injected"] >= 2 and c.stats["sync_failures"] == 0
     assert c.connected and c.state == KazooState.CONNECTED
 
 

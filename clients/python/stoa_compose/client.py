@@ -118,6 +118,12 @@ class ComposedClient:
         return KeeperState.CONNECTED
 
     @property
+    def current_mount(self):
+        """The prefix of the mount Algorithm 1 targets now (None before the
+        first request and after a new session)."""
+        return self._sequencer.current
+
+    @property
     def client_ids(self):
         """{prefix: (session id, password)} of the member sessions."""
         return {prefix: m.client_id for prefix, m in self.members.items()}
@@ -156,7 +162,9 @@ class ComposedClient:
 
         def wait_all():
             for event in started:
-                event.wait()
+                while not event.wait(0.5):
+                    if self._phase != RUNNING:
+                        return  # stopped before it connected
             all_live.set()
 
         if all(e.is_set() for e in started):
@@ -227,8 +235,14 @@ class ComposedClient:
             if self._phase != RENEWING:
                 return  # stop() came meanwhile
             self._phase = RUNNING
-            for member in self.members.values():
-                member.start_async()
+        # Outside the lock: a member's connection thread takes it to report.
+        for member in self.members.values():
+            member.start_async()
+        with self._state_lock:
+            if self._phase == STOPPED:
+                # stop() ran while the members started: end them again.
+                for member in self.members.values():
+                    member.stop()
             self._refresh_state()
 
     def _refresh_state(self):
