@@ -502,6 +502,43 @@ def test_one_member_expiring_expires_the_composed_session_everywhere(make_compos
     assert c.get("/us/eph")[1].ephemeralOwner == new["/us"][0]
 
 
+def test_a_deleted_sync_node_is_counted_and_made_again(make_composed, plain):
+    c = make_composed(eu_sync="write")
+    c.create("/us/y", b"0")
+    plain["/eu"].delete(DEFAULT_SYNC_NODE)
+    assert c.exists("/eu/x") is None          # a switch: a write-sync, refused
+    assert c.stats["sync_failures"] == 1
+    h.wait_until(lambda: plain["/eu"].exists(DEFAULT_SYNC_NODE), what="sync node made again")
+    c.get("/us/y")
+    c.exists("/eu/x")
+    assert c.stats["sync_failures"] == 1 and c.stats["syncs_injected"] == 3
+
+
+def test_a_member_disconnect_suspends_the_composed_session_without_expiring_it(
+        make_composed, plain, ensembles):
+    proxy = h.TcpProxy(ensembles["/eu"].port)
+    try:
+        c = ComposedClient({"/eu": proxy.hosts, "/us": {"hosts": ensembles["/us"].hosts,
+                                                        "sync": SYNC}},
+                           timeout=10, connection_retry={"max_tries": -1, "delay": 0.05,
+                                                         "max_delay": 0.2})
+        c.start(timeout=20)
+        states = []
+        c.add_listener(states.append)
+        c.create("/eu/eph", b"", ephemeral=True)
+        ids = c.client_ids
+        proxy.drop_all()
+        h.wait_until(lambda: KazooState.SUSPENDED in states, what="composed SUSPENDED")
+        h.wait_until(lambda: c.connected, timeout=15, what="reconnected")
+        assert states == [KazooState.SUSPENDED, KazooState.CONNECTED]
+        assert c.client_ids == ids and c.stats["sessions_expired"] == 0
+        assert c.exists("/eu/eph") is not None
+        c.stop()
+        c.close()
+    finally:
+        proxy.close()
+
+
 def test_watch_events_from_both_mounts_are_delivered_one_at_a_time_in_arrival_order(
         make_composed, plain):
     plain["/eu"].create("/eu/w", b"0")

@@ -239,11 +239,13 @@ class ComposedClient:
         for member in self.members.values():
             member.start_async()
         with self._state_lock:
-            if self._phase == STOPPED:
-                # stop() ran while the members started: end them again.
-                for member in self.members.values():
-                    member.stop()
+            stopped_meanwhile = self._phase == STOPPED
             self._refresh_state()
+        if stopped_meanwhile:
+            # stop() ran while the members started: end them again (outside
+            # the lock, which their connection threads may be waiting for).
+            for member in self.members.values():
+                member.stop()
 
     def _refresh_state(self):
         if self._phase != RUNNING:
