@@ -10,6 +10,7 @@ follower, under STOA_TARGET=zookeeper two ZooKeepers with write-syncs).
 """
 
 import concurrent.futures
+import datetime
 import random
 import threading
 import time
@@ -450,6 +451,17 @@ def test_kazoo_recipes_run_unchanged_under_one_mount(make_composed, plain):
     h.wait_until(lambda: seen_children and "newchild" in seen_children[-1],
                  what="ChildrenWatch update")
     assert seen_data[0] == b"v0"
+    # Semaphore, LockingQueue and NonBlockingLease (a transaction inside).
+    sem = a.Semaphore("/eu/sem", max_leases=1)
+    assert sem.acquire(timeout=5)
+    assert not b.Semaphore("/eu/sem", max_leases=1).acquire(blocking=False)
+    sem.release()
+    queue = a.LockingQueue("/us/queue")
+    queue.put(b"job")
+    assert b.LockingQueue("/us/queue").get(timeout=5) == b"job"
+    lease = a.NonBlockingLease("/eu/lease", datetime.timedelta(seconds=30), identifier="a")
+    assert lease
+    assert not b.NonBlockingLease("/eu/lease", datetime.timedelta(seconds=30), identifier="b")
 
 
 def test_transactions_compose_within_one_mount_only(make_composed, plain):
