@@ -413,35 +413,59 @@ def test_concurrent_composed_clients_are_sequentially_consistent(make_composed, 
     assert sum(c.stats["syncs_injected"] for c in clients) > 0
 
 
-@pytest.mark.skipif(not h.ensemble_target(), reason="needs a follower that lags behind its "
-                    "leader: runs under STOA_TARGET=stoa-ensemble")
+@pytest.fixture(scope="module")
+def eu_ensemble(ensembles):
+    """A 3-member Stoa ensemble for /eu whose client member m1 is a
+    follower: the target's own under STOA_TARGET=stoa-ensemble, else one
+    started here."""
+    if h.target() != "stoa":
+        pytest.skip("needs a Stoa ensemble (the harness builds only Stoa ones)")
+    if h.ensemble_target():
+        yield ensembles["/eu"]
+        return
+    eu = h.Server(kind="stoa", ensemble=True)
+    try:
+        eu.start(timeout=90)
+        yield eu
+    finally:
+        eu.cleanup()
+
+
 @pytest.mark.parametrize("eu_sync", ["sync", "write"])
-def test_a_read_after_a_switch_sees_a_write_its_follower_had_not_applied(make_composed, plain,
+def test_a_read_after_a_switch_sees_a_write_its_follower_had_not_applied(eu_ensemble, plain,
                                                                          ensembles, eu_sync):
     """ZooNet's Figure 1 on a real lagging follower: the composed client's
     eu session is on follower m1, which is paused while the leader commits a
     write (with the other follower), then resumed just after the client's
-    read arrives. Without the injected sync m1 may answer from before the
+    read arrives. Without the injected sync m1 answers from before the
     write; with it, m1 answers only once it applied the sync, so the write."""
-    eu = ensembles["/eu"]
-    plain["/eu"].create("/eu/x", b"old")
-    plain["/us"].create("/us/y", b"0")
-    c = make_composed(eu_sync=eu_sync)
-    assert c.get("/eu/x")[0] == b"old"
-    c.get("/us/y")
+    eu = eu_ensemble
     writer = plain_client(eu.leader())
-    follower = eu.client_member.pid
-    os.kill(follower, signal.SIGSTOP)
+    c = ComposedClient({"/eu": {"hosts": eu.hosts, "sync": eu_sync},
+                        "/us": ensembles["/us"].hosts}, timeout=10)
     try:
-        writer.set("/eu/x", b"new")
-        read = c.get_async("/eu/x")         # a switch: sync, then the read
-        time.sleep(0.3)
+        if writer.exists("/eu"):
+            writer.delete("/eu", recursive=True)
+        writer.create("/eu/x", b"old", makepath=True)
+        plain["/us"].create("/us/y", b"0")
+        c.start(timeout=20)
+        assert c.get("/eu/x")[0] == b"old"
+        c.get("/us/y")
+        follower = eu.client_member.pid
+        os.kill(follower, signal.SIGSTOP)
+        try:
+            writer.set("/eu/x", b"new")
+            read = c.get_async("/eu/x")         # a switch: sync, then the read
+            time.sleep(0.3)
+        finally:
+            os.kill(follower, signal.SIGCONT)
+        assert read.get(timeout=20)[0] == b"new"
+        assert c.stats["syncs_injected"] == 3
     finally:
-        os.kill(follower, signal.SIGCONT)
-    assert read.get(timeout=20)[0] == b"new"
-    assert c.stats["syncs_injected"] == 3
-    writer.stop()
-    writer.close()
+        c.stop()
+        c.close()
+        writer.stop()
+        writer.close()
 
 
 def test_kazoo_recipes_run_unchanged_under_one_mount(make_composed, plain):
