@@ -7,6 +7,8 @@ machine, and the sequential-consistency checker itself. The rest start two
 servers of the target under test (two "ensembles"; under
 STOA_TARGET=stoa-ensemble each is a 3-member ensemble with the clients on a
 follower, under STOA_TARGET=zookeeper two ZooKeepers with write-syncs).
+The lagging-follower test needs a Stoa ensemble for /eu and starts one where
+the target is standalone Stoa; the ZooKeeper 3.9.5 test starts that server.
 """
 
 import concurrent.futures
