@@ -442,7 +442,7 @@ def test_a_read_after_a_switch_sees_a_write_its_follower_had_not_applied(eu_ense
     read arrives. Without the injected sync m1 answers from before the
     write; with it, m1 answers only once it applied the sync, so the write."""
     eu = eu_ensemble
-    writer = plain_client(eu.leader())
+    writer = plain_client(h.wait_until(eu.leader, timeout=30, what="the eu leader"))
     c = ComposedClient({"/eu": {"hosts": eu.hosts, "sync": eu_sync},
                         "/us": ensembles["/us"].hosts}, timeout=10)
     try:
