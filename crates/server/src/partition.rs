@@ -192,7 +192,12 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
                         crate::ensemble::quorum_address(m).map_err(|e| e.to_string())?,
                     ));
                 }
-                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx)
+                let tls = if config.ssl_quorum {
+                    Some(quorum_tls(&config)?)
+                } else {
+                    None
+                };
+                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx, tls)
                     .await
                     .map_err(|e| e.to_string())?;
                 log::info!("peers: listening on {listen}, dialing {others:?}");
@@ -298,6 +303,24 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         // znodes); the process is about to exit and the OS reclaims it at once.
         std::mem::forget(engine);
         result
+    })
+}
+
+/// `sslQuorum=true`: TLS both ways between members, with the
+/// `ssl.quorum.*` stores.
+fn quorum_tls(config: &ServerConfig) -> Result<crate::peer::PeerTls, String> {
+    let tls = &config.quorum_tls;
+    if tls.key_store.location.is_none() || tls.trust_store.location.is_none() {
+        return Err(
+            "sslQuorum=true needs ssl.quorum.keyStore.location and ssl.quorum.trustStore.location"
+                .into(),
+        );
+    }
+    let server = crate::tls::server_config(tls).map_err(|e| format!("sslQuorum: {e}"))?;
+    let client = crate::tls::client_config(tls).map_err(|e| format!("sslQuorum: {e}"))?;
+    Ok(crate::peer::PeerTls {
+        acceptor: tokio_rustls::TlsAcceptor::from(server),
+        connector: tokio_rustls::TlsConnector::from(client),
     })
 }
 
