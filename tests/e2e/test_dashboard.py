@@ -313,6 +313,36 @@ def test_the_page_shows_what_the_commands_say(request):
     assert len(sparkline_points(dom, "chart_latency")) >= 3
 
 
+def member_admin_port(member):
+    with open(member.cfg_path) as f:
+        ports = [int(line.split("=", 1)[1]) for line in f if line.startswith("admin.serverPort=")]
+    return ports[-1]
+
+
+@needs_chromium
+@pytest.mark.skipif(harness.ensemble_target(),
+                    reason="starts its own ensemble (runs under STOA_TARGET=stoa)")
+def test_on_the_leader_the_page_shows_its_followers_and_itself_leading(request):
+    ensemble = harness.Ensemble(kind="stoa", extra_cfg=admin_cfg(free_port()))
+    request.addfinalizer(ensemble.cleanup)
+    ensemble.start()
+    leader = ensemble.leader()
+    leader_id = str(ensemble.members.index(leader) + 1)
+    port = member_admin_port(leader)
+    monitor = command(port, "mntr")
+    dom = render("http://127.0.0.1:%d/dashboard" % port, 5000)
+
+    assert dom.text("mode") == "leader"
+    assert dom.text("leader") == "id %s (this server)" % leader_id
+    assert dom.text("followers").startswith(
+        "%d (%d synced" % (monitor["followers"], monitor["synced_followers"]))
+    members = dom.rows("data-member")
+    assert sorted(members) == ["1", "2", "3"]
+    assert [id_ for id_, cells in members.items() if cells[1] == "leader (this server)"] == \
+        [leader_id]
+    assert all(cells[1] == "follower" for id_, cells in members.items() if id_ != leader_id)
+
+
 # -------------------------------------------------------------------------
 # Between the browser and the server: a proxy that rewrites answers or
 # stops the server
