@@ -100,7 +100,9 @@ def sweep_stale():
             ip("netns", "del", m.group(1), check=False)
     r = ip("-o", "link", "show", check=False)
     for line in r.stdout.decode(errors="replace").splitlines():
-        m = re.match(r"\d+: (s([0-9a-f]+)x[0-9a-f]+(?:cb|qb|pb|[cq]\d+h))[@:]", line)
+        # regions.py adds region bridges (r<N>b) and WAN link ends (w<N>a..d).
+        m = re.match(r"\d+: (s([0-9a-f]+)x[0-9a-f]+(?:cb|qb|pb|[cq]\d+h|r\d+b|w\d+[a-d]))[@:]",
+                     line)
         if m and _stale(int(m.group(2), 16)):
             ip("link", "del", m.group(1), check=False)
 
@@ -244,10 +246,11 @@ def unavailable_reason():
 
 class NsServer(h.Server):
     """A harness.Server whose process runs in a network namespace, serving
-    clients on its client LAN address."""
+    clients on its client LAN address: Stoa, or a ZooKeeper ensemble member
+    (QuorumPeerMain) with kind="zookeeper"."""
 
-    def __init__(self, topo, index, **kw):
-        super().__init__(kind="stoa", **kw)
+    def __init__(self, topo, index, kind="stoa", **kw):
+        super().__init__(kind=kind, quorum=kind == "zookeeper", **kw)
         self.topo, self.index = topo, index
         self.host = topo.client_ip(index)
         self.hosts = "%s:%d" % (self.host, self.port)
