@@ -34,6 +34,7 @@ import ipaddress
 import os
 import random
 import re
+import signal
 import subprocess
 import threading
 
@@ -95,8 +96,9 @@ def sweep_stale():
     """Delete namespaces and links left by earlier runs whose process is gone."""
     r = ip("netns", "list", check=False)
     for line in r.stdout.decode(errors="replace").splitlines():
-        m = re.match(r"(%s(?:probe-)?(\d+)\S*)" % re.escape(NS_PREFIX), line.strip())
+        m = re.match(r"(%s(?:probe-|netem-)?(\d+)\S*)" % re.escape(NS_PREFIX), line.strip())
         if m and _stale(int(m.group(2))):
+            _kill_servers_in(m.group(1))
             ip("netns", "del", m.group(1), check=False)
     r = ip("-o", "link", "show", check=False)
     for line in r.stdout.decode(errors="replace").splitlines():
@@ -105,6 +107,18 @@ def sweep_stale():
                      line)
         if m and _stale(int(m.group(2), 16)):
             ip("link", "del", m.group(1), check=False)
+
+
+def _kill_servers_in(namespace):
+    """SIGKILL the processes a killed run left in its namespace (its servers,
+    started in sessions of their own, outlive it): deleting the name alone
+    would leave them running there."""
+    r = ip("netns", "pids", namespace, check=False)
+    for pid in r.stdout.decode(errors="replace").split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ValueError, OSError):
+            pass
 
 
 def _used_subnets():
