@@ -102,6 +102,7 @@ class WriteLoad:
         self.seconds = seconds
         self.proc = None
         self.result = None
+        self.error = None
 
     def __enter__(self):
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -142,7 +143,7 @@ def measure(hosts, reads=150, outstanding=100, size=1024, load_s=None, prefix="/
         contended = time_reads(hosts, read_path, reads)
         finished_early = load.proc.poll() is not None
     if load.result is None:
-        raise RuntimeError("write load failed: %s" % getattr(load, "error", "?"))
+        raise RuntimeError("write load failed: %s" % load.error)
     if finished_early:
         raise RuntimeError("the write load ended before B's reads did (load_s %.1f too short)"
                            % load_s)

@@ -85,9 +85,10 @@ def test_a_read_never_waits_behind_another_sessions_writes(deployment, capsys):
     r = isolation.measure(observer.hosts, reads=150, outstanding=100)
     alone, contended, writes = r["alone"], r["contended"], r["writes"]
     line = ("%s observer, %s: B's reads alone p50 %.2f ms p99 %.2f ms; with A's 100 writes "
-            "in flight p50 %.2f ms p99 %.2f ms; A's writes p50 %.1f ms (%d)"
+            "in flight p50 %.2f ms p90 %.2f ms p99 %.2f ms; A's writes p50 %.1f ms (%d)"
             % (h.target(), deployment.topo.describe(), alone["p50_ms"], alone["p99_ms"],
-               contended["p50_ms"], contended["p99_ms"], writes["p50_ms"], writes["n"]))
+               contended["p50_ms"], contended["p90_ms"], contended["p99_ms"],
+               writes["p50_ms"], writes["n"]))
     with capsys.disabled():
         print("\n" + line)
     # The load is what it should be: A's writes each waited for the WAN.
@@ -96,6 +97,7 @@ def test_a_read_never_waits_behind_another_sessions_writes(deployment, capsys):
     if h.target() == "zookeeper":
         return  # recorded, not asserted (module doc)
     # Reads behind pending writes would take about a round trip each; a
-    # busy 2-core machine costs B a few ms at worst, never that.
+    # busy 2-core machine costs B a few ms (p90 9 ms with two CPU hogs
+    # running beside the test), never that.
     assert contended["p50_ms"] < WAN_RTT_MS / 10, line
-    assert contended["p90_ms"] < WAN_RTT_MS / 4, line
+    assert contended["p90_ms"] < WAN_RTT_MS / 3, line
