@@ -64,8 +64,11 @@ def test_the_far_observer_reads_locally_and_writes_across_the_wan(deployment):
         # own writes waits for them, so a queue, where there is one, shows.
         body = bytes(h.W().string("/regions-us").buffer(b"2").int(-1).b)
         pending = [us.send(h.OP.SET_DATA, body) for _ in range(10)]
-        behind_own_writes = timed(lambda: us.get("/regions-us"))
+        t0 = time.perf_counter()
+        seen = us.get("/regions-us")[0]
+        behind_own_writes = (time.perf_counter() - t0) * 1e3
         assert all(q.get(timeout=10).err == 0 for q in pending)
+        assert seen == b"2", "a read sees its session's earlier writes"
         assert behind_own_writes >= WAN_RTT_MS - 2 * WAN_JITTER_MS, behind_own_writes
         # What EU writes reaches US (after sync, at once).
         home.create("/regions-eu", b"from eu")
