@@ -136,6 +136,15 @@ impl Client {
         self.shared.subscribe()
     }
 
+    /// Sends this session's events to `tx` as well: how a composed
+    /// client merges its members' events into one stream.
+    pub(crate) fn forward_events(&self, tx: mpsc::UnboundedSender<WatchedEvent>) {
+        self.shared.add_subscriber(tx);
+    }
+
+    // Every method sends its request to the session task in its first poll
+    // (nothing before `tx.send` awaits): `compose` relies on this to queue
+    // calls on a member session in the order it decided.
     async fn call(
         &self,
         path: &str,
