@@ -654,3 +654,91 @@ fn connect_refuses_a_resumed_session_and_reports_a_dead_mount() {
         assert!(ComposedClient::connect(table, quick).await.is_err());
     });
 }
+
+/// Not a check: prints how much longer reads take through a composed
+/// client whose calls all stay on one mount than through a plain client,
+/// one at a time and 32 at once (median of rounds that alternate the two).
+/// `cargo test --release --test compose -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn overhead_of_staying_on_one_mount() {
+    let pair = Pair::start();
+    run(async {
+        let (plain, _) = pair.plain().await;
+        let composed = ComposedClient::connect(pair.table(""), options())
+            .await
+            .unwrap();
+        const READS: usize = 4_000;
+        const CONCURRENCY: usize = 32;
+        const ROUNDS: usize = 9;
+        let (mut one, mut many) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            let start = Instant::now();
+            for _ in 0..READS {
+                plain.get_data("/a", false).await.unwrap();
+            }
+            let plain_one = start.elapsed();
+            let start = Instant::now();
+            for _ in 0..READS {
+                composed.get_data("/a", false).await.unwrap();
+            }
+            one.push(percent(start.elapsed(), plain_one));
+            let shared = plain.clone();
+            let plain_many = timed_concurrently(CONCURRENCY, READS * 4, move |_| {
+                let plain = shared.clone();
+                async move { plain.get_data("/a", false).await.map(drop) }
+            })
+            .await;
+            let shared = composed.clone();
+            let composed_many = timed_concurrently(CONCURRENCY, READS * 4, move |_| {
+                let composed = shared.clone();
+                async move { composed.get_data("/a", false).await.map(drop) }
+            })
+            .await;
+            many.push(percent(composed_many, plain_many));
+        }
+        println!(
+            "composed vs plain, median of {ROUNDS} rounds: one at a time {:+.1}% \
+             (rounds {one:.1?}), {CONCURRENCY} at once {:+.1}% (rounds {many:.1?})",
+            median(&one),
+            median(&many),
+        );
+        composed.close().await.unwrap();
+    });
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+fn percent(measured: Duration, base: Duration) -> f64 {
+    (measured.as_secs_f64() / base.as_secs_f64() - 1.0) * 100.0
+}
+
+/// Runs `total` calls from `tasks` spawned tasks, returning the wall time.
+async fn timed_concurrently<F>(
+    tasks: usize,
+    total: usize,
+    call: impl Fn(usize) -> F + Send + Sync + 'static,
+) -> Duration
+where
+    F: Future<Output = Result<(), Error>> + Send + 'static,
+{
+    let call = std::sync::Arc::new(call);
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let call = std::sync::Arc::clone(&call);
+        handles.push(tokio::spawn(async move {
+            for i in 0..total / tasks {
+                call(task * total + i).await.unwrap();
+            }
+        }));
+    }
+    for handle in handles {
+        handle.await.unwrap();
+    }
+    start.elapsed()
+}

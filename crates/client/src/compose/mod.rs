@@ -414,15 +414,12 @@ impl ComposedClient {
         let inner = &*self.inner;
         inner.check_live(path)?;
         let mut call = pin!(call(&inner.members[mount]));
-        let mut sync = pin!(inner.linearize(mount));
         let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
 
         let admission = {
             let mut dispatcher = inner.lock();
             match dispatcher.sequencer.admit(mount, access) {
-                Admission::Go(dispatch) => {
-                    Ok(start(dispatch, &waker, sync.as_mut(), call.as_mut()))
-                }
+                Admission::Go(dispatch) => Ok(start(dispatch, &waker, inner, call.as_mut())),
                 Admission::Hold(ticket) => {
                     let (tx, rx) = oneshot::channel();
                     dispatcher.waiters.insert(ticket, tx);
@@ -442,7 +439,7 @@ impl ComposedClient {
                 let mut dispatcher = inner.lock();
                 held.ticket = None;
                 let dispatch = dispatcher.sequencer.start_held(ticket);
-                let started = start(dispatch, &waker, sync.as_mut(), call.as_mut());
+                let started = start(dispatch, &waker, inner, call.as_mut());
                 dispatcher.wake_ready();
                 started
             }
@@ -456,8 +453,8 @@ impl ComposedClient {
         };
         let sync_result = match started.sync {
             None => Ok(()),
-            Some(Poll::Ready(result)) => result,
-            Some(Poll::Pending) => sync.await,
+            Some(Sync::Done(result)) => result,
+            Some(Sync::Pending(sync)) => sync.await,
         };
         in_flight.sync_unconfirmed = sync_result.is_err();
         let result = match started.call {
@@ -473,22 +470,35 @@ impl ComposedClient {
 }
 
 /// What sending a dispatched call gave at once.
-struct Started<T> {
+struct Started<'a, T> {
     dispatch: Dispatch,
-    /// The injected sync's first poll, if one was sent.
-    sync: Option<Poll<Result<(), Error>>>,
+    /// The injected sync, if one was sent.
+    sync: Option<Sync<'a>>,
     call: Poll<Result<T, Error>>,
 }
 
+/// An injected sync after its first poll. Boxed: it exists only when the
+/// target changes, and keeps every other call's future small.
+enum Sync<'a> {
+    Done(Result<(), Error>),
+    Pending(Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>),
+}
+
 /// Sends the dispatched call (after its sync, if any) by polling each once.
-fn start<T>(
+fn start<'a, T>(
     dispatch: Dispatch,
     waker: &Waker,
-    sync: Pin<&mut impl Future<Output = Result<(), Error>>>,
+    inner: &'a Inner,
     call: Pin<&mut impl Future<Output = Result<T, Error>>>,
-) -> Started<T> {
+) -> Started<'a, T> {
     let mut cx = Context::from_waker(waker);
-    let sync = dispatch.sync_first.then(|| sync.poll(&mut cx));
+    let sync = dispatch.sync_first.then(|| {
+        let mut sync = Box::pin(inner.linearize(dispatch.mount));
+        match sync.as_mut().poll(&mut cx) {
+            Poll::Ready(result) => Sync::Done(result),
+            Poll::Pending => Sync::Pending(sync),
+        }
+    });
     let call = call.poll(&mut cx);
     Started {
         dispatch,
