@@ -428,7 +428,9 @@ fn sequentially_consistent(history: &[Event]) -> Result<(), String> {
             .filter(|&i| indegree[i] > 0)
             .map(|i| &history[i])
             .collect();
-        Err(format!("no sequential order; in a cycle or after one: {stuck:?}"))
+        Err(format!(
+            "no sequential order; in a cycle or after one: {stuck:?}"
+        ))
     }
 }
 
@@ -454,9 +456,9 @@ fn the_checker_rejects_figure_1_and_accepts_its_synced_version() {
     assert_eq!(sequentially_consistent(&synced), Ok(()));
 }
 
-/// Three composed clients, each on its own task, write and read four keys
-/// (two per ensemble) in a seeded random mix; the joint history must be
-/// sequentially consistent.
+/// Three composed clients, each shared by two tasks, write and read four
+/// keys (two per ensemble) in a seeded random mix; the joint history of the
+/// six tasks must be sequentially consistent.
 #[test]
 fn concurrent_composed_clients_stay_sequentially_consistent() {
     let pair = Pair::start();
@@ -475,49 +477,55 @@ fn concurrent_composed_clients_stay_sequentially_consistent() {
                 .unwrap();
         }
         const CLIENTS: usize = 3;
-        const OPS: usize = 60;
+        const TASKS_PER_CLIENT: usize = 2;
+        const OPS: usize = 50;
+        let mut clients = Vec::new();
         let mut tasks = Vec::new();
         for client in 0..CLIENTS {
             let composed = ComposedClient::connect(pair.table(""), options())
                 .await
                 .unwrap();
-            tasks.push(tokio::spawn(async move {
-                let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (client as u64 + 1);
-                let mut history = Vec::with_capacity(OPS);
-                for i in 0..OPS {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    let key = (seed % 4) as usize;
-                    let write = (seed >> 8) % 3 == 0;
-                    let version = if write {
-                        let value = format!("{client}-{i}");
-                        composed
-                            .set_data(keys[key], value.as_bytes(), -1)
-                            .await
-                            .unwrap()
-                            .version
-                    } else {
-                        composed.get_data(keys[key], false).await.unwrap().1.version
-                    };
-                    history.push(Event {
-                        client,
-                        key,
-                        write,
-                        version,
-                    });
-                }
-                let stats = composed.stats();
-                composed.close().await.unwrap();
-                (history, stats)
-            }));
+            clients.push(composed.clone());
+            for task in 0..TASKS_PER_CLIENT {
+                // Each task is a process of the history; the tasks of one
+                // composed client share its sessions and its sequencer.
+                let process = client * TASKS_PER_CLIENT + task;
+                let composed = composed.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (process as u64 + 1);
+                    let mut history = Vec::with_capacity(OPS);
+                    for i in 0..OPS {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let key = (seed % 4) as usize;
+                        let write = (seed >> 8) % 3 == 0;
+                        let version = if write {
+                            let value = format!("{process}-{i}");
+                            let stat = composed.set_data(keys[key], value.as_bytes(), -1);
+                            stat.await.unwrap().version
+                        } else {
+                            composed.get_data(keys[key], false).await.unwrap().1.version
+                        };
+                        history.push(Event {
+                            client: process,
+                            key,
+                            write,
+                            version,
+                        });
+                    }
+                    history
+                }));
+            }
         }
         let mut history = Vec::new();
-        let mut syncs = 0;
         for task in tasks {
-            let (events, stats) = task.await.unwrap();
-            history.extend(events);
-            syncs += stats.syncs_injected;
+            history.extend(task.await.unwrap());
+        }
+        let mut syncs = 0;
+        for composed in clients {
+            syncs += composed.stats().syncs_injected;
+            composed.close().await.unwrap();
         }
         assert!(syncs > 0, "the mix switches ensembles");
         sequentially_consistent(&history).unwrap();
@@ -525,7 +533,9 @@ fn concurrent_composed_clients_stay_sequentially_consistent() {
 }
 
 /// Drains `events` of what is already there, returning the node events.
-fn node_events_now(events: &mut tokio::sync::mpsc::UnboundedReceiver<WatchedEvent>) -> Vec<WatchedEvent> {
+fn node_events_now(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<WatchedEvent>,
+) -> Vec<WatchedEvent> {
     let mut found = Vec::new();
     while let Ok(event) = events.try_recv() {
         if event.event_type != EventType::None {
@@ -642,11 +652,8 @@ fn connect_refuses_a_resumed_session_and_reports_a_dead_mount() {
         assert!(matches!(error, Error::InvalidArgument(_)), "{error}");
 
         let dead_port = support::free_port();
-        let table = MountTable::parse(&format!(
-            "/a={};/b=127.0.0.1:{dead_port}",
-            server.address()
-        ))
-        .unwrap();
+        let table = MountTable::parse(&format!("/a={};/b=127.0.0.1:{dead_port}", server.address()))
+            .unwrap();
         let quick = ClientOptions {
             connect_timeout: Duration::from_secs(1),
             ..options()

@@ -148,6 +148,7 @@ impl ComposedClient {
         Ok(client)
     }
 
+    /// The table this client was connected with.
     pub fn mount_table(&self) -> &MountTable {
         &self.inner.table
     }
@@ -232,6 +233,7 @@ impl ComposedClient {
         Ok(())
     }
 
+    /// [`Client::create`] on the mount that owns `path`.
     pub async fn create(
         &self,
         path: &str,
@@ -243,6 +245,7 @@ impl ComposedClient {
             .await
     }
 
+    /// [`Client::create2`] on the mount that owns `path`.
     pub async fn create2(
         &self,
         path: &str,
@@ -254,6 +257,7 @@ impl ComposedClient {
             .await
     }
 
+    /// [`Client::create_ttl`] on the mount that owns `path`.
     pub async fn create_ttl(
         &self,
         path: &str,
@@ -268,31 +272,38 @@ impl ComposedClient {
         .await
     }
 
+    /// [`Client::create_container`] on the mount that owns `path`.
     pub async fn create_container(
         &self,
         path: &str,
         data: &[u8],
         acl: &[Acl],
     ) -> Result<(String, Stat), Error> {
-        self.route(path, Access::Update, |c| c.create_container(path, data, acl))
-            .await
+        self.route(path, Access::Update, |c| {
+            c.create_container(path, data, acl)
+        })
+        .await
     }
 
+    /// [`Client::delete`] on the mount that owns `path`.
     pub async fn delete(&self, path: &str, version: i32) -> Result<(), Error> {
         self.route(path, Access::Update, |c| c.delete(path, version))
             .await
     }
 
+    /// [`Client::exists`] on the mount that owns `path`; a read.
     pub async fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>, Error> {
         self.route(path, Access::Read, |c| c.exists(path, watch))
             .await
     }
 
+    /// [`Client::get_data`] on the mount that owns `path`; a read.
     pub async fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat), Error> {
         self.route(path, Access::Read, |c| c.get_data(path, watch))
             .await
     }
 
+    /// [`Client::get_nullable_data`] on the mount that owns `path`; a read.
     pub async fn get_nullable_data(
         &self,
         path: &str,
@@ -302,25 +313,32 @@ impl ComposedClient {
             .await
     }
 
+    /// [`Client::set_data`] on the mount that owns `path`.
     pub async fn set_data(&self, path: &str, data: &[u8], version: i32) -> Result<Stat, Error> {
         self.route(path, Access::Update, |c| c.set_data(path, data, version))
             .await
     }
 
+    /// [`Client::get_acl`] on the mount that owns `path`; a read.
     pub async fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat), Error> {
         self.route(path, Access::Read, |c| c.get_acl(path)).await
     }
 
+    /// [`Client::set_acl`] on the mount that owns `path`.
     pub async fn set_acl(&self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, Error> {
         self.route(path, Access::Update, |c| c.set_acl(path, acl, version))
             .await
     }
 
+    /// [`Client::get_children`] on the mount that owns `path`; a read. A
+    /// mount nested below `path` does not appear unless its ensemble holds
+    /// the node.
     pub async fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>, Error> {
         self.route(path, Access::Read, |c| c.get_children(path, watch))
             .await
     }
 
+    /// [`Client::get_children2`] on the mount that owns `path`; a read.
     pub async fn get_children2(
         &self,
         path: &str,
@@ -376,6 +394,7 @@ impl ComposedClient {
             .await
     }
 
+    /// [`Client::remove_watches`] on the mount that owns `path`.
     pub async fn remove_watches(&self, path: &str, kind: WatcherType) -> Result<(), Error> {
         self.route(path, Access::Update, |c| c.remove_watches(path, kind))
             .await
@@ -658,7 +677,9 @@ async fn watch_for_expiry(
 async fn ensure_path(client: &Client, path: &str) -> Result<(), Error> {
     let mut end = 0;
     while end < path.len() {
-        end = path[end + 1..].find('/').map_or(path.len(), |i| end + 1 + i);
+        end = path[end + 1..]
+            .find('/')
+            .map_or(path.len(), |i| end + 1 + i);
         let prefix = &path[..end];
         match client
             .create(prefix, b"", &open_acl_unsafe(), CreateMode::Persistent)

@@ -122,9 +122,8 @@ impl MountTable {
         let text = std::fs::read_to_string(path).map_err(|e| {
             Error::InvalidArgument(format!("cannot read mount table {}: {e}", path.display()))
         })?;
-        MountTable::parse(&text).map_err(|e| {
-            Error::InvalidArgument(format!("in mount table {}: {e}", path.display()))
-        })
+        MountTable::parse(&text)
+            .map_err(|e| Error::InvalidArgument(format!("in mount table {}: {e}", path.display())))
     }
 
     /// The mounts, in the order the table lists them.

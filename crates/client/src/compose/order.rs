@@ -227,12 +227,24 @@ mod tests {
         assert_eq!(seq.next_ready(), None, "named once");
         // New calls still queue behind the signalled head.
         assert!(matches!(seq.admit(B, Read), Admission::Hold(_)));
-        assert_eq!(seq.start_held(first), Dispatch { mount: B, sync_first: true });
+        assert_eq!(
+            seq.start_held(first),
+            Dispatch {
+                mount: B,
+                sync_first: true
+            }
+        );
         assert_eq!(seq.next_ready(), None, "A waits for B's sync and read");
         seq.complete();
         seq.complete();
         assert_eq!(seq.next_ready(), Some(second));
-        assert_eq!(seq.start_held(second), Dispatch { mount: A, sync_first: true });
+        assert_eq!(
+            seq.start_held(second),
+            Dispatch {
+                mount: A,
+                sync_first: true
+            }
+        );
         assert_eq!(seq.stats().calls_held, 3);
     }
 
@@ -248,7 +260,13 @@ mod tests {
         };
         seq.cancel(b);
         assert_eq!(seq.next_ready(), Some(a));
-        assert_eq!(seq.start_held(a), Dispatch { mount: A, sync_first: false });
+        assert_eq!(
+            seq.start_held(a),
+            Dispatch {
+                mount: A,
+                sync_first: false
+            }
+        );
     }
 
     #[test]
@@ -371,7 +389,11 @@ mod tests {
                 // Liveness: with nothing in flight, a held head is ready.
                 if model.in_flight.is_empty() && ready.is_none() {
                     ready = seq.next_ready();
-                    assert_eq!(ready.is_some(), model.sent < model.made.len(), "{history:?}");
+                    assert_eq!(
+                        ready.is_some(),
+                        model.sent < model.made.len(),
+                        "{history:?}"
+                    );
                 }
             }
         }
