@@ -499,7 +499,7 @@ fn concurrent_composed_clients_stay_sequentially_consistent() {
                         seed ^= seed >> 7;
                         seed ^= seed << 17;
                         let key = (seed % 4) as usize;
-                        let write = (seed >> 8) % 3 == 0;
+                        let write = (seed >> 8).is_multiple_of(3);
                         let version = if write {
                             let value = format!("{process}-{i}");
                             let stat = composed.set_data(keys[key], value.as_bytes(), -1);

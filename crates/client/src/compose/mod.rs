@@ -455,6 +455,10 @@ impl ComposedClient {
                 };
                 // The sender lives in the dispatcher until it is used.
                 let _ = go_ahead.await;
+                // Expired while waiting: give the turn to the next call
+                // (dropping `held` does) rather than reach a member the
+                // expiry is closing.
+                inner.check_live(path)?;
                 let mut dispatcher = inner.lock();
                 held.ticket = None;
                 let dispatch = dispatcher.sequencer.start_held(ticket);
