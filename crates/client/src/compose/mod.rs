@@ -459,6 +459,8 @@ impl ComposedClient {
                 // (dropping `held` does) rather than reach a member the
                 // expiry is closing.
                 inner.check_live(path)?;
+                // The context this future is polled in now.
+                let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
                 let mut dispatcher = inner.lock();
                 held.ticket = None;
                 let dispatch = dispatcher.sequencer.start_held(ticket);
@@ -476,8 +478,8 @@ impl ComposedClient {
         };
         let sync_result = match started.sync {
             None => Ok(()),
-            Some(Sync::Done(result)) => result,
-            Some(Sync::Pending(sync)) => sync.await,
+            Some(InjectedSync::Done(result)) => result,
+            Some(InjectedSync::Pending(sync)) => sync.await,
         };
         in_flight.sync_unconfirmed = sync_result.is_err();
         let result = match started.call {
@@ -496,13 +498,13 @@ impl ComposedClient {
 struct Started<'a, T> {
     dispatch: Dispatch,
     /// The injected sync, if one was sent.
-    sync: Option<Sync<'a>>,
+    sync: Option<InjectedSync<'a>>,
     call: Poll<Result<T, Error>>,
 }
 
 /// An injected sync after its first poll. Boxed: it exists only when the
 /// target changes, and keeps every other call's future small.
-enum Sync<'a> {
+enum InjectedSync<'a> {
     Done(Result<(), Error>),
     Pending(Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>),
 }
@@ -518,8 +520,8 @@ fn start<'a, T>(
     let sync = dispatch.sync_first.then(|| {
         let mut sync = Box::pin(inner.linearize(dispatch.mount));
         match sync.as_mut().poll(&mut cx) {
-            Poll::Ready(result) => Sync::Done(result),
-            Poll::Pending => Sync::Pending(sync),
+            Poll::Ready(result) => InjectedSync::Done(result),
+            Poll::Pending => InjectedSync::Pending(sync),
         }
     });
     let call = call.poll(&mut cx);
