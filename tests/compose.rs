@@ -658,7 +658,9 @@ fn connect_refuses_a_resumed_session_and_reports_a_dead_mount() {
             connect_timeout: Duration::from_secs(1),
             ..options()
         };
-        assert!(ComposedClient::connect(table, quick).await.is_err());
+        let error = ComposedClient::connect(table, quick).await.unwrap_err();
+        assert!(matches!(error, Error::Io(_)), "{error}");
+        assert!(error.to_string().contains("mount /b"), "{error}");
     });
 }
 

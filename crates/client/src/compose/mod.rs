@@ -115,8 +115,14 @@ impl ComposedClient {
                     for member in &members {
                         let _ = member.close().await;
                     }
-                    log::debug!("composed client: mount {} failed: {error}", mount.prefix);
-                    return Err(error);
+                    return Err(match error {
+                        // Say which mount could not be reached.
+                        Error::Io(io) => Error::Io(std::io::Error::new(
+                            io.kind(),
+                            format!("mount {} ({}): {io}", mount.prefix, mount.hosts),
+                        )),
+                        other => other,
+                    });
                 }
             }
         }
