@@ -13,6 +13,21 @@
 //! calls in flight to two ensembles at once, and sends a linearizable sync
 //! to an ensemble before the read that switches to it.
 //!
+//! ```no_run
+//! # async fn demo() -> Result<(), stoa_client::Error> {
+//! use stoa_client::{open_acl_unsafe, ClientOptions, ComposedClient, CreateMode, MountTable};
+//! let table: MountTable = "/eu=eu1:2181,eu2:2181;/us=us1:2181".parse()?;
+//! let client = ComposedClient::connect(table, ClientOptions::default()).await?;
+//! client
+//!     .create("/eu/config", b"v1", &open_acl_unsafe(), CreateMode::Persistent)
+//!     .await?;
+//! // Switching to /us for a read: a sync goes there first.
+//! let (_data, _stat) = client.get_data("/us/leader", false).await?;
+//! assert_eq!(client.stats().syncs_injected, 1);
+//! client.close().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! "The order the calls were made" is the order their futures are first
 //! polled (`.await`ed, or polled by `join!` or a spawned task), not the
 //! order in which the methods were called: a Rust future does nothing

@@ -149,6 +149,15 @@ impl MountTable {
     }
 }
 
+impl std::str::FromStr for MountTable {
+    type Err = Error;
+
+    /// As [`MountTable::parse`].
+    fn from_str(text: &str) -> Result<MountTable, Error> {
+        MountTable::parse(text)
+    }
+}
+
 impl fmt::Display for MountTable {
     /// The table in its own syntax, one mount per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
