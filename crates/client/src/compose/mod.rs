@@ -31,7 +31,11 @@
 //! "The order the calls were made" is the order their futures are first
 //! polled (`.await`ed, or polled by `join!` or a spawned task), not the
 //! order in which the methods were called: a Rust future does nothing
-//! until polled.
+//! until polled. A call counts as complete when its future returns (or is
+//! dropped), so a started call must be driven to the end for calls to
+//! other ensembles to go out: polling a call once and then awaiting a call
+//! to another ensemble in the same task, without polling the first again,
+//! never finishes.
 
 mod mount;
 mod order;
