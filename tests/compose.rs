@@ -360,6 +360,48 @@ fn held_calls_are_released_in_the_order_they_were_made() {
     });
 }
 
+/// A held call whose future is dropped leaves the queue: the calls behind
+/// it go, and nothing reaches its ensemble.
+#[test]
+fn a_dropped_held_call_lets_the_calls_behind_it_go() {
+    let pair = Pair::start();
+    run(async {
+        let (plain_a, _plain_b) = pair.plain().await;
+        plain_a
+            .create("/a/x", b"0", &open_acl_unsafe(), CreateMode::Persistent)
+            .await
+            .unwrap();
+        let composed = ComposedClient::connect(pair.table(""), options())
+            .await
+            .unwrap();
+        let mut set = Box::pin(composed.set_data("/a/x", b"1", -1));
+        let mut read_b = Box::pin(composed.get_data("/b", false));
+        let mut read_a = Box::pin(composed.get_data("/a/x", false));
+        std::future::poll_fn(|cx| {
+            assert!(set.as_mut().poll(cx).is_pending(), "sent, not answered");
+            assert!(read_b.as_mut().poll(cx).is_pending(), "held");
+            assert!(read_a.as_mut().poll(cx).is_pending(), "held");
+            Poll::Ready(())
+        })
+        .await;
+        assert_eq!(composed.stats().calls_held, 2);
+        drop(read_b);
+        // /a is still the target: the read goes at once, after the set on
+        // the same session.
+        assert_eq!(read_a.await.unwrap().0, b"1");
+        set.await.unwrap();
+        assert_eq!(
+            composed.stats(),
+            ComposeStats {
+                syncs_injected: 0,
+                calls_held: 2,
+                switches: 1,
+            }
+        );
+        composed.close().await.unwrap();
+    });
+}
+
 /// One operation of a recorded history. `version` is the stat version a
 /// write produced or a read returned: per key, it names the write a read
 /// read from (version 0 is the initial value), and orders the writes.
