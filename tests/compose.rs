@@ -293,6 +293,11 @@ fn a_sync_is_injected_exactly_before_a_read_that_switches_ensembles() {
         composed.exists("/b/y", false).await.unwrap();
         assert_eq!(composed.stats(), stats(5, 6));
         assert_eq!(sync_writes().await, 2);
+        // The no-op write goes out before the read that switches: reading
+        // the sync node itself sees the write made for that read.
+        composed.get_data("/a/x", false).await.unwrap();
+        let (_, stat) = composed.get_data(sync_node, false).await.unwrap();
+        assert_eq!(stat.version, 3);
         composed.close().await.unwrap();
     });
 }
