@@ -679,10 +679,7 @@ impl Inner {
         );
         for (index, member) in self.members.iter().enumerate() {
             if index != cause {
-                let member = member.clone();
-                tokio::spawn(async move {
-                    let _ = member.close().await;
-                });
+                tokio::spawn(close_member(member.clone()));
             }
         }
     }
@@ -700,6 +697,29 @@ async fn watch_for_expiry(
                 inner.expire(mount);
             }
             return;
+        }
+    }
+}
+
+/// Pause between attempts to close a member that lost its connection.
+const CLOSE_RETRY: Duration = Duration::from_millis(100);
+
+/// Closes a member of an expired virtual session. While its connection is
+/// down, close fails with ConnectionLoss; it is tried again until it lands
+/// or the session timeout has passed (by then the ensemble expires the
+/// session itself, ephemerals included).
+async fn close_member(member: Client) {
+    let deadline = tokio::time::Instant::now() + member.negotiated_timeout();
+    loop {
+        match member.close().await {
+            Err(Error::ConnectionLoss { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(CLOSE_RETRY).await;
+            }
+            Ok(()) => return,
+            Err(error) => {
+                log::warn!("closing a member of an expired composed session: {error}");
+                return;
+            }
         }
     }
 }
