@@ -240,6 +240,23 @@ mod tests {
     }
 
     #[test]
+    fn reads_a_table_file_and_names_it_in_errors() {
+        let dir = std::env::temp_dir().join(format!("stoa-mount-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good");
+        std::fs::write(&good, "# regions\n/eu=h1:2181\n/us=h2:2181!write\n").unwrap();
+        let table = MountTable::from_file(&good).unwrap();
+        assert_eq!(table.mounts().len(), 2);
+        let bad = dir.join("bad");
+        std::fs::write(&bad, "/eu=h1:2181\n/eu/=h2:2181\n").unwrap();
+        let error = MountTable::from_file(&bad).unwrap_err().to_string();
+        assert!(error.contains("bad") && error.contains("line 2"), "{error}");
+        let missing = MountTable::from_file(&dir.join("missing")).unwrap_err();
+        assert!(missing.to_string().contains("cannot read mount table"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn bad_tables_say_what_is_wrong() {
         assert!(error_of("=h:1").contains("empty prefix"));
         assert!(error_of("eu=h:1").contains("does not start with '/'"));
