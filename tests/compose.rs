@@ -243,11 +243,12 @@ fn a_sync_is_injected_exactly_before_a_read_that_switches_ensembles() {
     run(async {
         let (plain_a, plain_b) = pair.plain().await;
         // /b in write mode: its syncs are no-op writes, visible as the
-        // sync node's version.
-        let composed = ComposedClient::connect(pair.table("!write"), options())
+        // sync node's version. The node is under /b so that the composed
+        // client can read it.
+        let sync_node = "/b/.sync";
+        let composed = ComposedClient::connect(pair.table("!write:/b/.sync"), options())
             .await
             .unwrap();
-        let sync_node = "/b/.stoa-compose-sync";
         let plain_b = &plain_b;
         let sync_writes = move || async move {
             let stat = plain_b.exists(sync_node, false).await.unwrap();
@@ -267,6 +268,7 @@ fn a_sync_is_injected_exactly_before_a_read_that_switches_ensembles() {
             syncs_injected: syncs,
             calls_held: 0,
             switches,
+            sync_failures: 0,
         };
         composed.get_data("/a/x", false).await.unwrap();
         assert_eq!(composed.stats(), stats(1, 1), "first read syncs");
@@ -298,6 +300,15 @@ fn a_sync_is_injected_exactly_before_a_read_that_switches_ensembles() {
         composed.get_data("/a/x", false).await.unwrap();
         let (_, stat) = composed.get_data(sync_node, false).await.unwrap();
         assert_eq!(stat.version, 3);
+
+        // A deleted sync node: the refused write still orders the read
+        // (the leader commits it as an error transaction), and the node is
+        // made again for the next switch.
+        plain_b.delete(sync_node, -1).await.unwrap();
+        composed.get_data("/a/x", false).await.unwrap();
+        assert_eq!(composed.get_data("/b/y", false).await.unwrap().0, b"1");
+        assert_eq!(composed.stats(), stats(9, 10));
+        assert_eq!(sync_writes().await, 0, "made again");
         composed.close().await.unwrap();
     });
 }
@@ -359,6 +370,7 @@ fn held_calls_are_released_in_the_order_they_were_made() {
                 syncs_injected: 1,
                 calls_held: UPDATES as u64 + 1,
                 switches: 3,
+                sync_failures: 0,
             }
         );
         composed.close().await.unwrap();
@@ -401,6 +413,7 @@ fn a_dropped_held_call_lets_the_calls_behind_it_go() {
                 syncs_injected: 0,
                 calls_held: 2,
                 switches: 1,
+                sync_failures: 0,
             }
         );
         composed.close().await.unwrap();

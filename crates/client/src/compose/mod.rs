@@ -60,7 +60,7 @@ use crate::op::Op;
 use crate::session::SessionState;
 use crate::watch::WatchedEvent;
 
-pub use mount::{Mount, MountTable, SyncMode, SYNC_NODE_NAME};
+pub use mount::{Mount, MountTable, SyncMode, DEFAULT_SYNC_NODE};
 pub use order::ComposeStats;
 use order::{Access, Admission, Dispatch, MountId, Sequencer, Ticket};
 
@@ -165,7 +165,7 @@ impl ComposedClient {
     async fn connect_member(mount: &Mount, options: &ClientOptions) -> Result<Client, Error> {
         let client = Client::connect(&mount.hosts, options.clone()).await?;
         if mount.sync_mode == SyncMode::Write {
-            if let Err(error) = ensure_path(&client, &mount.sync_node()).await {
+            if let Err(error) = ensure_path(&client, &mount.sync_node).await {
                 let _ = client.close().await;
                 return Err(error);
             }
@@ -388,9 +388,17 @@ impl ComposedClient {
     }
 
     /// The ensemble's own `sync` for `path`'s mount (the composed client
-    /// already syncs where consistency needs it).
+    /// already syncs where consistency needs it). In [`SyncMode::Sync`] it
+    /// is linearizable and counts as an update; in [`SyncMode::Write`] (for
+    /// ZooKeeper, where it is not) as a read, so a sync is injected before
+    /// it after a switch.
     pub async fn sync(&self, path: &str) -> Result<String, Error> {
-        self.route(path, Access::Read, |c| c.sync(path)).await
+        let mount = self.inner.route(path)?;
+        let access = match self.inner.table.mounts()[mount].sync_mode {
+            SyncMode::Sync => Access::Update,
+            SyncMode::Write => Access::Read,
+        };
+        self.run(mount, path, access, |c| c.sync(path)).await
     }
 
     /// Atomic writes, all on one mount: ops on paths of several mounts are
@@ -400,15 +408,19 @@ impl ComposedClient {
         let Some(mount) = self.inner.route_ops(&ops)? else {
             return Ok(Vec::new());
         };
-        self.run(mount, "", Access::Update, |c| c.multi(ops)).await
+        let path = ops[0].path().to_owned();
+        self.run(mount, &path, Access::Update, |c| c.multi(ops))
+            .await
     }
 
-    /// Reads, all on one mount (else [`Error::CrossMount`]).
+    /// Reads, all on one mount (else [`Error::CrossMount`]). An injected
+    /// sync names the first op's path.
     pub async fn multi_read(&self, ops: Vec<Op>) -> Result<Vec<MultiResult>, Error> {
         let Some(mount) = self.inner.route_ops(&ops)? else {
             return Ok(Vec::new());
         };
-        self.run(mount, "", Access::Read, |c| c.multi_read(ops))
+        let path = ops[0].path().to_owned();
+        self.run(mount, &path, Access::Read, |c| c.multi_read(ops))
             .await
     }
 
@@ -463,7 +475,7 @@ impl ComposedClient {
         let admission = {
             let mut dispatcher = inner.lock();
             match dispatcher.sequencer.admit(mount, access) {
-                Admission::Go(dispatch) => Ok(start(dispatch, &waker, inner, call.as_mut())),
+                Admission::Go(dispatch) => Ok(start(dispatch, &waker, inner, path, call.as_mut())),
                 Admission::Hold(ticket) => {
                     let (tx, rx) = oneshot::channel();
                     dispatcher.waiters.insert(ticket, tx);
@@ -489,7 +501,7 @@ impl ComposedClient {
                 let mut dispatcher = inner.lock();
                 held.ticket = None;
                 let dispatch = dispatcher.sequencer.start_held(ticket);
-                let started = start(dispatch, &waker, inner, call.as_mut());
+                let started = start(dispatch, &waker, inner, path, call.as_mut());
                 dispatcher.wake_ready();
                 started
             }
@@ -539,11 +551,12 @@ fn start<'a, T>(
     dispatch: Dispatch,
     waker: &Waker,
     inner: &'a Inner,
+    path: &'a str,
     call: Pin<&mut impl Future<Output = Result<T, Error>>>,
 ) -> Started<'a, T> {
     let mut cx = Context::from_waker(waker);
     let sync = dispatch.sync_first.then(|| {
-        let mut sync = Box::pin(inner.linearize(dispatch.mount));
+        let mut sync = Box::pin(inner.linearize(dispatch.mount, path));
         match sync.as_mut().poll(&mut cx) {
             Poll::Ready(result) => InjectedSync::Done(result),
             Poll::Pending => InjectedSync::Pending(sync),
@@ -642,13 +655,28 @@ impl Inner {
         Ok(())
     }
 
-    /// Makes `mount`'s ensemble linearize: its sync, or a no-op write.
-    async fn linearize(&self, mount: MountId) -> Result<(), Error> {
+    /// Makes `mount`'s ensemble linearize before a read of `path`: its
+    /// sync on that path (with partitions, Stoa orders a sync in the
+    /// partition that owns the path), or a no-op write.
+    async fn linearize(&self, mount: MountId, path: &str) -> Result<(), Error> {
         let member = &self.members[mount];
         let spec = &self.table.mounts()[mount];
         match spec.sync_mode {
-            SyncMode::Sync => member.sync("/").await.map(drop),
-            SyncMode::Write => member.set_data(&spec.sync_node(), b"", -1).await.map(drop),
+            SyncMode::Sync => member.sync(path).await.map(drop),
+            SyncMode::Write => match member.set_data(&spec.sync_node, b"", -1).await {
+                Ok(_) => Ok(()),
+                // Someone deleted the node. The refused write was still
+                // ordered by the leader (ZooKeeper and Stoa commit it as an
+                // error transaction), so the sync held; make the node again
+                // for the next one.
+                Err(Error::NoNode { .. }) => {
+                    if let Err(error) = ensure_path(member, &spec.sync_node).await {
+                        log::warn!("recreating sync node {}: {error}", spec.sync_node);
+                    }
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            },
         }
     }
 

@@ -11,7 +11,9 @@
 //! An entry is `PREFIX=HOSTS[!MODE]`: `PREFIX` an absolute path without a
 //! trailing `/` (`/` itself mounts the whole tree as a fallback), `HOSTS` a
 //! ZooKeeper connection string, and `MODE` how the composed client makes
-//! the ensemble linearize before a read ([`SyncMode`]; `sync` by default).
+//! the ensemble linearize before a read ([`SyncMode`]): `sync` (the
+//! default), `write`, or `write:NODE` to write another node than
+//! [`DEFAULT_SYNC_NODE`].
 
 use std::fmt;
 use std::path::Path;
@@ -32,28 +34,10 @@ pub enum SyncMode {
     Write,
 }
 
-impl SyncMode {
-    fn parse(text: &str) -> Option<SyncMode> {
-        match text {
-            "sync" => Some(SyncMode::Sync),
-            "write" => Some(SyncMode::Write),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for SyncMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SyncMode::Sync => "sync",
-            SyncMode::Write => "write",
-        })
-    }
-}
-
-/// Name of the node, directly under the mount's prefix, that
-/// [`SyncMode::Write`] writes to.
-pub const SYNC_NODE_NAME: &str = ".stoa-compose-sync";
+/// The node [`SyncMode::Write`] writes to unless the table names another:
+/// at the ensemble's root, outside every mount, so no composed read lists
+/// it (the Python composed client's default too).
+pub const DEFAULT_SYNC_NODE: &str = "/.stoa-compose-sync";
 
 /// One ensemble and the subtree it owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +47,8 @@ pub struct Mount {
     /// The ensemble's connection string, as for [`crate::Client::connect`].
     pub hosts: String,
     pub sync_mode: SyncMode,
+    /// The node [`SyncMode::Write`] writes to (unused in `Sync` mode).
+    pub sync_node: String,
 }
 
 impl Mount {
@@ -73,15 +59,6 @@ impl Mount {
             || path
                 .strip_prefix(self.prefix.as_str())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    }
-
-    /// The node [`SyncMode::Write`] writes to: `PREFIX/.stoa-compose-sync`.
-    pub fn sync_node(&self) -> String {
-        if self.prefix == "/" {
-            format!("/{SYNC_NODE_NAME}")
-        } else {
-            format!("{}/{SYNC_NODE_NAME}", self.prefix)
-        }
     }
 }
 
@@ -162,7 +139,14 @@ impl fmt::Display for MountTable {
     /// The table in its own syntax, one mount per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for mount in &self.mounts {
-            writeln!(f, "{}={}!{}", mount.prefix, mount.hosts, mount.sync_mode)?;
+            match mount.sync_mode {
+                SyncMode::Sync => writeln!(f, "{}={}!sync", mount.prefix, mount.hosts)?,
+                SyncMode::Write => writeln!(
+                    f,
+                    "{}={}!write:{}",
+                    mount.prefix, mount.hosts, mount.sync_node
+                )?,
+            }
         }
         Ok(())
     }
@@ -197,16 +181,29 @@ fn parse_entry(entry: &str) -> Result<Mount, String> {
     if hosts.split(',').any(|host| host.trim().is_empty()) {
         return Err(format!("empty host in {hosts:?} for prefix {prefix}"));
     }
-    let sync_mode = match mode {
-        None => SyncMode::Sync,
-        Some(mode) => SyncMode::parse(mode).ok_or_else(|| {
-            format!("unknown sync mode {mode:?} for prefix {prefix} (sync or write)")
-        })?,
+    let (sync_mode, sync_node) = match mode.map(|m| m.split_once(':').unwrap_or((m, ""))) {
+        None | Some(("sync", "")) => (SyncMode::Sync, DEFAULT_SYNC_NODE),
+        Some(("write", "")) => (SyncMode::Write, DEFAULT_SYNC_NODE),
+        Some(("write", node)) => {
+            let node = node.trim();
+            validate_path(node, false).map_err(|e| format!("sync node {node:?}: {e}"))?;
+            if node == "/" {
+                return Err(format!("the sync node of {prefix} cannot be /"));
+            }
+            (SyncMode::Write, node)
+        }
+        Some(_) => {
+            return Err(format!(
+                "unknown sync mode {:?} for prefix {prefix} (sync, write or write:NODE)",
+                mode.unwrap_or_default()
+            ))
+        }
     };
     Ok(Mount {
         prefix: prefix.to_owned(),
         hosts: hosts.to_owned(),
         sync_mode,
+        sync_node: sync_node.to_owned(),
     })
 }
 
@@ -233,6 +230,7 @@ mod tests {
                 prefix: "/eu".into(),
                 hosts: "h1:2181,h2:2181".into(),
                 sync_mode: SyncMode::Sync,
+                sync_node: DEFAULT_SYNC_NODE.into(),
             }
         );
         assert_eq!(inline.mounts()[1].sync_mode, SyncMode::Write);
@@ -289,10 +287,21 @@ mod tests {
     }
 
     #[test]
-    fn sync_nodes_sit_under_their_prefix() {
-        let table = MountTable::parse("/=r:1;/eu=e:1").unwrap();
-        assert_eq!(table.mounts()[0].sync_node(), "/.stoa-compose-sync");
-        assert_eq!(table.mounts()[1].sync_node(), "/eu/.stoa-compose-sync");
+    fn the_sync_node_is_at_the_root_unless_the_table_names_one() {
+        let table = MountTable::parse("/=r:1!write;/eu=e:1!write:/eu/sync;/us=u:1").unwrap();
+        let nodes: Vec<&str> = table
+            .mounts()
+            .iter()
+            .map(|m| m.sync_node.as_str())
+            .collect();
+        assert_eq!(
+            nodes,
+            ["/.stoa-compose-sync", "/eu/sync", "/.stoa-compose-sync"]
+        );
+        assert_eq!(MountTable::parse(&table.to_string()).unwrap(), table);
+        assert!(error_of("/eu=e:1!write:eu").contains("sync node"));
+        assert!(error_of("/eu=e:1!write:/").contains("cannot be /"));
+        assert!(error_of("/eu=e:1!sync:/x").contains("unknown sync mode"));
     }
 
     /// A path of components drawn from a small alphabet, so prefixes of

@@ -69,6 +69,9 @@ pub struct ComposeStats {
     pub calls_held: u64,
     /// Times the target ensemble changed.
     pub switches: u64,
+    /// Injected syncs that failed (or whose call was dropped before the
+    /// sync's answer); the next read there syncs again.
+    pub sync_failures: u64,
 }
 
 #[derive(Debug, Default)]
@@ -115,6 +118,7 @@ impl Sequencer {
     /// The injected sync before a read to `mount` failed: the read may be
     /// stale, so the next read there syncs again.
     pub(crate) fn sync_failed(&mut self, mount: MountId) {
+        self.stats.sync_failures += 1;
         if self.current == Some(mount) {
             self.current = None;
         }
@@ -201,7 +205,8 @@ mod tests {
             ComposeStats {
                 syncs_injected: 2,
                 calls_held: 0,
-                switches: 3
+                switches: 3,
+                sync_failures: 0,
             }
         );
     }
