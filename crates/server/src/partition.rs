@@ -306,11 +306,15 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
 type ServerNode = Node<WalPort, FileSnapshots>;
 
 /// The WAL writer thread as the node's log.
-struct WalPort(WalWriter);
+struct WalPort(WalWriter<stoa_wal::FileLog>);
 
 impl LogSink for WalPort {
     fn submit(&mut self, token: u64, records: Vec<Record>) -> Result<(), String> {
         self.0.submit(token, records).map_err(|e| e.to_string())
+    }
+
+    fn write_now(&mut self, token: u64, records: &[Record]) -> Result<bool, String> {
+        self.0.write_now(token, records).map_err(|e| e.to_string())
     }
 }
 
@@ -494,10 +498,7 @@ async fn serve(
             }
             durable = durable_rx.recv() => {
                 let token = durable.ok_or("WAL writer stopped")??;
-                let stats = node.log().0.sync_stats();
-                let engine = node.engine_mut();
-                engine.set_time(wall_clock_ms());
-                engine.set_wal_sync_stats(stats);
+                node.engine_mut().set_time(wall_clock_ms());
                 node.on_durable(token);
             }
             _ = ticker.tick() => {
@@ -536,7 +537,12 @@ async fn serve(
                 stopping = Some(tokio::time::Instant::now() + LEADER_HANDOVER_WAIT);
             }
         }
+        // Nothing else waits: this thread may as well sync a batch itself.
+        node.set_write_inline(net_rx.is_empty() && peer_rx.is_empty());
         flush(node, sockets)?;
+        // Batches written on this thread report no durable event.
+        let stats = node.log().0.sync_stats();
+        node.engine_mut().set_wal_sync_stats(stats);
         if let Some(deadline) = stopping {
             // raft abandons a transfer the successor does not take up
             // within an election timeout (e.g. it is stopping too).
