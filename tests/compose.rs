@@ -2,7 +2,8 @@
 //! in for two ensembles: routing, Algorithm 1's syncs and held calls, a
 //! sequential-consistency check of concurrent clients' histories, the
 //! errors for what cannot be composed, merged watch events and the virtual
-//! session.
+//! session; and, on a 3-member ensemble with a follower held back, the
+//! stale read the injected sync prevents.
 
 mod support;
 
@@ -837,4 +838,208 @@ where
         handle.await.unwrap();
     }
     start.elapsed()
+}
+
+/// A member of a 3-server Stoa ensemble, killed by PID on drop.
+struct Member {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    config: PathBuf,
+}
+
+impl Member {
+    fn spawn(&mut self) {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_stoa"))
+            .arg("server")
+            .arg("--config")
+            .arg(&self.config)
+            .env("STOA_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`) to this member's process.
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(signal)
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal} {}", self.pid());
+    }
+
+    /// The `srvr` answer, or "" while the member does not serve.
+    fn srvr(&self) -> String {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return String::new();
+        };
+        let mut answer = String::new();
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = stream.write_all(b"srvr");
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    }
+
+    fn mode(&self) -> String {
+        let srvr = self.srvr();
+        let mode = srvr.lines().find_map(|l| l.strip_prefix("Mode: "));
+        mode.unwrap_or_default().trim().to_owned()
+    }
+
+    fn zxid(&self) -> Option<i64> {
+        let srvr = self.srvr();
+        let hex = srvr.lines().find_map(|l| l.strip_prefix("Zxid: 0x"))?;
+        i64::from_str_radix(hex.trim(), 16).ok()
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // A stopped process must run again to die of SIGKILL's
+            // delivery everywhere; SIGKILL ends a stopped one too.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits (blocking) until `done`, for at most WAIT_LIMIT * 2.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT_LIMIT * 2;
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A 3-member ensemble whose first member (the one clients use) is a
+/// follower: the other two start first and elect a leader among them.
+fn start_ensemble() -> (Vec<Member>, usize) {
+    let ports: Vec<u16> = (0..9).map(|_| support::free_port()).collect();
+    let servers: String = (0..3)
+        .map(|i| {
+            format!(
+                "server.{}=127.0.0.1:{}:{}\n",
+                i + 1,
+                ports[3 + 2 * i],
+                ports[4 + 2 * i]
+            )
+        })
+        .collect();
+    let mut members: Vec<Member> = (0..3)
+        .map(|i| {
+            let dir = test_data_dir("compose-ensemble", ports[i]);
+            let data = dir.join("data");
+            std::fs::create_dir_all(&data).unwrap();
+            std::fs::write(data.join("myid"), format!("{}\n", i + 1)).unwrap();
+            let config = dir.join("zoo.cfg");
+            std::fs::write(
+                &config,
+                format!(
+                    "tickTime=200\ninitLimit=20\nsyncLimit=10\ndataDir={}\nclientPort={}\n\
+                     clientPortAddress=127.0.0.1\nadmin.enableServer=false\n\
+                     4lw.commands.whitelist=*\n{servers}",
+                    data.display(),
+                    ports[i]
+                ),
+            )
+            .unwrap();
+            Member {
+                child: None,
+                port: ports[i],
+                dir,
+                config,
+            }
+        })
+        .collect();
+    members[1].spawn();
+    members[2].spawn();
+    wait_for("a leader among m2 and m3", || {
+        members[1..].iter().any(|m| m.mode() == "leader")
+    });
+    let leader = 1 + members[1..]
+        .iter()
+        .position(|m| m.mode() == "leader")
+        .unwrap();
+    members[0].spawn();
+    wait_for("m1 follows", || members[0].mode() == "follower");
+    let target = members[leader].zxid().unwrap_or(0);
+    wait_for("m1 caught up", || members[0].zxid().unwrap_or(-1) >= target);
+    (members, leader)
+}
+
+/// ZooNet's Figure 1 on a real lagging follower, in both sync modes: the
+/// composed client's /eu session is on follower m1, which is stopped
+/// (SIGSTOP) while the leader commits a write with the other follower, and
+/// resumed after the client's read was sent. The read switches from /us,
+/// so a sync goes first, and m1 answers the read only after applying the
+/// sync: the read sees the write.
+#[test]
+fn a_read_after_a_switch_sees_a_write_its_follower_had_not_applied() {
+    let (members, leader) = start_ensemble();
+    let us = Server::start();
+    run(async {
+        let writer = Client::connect(&members[leader].address(), options())
+            .await
+            .unwrap();
+        let plain_us = Client::connect(&us.address(), options()).await.unwrap();
+        let acl = open_acl_unsafe();
+        writer
+            .create("/eu", b"", &acl, CreateMode::Persistent)
+            .await
+            .unwrap();
+        plain_us
+            .create("/us", b"0", &acl, CreateMode::Persistent)
+            .await
+            .unwrap();
+        for (round, mode) in ["", "!write"].iter().enumerate() {
+            let path = format!("/eu/x{round}");
+            writer
+                .create(&path, b"old", &acl, CreateMode::Persistent)
+                .await
+                .unwrap();
+            let table = MountTable::parse(&format!(
+                "/eu={}{mode};/us={}",
+                members[0].address(),
+                us.address()
+            ))
+            .unwrap();
+            let composed = ComposedClient::connect(table, options()).await.unwrap();
+            // Reads on m1 once it has the node: the first read syncs.
+            assert_eq!(composed.get_data(&path, false).await.unwrap().0, b"old");
+            composed.get_data("/us", false).await.unwrap();
+
+            members[0].signal("-STOP");
+            writer.set_data(&path, b"new", -1).await.unwrap();
+            let read = {
+                let composed = composed.clone();
+                let path = path.clone();
+                tokio::spawn(async move { composed.get_data(&path, false).await })
+            };
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            members[0].signal("-CONT");
+            let (data, _) = read.await.unwrap().unwrap();
+            assert_eq!(
+                data, b"new",
+                "mode {mode:?}: the read after the switch is stale"
+            );
+            assert_eq!(composed.stats().syncs_injected, 3);
+            composed.close().await.unwrap();
+        }
+    });
 }
