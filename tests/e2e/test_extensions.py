@@ -140,6 +140,38 @@ def test_a_failing_op_fails_the_whole_multi_extension_ops_included(zk):
     assert drain(zk) == ["ok"]
 
 
+MAKER = """
+return {
+  create = function(req, zk)
+    local name = req.path:match("([^/]+)$")
+    zk.create("/made-" .. name, "s", zk.PERSISTENT,
+              { acl = { { scheme = "digest", id = "%s", perms = "rwcda" } } })
+    zk.create("/box-" .. name, "", zk.CONTAINER)
+    zk.create("/box-" .. name .. "/c", "")
+    zk.create("/ttl-" .. name, "", zk.PERSISTENT_WITH_TTL, { ttl = 200 })
+    return { path = req.path }
+  end,
+}
+"""
+
+
+def test_an_extension_creates_nodes_with_an_acl_containers_and_ttl_nodes(zk):
+    """An extension's create can give the node an ACL (a client without it gets NoAuth), make a
+    container (reaped once its child goes) and a TTL node (reaped once its TTL passes), as a
+    client's own creates would."""
+    register(zk, "maker", "/maker", MAKER % h.digest("someone", "pw"))
+    zk.create("/maker/n1")
+    with pytest.raises(NoAuthError):
+        zk.get("/made-n1")
+    zk.add_auth("digest", "someone:pw")
+    assert zk.get("/made-n1")[0] == b"s"
+    assert zk.get_acls("/made-n1")[0] == [make_digest_acl("someone", "pw", all=True)]
+    assert zk.exists("/box-n1").ephemeralOwner == 0
+    zk.delete("/box-n1/c")
+    h.wait_until(lambda: zk.exists("/box-n1") is None, timeout=15, what="container reaped")
+    h.wait_until(lambda: zk.exists("/ttl-n1") is None, timeout=15, what="TTL node reaped")
+
+
 def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client, ext_server):
     """Four consumers racing on /queue/next get 300 elements with no loss and no duplicate."""
     register(zk, "pq", "/queue", example("priority_queue.lua"))

@@ -11,12 +11,12 @@
 //! transaction. Its reply is held until the state it saw is committed, so a
 //! client never observes a write that could still be lost.
 
-use stoa_ext::{ExtOp, ExtReply, ExtRequest, TreeView, WriteOp};
+use stoa_ext::{ExtOp, ExtReply, ExtRequest, NodeKind, TreeView, WriteOp};
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::opcode::{perms, OpCode};
+use stoa_proto::opcode::{perms, CreateMode, OpCode};
 use stoa_proto::records::{
-    Acl, Create2Response, CreateRequest, CreateResponse, DeleteRequest, GetChildren2Response,
-    GetChildrenResponse, GetDataResponse, SetDataRequest, Stat,
+    Create2Response, CreateRequest, CreateResponse, CreateTtlRequest, DeleteRequest,
+    GetChildren2Response, GetChildrenResponse, GetDataResponse, SetDataRequest, Stat,
 };
 use stoa_proto::request::Request;
 use stoa_proto::response::{MultiResult, Response};
@@ -91,6 +91,8 @@ impl TreeView for View<'_> {
 impl Engine {
     /// Loads every registration in the tree (at start-up, after recovery).
     pub(super) fn load_extensions(&mut self) {
+        let ttl_enabled = self.config.ttl_enabled;
+        self.extensions.manager_mut().set_ttl_enabled(ttl_enabled);
         let names: Vec<String> = match self.cores[0].tree.node(EXTENSIONS_ROOT) {
             Some(root) => root.children().map(String::from).collect(),
             None => return,
@@ -865,13 +867,32 @@ fn write_request(write: WriteOp) -> Request {
         WriteOp::Create {
             path,
             data,
-            ephemeral,
-        } => Request::Create(CreateRequest {
-            path,
-            data: Some(data),
-            acl: vec![Acl::open_unsafe()],
-            flags: i32::from(ephemeral),
-        }),
+            kind,
+            acl,
+        } => {
+            let create = |mode: CreateMode| CreateRequest {
+                path,
+                data: Some(data),
+                acl,
+                flags: mode.flags(),
+            };
+            // The sequence suffix is in the path already.
+            match kind {
+                NodeKind::Persistent => Request::Create(create(CreateMode::Persistent)),
+                NodeKind::Ephemeral => Request::Create(create(CreateMode::Ephemeral)),
+                NodeKind::Container => Request::CreateContainer(create(CreateMode::Container)),
+                NodeKind::Ttl { ttl_ms } => {
+                    let r = create(CreateMode::PersistentWithTtl);
+                    Request::CreateTtl(CreateTtlRequest {
+                        path: r.path,
+                        data: r.data,
+                        acl: r.acl,
+                        flags: r.flags,
+                        ttl: ttl_ms,
+                    })
+                }
+            }
+        }
         WriteOp::Delete { path, version } => Request::Delete(DeleteRequest { path, version }),
         WriteOp::SetData {
             path,
