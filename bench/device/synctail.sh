@@ -8,8 +8,13 @@
 set -u
 DIR=$(cd "$(dirname "$0")" && pwd)
 # Binaries $DIR/stoa-NAME; the first is the baseline (ratios against it).
+# EXTRA_CFG_<NAME>: zoo.cfg lines (separated by ;) for that name's servers,
+# so two names may be one binary under two configurations. ENSEMBLE_ONLY=1
+# skips the standalone cells.
 NAMES=${NAMES:-old new}
-NEW=$DIR/stoa-new
+ENSEMBLE_ONLY=${ENSEMBLE_ONLY:-0}
+# The load generator: the first binary's `bench`.
+NEW=$DIR/stoa-${NAMES%% *}
 PAIRS=${PAIRS:-6}
 DUR=${DUR:-4}
 WARM=${WARM:-1}
@@ -36,8 +41,8 @@ pick_ports() { # n -> PORTS array of free ports
 }
 srvr() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3" 2>/dev/null; }
 
-start() { # binary members -> CLIENTS, PIDS
-  local bin=$1 n=$2 base i j
+start() { # binary members [extra cfg] -> CLIENTS, PIDS
+  local bin=$1 n=$2 extra=${3:-} base i j
   base=$(mktemp -d "$WORK/run.XXXX")
   pick_ports $((3 * n)); CLIENTS=()
   for ((i = 0; i < n; i++)); do
@@ -47,6 +52,7 @@ start() { # binary members -> CLIENTS, PIDS
       echo tickTime=2000; echo "dataDir=$d"; echo "clientPort=${PORTS[$i]}"
       echo clientPortAddress=127.0.0.1; echo '4lw.commands.whitelist=*'
       echo admin.enableServer=false
+      [ -n "$extra" ] && tr ';' '\n' <<<"$extra"
       if [ "$n" -gt 1 ]; then
         for ((j = 0; j < n; j++)); do
           echo "server.$((j + 1))=127.0.0.1:${PORTS[$((n + j))]}:${PORTS[$((2 * n + j))]}"
@@ -115,10 +121,14 @@ for ((rep = 0; rep < PAIRS; rep++)); do
   read -ra names <<<"$NAMES"; k=$((rep % ${#names[@]})); order="${names[*]:k} ${names[*]:0:k}"
   for name in $order; do
     bin=$DIR/stoa-$name
-    start "$bin" 1 || exit 1
-    a=$(bench 1 1); b=$(bench 8 1); c=$(bench 8 16)
-    cleanup
-    start "$bin" 3 || exit 1
+    extra_var=EXTRA_CFG_$name; extra=${!extra_var:-}
+    a="nan nan nan nan"; b=$a; c=$a
+    if [ "$ENSEMBLE_ONLY" != 1 ]; then
+      start "$bin" 1 "$extra" || exit 1
+      a=$(bench 1 1); b=$(bench 8 1); c=$(bench 8 16)
+      cleanup
+    fi
+    start "$bin" 3 "$extra" || exit 1
     sleep 1
     d=$(bench 1 1 "$(follower_first)"); e=$(bench 9 16)
     cleanup
@@ -128,9 +138,10 @@ for ((rep = 0; rep < PAIRS; rep++)); do
   done
 done
 echo
+[ "$ENSEMBLE_ONLY" = 1 ] && CELLS="e1x1 e9x16"
 echo "floor fsync: ops $(median <"$OUT/floor.fsync.ops") p50 $(median <"$OUT/floor.fsync.p50") p99 $(median <"$OUT/floor.fsync.p99")"
 for cell in $CELLS; do for m in ops p50 p99 cpu; do
-  line="$cell $m:"; o=$(median <"$OUT/old.$cell.$m")
+  line="$cell $m:"; o=$(median <"$OUT/${NAMES%% *}.$cell.$m")
   for name in $NAMES; do
     n=$(median <"$OUT/$name.$cell.$m")
     line+=" $name $n ($(awk -v a="$n" -v b="$o" 'BEGIN {printf "%.3f", a / b}'))"
