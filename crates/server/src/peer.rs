@@ -513,25 +513,24 @@ async fn dial_loop(
             Ok(s) => s,
             Err(e) => {
                 log::debug!("peer {peer} at {address}: {e}; retrying in {delay:?}");
-                if !discard_for(&mut queue, delay).await {
+                if !back_off(&mut queue, &mut delay).await {
                     return;
                 }
-                delay = (delay * 2).min(RECONNECT_DELAY_MAX);
                 continue;
             }
         };
         let mut received = Vec::new();
+        let mut connection = Connection {
+            dialed,
+            queue: &mut queue,
+            inbound: &inbound,
+            refused_at: &mut refused_at,
+            received: &mut received,
+            delay: &mut delay,
+        };
         let ended = match &tls {
             None => {
                 let (from_peer, to_peer) = stream.split();
-                let mut connection = Connection {
-                    dialed,
-                    queue: &mut queue,
-                    inbound: &inbound,
-                    refused_at: &mut refused_at,
-                    received: &mut received,
-                    delay: &mut delay,
-                };
                 connection.serve(from_peer, to_peer).await
             }
             Some(connector) => {
@@ -541,14 +540,6 @@ async fn dial_loop(
                 match handshake.await {
                     Ok(Ok(tls_stream)) => {
                         let (from_peer, to_peer) = tokio::io::split(tls_stream);
-                        let mut connection = Connection {
-                            dialed,
-                            queue: &mut queue,
-                            inbound: &inbound,
-                            refused_at: &mut refused_at,
-                            received: &mut received,
-                            delay: &mut delay,
-                        };
                         connection.serve(from_peer, to_peer).await
                     }
                     failed => {
@@ -556,12 +547,12 @@ async fn dial_loop(
                             Ok(Err(e)) => e.to_string(),
                             _ => "no TLS handshake in time".to_string(),
                         };
+                        let delay = *connection.delay;
                         log::warn!("peer {peer} at {address}: TLS: {why}; retrying in {delay:?}");
-                        if !discard_for(&mut queue, delay).await {
-                            return;
+                        match back_off(connection.queue, connection.delay).await {
+                            true => Ended::Redial,
+                            false => Ended::Stop,
                         }
-                        delay = (delay * 2).min(RECONNECT_DELAY_MAX);
-                        continue;
                     }
                 }
             }
@@ -674,6 +665,17 @@ impl Connection<'_> {
             }
         }
     }
+}
+
+/// After a failed dial: waits `delay` (dropping what is queued meanwhile)
+/// and doubles it up to `RECONNECT_DELAY_MAX`. False once the sending side
+/// is gone.
+async fn back_off(queue: &mut mpsc::Receiver<PeerMessage>, delay: &mut Duration) -> bool {
+    if !discard_for(queue, *delay).await {
+        return false;
+    }
+    *delay = (*delay * 2).min(RECONNECT_DELAY_MAX);
+    true
 }
 
 /// Waits `delay`, dropping whatever is queued meanwhile: with no connection
