@@ -190,13 +190,19 @@ def test_a_bad_store_stops_the_server_with_a_clear_message(certs, tmp_path):
     jks = tmp_path / "keys.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed")
     srv, _ = tls_server(certs, **{"ssl.keyStore.location": str(jks)})
+    log = refused_start_log(srv)
+    assert "JKS is not read" in log and "PKCS12" in log
+
+
+def refused_start_log(srv):
+    """Launches `srv`, which must stop by itself within 20 s; its log's tail."""
     srv.launch()
     try:
         deadline = time.monotonic() + 20
         while srv.running() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not srv.running()
-        assert "JKS is not read" in srv.log_tail(50) and "PKCS12" in srv.log_tail(50)
+        return srv.log_tail(50)
     finally:
         srv.cleanup()
 
@@ -360,12 +366,4 @@ def test_sslquorum_without_its_stores_stops_the_server_with_a_clear_message(cert
         "sslQuorum": "true", "server.1": "127.0.0.1:%d:%d" % (free_port(), free_port()),
         "server.2": "127.0.0.1:%d:%d" % (free_port(), free_port())})
     harness.servers.write_myid(srv.data_dir, 1)
-    srv.launch()
-    try:
-        deadline = time.monotonic() + 20
-        while srv.running() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not srv.running()
-        assert "ssl.quorum.keyStore.location" in srv.log_tail(50)
-    finally:
-        srv.cleanup()
+    assert "ssl.quorum.keyStore.location" in refused_start_log(srv)

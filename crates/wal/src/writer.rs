@@ -120,17 +120,7 @@ impl<L: LogStore + 'static> WalWriter<L> {
     /// Tokens must strictly increase across all submitters. An oversized
     /// record is refused here, before it could stop the writer.
     pub fn submit(&self, token: u64, records: Vec<Record>) -> Result<(), WalError> {
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(WalError::WriterStopped);
-        }
-        check_payload_bounds(&records)?;
-        let mut submitter = self
-            .submitter
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(last) = submitter.last_token {
-            assert!(token > last, "wal token {token} not above {last}");
-        }
+        let mut submitter = self.submitter_for(token, &records)?;
         let Some(sender) = submitter.sender.as_ref() else {
             return Err(WalError::WriterStopped);
         };
@@ -149,16 +139,8 @@ impl<L: LogStore + 'static> WalWriter<L> {
     /// was done: submit the batch instead. An error stops the writer, as a
     /// failed group does.
     pub fn write_now(&self, token: u64, records: &[Record]) -> Result<bool, WalError> {
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(WalError::WriterStopped);
-        }
-        check_payload_bounds(records)?;
-        let mut submitter = self
-            .submitter
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut submitter = self.submitter_for(token, records)?;
         if let Some(last) = submitter.last_token {
-            assert!(token > last, "wal token {token} not above {last}");
             if self.durable.load(Ordering::Acquire) < last {
                 return Ok(false);
             }
@@ -187,6 +169,28 @@ impl<L: LogStore + 'static> WalWriter<L> {
         submitter.last_token = Some(token);
         self.durable.store(token, Ordering::Release);
         Ok(true)
+    }
+
+    /// The submitter, locked, for a batch under `token`: refused when the
+    /// writer stopped or a record is too large; a token not above the last
+    /// one is a caller's bug.
+    fn submitter_for(
+        &self,
+        token: u64,
+        records: &[Record],
+    ) -> Result<std::sync::MutexGuard<'_, Submitter>, WalError> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(WalError::WriterStopped);
+        }
+        check_payload_bounds(records)?;
+        let submitter = self
+            .submitter
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(last) = submitter.last_token {
+            assert!(token > last, "wal token {token} not above {last}");
+        }
+        Ok(submitter)
     }
 
     /// Time spent writing and syncing groups so far.
