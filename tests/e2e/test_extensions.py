@@ -172,6 +172,18 @@ def test_an_extension_creates_nodes_with_an_acl_containers_and_ttl_nodes(zk):
     h.wait_until(lambda: zk.exists("/ttl-n1") is None, timeout=15, what="TTL node reaped")
 
 
+def test_an_extension_answers_the_first_call_after_its_registration(zk):
+    """A call right after the registration's reply goes through the extension, even where the
+    client's server applied the registration before the leader did (an ensemble's follower):
+    the leader holds writes until it has applied the registration changes it proposed. Many
+    rounds, since the window is one fsync wide."""
+    for i in range(30):
+        register(zk, "pq%d" % i, "/q%d" % i, example("priority_queue.lua"))
+        path = zk.create("/q%d/node-1-" % i, b"x", sequence=True)
+        assert zk.get("/q%d/next" % i)[0] == b"x", path
+        zk.delete("/extensions/pq%d" % i)
+
+
 def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client, ext_server):
     """Four consumers racing on /queue/next get 300 elements with no loss and no duplicate."""
     register(zk, "pq", "/queue", example("priority_queue.lua"))

@@ -902,6 +902,9 @@ impl Engine {
             // Only a non-leader refuses; standalone is always leader once caught up.
             panic!("raft refused a proposal: {e}");
         }
+        if extensions::changes_registration(&txn.op) {
+            (self.cores[0].registrations_in_flight).push_back(txn.header.zxid);
+        }
         self.cores[0].proposed(txn);
     }
 

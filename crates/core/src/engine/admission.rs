@@ -69,7 +69,7 @@ impl Engine {
             }
             return Admitted::Refused;
         }
-        if !self.may_prepare() {
+        if !self.may_prepare() || self.registration_pending() {
             self.cores[0].held_writes.push_back(admission);
             return Admitted::Held;
         }
@@ -128,9 +128,10 @@ impl Engine {
                     == Some(crate::ensemble::Role::Participant))
     }
 
-    /// Prepares the writes held while the log was being applied.
+    /// Prepares the writes held while the log was being applied (or a
+    /// registration change was).
     pub(super) fn release_held_writes(&mut self) {
-        while self.is_leader() && self.may_prepare() {
+        while self.is_leader() && self.may_prepare() && !self.registration_pending() {
             let Some(write) = self.cores[0].held_writes.pop_front() else {
                 return;
             };

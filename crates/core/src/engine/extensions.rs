@@ -35,6 +35,19 @@ pub fn registration_name(path: &str) -> Option<&str> {
     (!name.is_empty() && !name.contains('/')).then_some(name)
 }
 
+/// Whether applying `op` registers, changes or removes an extension.
+pub(super) fn changes_registration(op: &TxnOp) -> bool {
+    match op {
+        TxnOp::Create(c) => registration_name(&c.path).is_some(),
+        TxnOp::Delete { path } | TxnOp::DeleteContainer { path } | TxnOp::SetData { path, .. } => {
+            registration_name(path).is_some()
+        }
+        TxnOp::CloseSession { paths } => paths.iter().any(|p| registration_name(p).is_some()),
+        TxnOp::Multi(ops) => ops.iter().any(changes_registration),
+        _ => false,
+    }
+}
+
 /// Where a client multi op's result comes from (`run_extension_multi`).
 enum MultiPart {
     /// The multi transaction's op at this index.
@@ -178,6 +191,25 @@ impl Engine {
             log::warn!("extension {name} refused: {e}");
             e.error_code()
         })
+    }
+
+    /// Leader: a registration change is proposed and not yet applied here.
+    /// Extensions load as their registration applies, and a follower may
+    /// apply it first: a client that saw its registration there and at
+    /// once calls the extension would reach a leader that does not run it
+    /// yet. So the leader holds client requests until it has applied every
+    /// registration change it proposed (rare: one round trip each).
+    pub(super) fn registration_pending(&mut self) -> bool {
+        let core = &mut self.cores[0];
+        let applied = core.tree.last_zxid();
+        while core
+            .registrations_in_flight
+            .front()
+            .is_some_and(|&zxid| zxid <= applied)
+        {
+            core.registrations_in_flight.pop_front();
+        }
+        !core.registrations_in_flight.is_empty()
     }
 
     /// The node extension that owns this request's path, if any.

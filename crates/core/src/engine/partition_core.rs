@@ -35,6 +35,9 @@ pub(crate) struct PartitionCore {
     pub speculative: Option<DataTree>,
     /// Leader: writes received before it may prepare them.
     pub held_writes: VecDeque<Admission>,
+    /// Leader: zxids of proposed registration changes, in order
+    /// (`Engine::registration_pending`).
+    pub registrations_in_flight: VecDeque<i64>,
     /// Leader: session creations (origin server, connection, session,
     /// timeout) received while it could not prepare.
     pub held_session_creates: VecDeque<(u64, ConnId, SessionId, i32)>,
@@ -93,6 +96,7 @@ impl PartitionCore {
             in_flight: VecDeque::new(),
             speculative: None,
             held_writes: VecDeque::new(),
+            registrations_in_flight: VecDeque::new(),
             held_attaches: VecDeque::new(),
             held_session_creates: VecDeque::new(),
             owners: HashMap::new(),
