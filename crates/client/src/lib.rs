@@ -24,6 +24,7 @@ mod error;
 pub mod format;
 mod op;
 mod path;
+pub mod recipes;
 mod session;
 pub mod shell;
 mod watch;
