@@ -47,6 +47,11 @@ impl LeaderElection {
         self.lock.acquire(timeout).await
     }
 
+    /// The session this object uses.
+    pub fn client(&self) -> &Client {
+        self.lock.client()
+    }
+
     /// Whether this candidate leads, as far as it knows.
     pub fn is_leader(&self) -> bool {
         self.lock.is_held()

@@ -84,6 +84,11 @@ impl QueueLock {
         self.lock.is_held()
     }
 
+    /// The session this object uses.
+    pub fn client(&self) -> &Client {
+        self.lock.client()
+    }
+
     /// The path of this object's node while it has one.
     pub fn node_path(&self) -> Option<String> {
         self.lock.node_path()

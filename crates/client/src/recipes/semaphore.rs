@@ -63,6 +63,11 @@ impl Semaphore {
         self.lock.is_held()
     }
 
+    /// The session this object uses.
+    pub fn client(&self) -> &Client {
+        self.lock.client()
+    }
+
     pub fn permits(&self) -> usize {
         self.permits
     }

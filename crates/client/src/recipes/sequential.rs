@@ -177,19 +177,28 @@ impl Drop for OwnNode {
         if self.name.is_none() && !self.unsure {
             return;
         }
-        let mut orphan = OwnNode {
-            client: self.client.clone(),
-            dir: std::mem::take(&mut self.dir),
-            kind: self.kind,
-            marker: std::mem::take(&mut self.marker),
-            data: Vec::new(),
-            name: self.name.take(),
-            unsure: self.unsure,
-        };
-        self.unsure = false;
+        let (client, dir, marker) = (
+            self.client.clone(),
+            std::mem::take(&mut self.dir),
+            std::mem::take(&mut self.marker),
+        );
+        let (name, unsure) = (self.name.take(), self.unsure);
         spawn_cleanup(async move {
-            if let Err(e) = orphan.delete().await {
-                log::debug!("recipe node under {} left to its session: {e}", orphan.dir);
+            let name = match (name, unsure) {
+                (Some(name), _) => Some(name),
+                (None, true) => {
+                    let tag = format!("-{marker}-");
+                    let children = client.get_children(&dir, false).await;
+                    children
+                        .ok()
+                        .and_then(|names| names.into_iter().find(|name| name.contains(&tag)))
+                }
+                (None, false) => None,
+            };
+            if let Some(name) = name {
+                if let Err(e) = client.delete(&child_path(&dir, &name), -1).await {
+                    log::debug!("recipe node {dir}/{name} left to its session: {e}");
+                }
             }
         });
     }

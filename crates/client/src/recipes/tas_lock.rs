@@ -61,6 +61,11 @@ impl TasLock {
         })
     }
 
+    /// The session this object uses.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     pub fn is_held(&self) -> bool {
         self.held
     }
