@@ -43,6 +43,10 @@ impl PriorityQueue {
     pub async fn len(&self) -> Result<usize, Error> {
         self.items.len().await
     }
+
+    pub async fn is_empty(&self) -> Result<bool, Error> {
+        Ok(self.items.len().await? == 0)
+    }
 }
 
 #[cfg(test)]

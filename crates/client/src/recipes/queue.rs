@@ -60,6 +60,10 @@ impl DistributedQueue {
     pub async fn len(&self) -> Result<usize, Error> {
         self.items.len().await
     }
+
+    pub async fn is_empty(&self) -> Result<bool, Error> {
+        Ok(self.items.len().await? == 0)
+    }
 }
 
 /// A directory of persistent sequential item nodes, taken in the order of
