@@ -411,8 +411,13 @@ fn tas_lock_excludes_with_watches_and_with_polling() {
         tokio::time::sleep(SETTLE).await;
         assert!(!waiting.is_finished());
         holder.client().close().await.unwrap();
-        let mut other = waiting.await.unwrap();
-        other.release().await.unwrap();
+        let other = waiting.await.unwrap();
+        // Dropped while held: the lock is deleted for the next.
+        drop(other);
+        // Sooner than its session (10 s) could expire.
+        let mut last = TasLock::new(target.client().await, &path).unwrap();
+        assert!(last.lock(Some(Duration::from_secs(5))).await.unwrap());
+        last.release().await.unwrap();
     });
 }
 

@@ -187,6 +187,18 @@ pub(crate) fn unique_marker() -> String {
     )
 }
 
+/// The outcome of a recipe task: its panic goes on in the caller; a task
+/// stopped by its runtime shutting down finds the session closed too.
+pub(crate) fn joined<T>(
+    done: Result<Result<T, Error>, tokio::task::JoinError>,
+) -> Result<T, Error> {
+    match done {
+        Ok(outcome) => outcome,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(Error::Closed),
+    }
+}
+
 /// Runs `cleanup` on the current tokio runtime, if any: what `Drop` can do
 /// for a node that `release` was not called for.
 pub(crate) fn spawn_cleanup<F>(cleanup: F)

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::check_recipe_path;
 use super::sequential::{Rule, SequenceLock};
+use super::{check_recipe_path, joined};
 use crate::client::Client;
 use crate::error::Error;
 
@@ -112,8 +112,7 @@ impl PendingLock {
     /// The held lock, `None` when the timeout passed first.
     pub async fn wait(mut self) -> Result<Option<QueueLock>, Error> {
         let task = self.task.take().expect("a pending lock is awaited once");
-        task.await
-            .map_err(|e| Error::InvalidArgument(format!("the acquiring task failed: {e}")))?
+        joined(task.await)
     }
 
     /// Stops waiting; the node is deleted.

@@ -11,8 +11,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::{
-    check_recipe_path, deadline_after, ensure_path, spawn_cleanup, unique_marker, wait_for_event,
-    Woken,
+    check_recipe_path, deadline_after, ensure_path, joined, spawn_cleanup, unique_marker,
+    wait_for_event, Woken,
 };
 use crate::acl::open_acl_unsafe;
 use crate::client::Client;
@@ -237,10 +237,6 @@ async fn owns_node(client: &Client, path: &str, marker: &[u8]) -> Result<bool, E
         Err(Error::NoNode { .. }) => Ok(false),
         Err(e) => Err(e),
     }
-}
-
-fn joined(done: Result<Result<bool, Error>, tokio::task::JoinError>) -> Result<bool, Error> {
-    done.map_err(|e| Error::InvalidArgument(format!("a create task failed: {e}")))?
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
