@@ -210,8 +210,6 @@ pub(crate) enum Turn<'a> {
     Mine,
     /// Wait until this node is gone.
     After(&'a Entry),
-    /// Wait until the list of children changes.
-    AfterAnyChange,
 }
 
 /// How a sequential lock decides whose turn it is.
@@ -221,10 +219,6 @@ pub(crate) enum Rule {
     Exclusive,
     /// Holds unless an older `write` node exists; watches the newest one.
     Shared,
-    /// The `n` oldest nodes hold. A waiter watches the children list: any
-    /// holder's release may be its turn, and watching one predecessor
-    /// would miss the others.
-    Permits(usize),
 }
 
 impl Rule {
@@ -237,8 +231,6 @@ impl Rule {
                 Some(writer) => Turn::After(writer),
                 None => Turn::Mine,
             },
-            Rule::Permits(permits) if index < permits => Turn::Mine,
-            Rule::Permits(_) => Turn::AfterAnyChange,
         }
     }
 }
@@ -256,9 +248,8 @@ pub(crate) async fn wait_for_turn(
     let dir = node.dir();
     // Subscribed before any watch is set, so no event can slip by.
     let mut events = client.events();
-    let mut watch_children = false;
     loop {
-        let entries = sorted_entries(client.get_children(dir, watch_children).await?, kinds);
+        let entries = sorted_entries(client.get_children(dir, false).await?, kinds);
         let Some(index) = entries.iter().position(|e| e.name == me) else {
             // Only a session's end or someone else's delete removes it.
             return Err(Error::NoNode {
@@ -267,13 +258,7 @@ pub(crate) async fn wait_for_turn(
         };
         let watched = match rule.turn(&entries, index) {
             Turn::Mine => return Ok(true),
-            Turn::AfterAnyChange if !watch_children => {
-                watch_children = true;
-                continue;
-            }
-            Turn::AfterAnyChange => dir.to_owned(),
             Turn::After(entry) => {
-                watch_children = false;
                 let path = child_path(dir, &entry.name);
                 if client.exists(&path, true).await?.is_none() {
                     continue;
@@ -288,7 +273,7 @@ pub(crate) async fn wait_for_turn(
 }
 
 /// A lock held by owning a sequential node: the queue lock, both sides of
-/// the read-write lock, the semaphore and the election share it.
+/// the read-write lock, the semaphore's gate and the election share it.
 #[derive(Debug)]
 pub(crate) struct SequenceLock {
     node: OwnNode,
@@ -435,7 +420,5 @@ mod tests {
         assert_eq!(Rule::Exclusive.turn(&all, 2), Turn::After(&all[1]));
         assert_eq!(Rule::Shared.turn(&all, 0), Turn::Mine);
         assert_eq!(Rule::Shared.turn(&all, 3), Turn::After(&all[1]));
-        assert_eq!(Rule::Permits(2).turn(&all, 1), Turn::Mine);
-        assert_eq!(Rule::Permits(2).turn(&all, 2), Turn::AfterAnyChange);
     }
 }
