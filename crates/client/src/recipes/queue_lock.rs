@@ -63,7 +63,8 @@ impl QueueLock {
 
     /// Queues for the lock now and returns at once: the handle resolves to
     /// this lock once held. The place in the queue is taken when the create
-    /// reaches the server, not when the handle is awaited.
+    /// reaches the server, not when the handle is awaited. Must be called
+    /// inside a tokio runtime: the acquire runs on a task of its own.
     pub fn lock_async(mut self, timeout: Option<Duration>) -> PendingLock {
         let task = tokio::spawn(async move {
             let acquired = self.acquire_pipelined(timeout).await?;
