@@ -66,7 +66,9 @@ impl Barrier {
         let deadline = deadline_after(timeout);
         let mut events = self.client.events();
         loop {
-            if self.client.exists(&self.path, true).await?.is_none() {
+            let stat =
+                read_or_look_again!(self.client.exists(&self.path, true).await, deadline, false);
+            if stat.is_none() {
                 return Ok(true);
             }
             if wait_for_event(&mut events, &self.path, deadline).await? == Woken::TimedOut {

@@ -9,7 +9,9 @@ use std::time::Duration;
 use stoa_proto::opcode::CreateMode;
 
 use super::sequential::{sorted_entries, OwnNode};
-use super::{check_recipe_path, child_path, deadline_after, wait_for_event, Woken};
+use super::{
+    after_connection_loss, check_recipe_path, child_path, deadline_after, wait_for_event, Woken,
+};
 use crate::acl::open_acl_unsafe;
 use crate::client::Client;
 use crate::error::Error;
@@ -25,7 +27,8 @@ const READY: &str = "ready";
 ///   `size` participants have entered; [`DoubleBarrier::leave`] returns
 ///   `Ok(true)` only once every participant has left.
 /// - Round trips: enter 3 (exists with a watch, create, list) plus, for
-///   the last to enter, 1 (create `ready`), for the others a notification;
+///   the last to enter, 1 (create `ready`), for the others 1 (exists) and
+///   a notification;
 ///   leave 1 per member still in (list, then delete or watch).
 /// - Session loss: member nodes are ephemeral: a participant whose session
 ///   ends counts as left (and, if the barrier was not full, as never
@@ -85,16 +88,14 @@ impl DoubleBarrier {
             }
         }
         loop {
-            match wait_for_event(&mut events, &ready, deadline).await? {
-                Woken::TimedOut => {
-                    self.node.delete().await?;
-                    return Ok(false);
-                }
-                Woken::LookAgain => {
-                    if client.exists(&ready, true).await?.is_some() {
-                        return Ok(true);
-                    }
-                }
+            let woken = match client.exists(&ready, true).await {
+                Ok(Some(_)) => return Ok(true),
+                Ok(None) => wait_for_event(&mut events, &ready, deadline).await?,
+                Err(error) => after_connection_loss(error, deadline).await?,
+            };
+            if woken == Woken::TimedOut {
+                self.node.delete().await?;
+                return Ok(false);
             }
         }
     }
@@ -107,7 +108,9 @@ impl DoubleBarrier {
         let dir = self.node.dir().to_owned();
         let mut events = client.events();
         loop {
-            let members = sorted_entries(client.get_children(&dir, false).await?, &[KIND]);
+            let children =
+                read_or_look_again!(client.get_children(&dir, false).await, deadline, false);
+            let members = sorted_entries(children, &[KIND]);
             let me = self.node.name().map(str::to_owned);
             let mine = |name: &str| me.as_deref() == Some(name);
             let (Some(oldest), Some(newest)) = (members.first(), members.last()) else {
@@ -127,7 +130,7 @@ impl DoubleBarrier {
                 self.node.delete().await?;
                 child_path(&dir, &oldest.name)
             };
-            if client.exists(&watched, true).await?.is_none() {
+            if read_or_look_again!(client.exists(&watched, true).await, deadline, false).is_none() {
                 continue;
             }
             if wait_for_event(&mut events, &watched, deadline).await? == Woken::TimedOut {

@@ -14,7 +14,10 @@
 //!   (locks, permits, candidates, barrier members): a lost session
 //!   (expired or closed) releases them on the server. A call that sees the
 //!   session end fails with `Error::SessionExpired` or `Error::Closed`,
-//!   and the holder must assume it holds nothing.
+//!   and the holder must assume it holds nothing. A lost connection is not
+//!   a lost session: a waiting call's read that fails with
+//!   `ConnectionLoss` is tried again (after a short pause) until the session
+//!   comes back, ends, or the timeout passes.
 //! - `release` (or its recipe's equivalent) is explicit and async. Dropping
 //!   a holding object without it spawns the delete on the current tokio
 //!   runtime when there is one; otherwise the node goes with the session.
@@ -22,6 +25,22 @@
 //!   and left in place.
 //!
 //! See `docs/recipes.md` for the round trips each operation costs.
+
+/// The value of a read in a wait loop. On `ConnectionLoss` the client is
+/// reconnecting: the loop pauses and looks again (`continue`), so a session
+/// that comes back keeps its place and one that ended fails the next read
+/// with `SessionExpired`; past the deadline it returns `Ok($timed_out)`.
+macro_rules! read_or_look_again {
+    ($read:expr, $deadline:expr, $timed_out:expr) => {
+        match $read {
+            Ok(value) => value,
+            Err(error) => match $crate::recipes::after_connection_loss(error, $deadline).await? {
+                $crate::recipes::Woken::LookAgain => continue,
+                $crate::recipes::Woken::TimedOut => return Ok($timed_out),
+            },
+        }
+    };
+}
 
 mod barrier;
 mod counter;
@@ -115,6 +134,32 @@ pub(crate) async fn wait_for_event(
             // looking again is always safe.
             KeeperState::SyncConnected => return Ok(Woken::LookAgain),
             _ => {}
+        }
+    }
+}
+
+/// How long a wait loop pauses after a lost connection before it looks
+/// again: the client is reconnecting meanwhile.
+const LOOK_AGAIN_PAUSE: Duration = Duration::from_millis(50);
+
+/// `error` itself, unless it is `ConnectionLoss`: then a pause, and whether
+/// the deadline left time to look again.
+pub(crate) async fn after_connection_loss(
+    error: Error,
+    deadline: Option<Instant>,
+) -> Result<Woken, Error> {
+    if !matches!(error, Error::ConnectionLoss { .. }) {
+        return Err(error);
+    }
+    let resume = Instant::now() + LOOK_AGAIN_PAUSE;
+    match deadline {
+        Some(deadline) if deadline <= resume => {
+            tokio::time::sleep_until(deadline).await;
+            Ok(Woken::TimedOut)
+        }
+        _ => {
+            tokio::time::sleep_until(resume).await;
+            Ok(Woken::LookAgain)
         }
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use stoa_proto::opcode::CreateMode;
 
 use super::{
-    check_recipe_path, child_path, deadline_after, ensure_path, sequence_number, wait_for_event,
-    Woken,
+    after_connection_loss, check_recipe_path, child_path, deadline_after, ensure_path,
+    sequence_number, wait_for_event, Woken,
 };
 use crate::acl::open_acl_unsafe;
 use crate::client::Client;
@@ -159,7 +159,13 @@ impl ItemDir {
                 Ok(Some(item)) => return Ok(Some(item)),
                 Ok(None) => {}
                 Err(Error::NoNode { .. }) => ensure_path(&self.client, &self.path).await?,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // A take cut off here may have deleted an item (see above).
+                    if after_connection_loss(e, deadline).await? == Woken::TimedOut {
+                        return Ok(None);
+                    }
+                    continue;
+                }
             }
             if wait_for_event(&mut events, &self.path, deadline).await? == Woken::TimedOut {
                 return Ok(None);

@@ -102,12 +102,13 @@ impl Semaphore {
         let mut events = client.events();
         let (created, listed) = tokio::join!(self.lease.create(), client.get_children(&dir, true));
         let mine = created?;
-        // A listing sent before a retried create may miss our lease.
-        let mut leases = match listed {
-            Ok(leases) if leases.contains(&mine) => leases,
-            _ => client.get_children(&dir, true).await?,
-        };
+        let mut first_listing = Some(listed);
         loop {
+            let leases = match first_listing.take() {
+                // A listing sent before a retried create may miss our lease.
+                Some(Ok(leases)) if leases.contains(&mine) => leases,
+                _ => read_or_look_again!(client.get_children(&dir, true).await, deadline, false),
+            };
             let entries = sorted_entries(leases, &[LEASE]);
             if !entries.iter().any(|e| e.name == mine) {
                 // Only a session's end or someone else's delete removes it.
@@ -121,7 +122,6 @@ impl Semaphore {
             if wait_for_event(&mut events, &dir, deadline).await? == Woken::TimedOut {
                 return Ok(false);
             }
-            leases = client.get_children(&dir, true).await?;
         }
     }
 

@@ -249,7 +249,8 @@ pub(crate) async fn wait_for_turn(
     // Subscribed before any watch is set, so no event can slip by.
     let mut events = client.events();
     loop {
-        let entries = sorted_entries(client.get_children(dir, false).await?, kinds);
+        let children = read_or_look_again!(client.get_children(dir, false).await, deadline, false);
+        let entries = sorted_entries(children, kinds);
         let Some(index) = entries.iter().position(|e| e.name == me) else {
             // Only a session's end or someone else's delete removes it.
             return Err(Error::NoNode {
@@ -260,7 +261,8 @@ pub(crate) async fn wait_for_turn(
             Turn::Mine => return Ok(true),
             Turn::After(entry) => {
                 let path = child_path(dir, &entry.name);
-                if client.exists(&path, true).await?.is_none() {
+                if read_or_look_again!(client.exists(&path, true).await, deadline, false).is_none()
+                {
                     continue;
                 }
                 path

@@ -77,9 +77,9 @@ impl TasLock {
             return Err(self.reentry());
         }
         self.unsure = true;
-        let outcome = create_lock_node(&self.client, &self.path, &self.marker).await;
+        // An error leaves us unsure: the create may have been applied.
+        self.held = create_lock_node(&self.client, &self.path, &self.marker).await?;
         self.unsure = false;
-        self.held = outcome?;
         Ok(self.held)
     }
 
@@ -89,10 +89,12 @@ impl TasLock {
         let deadline = deadline_after(timeout);
         let mut events = self.client.events();
         loop {
-            if self.try_lock().await? {
+            if read_or_look_again!(self.try_lock().await, deadline, false) {
                 return Ok(true);
             }
-            if self.client.exists(&self.path, true).await?.is_none() {
+            let stat =
+                read_or_look_again!(self.client.exists(&self.path, true).await, deadline, false);
+            if stat.is_none() {
                 continue;
             }
             if wait_for_event(&mut events, &self.path, deadline).await? == Woken::TimedOut {
