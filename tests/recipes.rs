@@ -36,6 +36,7 @@ const SETTINGS: &[&str] = &["tickTime=500", "admin.enableServer=false"];
 /// Where a test runs: its own server, or the one `STOA_RECIPES_ZK` names.
 struct Target {
     server: Option<(Child, PathBuf)>,
+    port: u16,
     address: String,
     /// A path no other test (or earlier run) uses.
     base: String,
@@ -51,6 +52,7 @@ impl Target {
         if let Ok(address) = std::env::var("STOA_RECIPES_ZK") {
             return Target {
                 server: None,
+                port: 0,
                 address,
                 base,
             };
@@ -61,6 +63,7 @@ impl Target {
             match wait_until_serving(&mut child, port) {
                 Ok(()) => Ok(Target {
                     server: Some((child, data_dir)),
+                    port,
                     address: format!("127.0.0.1:{port}"),
                     base: base.clone(),
                 }),
@@ -72,6 +75,26 @@ impl Target {
                 }
             }
         })
+    }
+
+    /// Whether this test started the server (and so may restart it).
+    fn owns_server(&self) -> bool {
+        self.server.is_some()
+    }
+
+    /// kill -9 and start again on the same port and data: the sessions
+    /// survive, their connections do not.
+    fn restart(&mut self) {
+        let (child, data_dir) = self.server.as_mut().expect("a server of our own");
+        let _ = child.kill();
+        let _ = child.wait();
+        *child = spawn_server(self.port, data_dir, SETTINGS);
+        if let Err(why) = wait_until_serving(child, self.port) {
+            panic!(
+                "the server did not start again on port {}: {why}",
+                self.port
+            );
+        }
     }
 
     fn path(&self, name: &str) -> String {
@@ -315,6 +338,45 @@ fn queue_lock_passes_on_when_its_holder_crashes_or_closes() {
         let mut lock = waiter.await.unwrap();
         assert!(lock.is_held());
         lock.release().await.unwrap();
+    });
+}
+
+#[test]
+fn a_waiter_keeps_its_place_across_a_server_restart() {
+    let mut target = Target::start("queue-restart");
+    if !target.owns_server() {
+        eprintln!("skipped: restarts the server, which STOA_RECIPES_ZK's is not ours to do");
+        return;
+    }
+    let path = target.path("lock");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (mut holder, waiter) = runtime.block_on(async {
+        let watcher = target.client().await;
+        let mut holder = QueueLock::new(target.client().await, &path).unwrap();
+        assert!(holder.acquire(None).await.unwrap());
+        let mut lock = QueueLock::new(target.client().await, &path).unwrap();
+        let waiter = tokio::spawn(async move {
+            assert!(lock.acquire(Some(WAIT_LIMIT)).await.unwrap());
+            lock
+        });
+        until_children(&watcher, &path, 2).await;
+        (holder, waiter)
+    });
+    target.restart();
+    runtime.block_on(async {
+        tokio::time::timeout(TEST_LIMIT, async {
+            tokio::time::sleep(SETTLE).await;
+            assert!(!waiter.is_finished(), "granted while held");
+            holder.release().await.unwrap();
+            let mut lock = waiter.await.unwrap();
+            lock.release().await.unwrap();
+        })
+        .await
+        .expect("test timed out");
     });
 }
 
