@@ -25,6 +25,7 @@ _SERVERS = []
 ENSEMBLE_TARGET_SKIPPED_MODULES = {
     "test_ensemble.py": "starts its own ensemble (runs under STOA_TARGET=stoa)",
     "test_linearizability.py": "starts its own ensemble (runs under STOA_TARGET=stoa)",
+    "test_regions.py": "starts its own ensemble (runs under STOA_TARGET=stoa)",
 }
 
 

@@ -34,6 +34,7 @@ import ipaddress
 import os
 import random
 import re
+import signal
 import subprocess
 import threading
 
@@ -95,14 +96,29 @@ def sweep_stale():
     """Delete namespaces and links left by earlier runs whose process is gone."""
     r = ip("netns", "list", check=False)
     for line in r.stdout.decode(errors="replace").splitlines():
-        m = re.match(r"(%s(?:probe-)?(\d+)\S*)" % re.escape(NS_PREFIX), line.strip())
+        m = re.match(r"(%s(?:probe-|netem-)?(\d+)\S*)" % re.escape(NS_PREFIX), line.strip())
         if m and _stale(int(m.group(2))):
+            _kill_servers_in(m.group(1))
             ip("netns", "del", m.group(1), check=False)
     r = ip("-o", "link", "show", check=False)
     for line in r.stdout.decode(errors="replace").splitlines():
-        m = re.match(r"\d+: (s([0-9a-f]+)x[0-9a-f]+(?:cb|qb|pb|[cq]\d+h))[@:]", line)
+        # regions.py adds region bridges (r<N>b) and WAN link ends (w<N>a..d).
+        m = re.match(r"\d+: (s([0-9a-f]+)x[0-9a-f]+(?:cb|qb|pb|[cq]\d+h|r\d+b|w\d+[a-d]))[@:]",
+                     line)
         if m and _stale(int(m.group(2), 16)):
             ip("link", "del", m.group(1), check=False)
+
+
+def _kill_servers_in(namespace):
+    """SIGKILL the processes a killed run left in its namespace (its servers,
+    started in sessions of their own, outlive it): deleting the name alone
+    would leave them running there."""
+    r = ip("netns", "pids", namespace, check=False)
+    for pid in r.stdout.decode(errors="replace").split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ValueError, OSError):
+            pass
 
 
 def _used_subnets():
@@ -244,10 +260,11 @@ def unavailable_reason():
 
 class NsServer(h.Server):
     """A harness.Server whose process runs in a network namespace, serving
-    clients on its client LAN address."""
+    clients on its client LAN address: Stoa, or a ZooKeeper ensemble member
+    (QuorumPeerMain) with kind="zookeeper"."""
 
-    def __init__(self, topo, index, **kw):
-        super().__init__(kind="stoa", **kw)
+    def __init__(self, topo, index, kind="stoa", **kw):
+        super().__init__(kind=kind, quorum=kind == "zookeeper", **kw)
         self.topo, self.index = topo, index
         self.host = topo.client_ip(index)
         self.hosts = "%s:%d" % (self.host, self.port)

@@ -167,7 +167,7 @@ def test_http_details(stoa_admin):
     status, headers, body = get(port, "/commands/stat", method="HEAD")
     assert status == 200 and body == "" and int(headers["Content-Length"]) > 0
     assert get(port, "/commands/stat", method="PUT")[0] == 405
-    assert get(port, "/")[0] == 404
+    assert get(port, "/nosuch")[0] == 404
     assert get(port, "/commands/%73tat")[0] == 200
     assert get(port, "/health/live")[0] == 200
     status, _, body = get(port, "/health/ready")

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 from kazoo.exceptions import (BadArgumentsError, NoAuthError, NodeExistsError, NoNodeError,
-                              QuotaExceededError, SystemErrorException, UnimplementedError)
+                              QuotaExceededError, RolledBackError, RuntimeInconsistency,
+                              SystemErrorException)
 from kazoo.security import make_digest_acl
 
 import harness as h
@@ -89,17 +90,86 @@ def test_an_insert_through_the_queue_replies_with_the_stat_the_node_gets(zk):
     assert (stat.czxid, stat.mzxid) == (stored.czxid, stored.mzxid)
 
 
-def test_a_client_multi_touching_an_extension_path_is_refused(zk):
-    """A multi cannot include an extension's virtual node: refused whole, nothing applied."""
+def test_a_client_multi_through_an_extension_is_one_transaction(zk):
+    """A multi with ops on an extension's path runs them through the extension, in order, with
+    the plain ops around them, as one transaction: the second insert sees the first (distinct
+    sequence numbers), and each op gets its own result."""
     register(zk, "pq", "/queue", example("priority_queue.lua"))
+    zk.create("/counter", b"0")
+    t = zk.transaction()
+    t.create("/plain", b"p")
+    t.create("/queue/node-2-", b"second", sequence=True)
+    t.create("/queue/node-1-", b"first", sequence=True)
+    t.create("/queue/node-2-", b"third", sequence=True)
+    t.set_data("/counter", b"1")
+    results = t.commit()
+    assert results[0] == "/plain"
+    inserted = results[1:4]
+    assert all(isinstance(r, str) and r.startswith("/queue") for r in inserted), results
+    assert len(set(inserted)) == 3
+    assert [zk.get(path)[0] for path in inserted] == [b"second", b"first", b"third"]
+    assert results[4].version == 1
+    assert zk.get("/counter")[1].mzxid == zk.get("/plain")[1].czxid, "one transaction, one zxid"
+    assert drain(zk) == ["first", "second", "third"]
+
+
+def test_a_failing_op_fails_the_whole_multi_extension_ops_included(zk):
+    """A plain op failing after an extension's op, or an extension refusing its op, fails the
+    whole multi as ZooKeeper's does: nothing of it applies, the failing op gets its error."""
+    register(zk, "pq", "/queue", example("priority_queue.lua"))
+    zk.create("/taken")
     t = zk.transaction()
     t.create("/plain", b"p")
     t.create("/queue/node-1-", b"x", sequence=True)
-    with pytest.raises(UnimplementedError):
-        t.commit()
-    assert zk.exists("/plain") is None
+    t.create("/taken")
+    results = t.commit()
+    assert isinstance(results[2], NodeExistsError), results
+    assert all(isinstance(r, RolledBackError) for r in results[:2]), results
+    t = zk.transaction()
+    t.create("/plain", b"p")
+    t.create("/queue/node-99999999999999999999-", b"x", sequence=True)
+    t.create("/after")
+    results = t.commit()
+    assert isinstance(results[1], BadArgumentsError), results
+    assert isinstance(results[0], RolledBackError) and isinstance(results[2], RuntimeInconsistency)
+    assert zk.exists("/plain") is None and zk.exists("/after") is None
     with pytest.raises(NoNodeError):
         zk.get("/queue/next")
+    # The session goes on in order after the failures.
+    zk.create("/queue/node-1-", b"ok", sequence=True)
+    assert drain(zk) == ["ok"]
+
+
+MAKER = """
+return {
+  create = function(req, zk)
+    local name = req.path:match("([^/]+)$")
+    zk.create("/made-" .. name, "s", zk.PERSISTENT,
+              { acl = { { scheme = "digest", id = "%s", perms = "rwcda" } } })
+    zk.create("/box-" .. name, "", zk.CONTAINER)
+    zk.create("/box-" .. name .. "/c", "")
+    zk.create("/ttl-" .. name, "", zk.PERSISTENT_WITH_TTL, { ttl = 200 })
+    return { path = req.path }
+  end,
+}
+"""
+
+
+def test_an_extension_creates_nodes_with_an_acl_containers_and_ttl_nodes(zk):
+    """An extension's create can give the node an ACL (a client without it gets NoAuth), make a
+    container (reaped once its child goes) and a TTL node (reaped once its TTL passes), as a
+    client's own creates would."""
+    register(zk, "maker", "/maker", MAKER % h.digest("someone", "pw"))
+    zk.create("/maker/n1")
+    with pytest.raises(NoAuthError):
+        zk.get("/made-n1")
+    zk.add_auth("digest", "someone:pw")
+    assert zk.get("/made-n1")[0] == b"s"
+    assert zk.get_acls("/made-n1")[0] == [make_digest_acl("someone", "pw", all=True)]
+    assert zk.exists("/box-n1").ephemeralOwner == 0
+    zk.delete("/box-n1/c")
+    h.wait_until(lambda: zk.exists("/box-n1") is None, timeout=15, what="container reaped")
+    h.wait_until(lambda: zk.exists("/ttl-n1") is None, timeout=15, what="TTL node reaped")
 
 
 def test_concurrent_consumers_dequeue_every_element_exactly_once(zk, make_client, ext_server):

@@ -107,6 +107,26 @@ def test_mntr_reports_the_partitions_the_server_runs(server):
     assert "stoa_partition_%d_term" % partitions not in server.four_letter("mntr")
 
 
+@pytest.mark.skipif(harness.target() != "stoa", reason="a Stoa figure")
+@pytest.mark.standalone_only("an ensemble keeps every batch with the WAL thread")
+def test_a_lone_synchronous_writer_has_its_batches_synced_inline(server, raw):
+    """One client writing synchronously: the server's main thread writes and
+    fdatasyncs each batch itself instead of handing it to the WAL thread
+    (docs/performance.md); every write still survives, as test_crash checks."""
+    before = _mntr_value(server, "stoa_wal_fsyncs_inline")
+    raw.create("/inline", b"")
+    # Any other traffic (another client's ping) keeps batches with the WAL
+    # thread for 20 ms: a few hundred writes leave room for that.
+    for i in range(400):
+        raw.set("/inline", b"%d" % i)
+        if i % 50 == 49 and _mntr_value(server, "stoa_wal_fsyncs_inline") - before >= 40:
+            break
+    inline = _mntr_value(server, "stoa_wal_fsyncs_inline") - before
+    assert inline >= 40, inline
+    assert _mntr_value(server, "stoa_wal_fsyncs") >= _mntr_value(server, "stoa_wal_fsyncs_inline")
+    assert raw.get("/inline")[0] == b"%d" % i
+
+
 def test_conf(server):
     """conf lists key=value lines including clientPort, dataDir, tickTime and session bounds."""
     out = server.four_letter("conf")

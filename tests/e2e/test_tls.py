@@ -190,13 +190,19 @@ def test_a_bad_store_stops_the_server_with_a_clear_message(certs, tmp_path):
     jks = tmp_path / "keys.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed")
     srv, _ = tls_server(certs, **{"ssl.keyStore.location": str(jks)})
+    log = refused_start_log(srv)
+    assert "JKS is not read" in log and "PKCS12" in log
+
+
+def refused_start_log(srv):
+    """Launches `srv`, which must stop by itself within 20 s; its log's tail."""
     srv.launch()
     try:
         deadline = time.monotonic() + 20
         while srv.running() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not srv.running()
-        assert "JKS is not read" in srv.log_tail(50) and "PKCS12" in srv.log_tail(50)
+        return srv.log_tail(50)
     finally:
         srv.cleanup()
 
@@ -283,3 +289,81 @@ def test_the_admin_server_over_https_with_the_quorum_keys(certs, started):
         else:
             with pytest.raises(Exception):
                 admin_get(admin_port, False, ca)
+
+
+def quorum_tls_cfg(certs, key_store="server.pem"):
+    return {"sslQuorum": "true", "reconfigEnabled": "false",
+            "ssl.quorum.keyStore.location": os.path.join(certs, key_store),
+            "ssl.quorum.trustStore.location": os.path.join(certs, "ca.crt")}
+
+
+def rogue_key_store(certs):
+    """A key store whose certificate a CA of its own signed: the ensemble's
+    trust store does not know it."""
+    d = os.path.join(certs, "rogue")
+    if not os.path.exists(os.path.join(d, "rogue.pem")):
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "ca.ext"), "w") as f:
+            f.write("basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n")
+        make_cert(d, "ca", "/CN=Rogue CA", ca=False)
+        make_cert(d, "rogue", "/CN=localhost/O=Rogue")
+        with open(os.path.join(d, "rogue.pem"), "w") as out:
+            for part in (".key", ".crt"):
+                with open(os.path.join(d, "rogue" + part)) as f:
+                    out.write(f.read())
+    return os.path.join(d, "rogue.pem")
+
+
+def restart_member_with(member, replace):
+    """Stops `member`, rewrites its zoo.cfg with `replace` (old line to new
+    line, or to None to drop it) and starts it without waiting for a leader."""
+    member.stop()
+    with open(member.cfg_path) as f:
+        lines = f.read().splitlines()
+    out = []
+    for line in lines:
+        key = line.split("=", 1)[0]
+        if key in replace:
+            if replace[key] is not None:
+                out.append("%s=%s" % (key, replace[key]))
+        else:
+            out.append(line)
+    with open(member.cfg_path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    member.start(serving=False)
+
+
+def test_an_ensemble_talks_over_tls_and_refuses_members_without_a_trusted_certificate(
+        certs, request):
+    """sslQuorum=true: the members elect a leader and replicate over mutual TLS with the
+    ssl.quorum.* stores. A member whose certificate the trust store does not know, or that
+    speaks plain TCP, never joins: it serves no session, the others go on writing."""
+    ens = harness.Ensemble(kind="stoa", extra_cfg=quorum_tls_cfg(certs))
+    request.addfinalizer(ens.cleanup)
+    ens.start()
+    leader = ens.leader()
+    assert leader is not None
+    other = [m for m in ens.members if m is not ens.client_member and m is not leader][0]
+    with harness.started_client(KazooClient(hosts=ens.hosts, timeout=10)) as c:
+        c.create("/over-tls", b"1")
+    with harness.started_client(KazooClient(hosts=other.hosts, timeout=10)) as reader:
+        reader.sync("/over-tls")
+        assert reader.get("/over-tls")[0] == b"1"
+
+    for replace, what in (({"ssl.quorum.keyStore.location": rogue_key_store(certs)},
+                           "a certificate of another CA"),
+                          ({"sslQuorum": None}, "plain TCP")):
+        restart_member_with(ens.client_member, replace)
+        time.sleep(3)  # several election timeouts: long enough to join, were it let in
+        assert harness.srvr_mode(ens.client_member) not in ("follower", "leader"), what
+        with harness.started_client(KazooClient(hosts=other.hosts, timeout=10)) as c2:
+            c2.create("/while-refused-" + what.replace(" ", "-"), b"")
+    assert "TLS" in leader.log_tail(400)
+
+
+def test_sslquorum_without_its_stores_stops_the_server_with_a_clear_message(certs):
+    srv = harness.Server(kind="stoa", extra_cfg={
+        "sslQuorum": "true", "server.1": "127.0.0.1:%d:%d" % (free_port(), free_port()),
+        "server.2": "127.0.0.1:%d:%d" % (free_port(), free_port())})
+    harness.servers.write_myid(srv.data_dir, 1)
+    assert "ssl.quorum.keyStore.location" in refused_start_log(srv)

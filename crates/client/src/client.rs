@@ -136,6 +136,15 @@ impl Client {
         self.shared.subscribe()
     }
 
+    /// Sends this session's events to `tx` as well: how a composed
+    /// client merges its members' events into one stream.
+    pub(crate) fn forward_events(&self, tx: mpsc::UnboundedSender<WatchedEvent>) {
+        self.shared.add_subscriber(tx);
+    }
+
+    // Every method sends its request to the session task in its first poll
+    // (nothing before `tx.send` awaits): `compose` relies on this to queue
+    // calls on a member session in the order it decided.
     async fn call(
         &self,
         path: &str,
@@ -567,6 +576,49 @@ pub fn multi_error(paths: &[&str], results: &[MultiResult]) -> Option<Error> {
 mod tests {
     use super::*;
     use stoa_proto::codes::ErrorCode;
+
+    /// `compose` orders calls on a member session by polling each once:
+    /// that first poll must queue the request.
+    #[test]
+    fn every_call_queues_its_request_in_its_first_poll() {
+        use std::future::Future;
+        use std::task::{Context, Poll};
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let response = ConnectResponse {
+            protocol_version: 0,
+            time_out: 10_000,
+            session_id: 1,
+            passwd: vec![0; 16],
+            read_only: false,
+        };
+        let client = Client {
+            tx,
+            shared: new_shared(&response, "test".into()),
+        };
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let acl = crate::acl::open_acl_unsafe();
+        let mut queued = 0;
+        let mut first_poll = |call: &mut dyn FnMut() -> Poll<()>| {
+            assert!(call().is_pending());
+            assert!(rx.try_recv().is_ok(), "call {queued} queued nothing");
+            queued += 1;
+        };
+        macro_rules! poll_once {
+            ($call:expr) => {{
+                let mut future = std::pin::pin!($call);
+                first_poll(&mut || future.as_mut().poll(&mut cx).map(drop));
+            }};
+        }
+        poll_once!(client.create("/a", b"", &acl, CreateMode::Persistent));
+        poll_once!(client.set_data("/a", b"", -1));
+        poll_once!(client.get_data("/a", false));
+        poll_once!(client.exists("/a", true));
+        poll_once!(client.get_children2("/a", false));
+        poll_once!(client.sync("/a"));
+        poll_once!(client.multi(vec![Op::delete("/a", -1)]));
+        poll_once!(client.multi_read(vec![Op::get_data("/a")]));
+        poll_once!(client.add_watch("/a", AddWatchMode::Persistent));
+    }
 
     #[test]
     fn multi_error_names_the_failing_op() {

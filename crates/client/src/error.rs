@@ -31,6 +31,11 @@ macro_rules! keeper_errors {
             Protocol(String),
             /// `close()` was called; the session is over.
             Closed,
+            /// A composed client has no mount that owns the path.
+            NoMount { path: String, mounts: String },
+            /// A composed client's `multi` or `multi_read` named paths of
+            /// several mounts; a multi is atomic within one ensemble only.
+            CrossMount { mounts: Vec<String> },
         }
 
         impl Error {
@@ -56,6 +61,7 @@ macro_rules! keeper_errors {
                 match self {
                     $(Error::$variant { path } => Some(path),)*
                     Error::InvalidPath { path, .. } => Some(path),
+                    Error::NoMount { path, .. } => Some(path),
                     _ => None,
                 }
             }
@@ -114,6 +120,14 @@ impl fmt::Display for Error {
             Error::Io(error) => write!(f, "I/O error: {error}"),
             Error::Protocol(message) => write!(f, "protocol error: {message}"),
             Error::Closed => f.write_str("the client is closed"),
+            Error::NoMount { path, mounts } => {
+                write!(f, "no mount owns {path} (mounts: {mounts})")
+            }
+            Error::CrossMount { mounts } => write!(
+                f,
+                "a multi cannot span mounts {}: it is atomic within one ensemble only",
+                mounts.join(" and ")
+            ),
             // Every keeper variant has a code and a path, handled above.
             _ => write!(f, "{self:?}"),
         }

@@ -20,6 +20,7 @@
 
 pub mod acl;
 mod client;
+pub mod compose;
 mod error;
 pub mod format;
 mod op;
@@ -31,6 +32,7 @@ mod watch;
 
 pub use acl::{open_acl_unsafe, parse_acl, perms_to_string};
 pub use client::{multi_error, Client, ClientOptions};
+pub use compose::{ComposeStats, ComposedClient, Mount, MountTable, SyncMode};
 pub use error::Error;
 pub use op::Op;
 pub use path::validate_path;

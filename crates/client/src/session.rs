@@ -111,8 +111,14 @@ impl Shared {
 
     pub(crate) fn subscribe(&self) -> mpsc::UnboundedReceiver<WatchedEvent> {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.lock().subscribers.push(tx);
+        self.add_subscriber(tx);
         rx
+    }
+
+    /// Sends this session's events to `tx` too. The task sends each event
+    /// before it hands out the replies that follow it on the wire.
+    pub(crate) fn add_subscriber(&self, tx: mpsc::UnboundedSender<WatchedEvent>) {
+        self.lock().subscribers.push(tx);
     }
 
     /// The error for a call that cannot reach the task any more.

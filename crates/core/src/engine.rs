@@ -406,6 +406,11 @@ impl Engine {
         self.now_ms = self.now_ms.max(now_ms);
     }
 
+    /// The engine's clock (ms), as the host last set it.
+    pub fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
     /// The WAL writer's timings, for `mntr` (the writer owns the counters).
     pub fn set_wal_sync_stats(&mut self, stats: stoa_wal::SyncStats) {
         self.stats.wal_sync = stats;

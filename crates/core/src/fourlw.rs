@@ -147,6 +147,11 @@ pub fn mntr(m: &Monitor) -> String {
             s.commit_latency_max_ms.to_string(),
         ),
         ("stoa_wal_batches", s.wal_batches.to_string()),
+        ("stoa_wal_fsyncs", s.wal_sync.groups.to_string()),
+        (
+            "stoa_wal_fsyncs_inline",
+            s.wal_sync.inline_groups.to_string(),
+        ),
         (
             "stoa_wal_fsync_avg_ms",
             format!("{:.4}", s.wal_sync_avg_ms()),

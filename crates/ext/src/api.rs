@@ -13,7 +13,7 @@ use mlua::{IntoLuaMulti, Lua, LuaString, MultiValue, Table, Value};
 
 use crate::convert::{reply_table, Keys, StatValues};
 use crate::multi;
-use crate::overlay::{validate_path, OpError, Overlay};
+use crate::overlay::{validate_path, CreateOptions, OpError, Overlay};
 use crate::sandbox::{is_memory_error, Budget};
 use crate::{ErrorCode, ExtReply, ExtensionKind};
 
@@ -66,12 +66,15 @@ impl<'v> Api<'_, 'v> {
     fn create(
         &self,
         lua: &Lua,
-        (path, data, flags): (String, Option<LuaString>, Option<i32>),
+        (path, data, flags, options): (String, Option<LuaString>, Option<i32>, Option<Table>),
     ) -> mlua::Result<MultiValue> {
-        let r = self
-            .overlay
-            .borrow_mut()
-            .create(&path, bytes(data), flags.unwrap_or(0));
+        let options = match options {
+            None => CreateOptions::default(),
+            Some(t) => create_options_from(&t)
+                .map_err(|e| mlua::Error::RuntimeError(format!("zk.create: options: {e}")))?,
+        };
+        let r =
+            (self.overlay.borrow_mut()).create(&path, bytes(data), flags.unwrap_or(0), &options);
         let r = match r {
             Ok((p, stat)) => Ok((p, StatValues(stat))),
             Err(e) => Err(e),
@@ -235,7 +238,7 @@ fn default_op(
     let path = req.path.as_str();
     let reply = match req.op.as_str() {
         "create" => overlay
-            .create(path, req.data, req.flags)
+            .create(path, req.data, req.flags, &CreateOptions::default())
             .map(|(p, stat)| ExtReply {
                 path: Some(p),
                 stat: Some(stat),
@@ -279,4 +282,22 @@ fn default_op(
         }
     };
     Ok(reply)
+}
+
+/// `zk.create`'s fourth argument: `{ acl = {...}, ttl = ms }`.
+fn create_options_from(t: &Table) -> Result<CreateOptions, String> {
+    for pair in t.pairs::<Value, Value>() {
+        let (key, _) = pair.map_err(|e| e.to_string())?;
+        match &key {
+            Value::String(k) if ["acl", "ttl"].contains(&&*k.to_string_lossy()) => {}
+            other => return Err(format!("unknown field {other:?} (acl, ttl)")),
+        }
+    }
+    let acl = t
+        .raw_get::<Option<Table>>("acl")
+        .map_err(|e| format!("acl: {e}"))?;
+    let ttl = t
+        .raw_get::<Option<i64>>("ttl")
+        .map_err(|e| format!("ttl: {e}"))?;
+    crate::convert::create_options(acl, ttl)
 }

@@ -9,7 +9,10 @@
 
 use mlua::{IntoLuaMulti, Lua, LuaString, MultiValue, Table, Value};
 
+use crate::overlay::CreateOptions;
 use crate::{ErrorCode, ExtReply, Stat};
+use stoa_proto::opcode::perms;
+use stoa_proto::records::{Acl, Id};
 
 /// `Stat`'s fields, in the order of [`stat_values`] and of the prelude's
 /// `stat` function.
@@ -162,4 +165,77 @@ pub(crate) fn error_field(keys: &Keys, t: &Table) -> Result<Option<ErrorCode>, S
         Some(ErrorCode::Ok) | None => Err("error must name a ZooKeeper error code".into()),
         Some(code) => Ok(Some(code)),
     }
+}
+
+/// A create's options from Lua: an ACL, a list of `{ scheme = "digest",
+/// id = "user:hash", perms = "rwcda" | bits }` entries (`perms` as
+/// zkCli writes them, or as ZooKeeper's bits), and a TTL node's `ttl` in
+/// ms. Malformed (wrong types, unknown fields or permission letters) is a
+/// bug in the extension: an error naming what is wrong. Whether the ACL
+/// is valid (a known scheme, a well-formed id) is the create's to say.
+pub(crate) fn create_options(
+    acl: Option<Table>,
+    ttl_ms: Option<i64>,
+) -> Result<CreateOptions, String> {
+    let acl = match acl {
+        None => None,
+        Some(entries) => {
+            let mut out = Vec::new();
+            for (i, entry) in entries.sequence_values::<Value>().enumerate() {
+                let entry = match entry.map_err(|e| e.to_string())? {
+                    Value::Table(t) => t,
+                    other => return Err(format!("acl entry {} is a {}", i + 1, other.type_name())),
+                };
+                out.push(acl_entry(&entry).map_err(|e| format!("acl entry {}: {e}", i + 1))?);
+            }
+            Some(out)
+        }
+    };
+    Ok(CreateOptions { acl, ttl_ms })
+}
+
+fn acl_entry(t: &Table) -> Result<Acl, String> {
+    for pair in t.pairs::<Value, Value>() {
+        let (key, _) = pair.map_err(|e| e.to_string())?;
+        let name = match &key {
+            Value::String(k) => k.to_string_lossy(),
+            other => return Err(format!("has a {} key", other.type_name())),
+        };
+        if !["scheme", "id", "perms"].contains(&name.as_str()) {
+            return Err(format!("unknown field {name:?} (scheme, id, perms)"));
+        }
+    }
+    let text = |key: &str| -> Result<String, String> {
+        t.raw_get::<Option<String>>(key)
+            .map_err(|e| format!("{key}: {e}"))?
+            .ok_or_else(|| format!("has no {key}"))
+    };
+    let perms = match t.raw_get::<Value>("perms").map_err(|e| e.to_string())? {
+        Value::Integer(bits) if (0..=i64::from(perms::ALL)).contains(&bits) => bits as i32,
+        Value::String(letters) => perms_from_letters(&letters.to_string_lossy())?,
+        Value::Nil => return Err("has no perms".into()),
+        other => return Err(format!("perms is a {}", other.type_name())),
+    };
+    Ok(Acl {
+        perms,
+        id: Id {
+            scheme: text("scheme")?,
+            id: text("id")?,
+        },
+    })
+}
+
+/// zkCli's permission letters: r, w, c, d, a in any order.
+fn perms_from_letters(letters: &str) -> Result<i32, String> {
+    letters.chars().try_fold(0, |bits, c| {
+        Ok(bits
+            | match c {
+                'r' => perms::READ,
+                'w' => perms::WRITE,
+                'c' => perms::CREATE,
+                'd' => perms::DELETE,
+                'a' => perms::ADMIN,
+                other => return Err(format!("unknown permission {other:?} (r, w, c, d, a)")),
+            })
+    })
 }

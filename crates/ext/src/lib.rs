@@ -147,16 +147,32 @@ pub struct TxnStamp {
     pub time_ms: i64,
 }
 
+/// The kind of node an extension's create makes (its sequence suffix, if
+/// any, is already in the path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Persistent,
+    /// Belongs to the calling session.
+    Ephemeral,
+    /// Deleted by the server once it had children and has none left.
+    Container,
+    /// Deleted by the server once unchanged and childless for `ttl_ms`.
+    Ttl {
+        ttl_ms: i64,
+    },
+}
+
 /// A write an extension made; the engine turns all of a call's writes into
 /// ONE multi transaction (all or nothing), in this order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOp {
-    /// `path` is final: any sequence suffix is already applied. Ephemeral
-    /// nodes belong to the calling session.
+    /// `path` is final: any sequence suffix is already applied. `acl` is
+    /// checked already (never empty; open unless the extension gave one).
     Create {
         path: String,
         data: Vec<u8>,
-        ephemeral: bool,
+        kind: NodeKind,
+        acl: Vec<stoa_proto::records::Acl>,
     },
     /// `version` is what the extension passed (-1 = any); it already held
     /// against the call's view, so it holds in the multi too.

@@ -53,6 +53,8 @@ pub struct ExtensionManager {
     extensions: BTreeMap<String, Extension>,
     /// Virtual node path -> node extension name, for the per-request lookup.
     node_paths: BTreeMap<String, String>,
+    /// Creates may make TTL nodes (`zookeeper.extendedTypesEnabled`).
+    ttl_enabled: bool,
 }
 
 impl ExtensionManager {
@@ -61,7 +63,15 @@ impl ExtensionManager {
             defaults,
             extensions: BTreeMap::new(),
             node_paths: BTreeMap::new(),
+            ttl_enabled: false,
         }
+    }
+
+    /// Whether extensions may create TTL nodes: as the server's
+    /// `zookeeper.extendedTypesEnabled` (ZooKeeper answers `Unimplemented`
+    /// otherwise).
+    pub fn set_ttl_enabled(&mut self, enabled: bool) {
+        self.ttl_enabled = enabled;
     }
 
     /// The limits a registration without `limits` gets.
@@ -190,8 +200,13 @@ impl ExtensionManager {
         view: &dyn TreeView,
         stamp: Option<TxnStamp>,
     ) -> Result<ExtOutcome, ExtError> {
+        let ttl_enabled = self.ttl_enabled;
         let ext = self.get_mut(name, ExtensionKind::Node)?;
-        let overlay = RefCell::new(Overlay::new(view, Some(request.session_id)).with_stamp(stamp));
+        let overlay = RefCell::new(
+            Overlay::new(view, Some(request.session_id))
+                .with_stamp(stamp)
+                .with_ttl(ttl_enabled),
+        );
         let started = Instant::now();
         let run = ext.sandbox.run(
             ExtensionKind::Node,
@@ -232,12 +247,13 @@ impl ExtensionManager {
         let key = if started { "start" } else { "end" };
         // An ending session cannot own new ephemeral nodes.
         let owner = started.then_some(session_id);
+        let ttl_enabled = self.ttl_enabled;
         let mut out = Vec::new();
         for (name, ext) in &mut self.extensions {
             if ext.spec.kind != ExtensionKind::Session {
                 continue;
             }
-            let overlay = RefCell::new(Overlay::new(view, owner));
+            let overlay = RefCell::new(Overlay::new(view, owner).with_ttl(ttl_enabled));
             let t = Instant::now();
             let run = ext.sandbox.run(
                 ExtensionKind::Session,
@@ -297,6 +313,7 @@ impl ExtensionManager {
         view: &dyn TreeView,
     ) -> Vec<(String, Result<WatchOutcome, ExtError>)> {
         let type_name = format!("{event_type:?}");
+        let ttl_enabled = self.ttl_enabled;
         let mut out = Vec::new();
         for (name, ext) in &mut self.extensions {
             if ext.spec.kind != ExtensionKind::Watch {
@@ -307,7 +324,7 @@ impl ExtensionManager {
                     continue;
                 }
             }
-            let overlay = RefCell::new(Overlay::new(view, None));
+            let overlay = RefCell::new(Overlay::new(view, None).with_ttl(ttl_enabled));
             let t = Instant::now();
             let run = ext.sandbox.run(
                 ExtensionKind::Watch,

@@ -6,7 +6,7 @@
 use mlua::{Lua, LuaString, Table, Value};
 
 use crate::convert::{stat_table, Keys};
-use crate::overlay::{OpError, Overlay};
+use crate::overlay::{CreateOptions, OpError, Overlay};
 use crate::Stat;
 
 /// One operation of a multi, as the extension wrote it.
@@ -16,6 +16,7 @@ pub(crate) enum MultiOp {
         path: String,
         data: Vec<u8>,
         flags: i32,
+        options: CreateOptions,
     },
     Delete {
         path: String,
@@ -65,8 +66,13 @@ impl Overlay<'_> {
 
     fn run_one(&mut self, op: &MultiOp) -> Result<MultiResult, OpError> {
         Ok(match op {
-            MultiOp::Create { path, data, flags } => {
-                let (path, stat) = self.create(path, data.clone(), *flags)?;
+            MultiOp::Create {
+                path,
+                data,
+                flags,
+                options,
+            } => {
+                let (path, stat) = self.create(path, data.clone(), *flags, options)?;
                 MultiResult::Create { path, stat }
             }
             MultiOp::Delete { path, version } => {
@@ -92,7 +98,7 @@ impl Overlay<'_> {
 /// other field is a typo that would otherwise be silently ignored.
 fn allowed_fields(op: &str) -> Option<&'static [&'static str]> {
     Some(match op {
-        "create" => &["path", "data", "flags"],
+        "create" => &["path", "data", "flags", "acl", "ttl"],
         "delete" | "check" => &["path", "version"],
         "set" => &["path", "data", "version"],
         _ => return None,
@@ -155,6 +161,10 @@ fn op_from_table(t: &Table) -> Result<MultiOp, String> {
             path,
             data: data()?,
             flags: int("flags", 0)?,
+            options: crate::convert::create_options(
+                t.raw_get::<Option<Table>>("acl").map_err(field_err)?,
+                t.raw_get::<Option<i64>>("ttl").map_err(field_err)?,
+            )?,
         },
         "delete" => MultiOp::Delete {
             path,

@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::children::{self, Touched};
-use crate::{CreateMode, ErrorCode, Stat, TreeView, TxnStamp, WriteOp};
+use crate::{CreateMode, ErrorCode, NodeKind, Stat, TreeView, TxnStamp, WriteOp};
+use stoa_proto::records::Acl;
 
 /// Subtrees an extension may not write: `/zookeeper` is the server's own and
 /// writing `/extensions` would register extensions without the admin ACL.
@@ -96,6 +97,14 @@ struct Node {
     fresh: bool,
 }
 
+/// What a create may say besides its flags: the node's ACL (open when
+/// none) and a TTL node's time to live.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CreateOptions {
+    pub acl: Option<Vec<Acl>>,
+    pub ttl_ms: Option<i64>,
+}
+
 /// Children bookkeeping of one parent during the call.
 #[derive(Debug, Clone, Copy, Default)]
 struct ChildDelta {
@@ -136,6 +145,8 @@ pub(crate) struct Overlay<'v> {
     stamp: Option<TxnStamp>,
     /// Some while an atomic group runs.
     journal: Option<Journal>,
+    /// TTL nodes may be created (`zookeeper.extendedTypesEnabled`).
+    ttl_enabled: bool,
 }
 
 impl<'v> Overlay<'v> {
@@ -148,7 +159,15 @@ impl<'v> Overlay<'v> {
             ephemeral_owner,
             stamp: None,
             journal: None,
+            ttl_enabled: false,
         }
+    }
+
+    /// Whether creates may make TTL nodes, as the server's
+    /// `zookeeper.extendedTypesEnabled` says.
+    pub(crate) fn with_ttl(mut self, enabled: bool) -> Self {
+        self.ttl_enabled = enabled;
+        self
     }
 
     /// Stats of the nodes this call writes carry `stamp` (see [`TxnStamp`]).
@@ -356,19 +375,42 @@ impl<'v> Overlay<'v> {
         path: &str,
         data: Vec<u8>,
         flags: i32,
+        options: &CreateOptions,
     ) -> Result<(String, Stat), OpError> {
         let mode = CreateMode::from_flags(flags).ok_or(ErrorCode::BadArguments)?;
-        // Containers and TTL nodes need server-side reaping a WriteOp cannot
-        // express.
-        if mode.is_container() || mode.is_ttl() {
-            return Err(ErrorCode::Unimplemented.into());
+        let kind = if mode.is_container() {
+            NodeKind::Container
+        } else if mode.is_ttl() {
+            // ZooKeeper's answers with extended types off, and for a TTL
+            // out of range.
+            if !self.ttl_enabled {
+                return Err(ErrorCode::Unimplemented.into());
+            }
+            let ttl_ms = options.ttl_ms.ok_or(ErrorCode::BadArguments)?;
+            if !(1..=stoa_tree::TTL_MAX_MS).contains(&ttl_ms) {
+                return Err(ErrorCode::BadArguments.into());
+            }
+            NodeKind::Ttl { ttl_ms }
+        } else if mode.is_ephemeral() {
+            NodeKind::Ephemeral
+        } else {
+            NodeKind::Persistent
+        };
+        if options.ttl_ms.is_some() && !mode.is_ttl() {
+            return Err(ErrorCode::BadArguments.into());
         }
-        let owner = if mode.is_ephemeral() {
+        let acl = match &options.acl {
+            None => vec![Acl::open_unsafe()],
+            // The extension has no identities of its own: `auth` is refused.
+            Some(acl) => stoa_tree::fixup_acl(acl, &[])?,
+        };
+        let owner = if kind == NodeKind::Ephemeral {
             match self.ephemeral_owner {
                 Some(owner) => owner,
                 None => return Err(ErrorCode::SessionExpired.into()),
             }
         } else {
+            // Clients see 0 for containers and TTL nodes too.
             0
         };
         // A sequential create may name just the parent plus "/" (ZooKeeper
@@ -404,7 +446,8 @@ impl<'v> Overlay<'v> {
         self.push(WriteOp::Create {
             path: final_path.clone(),
             data: data.clone(),
-            ephemeral: owner != 0,
+            kind,
+            acl,
         })?;
         // A re-created path starts with no children and a fresh counter.
         self.put_delta(&final_path, None);
@@ -582,7 +625,10 @@ mod tests {
         let path = |n: &str| format!("/q/{n}");
         match step {
             Step::Create(n) => {
-                if overlay.create(&path(n), Vec::new(), 0).is_ok() {
+                if overlay
+                    .create(&path(n), Vec::new(), 0, &CreateOptions::default())
+                    .is_ok()
+                {
                     model.insert(n.clone());
                 }
             }
@@ -599,7 +645,9 @@ mod tests {
                     overlay.delete(&path(&n), -1).expect("listed child");
                 }
                 overlay.delete("/q", -1).expect("empty /q");
-                overlay.create("/q", Vec::new(), 0).expect("deleted /q");
+                overlay
+                    .create("/q", Vec::new(), 0, &CreateOptions::default())
+                    .expect("deleted /q");
             }
             Step::FailedMulti(ops) => {
                 let mut ops: Vec<MultiOp> = ops
@@ -609,6 +657,7 @@ mod tests {
                             path: path(n),
                             data: Vec::new(),
                             flags: 0,
+                            options: CreateOptions::default(),
                         },
                         false => MultiOp::Delete {
                             path: path(n),

@@ -109,6 +109,7 @@ end
 
 local BASE = {
   PERSISTENT = 0, EPHEMERAL = 1, PERSISTENT_SEQUENTIAL = 2, EPHEMERAL_SEQUENTIAL = 3,
+  CONTAINER = 4, PERSISTENT_WITH_TTL = 5, PERSISTENT_SEQUENTIAL_WITH_TTL = 6,
   fail = function(x) raw_error(new_error(resolve(x)), 0) end,
   code = function(x) return resolve(x) end,
 }

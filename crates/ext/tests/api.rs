@@ -1,7 +1,8 @@
 mod common;
 
 use common::{Harness, MemTree, CREATE, SEQ, SESSION};
-use stoa_ext::{ErrorCode, ExtOp, ExtRequest, Stat, TxnStamp, WriteOp};
+use stoa_ext::{ErrorCode, ExtOp, ExtRequest, NodeKind, Stat, TxnStamp, WriteOp};
+use stoa_proto::records::Acl;
 
 fn harness(src: &str) -> Harness {
     Harness::node("/x", src, MemTree::with(&[("/x", "root"), ("/x/old", "o")]))
@@ -33,7 +34,8 @@ fn reads_see_the_calls_own_writes() {
             WriteOp::Create {
                 path: "/x/a".into(),
                 data: b"1".to_vec(),
-                ephemeral: false
+                kind: NodeKind::Persistent,
+                acl: vec![Acl::open_unsafe()]
             },
             WriteOp::SetData {
                 path: "/x/a".into(),
@@ -87,7 +89,8 @@ fn zookeeper_errors_behave_as_in_zookeeper_and_can_be_caught() {
         vec![WriteOp::Create {
             path: "/x/eph".into(),
             data: vec![],
-            ephemeral: true
+            kind: NodeKind::Ephemeral,
+            acl: vec![Acl::open_unsafe()]
         }]
     );
     assert_eq!(h.tree.nodes["/x/eph"].1.ephemeral_owner, SESSION);
@@ -317,4 +320,91 @@ fn every_stat_field_reaches_lua_under_its_own_name() {
          data_length=1 num_children=0 pzxid=11"
     );
     assert_eq!(reply.stat, Some(stat));
+}
+
+#[test]
+fn creates_take_an_acl_and_make_containers_and_ttl_nodes() {
+    // Proves zk.create's options and modes (and zk.multi's): an ACL given
+    // as zkCli's letters or as bits, a container, a TTL node with its TTL,
+    // each written as the kind and ACL the engine turns into ZooKeeper's
+    // requests; and the refusals ZooKeeper gives (a TTL without a TTL mode
+    // or out of range, an invalid ACL, an unknown permission letter).
+    let src = r#"
+      local function err(f, ...)
+        local ok, e = pcall(f, ...)
+        assert(not ok)
+        if type(e) == "table" then return e.name end
+        return tostring(e)
+      end
+      return function(req, zk)
+        local acl = { { scheme = "digest", id = "u:hash", perms = "rw" },
+                      { scheme = "world", id = "anyone", perms = 1 } }
+        zk.create("/x/secret", "s", zk.PERSISTENT, { acl = acl })
+        zk.create("/x/box", "", zk.CONTAINER)
+        zk.create("/x/lease-", "", zk.PERSISTENT_SEQUENTIAL_WITH_TTL, { ttl = 5000 })
+        zk.multi({ { op = "create", path = "/x/m", flags = zk.PERSISTENT_WITH_TTL, ttl = 7,
+                     acl = { { scheme = "world", id = "anyone", perms = "cdrwa" } } } })
+        local r = {}
+        r[#r + 1] = err(zk.create, "/x/t", "", zk.PERSISTENT, { ttl = 10 })
+        r[#r + 1] = err(zk.create, "/x/t", "", zk.PERSISTENT_WITH_TTL, { ttl = 0 })
+        r[#r + 1] = err(zk.create, "/x/t", "", zk.PERSISTENT_WITH_TTL)
+        r[#r + 1] = err(zk.create, "/x/t", "", zk.PERSISTENT,
+                        { acl = { { scheme = "nope", id = "x", perms = 1 } } })
+        r[#r + 1] = err(zk.create, "/x/t", "", zk.PERSISTENT, { acl = {} })
+        local bad = err(zk.create, "/x/t", "", zk.PERSISTENT,
+                        { acl = { { scheme = "world", id = "anyone", perms = "rz" } } })
+        assert(bad:find("unknown permission"), bad)
+        local typo = err(zk.create, "/x/t", "", zk.PERSISTENT, { tll = 1 })
+        assert(typo:find("unknown field"), typo)
+        return table.concat(r, " ")
+      end"#;
+    let mut h = Harness::new(MemTree::with(&[("/x", "root"), ("/x/old", "o")]));
+    h.mgr.set_ttl_enabled(true);
+    h.mgr
+        .register(common::node_spec("ext", "/x", src))
+        .expect("register");
+    let out = h.run(ExtOp::GetData, "/x", "", -1).unwrap();
+    let text = String::from_utf8(out.reply.unwrap().data.unwrap()).unwrap();
+    assert_eq!(
+        text,
+        "BadArguments BadArguments BadArguments InvalidAcl InvalidAcl"
+    );
+    let kinds: Vec<(&str, NodeKind, Vec<Acl>)> = out
+        .writes
+        .iter()
+        .map(|w| match w {
+            WriteOp::Create {
+                path, kind, acl, ..
+            } => (path.as_str(), *kind, acl.clone()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let digest = Acl {
+        perms: 3,
+        id: stoa_proto::records::Id {
+            scheme: "digest".into(),
+            id: "u:hash".into(),
+        },
+    };
+    let world_read = Acl {
+        perms: 1,
+        ..Acl::open_unsafe()
+    };
+    assert_eq!(
+        kinds,
+        vec![
+            ("/x/secret", NodeKind::Persistent, vec![digest, world_read]),
+            ("/x/box", NodeKind::Container, vec![Acl::open_unsafe()]),
+            (
+                "/x/lease-0000000003",
+                NodeKind::Ttl { ttl_ms: 5000 },
+                vec![Acl::open_unsafe()]
+            ),
+            (
+                "/x/m",
+                NodeKind::Ttl { ttl_ms: 7 },
+                vec![Acl::open_unsafe()]
+            ),
+        ]
+    );
 }

@@ -2,8 +2,9 @@ mod common;
 
 use common::MemTree;
 use stoa_ext::{
-    EventType, ExtError, ExtensionKind, ExtensionManager, ExtensionSpec, Limits, WriteOp,
+    EventType, ExtError, ExtensionKind, ExtensionManager, ExtensionSpec, Limits, NodeKind, WriteOp,
 };
+use stoa_proto::records::Acl;
 
 fn spec(name: &str, kind: ExtensionKind, path: Option<&str>, src: &str) -> ExtensionSpec {
     ExtensionSpec {
@@ -50,7 +51,8 @@ fn session_extensions_run_on_start_and_end() {
             Ok(vec![WriteOp::Create {
                 path: "/sessions/7".into(),
                 data: b"start".to_vec(),
-                ephemeral: true
+                kind: NodeKind::Ephemeral,
+                acl: vec![Acl::open_unsafe()]
             }])
         )
     );
@@ -62,7 +64,8 @@ fn session_extensions_run_on_start_and_end() {
         &vec![WriteOp::Create {
             path: "/sessions/ended-7".into(),
             data: b"SessionExpired".to_vec(),
-            ephemeral: false
+            kind: NodeKind::Persistent,
+            acl: vec![Acl::open_unsafe()]
         }]
     );
     let metrics = mgr.metrics();

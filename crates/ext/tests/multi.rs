@@ -1,7 +1,8 @@
 mod common;
 
 use common::{Harness, MemTree};
-use stoa_ext::{ErrorCode, ExtError, ExtOp, WriteOp};
+use stoa_ext::{ErrorCode, ExtError, ExtOp, NodeKind, WriteOp};
+use stoa_proto::records::Acl;
 
 fn harness(src: &str) -> Harness {
     Harness::node(
@@ -85,12 +86,14 @@ fn a_failed_multi_changes_nothing_and_raises_the_first_error_with_its_position()
             WriteOp::Create {
                 path: "/x/before".into(),
                 data: vec![],
-                ephemeral: false
+                kind: NodeKind::Persistent,
+                acl: vec![Acl::open_unsafe()]
             },
             WriteOp::Create {
                 path: "/x/q-0000000003".into(),
                 data: vec![],
-                ephemeral: false
+                kind: NodeKind::Persistent,
+                acl: vec![Acl::open_unsafe()]
             },
         ]
     );

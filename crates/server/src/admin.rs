@@ -1,6 +1,6 @@
 //! The AdminServer: ZooKeeper's HTTP command interface (`admin.*` keys,
 //! `/commands/<name>` answering JSON), plus health endpoints for
-//! orchestrators. The commands run on the engine's thread
+//! orchestrators, and the dashboard (`crate::dashboard`). The commands run on the engine's thread
 //! (`stoa_core::admin`); this side parses HTTP, answers what needs the
 //! disk (`dirs`) and bounds how long a request may wait for the engine.
 
@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use stoa_core::admin::{self, AdminAnswer, AdminCall, Json};
+
+use crate::dashboard;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -127,7 +129,7 @@ async fn answer(
     let mut buf = [0u8; 2048];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() > REQUEST_HEAD_BYTES_MAX {
-            let _ = write_response(&mut stream, &too_large(), false).await;
+            let _ = write_response(&mut stream, &too_large(), false, "").await;
             return;
         }
         match stream.read(&mut buf).await {
@@ -143,17 +145,26 @@ async fn answer(
         .filter_map(|line| line.split_once(':'))
         .find(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
         .map(|(_, value)| value.trim().to_string());
-    let (response, head_only) = match parse_request_line(request_line) {
+    let (response, head_only, headers) = match parse_request_line(request_line) {
         Some((method, target)) => {
             let route = route(site, &method, &target);
+            let headers = match route {
+                Route::Dashboard(_) => dashboard::HEADERS,
+                _ => "",
+            };
             (
                 respond(route, site, engine, authorization).await,
                 method == "HEAD",
+                headers,
             )
         }
-        None => (AdminAnswer::error(400, "", "malformed request line"), false),
+        None => (
+            AdminAnswer::error(400, "", "malformed request line"),
+            false,
+            "",
+        ),
     };
-    let _ = write_response(&mut stream, &response, head_only).await;
+    let _ = write_response(&mut stream, &response, head_only, headers).await;
 }
 
 fn too_large() -> AdminAnswer {
@@ -175,6 +186,8 @@ pub enum Route {
     Live,
     /// Ready: serving clients (a leader known, or standalone and caught up).
     Ready,
+    /// A file of the dashboard.
+    Dashboard(dashboard::Asset),
     NotFound,
     MethodNotAllowed,
 }
@@ -202,6 +215,9 @@ pub fn route(site: &AdminSite, method: &str, target: &str) -> Route {
         "/health/live" => return Route::Live,
         "/health/ready" => return Route::Ready,
         _ => {}
+    }
+    if let Some(asset) = dashboard::asset(path, &site.command_url) {
+        return Route::Dashboard(asset);
     }
     let Some(rest) = path.strip_prefix(site.command_url.as_str()) else {
         return Route::NotFound;
@@ -280,6 +296,14 @@ async fn respond(
                 authorization,
             };
             ask(engine, call).await
+        }
+        Route::Dashboard(asset) => {
+            let (content_type, body) = dashboard::content(asset, &site.command_url);
+            AdminAnswer {
+                status: 200,
+                content_type,
+                body,
+            }
         }
         Route::Live => ask(engine, AdminCall::Live).await,
         Route::Ready => ask(engine, AdminCall::Ready).await,
@@ -416,6 +440,7 @@ async fn write_response(
     stream: &mut (impl AsyncWrite + Unpin),
     response: &AdminAnswer,
     head_only: bool,
+    extra_headers: &str,
 ) -> std::io::Result<()> {
     let reason = match response.status {
         200 => "OK",
@@ -434,7 +459,7 @@ async fn write_response(
     };
     let allow = "Allow: GET, HEAD, POST, OPTIONS\r\n";
     let mut out = format!(
-        "HTTP/1.1 {} {reason}\r\n{content_type}{allow}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {} {reason}\r\n{content_type}{allow}{extra_headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         response.status,
         response.body.len()
     )
@@ -481,7 +506,10 @@ mod tests {
         );
         assert_eq!(route(&s, "GET", "/commands/stat/extra"), Route::NotFound);
         assert_eq!(route(&s, "GET", "/commandsX"), Route::NotFound);
-        assert_eq!(route(&s, "GET", "/"), Route::NotFound);
+        assert_eq!(route(&s, "GET", "/x"), Route::NotFound);
+        let page = Route::Dashboard(dashboard::Asset::Page);
+        assert_eq!(route(&s, "GET", "/"), page);
+        assert_eq!(route(&s, "HEAD", "/dashboard?x=1"), page);
         assert_eq!(route(&s, "PUT", "/commands/stat"), Route::MethodNotAllowed);
         assert_eq!(route(&s, "OPTIONS", "/commands/stat"), Route::Options);
         assert_eq!(route(&s, "GET", "/health/ready"), Route::Ready);

@@ -79,8 +79,10 @@ pub struct ServerConfig {
     /// The `ssl.*` keys.
     pub tls: crate::tls::TlsSettings,
     /// The `ssl.quorum.*` keys: ZooKeeper's AdminServer takes its HTTPS
-    /// keys from them (TLS between members is not served yet).
+    /// keys from them, and members their TLS (`sslQuorum`).
     pub quorum_tls: crate::tls::TlsSettings,
+    /// `sslQuorum`: members talk over TLS with the `ssl.quorum.*` stores.
+    pub ssl_quorum: bool,
     /// `admin.forceHttps`: the AdminServer speaks HTTPS only;
     /// `admin.portUnification`: HTTP and HTTPS on its one port;
     /// `admin.needClientAuth`: HTTPS clients show a certificate.
@@ -135,6 +137,7 @@ impl Default for ServerConfig {
             secure_client_address: None,
             tls: crate::tls::TlsSettings::default(),
             quorum_tls: crate::tls::TlsSettings::default(),
+            ssl_quorum: false,
             admin_force_https: false,
             admin_port_unification: false,
             admin_need_client_auth: false,
@@ -373,9 +376,7 @@ impl ServerConfig {
             // SASL is served whenever a JAAS Server section is given.
             _ if key.starts_with("authProvider.") => {}
             "sslQuorum" | "zookeeper.sslQuorum" => {
-                if parse_bool(value).map_err(|e| bad(&e))? {
-                    return Err(bad("TLS between ensemble members is not supported yet"));
-                }
+                self.ssl_quorum = parse_bool(value).map_err(|e| bad(&e))?
             }
             "readonlymode.enabled" | "zookeeper.readonlymode.enabled" => {
                 self.read_only_enabled = parse_bool(value).map_err(|e| bad(&e))?
@@ -453,10 +454,13 @@ impl ServerConfig {
             }
             (None, "enabledProtocols") => tls.protocols = comma_list(value),
             (None, "ciphersuites") => tls.cipher_suites = comma_list(value),
-            // The SSLContext protocol and the hostname checks of clients'
-            // certificates: rustls picks the version from enabledProtocols
+            (None, "hostnameVerification") => {
+                tls.hostname_verification = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            // The SSLContext protocol and the host name check of a client's
+            // certificate: rustls picks the version from enabledProtocols
             // and checks a client's chain, not its host name.
-            (None, "protocol" | "hostnameVerification" | "clientHostnameVerification") => {}
+            (None, "protocol" | "clientHostnameVerification") => {}
             _ => return Ok(Some(format!("unknown key {key} ignored"))),
         }
         Ok(None)

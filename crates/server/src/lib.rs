@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod dashboard;
 pub mod ensemble;
 pub mod import;
 pub mod jaas;

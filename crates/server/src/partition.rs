@@ -192,7 +192,12 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
                         crate::ensemble::quorum_address(m).map_err(|e| e.to_string())?,
                     ));
                 }
-                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx)
+                let tls = if config.ssl_quorum {
+                    Some(quorum_tls(&config)?)
+                } else {
+                    None
+                };
+                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx, tls)
                     .await
                     .map_err(|e| e.to_string())?;
                 log::info!("peers: listening on {listen}, dialing {others:?}");
@@ -301,16 +306,38 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     })
 }
 
+/// `sslQuorum=true`: TLS both ways between members, with the
+/// `ssl.quorum.*` stores.
+fn quorum_tls(config: &ServerConfig) -> Result<crate::peer::PeerTls, String> {
+    let tls = &config.quorum_tls;
+    if tls.key_store.location.is_none() || tls.trust_store.location.is_none() {
+        return Err(
+            "sslQuorum=true needs ssl.quorum.keyStore.location and ssl.quorum.trustStore.location"
+                .into(),
+        );
+    }
+    let server = crate::tls::server_config(tls).map_err(|e| format!("sslQuorum: {e}"))?;
+    let client = crate::tls::client_config(tls).map_err(|e| format!("sslQuorum: {e}"))?;
+    Ok(crate::peer::PeerTls {
+        acceptor: tokio_rustls::TlsAcceptor::from(server),
+        connector: tokio_rustls::TlsConnector::from(client),
+    })
+}
+
 /// The node as this runtime builds it: the WAL writer thread over the
 /// file log, the snapshot thread over the snapshot directory.
 type ServerNode = Node<WalPort, FileSnapshots>;
 
 /// The WAL writer thread as the node's log.
-struct WalPort(WalWriter);
+struct WalPort(WalWriter<stoa_wal::FileLog>);
 
 impl LogSink for WalPort {
     fn submit(&mut self, token: u64, records: Vec<Record>) -> Result<(), String> {
         self.0.submit(token, records).map_err(|e| e.to_string())
+    }
+
+    fn write_now(&mut self, token: u64, records: &[Record]) -> Result<bool, String> {
+        self.0.write_now(token, records).map_err(|e| e.to_string())
     }
 }
 
@@ -494,10 +521,7 @@ async fn serve(
             }
             durable = durable_rx.recv() => {
                 let token = durable.ok_or("WAL writer stopped")??;
-                let stats = node.log().0.sync_stats();
-                let engine = node.engine_mut();
-                engine.set_time(wall_clock_ms());
-                engine.set_wal_sync_stats(stats);
+                node.engine_mut().set_time(wall_clock_ms());
                 node.on_durable(token);
             }
             _ = ticker.tick() => {
@@ -536,7 +560,12 @@ async fn serve(
                 stopping = Some(tokio::time::Instant::now() + LEADER_HANDOVER_WAIT);
             }
         }
+        // Nothing else waits: this thread may as well sync a batch itself.
+        node.set_write_inline(net_rx.is_empty() && peer_rx.is_empty());
         flush(node, sockets)?;
+        // Batches written on this thread report no durable event.
+        let stats = node.log().0.sync_stats();
+        node.engine_mut().set_wal_sync_stats(stats);
         if let Some(deadline) = stopping {
             // raft abandons a transfer the successor does not take up
             // within an election timeout (e.g. it is stopping too).

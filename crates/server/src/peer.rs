@@ -29,7 +29,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use protobuf::Message as _;
 use raft::eraftpb::Message as RaftMessage;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -347,6 +347,16 @@ pub struct PeerNetwork {
     known: Rc<RefCell<Known>>,
     /// Where dialers report a refusal (as if the peer had sent it).
     inbound: mpsc::Sender<(u64, PeerMessage)>,
+    /// `sslQuorum`: every connection between members is TLS.
+    tls: Option<PeerTls>,
+}
+
+/// TLS between members (`sslQuorum`): both sides present their
+/// certificate, and each checks the other's against the trust store.
+#[derive(Clone)]
+pub struct PeerTls {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub connector: tokio_rustls::TlsConnector,
 }
 
 /// The membership as the accept loop needs it.
@@ -378,17 +388,25 @@ impl PeerNetwork {
         listen: SocketAddr,
         peers: &[(u64, SocketAddr)],
         inbound: mpsc::Sender<(u64, PeerMessage)>,
+        tls: Option<PeerTls>,
     ) -> Result<PeerNetwork, PeerError> {
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|e| PeerError(format!("cannot listen on quorum port {listen}: {e}")))?;
         let known = Rc::new(RefCell::new(Known::default()));
-        tokio::task::spawn_local(accept_loop(listener, known.clone(), inbound.clone()));
+        let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
+        tokio::task::spawn_local(accept_loop(
+            listener,
+            known.clone(),
+            inbound.clone(),
+            acceptor,
+        ));
         let mut network = PeerNetwork {
             my_id,
             dialers: HashMap::new(),
             known,
             inbound,
+            tls,
         };
         // The configuration file's ensemble (version 0) until the engine
         // publishes the membership it recovered.
@@ -408,8 +426,14 @@ impl PeerNetwork {
                 continue;
             }
             let (outbox, rx) = mpsc::channel(PEER_QUEUE_MESSAGES_MAX);
+            let connector = self.tls.as_ref().map(|t| t.connector.clone());
+            let dialed = Dialed {
+                me,
+                peer: id,
+                address,
+            };
             let task =
-                tokio::task::spawn_local(dial_loop(me, id, address, rx, self.inbound.clone()));
+                tokio::task::spawn_local(dial_loop(dialed, rx, self.inbound.clone(), connector));
             self.dialers.insert(
                 id,
                 Dialer {
@@ -451,46 +475,133 @@ fn tune(stream: &TcpStream) {
     }
 }
 
-async fn dial_loop(
-    my_id: u64,
+/// Who dials whom, where.
+#[derive(Clone, Copy)]
+struct Dialed {
+    me: u64,
     peer: u64,
     address: SocketAddr,
+}
+
+/// How a connection to a peer ended.
+enum Ended {
+    /// Lost, or refused: dial again.
+    Redial,
+    /// The sending side is gone: the peer left the membership.
+    Stop,
+}
+
+async fn dial_loop(
+    dialed: Dialed,
     mut queue: mpsc::Receiver<PeerMessage>,
     inbound: mpsc::Sender<(u64, PeerMessage)>,
+    tls: Option<tokio_rustls::TlsConnector>,
 ) {
+    let Dialed { peer, address, .. } = dialed;
     let mut delay = RECONNECT_DELAY_MIN;
     // The last refusal's version: logged once, not on every redial.
     let mut refused_at: Option<i64> = None;
     loop {
-        let dialed = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await;
-        let mut stream = match dialed.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())) {
+        let connected = async {
+            let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
+                .await
+                .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))?;
+            tune(&stream);
+            Ok::<_, std::io::Error>(stream)
+        };
+        let mut stream = match connected.await {
             Ok(s) => s,
             Err(e) => {
                 log::debug!("peer {peer} at {address}: {e}; retrying in {delay:?}");
-                if !discard_for(&mut queue, delay).await {
+                if !back_off(&mut queue, &mut delay).await {
                     return;
                 }
-                delay = (delay * 2).min(RECONNECT_DELAY_MAX);
                 continue;
             }
         };
-        tune(&stream);
-        if stream.write_all(&hello(my_id)).await.is_err() {
-            continue;
+        let mut received = Vec::new();
+        let mut connection = Connection {
+            dialed,
+            queue: &mut queue,
+            inbound: &inbound,
+            refused_at: &mut refused_at,
+            received: &mut received,
+            delay: &mut delay,
+        };
+        let ended = match &tls {
+            None => {
+                let (from_peer, to_peer) = stream.split();
+                connection.serve(from_peer, to_peer).await
+            }
+            Some(connector) => {
+                let name = rustls::pki_types::ServerName::IpAddress(address.ip().into());
+                let handshake =
+                    tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, stream));
+                match handshake.await {
+                    Ok(Ok(tls_stream)) => {
+                        let (from_peer, to_peer) = tokio::io::split(tls_stream);
+                        connection.serve(from_peer, to_peer).await
+                    }
+                    failed => {
+                        let why = match failed {
+                            Ok(Err(e)) => e.to_string(),
+                            _ => "no TLS handshake in time".to_string(),
+                        };
+                        let delay = *connection.delay;
+                        log::warn!("peer {peer} at {address}: TLS: {why}; retrying in {delay:?}");
+                        match back_off(connection.queue, connection.delay).await {
+                            true => Ended::Redial,
+                            false => Ended::Stop,
+                        }
+                    }
+                }
+            }
+        };
+        if let Ended::Stop = ended {
+            return;
         }
-        if refused_at.is_none() {
+        if refused_at.is_some() && received.is_empty() {
+            // Closed without a refusal: no longer refused, or not yet known.
+            refused_at = None;
+        }
+        // What was queued for the lost connection is stale; raft resends
+        // what the peer still needs once it is back.
+        while queue.try_recv().is_ok() {}
+    }
+}
+
+/// One connection a dialer made, plain or TLS: its queue goes out on it,
+/// and the only thing that can come back is a refusal.
+struct Connection<'a> {
+    dialed: Dialed,
+    queue: &'a mut mpsc::Receiver<PeerMessage>,
+    inbound: &'a mpsc::Sender<(u64, PeerMessage)>,
+    refused_at: &'a mut Option<i64>,
+    /// What the accepting side sent (a refusal, or nothing).
+    received: &'a mut Vec<u8>,
+    delay: &'a mut Duration,
+}
+
+impl Connection<'_> {
+    async fn serve<R, W>(&mut self, mut from_peer: R, mut to_peer: W) -> Ended
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let Dialed { me, peer, address } = self.dialed;
+        if to_peer.write_all(&hello(me)).await.is_err() {
+            return Ended::Redial;
+        }
+        if self.refused_at.is_none() {
             log::info!("connected to peer {peer} at {address}");
         }
-        delay = RECONNECT_DELAY_MIN;
-        let (mut from_peer, mut to_peer) = stream.split();
-        // The accepting side sends nothing on this connection but a refusal.
-        let mut received = Vec::new();
+        *self.delay = RECONNECT_DELAY_MIN;
         let mut read_buf = [0u8; 64];
         let mut buf = Vec::new();
         loop {
             tokio::select! {
-                first = queue.recv() => {
-                    let Some(first) = first else { return };
+                first = self.queue.recv() => {
+                    let Some(first) = first else { return Ended::Stop };
                     buf.clear();
                     let mut next = Some(first);
                     let mut snapshot_data = None;
@@ -501,7 +612,7 @@ async fn dial_loop(
                         }
                         // A snapshot's data follows its frame at once.
                         if snapshot_data.is_none() && buf.len() < WRITE_COALESCE_BYTES_MAX {
-                            next = queue.try_recv().ok();
+                            next = self.queue.try_recv().ok();
                         }
                     }
                     let mut written = to_peer.write_all(&buf).await;
@@ -513,50 +624,58 @@ async fn dial_loop(
                             written = to_peer.write_all(piece).await;
                         }
                     }
+                    if written.is_ok() {
+                        // A TLS stream holds written bytes until flushed.
+                        written = to_peer.flush().await;
+                    }
                     if buf.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
                         // A rare large message: do not hold its size for good.
                         buf = Vec::new();
                     }
                     if let Err(e) = written {
-                        if refused_at.is_none() {
+                        if self.refused_at.is_none() {
                             log::warn!("peer {peer} at {address}: {e}; reconnecting");
                         }
-                        break;
+                        return Ended::Redial;
                     }
                 }
                 read = from_peer.read(&mut read_buf) => {
                     let n = read.unwrap_or(0);
-                    received.extend_from_slice(&read_buf[..n]);
-                    if let Some(version) = refusal_in(&received) {
-                        if refused_at != Some(version) {
+                    self.received.extend_from_slice(&read_buf[..n]);
+                    if let Some(version) = refusal_in(self.received) {
+                        if *self.refused_at != Some(version) {
                             log::warn!(
                                 "peer {peer} refused this server: it is not in membership \
                                  version {version:x} there"
                             );
                         }
-                        refused_at = Some(version);
+                        *self.refused_at = Some(version);
                         let refusal = PeerMessage::Refused { membership_version: version };
-                        let _ = inbound.try_send((peer, refusal));
-                        if !discard_for(&mut queue, REFUSED_REDIAL_DELAY).await {
-                            return;
+                        let _ = self.inbound.try_send((peer, refusal));
+                        if !discard_for(self.queue, REFUSED_REDIAL_DELAY).await {
+                            return Ended::Stop;
                         }
-                        break;
+                        return Ended::Redial;
                     }
                     // Closed (redial), or bytes that are no refusal of ours.
-                    if n == 0 || received.len() > read_buf.len() {
-                        break;
+                    if n == 0 || self.received.len() > read_buf.len() {
+                        return Ended::Redial;
                     }
                 }
             }
         }
-        if refused_at.is_some() && received.is_empty() {
-            // Closed without a refusal: no longer refused, or not yet known.
-            refused_at = None;
-        }
-        // What was queued for the lost connection is stale; raft resends
-        // what the peer still needs once it is back.
-        while queue.try_recv().is_ok() {}
     }
+}
+
+/// After a failed dial: waits `delay` (dropping what is queued meanwhile)
+/// and doubles it up to `RECONNECT_DELAY_MAX`. False once the sending side
+/// is gone.
+async fn back_off(queue: &mut mpsc::Receiver<PeerMessage>, delay: &mut Duration) -> bool {
+    if !discard_for(queue, *delay).await {
+        return false;
+    }
+    *delay = (*delay * 2).min(RECONNECT_DELAY_MAX);
+    true
 }
 
 /// Waits `delay`, dropping whatever is queued meanwhile: with no connection
@@ -592,6 +711,7 @@ async fn accept_loop(
     listener: TcpListener,
     known: Rc<RefCell<Known>>,
     inbound: mpsc::Sender<(u64, PeerMessage)>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     loop {
         let Ok((stream, from_address)) = listener.accept().await else {
@@ -600,17 +720,27 @@ async fn accept_loop(
         tune(&stream);
         let inbound = inbound.clone();
         let known = known.clone();
+        let tls = tls.clone();
         tokio::task::spawn_local(async move {
-            match read_peer(stream, &known, &inbound).await {
-                Ok(()) => {}
-                Err(e) => log::warn!("peer connection from {from_address}: {e}"),
+            let read = match tls {
+                None => read_peer(stream, &known, &inbound).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(HELLO_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls_stream)) => read_peer(tls_stream, &known, &inbound).await,
+                        Ok(Err(e)) => Err(PeerError(format!("TLS: {e}"))),
+                        Err(_) => Err(PeerError("no TLS handshake in time".into())),
+                    }
+                }
+            };
+            if let Err(e) = read {
+                log::warn!("peer connection from {from_address}: {e}");
             }
         });
     }
 }
 
-async fn read_peer(
-    stream: TcpStream,
+async fn read_peer<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
     known: &RefCell<Known>,
     inbound: &mpsc::Sender<(u64, PeerMessage)>,
 ) -> Result<(), PeerError> {
@@ -631,7 +761,10 @@ async fn read_peer(
         log::debug!("refusing server {from}: not in membership version {membership_version:x}");
         let mut frame = Vec::with_capacity(13);
         encode_frame(&mut frame, &PeerMessage::Refused { membership_version })?;
-        let _ = reader.get_mut().write_all(&frame).await;
+        let stream = reader.get_mut();
+        if stream.write_all(&frame).await.is_ok() {
+            let _ = stream.flush().await;
+        }
         let _ = inbound.try_send((from, PeerMessage::Knocked));
         return Ok(());
     }
@@ -643,8 +776,8 @@ async fn read_peer(
 }
 
 /// Passes on a member's frames until its connection ends.
-async fn read_frames(
-    mut reader: BufReader<TcpStream>,
+async fn read_frames<S: AsyncRead + Unpin>(
+    mut reader: BufReader<S>,
     from: u64,
     inbound: &mpsc::Sender<(u64, PeerMessage)>,
 ) -> Result<(), PeerError> {
@@ -883,8 +1016,12 @@ mod tests {
             let (a, b) = (free_address(), free_address());
             let (a_tx, mut a_rx) = mpsc::channel(16);
             let (b_tx, mut b_rx) = mpsc::channel(16);
-            let net_a = PeerNetwork::start(1, a, &[(2, b)], a_tx).await.unwrap();
-            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx).await.unwrap();
+            let net_a = PeerNetwork::start(1, a, &[(2, b)], a_tx, None)
+                .await
+                .unwrap();
+            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx, None)
+                .await
+                .unwrap();
             assert!(net_a.send(2, raft_in(0, raft_message(2, 2))));
             assert!(net_b.send(1, PeerMessage::Engine(b"touch".to_vec())));
             assert!(!net_a.send(9, PeerMessage::Engine(vec![])), "unknown peer");
@@ -926,9 +1063,11 @@ mod tests {
             let (b_tx, mut b_rx) = mpsc::channel(16);
             // Server 1 applied a membership (version 0x500000002) without 2;
             // server 2 still thinks it is a member and dials 1.
-            let mut net_a = PeerNetwork::start(1, a, &[], a_tx).await.unwrap();
+            let mut net_a = PeerNetwork::start(1, a, &[], a_tx, None).await.unwrap();
             net_a.set_peers(0x5_0000_0002, &[(1, a)]);
-            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx).await.unwrap();
+            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx, None)
+                .await
+                .unwrap();
             assert!(net_b.send(1, PeerMessage::Engine(b"hello?".to_vec())));
             let within = Duration::from_secs(10);
             let (from, got) = tokio::time::timeout(within, b_rx.recv())

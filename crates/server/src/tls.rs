@@ -1,4 +1,6 @@
-//! TLS for clients (`secureClientPort`), configured with ZooKeeper's keys:
+//! TLS for clients (`secureClientPort`) and between members (`sslQuorum`,
+//! with the `ssl.quorum.*` keys: each member presents its certificate both
+//! as the server and as the dialing client), configured with ZooKeeper's keys:
 //! `ssl.keyStore.*` (this server's key and certificate chain),
 //! `ssl.trustStore.*` (the CAs client certificates must chain to),
 //! `ssl.clientAuth`, `ssl.enabledProtocols`, `ssl.ciphersuites`. Stores are
@@ -10,8 +12,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{
+    ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme,
+    SupportedProtocolVersion,
+};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -44,6 +53,9 @@ pub struct TlsSettings {
     pub protocols: Vec<String>,
     /// `ssl.ciphersuites` by their IANA (Java) names; empty: rustls's.
     pub cipher_suites: Vec<String>,
+    /// `ssl.quorum.hostnameVerification`: a dialed member's certificate
+    /// must name the address dialed (ZooKeeper's default).
+    pub hostname_verification: bool,
 }
 
 impl Default for TlsSettings {
@@ -54,6 +66,7 @@ impl Default for TlsSettings {
             client_auth: ClientAuth::Need,
             protocols: Vec::new(),
             cipher_suites: Vec::new(),
+            hostname_verification: true,
         }
     }
 }
@@ -70,24 +83,7 @@ pub fn parse_client_auth(value: &str) -> Result<ClientAuth, String> {
 /// Builds the rustls configuration the settings describe; the error says
 /// which file or key is wrong.
 pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
-    let mut provider = rustls::crypto::ring::default_provider();
-    if !settings.cipher_suites.is_empty() {
-        let wanted: Vec<String> = (settings.cipher_suites.iter())
-            .map(|s| iana_name(s.trim()))
-            .collect();
-        provider.cipher_suites.retain(|suite| {
-            let name = suite.suite().as_str().map(iana_name).unwrap_or_default();
-            wanted.contains(&name)
-        });
-        if provider.cipher_suites.is_empty() {
-            return Err(format!(
-                "ssl.ciphersuites: none of {:?} is supported",
-                settings.cipher_suites
-            ));
-        }
-    }
-    let provider = Arc::new(provider);
-    let versions = protocol_versions(&settings.protocols)?;
+    let (provider, versions) = provider_and_versions(settings)?;
     let (chain, key) = key_store(&settings.key_store)?;
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&versions)
@@ -111,6 +107,107 @@ pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, String
         .with_single_cert(chain, key)
         .map_err(|e| format!("ssl.keyStore: {e}"))?;
     Ok(Arc::new(config))
+}
+
+/// The crypto provider with `ssl.ciphersuites` applied, and the protocol
+/// versions of `ssl.enabledProtocols`.
+fn provider_and_versions(
+    settings: &TlsSettings,
+) -> Result<(Arc<CryptoProvider>, Vec<&'static SupportedProtocolVersion>), String> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if !settings.cipher_suites.is_empty() {
+        let wanted: Vec<String> = (settings.cipher_suites.iter())
+            .map(|s| iana_name(s.trim()))
+            .collect();
+        provider.cipher_suites.retain(|suite| {
+            let name = suite.suite().as_str().map(iana_name).unwrap_or_default();
+            wanted.contains(&name)
+        });
+        if provider.cipher_suites.is_empty() {
+            return Err(format!(
+                "ssl.ciphersuites: none of {:?} is supported",
+                settings.cipher_suites
+            ));
+        }
+    }
+    Ok((Arc::new(provider), protocol_versions(&settings.protocols)?))
+}
+
+/// The side of a member that dials another (`sslQuorum`): its own
+/// certificate (members authenticate each other), the trust store's CAs,
+/// and the dialed address checked against the peer's certificate unless
+/// `ssl.quorum.hostnameVerification=false`.
+pub fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, String> {
+    let (provider, versions) = provider_and_versions(settings)?;
+    let roots = Arc::new(trust_store(&settings.trust_store)?);
+    let (chain, key) = key_store(&settings.key_store)?;
+    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = if settings.hostname_verification {
+        builder.with_root_certificates(roots)
+    } else {
+        let chain_only = WebPkiServerVerifier::builder_with_provider(roots, provider)
+            .build()
+            .map_err(|e| format!("ssl.trustStore: {e}"))?;
+        (builder.dangerous()).with_custom_certificate_verifier(Arc::new(AnyName(chain_only)))
+    };
+    let config = builder
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| format!("ssl.keyStore: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+/// A server certificate verifier that checks the chain and not the name
+/// (`hostnameVerification=false`).
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+        match (self.0).verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Err(rustls::Error::InvalidCertificate(
+                NotValidForName | NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 /// Java names TLS 1.3 suites `TLS_AES_128_GCM_SHA256`, rustls

@@ -55,6 +55,24 @@ impl PrepContext<'_> {
     }
 }
 
+/// Where a multi prepared op by op began (`Preparer::begin_multi`).
+#[derive(Debug, Clone, Copy)]
+pub struct MultiMark(usize);
+
+/// The op kinds a multi may hold.
+pub fn is_multi_op(op: &Request) -> bool {
+    matches!(
+        op,
+        Request::Create(_)
+            | Request::Create2(_)
+            | Request::CreateContainer(_)
+            | Request::CreateTtl(_)
+            | Request::Delete(_)
+            | Request::SetData(_)
+            | Request::Check(_)
+    )
+}
+
 /// Why a write was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrepError {
@@ -364,8 +382,7 @@ impl Preparer {
         ctx: &PrepContext<'_>,
         ops: &[Request],
     ) -> Result<TxnOp, PrepError> {
-        let mark = self.queue.len();
-        self.undo = Some(Vec::new());
+        let mark = self.begin_multi();
         let mut txns = Vec::with_capacity(ops.len());
         let mut codes = Vec::with_capacity(ops.len());
         let mut failed = false;
@@ -374,21 +391,12 @@ impl Preparer {
                 codes.push(ErrorCode::RuntimeInconsistency);
                 continue;
             }
-            let prepared = match op {
-                Request::Create(_)
-                | Request::Create2(_)
-                | Request::CreateContainer(_)
-                | Request::CreateTtl(_)
-                | Request::Delete(_)
-                | Request::SetData(_)
-                | Request::Check(_) => self.op(tree, ctx, op),
+            if !is_multi_op(op) {
                 // ZooKeeper fails the whole request on any other op kind.
-                _ => {
-                    self.rollback(mark);
-                    return Err(PrepError::Code(ErrorCode::MarshallingError));
-                }
-            };
-            match prepared {
+                self.end_multi(mark, false);
+                return Err(PrepError::Code(ErrorCode::MarshallingError));
+            }
+            match self.multi_op(tree, ctx, op) {
                 Ok(t) => {
                     txns.push(t);
                     codes.push(ErrorCode::Ok);
@@ -396,16 +404,50 @@ impl Preparer {
                 Err(code) => {
                     failed = true;
                     codes.push(code);
-                    self.rollback(mark);
                 }
             }
         }
-        self.undo = None;
+        self.end_multi(mark, !failed);
         if failed {
             Err(PrepError::Multi(codes))
         } else {
             Ok(TxnOp::Multi(txns))
         }
+    }
+
+    /// Starts a multi prepared op by op (`multi_op`), for a caller that
+    /// runs something between its ops: a node extension's part of a
+    /// client's multi sees the ops before it. End it with `end_multi`.
+    pub fn begin_multi(&mut self) -> MultiMark {
+        assert!(self.undo.is_none(), "a multi is already being prepared");
+        self.undo = Some(Vec::new());
+        MultiMark(self.queue.len())
+    }
+
+    /// One op of the multi begun with `begin_multi`, prepared against the
+    /// tree and every op before it; `ctx` may differ from op to op (an
+    /// extension's writes go with the server's authority). After an error
+    /// the multi must end, rolled back.
+    pub fn multi_op(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        op: &Request,
+    ) -> Result<TxnOp, ErrorCode> {
+        assert!(self.undo.is_some(), "multi_op outside a multi");
+        if !is_multi_op(op) {
+            return Err(ErrorCode::MarshallingError);
+        }
+        self.op(tree, ctx, op)
+    }
+
+    /// Ends the multi: its ops stay pending (`keep`, they are proposed as
+    /// one transaction) or are all rolled back.
+    pub fn end_multi(&mut self, mark: MultiMark, keep: bool) {
+        if !keep {
+            self.rollback(mark.0);
+        }
+        self.undo = None;
     }
 
     fn rollback(&mut self, mark: usize) {

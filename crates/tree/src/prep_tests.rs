@@ -665,3 +665,68 @@ fn failed_multi_over_pending_changes_restores_them() {
     assert_eq!(w.prep.pending(), 0);
     assert_eq!(w.stat("/a").version, 102);
 }
+
+#[test]
+fn a_multi_prepared_op_by_op_is_rolled_back_whole_or_kept_whole() {
+    // Proves begin_multi/multi_op/end_multi: ops see the ones before them
+    // (a create under a parent created earlier in the multi; each op with
+    // its own context, one as super), a rolled-back multi leaves nothing
+    // pending, and a kept one is pending exactly as its ops say.
+    let mut w = World::new();
+    let ctx = w.ctx(1, &[]);
+    let as_super = crate::prep::PrepContext {
+        is_super: true,
+        ..ctx
+    };
+    let mark = w.prep.begin_multi();
+    assert!(w
+        .prep
+        .multi_op(&w.tree, &ctx, &Request::Create(create_req("/p", 0)))
+        .is_ok());
+    assert!(w
+        .prep
+        .multi_op(&w.tree, &as_super, &Request::Create(create_req("/p/c", 0)))
+        .is_ok());
+    assert_eq!(
+        w.prep
+            .multi_op(&w.tree, &ctx, &Request::Create(create_req("/p", 0))),
+        Err(NodeExists)
+    );
+    assert_eq!(
+        w.prep.multi_op(
+            &w.tree,
+            &ctx,
+            &Request::Sync(SyncRequest { path: "/".into() })
+        ),
+        Err(MarshallingError)
+    );
+    w.prep.end_multi(mark, false);
+    // Nothing of it is pending: /p/c has no parent again.
+    assert_eq!(w.run(&Request::Create(create_req("/p/c", 0))), Err(NoNode));
+    let ctx = w.ctx(1, &[]);
+    let mark = w.prep.begin_multi();
+    let ops: Vec<TxnOp> = ["/q", "/q/c"]
+        .iter()
+        .map(|p| {
+            (w.prep
+                .multi_op(&w.tree, &ctx, &Request::Create(create_req(p, 0))))
+            .unwrap()
+        })
+        .collect();
+    w.prep.end_multi(mark, true);
+    // Kept: pending, so the same create is refused before the multi applies.
+    let refused = w.prepare(1, &[], &Request::Create(create_req("/q", 0)));
+    assert_eq!(refused.op, TxnOp::Error(NodeExists));
+    let multi = crate::txn::Txn {
+        header: crate::txn::TxnHeader {
+            session_id: 1,
+            cxid: 1,
+            zxid: ctx.zxid,
+            time_ms: ctx.time_ms,
+        },
+        op: TxnOp::Multi(ops),
+    };
+    w.commit(&multi);
+    w.commit(&refused);
+    assert_eq!(w.stat("/q").num_children, 1);
+}

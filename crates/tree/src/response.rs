@@ -40,6 +40,11 @@ impl ReplyShape {
         }
     }
 
+    /// This op's entry in a multi's reply, given its applied `result`.
+    pub fn multi_result(&self, result: &TxnResult) -> MultiResult {
+        multi_result(self, result)
+    }
+
     /// The reply given the applied `result`: `Err(code)` goes in the reply
     /// header with an empty body. A failed multi is `Ok`: its failure is in
     /// the per-op results and the header says 0.

@@ -1,6 +1,12 @@
 //! `WalWriter`: the dedicated I/O thread. Partition threads submit batches;
 //! the thread appends every batch queued so far and syncs once for the whole
 //! group (group commit), then reports the highest token made durable.
+//!
+//! A submitter may instead write a batch itself (`write_now`) while the
+//! thread is idle, every earlier batch durable: a lone synchronous writer
+//! then pays no thread hand-off, and no wake-up back, around its fsync.
+//! The log sits behind a mutex only to move between the two threads; by
+//! construction nobody ever waits on it (see `write_now`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
@@ -36,6 +42,8 @@ struct Submitter {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SyncStats {
     pub groups: u64,
+    /// Of `groups`, those a submitter wrote itself (`WalWriter::write_now`).
+    pub inline_groups: u64,
     pub sync_micros_total: u64,
     pub sync_micros_max: u64,
 }
@@ -44,6 +52,7 @@ pub struct SyncStats {
 #[derive(Default)]
 struct SyncCounters {
     groups: AtomicU64,
+    inline_groups: AtomicU64,
     sync_micros_total: AtomicU64,
     sync_micros_max: AtomicU64,
 }
@@ -56,39 +65,51 @@ impl SyncCounters {
     }
 }
 
-pub struct WalWriter {
+pub struct WalWriter<L> {
     /// Token check and send under one lock, so queue order is token order
     /// even with several submitting threads.
     submitter: Mutex<Submitter>,
+    /// The writer thread's, except while `write_now` writes a batch.
+    log: Arc<Mutex<L>>,
+    /// The highest token made durable; stored once the thread let go of
+    /// the log for that group.
+    durable: Arc<AtomicU64>,
     stopped: Arc<AtomicBool>,
     sync_counters: Arc<SyncCounters>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl WalWriter {
+impl<L: LogStore + 'static> WalWriter<L> {
     /// Starts the thread. `on_durable(token, Ok(()))` means every batch
     /// submitted with a token `<= token` is durable. `on_durable(token,
     /// Err(e))` means a write or sync failed: nothing from the failing group
     /// on is durable, and the writer accepts nothing more (fail-stop).
-    pub fn spawn<L, F>(log: L, on_durable: F) -> Result<WalWriter, WalError>
+    pub fn spawn<F>(log: L, on_durable: F) -> Result<WalWriter<L>, WalError>
     where
-        L: LogStore + 'static,
         F: FnMut(u64, Result<(), WalError>) + Send + 'static,
     {
         let (sender, receiver) = mpsc::sync_channel(WRITER_QUEUE_BATCHES_MAX);
+        let log = Arc::new(Mutex::new(log));
+        let durable = Arc::new(AtomicU64::new(0));
         let stopped = Arc::new(AtomicBool::new(false));
-        let thread_stopped = Arc::clone(&stopped);
         let sync_counters = Arc::new(SyncCounters::default());
-        let thread_counters = Arc::clone(&sync_counters);
+        let shared = Shared {
+            log: Arc::clone(&log),
+            durable: Arc::clone(&durable),
+            stopped: Arc::clone(&stopped),
+            counters: Arc::clone(&sync_counters),
+        };
         let thread = thread::Builder::new()
             .name("stoa-wal".to_string())
-            .spawn(move || run(log, on_durable, receiver, &thread_stopped, &thread_counters))
+            .spawn(move || run(shared, on_durable, receiver))
             .map_err(|e| WalError::io("spawn wal writer thread", "", e))?;
         Ok(WalWriter {
             submitter: Mutex::new(Submitter {
                 sender: Some(sender),
                 last_token: None,
             }),
+            log,
+            durable,
             stopped,
             sync_counters,
             thread: Some(thread),
@@ -99,17 +120,7 @@ impl WalWriter {
     /// Tokens must strictly increase across all submitters. An oversized
     /// record is refused here, before it could stop the writer.
     pub fn submit(&self, token: u64, records: Vec<Record>) -> Result<(), WalError> {
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(WalError::WriterStopped);
-        }
-        check_payload_bounds(&records)?;
-        let mut submitter = self
-            .submitter
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(last) = submitter.last_token {
-            assert!(token > last, "wal token {token} not above {last}");
-        }
+        let mut submitter = self.submitter_for(token, &records)?;
         let Some(sender) = submitter.sender.as_ref() else {
             return Err(WalError::WriterStopped);
         };
@@ -120,11 +131,74 @@ impl WalWriter {
         Ok(())
     }
 
+    /// Writes and syncs `records` under `token` on the caller's thread, if
+    /// the writer thread is idle: every batch submitted before is durable
+    /// (so the thread holds nothing and is not writing). Returns true when
+    /// `records` are durable now (nothing is reported through the
+    /// callback for `token`), false when the thread was busy and nothing
+    /// was done: submit the batch instead. An error stops the writer, as a
+    /// failed group does.
+    pub fn write_now(&self, token: u64, records: &[Record]) -> Result<bool, WalError> {
+        let mut submitter = self.submitter_for(token, records)?;
+        if let Some(last) = submitter.last_token {
+            if self.durable.load(Ordering::Acquire) < last {
+                return Ok(false);
+            }
+        }
+        if submitter.sender.is_none() {
+            return Err(WalError::WriterStopped);
+        }
+        // The thread stores `durable` only after letting go of the log, and
+        // takes it again only for a batch submitted after this one (the
+        // submitter lock is held): it is free.
+        let Ok(mut log) = self.log.try_lock() else {
+            return Ok(false);
+        };
+        let started = Instant::now();
+        let result = log.append(records).and_then(|()| log.sync());
+        self.sync_counters
+            .record(started.elapsed().as_micros() as u64);
+        self.sync_counters
+            .inline_groups
+            .fetch_add(1, Ordering::Relaxed);
+        drop(log);
+        if let Err(e) = result {
+            self.stopped.store(true, Ordering::Release);
+            return Err(e);
+        }
+        submitter.last_token = Some(token);
+        self.durable.store(token, Ordering::Release);
+        Ok(true)
+    }
+
+    /// The submitter, locked, for a batch under `token`: refused when the
+    /// writer stopped or a record is too large; a token not above the last
+    /// one is a caller's bug.
+    fn submitter_for(
+        &self,
+        token: u64,
+        records: &[Record],
+    ) -> Result<std::sync::MutexGuard<'_, Submitter>, WalError> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(WalError::WriterStopped);
+        }
+        check_payload_bounds(records)?;
+        let submitter = self
+            .submitter
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(last) = submitter.last_token {
+            assert!(token > last, "wal token {token} not above {last}");
+        }
+        Ok(submitter)
+    }
+
     /// Time spent writing and syncing groups so far.
     pub fn sync_stats(&self) -> SyncStats {
         let c = &self.sync_counters;
         SyncStats {
             groups: c.groups.load(Ordering::Relaxed),
+            inline_groups: c.inline_groups.load(Ordering::Relaxed),
             sync_micros_total: c.sync_micros_total.load(Ordering::Relaxed),
             sync_micros_max: c.sync_micros_max.load(Ordering::Relaxed),
         }
@@ -143,7 +217,9 @@ impl WalWriter {
             std::panic::resume_unwind(panic);
         }
     }
+}
 
+impl<L> WalWriter<L> {
     fn stop_and_join(&mut self) -> thread::Result<()> {
         let mut submitter = self
             .submitter
@@ -159,20 +235,23 @@ impl WalWriter {
     }
 }
 
-impl Drop for WalWriter {
+impl<L> Drop for WalWriter<L> {
     fn drop(&mut self) {
         // A panic is not re-raised from drop; `shutdown` is the loud path.
         let _ = self.stop_and_join();
     }
 }
 
-fn run<L, F>(
-    mut log: L,
-    mut on_durable: F,
-    receiver: Receiver<Batch>,
-    stopped: &AtomicBool,
-    counters: &SyncCounters,
-) where
+/// What the writer thread shares with `WalWriter`.
+struct Shared<L> {
+    log: Arc<Mutex<L>>,
+    durable: Arc<AtomicU64>,
+    stopped: Arc<AtomicBool>,
+    counters: Arc<SyncCounters>,
+}
+
+fn run<L, F>(shared: Shared<L>, mut on_durable: F, receiver: Receiver<Batch>)
+where
     L: LogStore,
     F: FnMut(u64, Result<(), WalError>),
 {
@@ -190,16 +269,26 @@ fn run<L, F>(
             None => unreachable!("group holds at least the first batch"),
         };
         let started = Instant::now();
-        let result = group
-            .iter()
-            .try_for_each(|batch| log.append(&batch.records))
-            .and_then(|()| log.sync());
-        counters.record(started.elapsed().as_micros() as u64);
+        let result = {
+            // `write_now` writes only while every submitted batch is
+            // durable, and these are not yet: the lock is free.
+            let mut log = shared
+                .log
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            group
+                .iter()
+                .try_for_each(|batch| log.append(&batch.records))
+                .and_then(|()| log.sync())
+        };
+        shared.counters.record(started.elapsed().as_micros() as u64);
         group.clear();
         let failed = result.is_err();
         if failed {
             // Before the callback, so nothing submitted after it is accepted.
-            stopped.store(true, Ordering::Release);
+            shared.stopped.store(true, Ordering::Release);
+        } else {
+            shared.durable.store(highest_token, Ordering::Release);
         }
         on_durable(highest_token, result);
         if failed {

@@ -170,3 +170,80 @@ fn oversized_record_is_refused_at_submit_without_stopping_the_writer() {
     writer.shutdown();
     assert_eq!(*reports.lock().expect("lock"), vec![(2, true)]);
 }
+
+#[test]
+fn write_now_on_an_idle_writer_syncs_on_the_callers_thread() {
+    let syncs = Arc::new(AtomicU64::new(0));
+    let (done_tx, done_rx) = mpsc::channel();
+    let writer = WalWriter::spawn(
+        CountingLog::new(Arc::clone(&syncs)),
+        move |token, result: Result<(), WalError>| {
+            done_tx.send((token, result.is_ok())).expect("send");
+        },
+    )
+    .expect("spawn");
+    let record = |index| vec![Record::entry(0, 1, index, vec![1, 2, 3])];
+    assert!(writer.write_now(1, &record(1)).expect("write"));
+    assert_eq!(syncs.load(Ordering::SeqCst), 1, "synced before it returned");
+    // The thread goes on after it, in token order.
+    writer.submit(2, record(2)).expect("submit");
+    assert_eq!(done_rx.recv().expect("report"), (2, true));
+    assert!(writer.write_now(3, &record(3)).expect("write"));
+    assert_eq!(syncs.load(Ordering::SeqCst), 3);
+    let stats = writer.sync_stats();
+    assert_eq!((stats.groups, stats.inline_groups), (3, 2));
+    writer.shutdown();
+    assert!(
+        done_rx.try_recv().is_err(),
+        "inline batches are not reported through the callback"
+    );
+}
+
+#[test]
+fn write_now_while_a_batch_is_in_flight_leaves_it_to_the_thread() {
+    let syncs = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(Barrier::new(2));
+    let mut log = CountingLog::new(Arc::clone(&syncs));
+    log.first_sync_gate = Some(Arc::clone(&gate));
+    let (reports, on_durable) = recorder();
+    let writer = WalWriter::spawn(log, on_durable).expect("spawn");
+    writer.submit(1, vec![]).expect("submit");
+    gate.wait(); // the writer is inside its sync of batch 1
+    assert!(!writer.write_now(2, &[]).expect("not written"));
+    writer.submit(2, vec![]).expect("submit");
+    gate.wait();
+    writer.shutdown();
+    let reports = reports.lock().expect("lock");
+    assert_eq!(reports.last(), Some(&(2, true)));
+    assert_eq!(syncs.load(Ordering::SeqCst), reports.len() as u64);
+}
+
+#[test]
+fn a_failed_inline_sync_stops_the_writer() {
+    let syncs = Arc::new(AtomicU64::new(0));
+    let mut log = CountingLog::new(Arc::clone(&syncs));
+    log.fail_sync_number = Some(1);
+    let (reports, on_durable) = recorder();
+    let writer = WalWriter::spawn(log, on_durable).expect("spawn");
+    assert!(writer.write_now(1, &[]).is_err());
+    assert!(writer.is_stopped());
+    assert!(matches!(
+        writer.submit(2, vec![]),
+        Err(WalError::WriterStopped)
+    ));
+    assert!(matches!(
+        writer.write_now(3, &[]),
+        Err(WalError::WriterStopped)
+    ));
+    writer.shutdown();
+    assert!(reports.lock().expect("lock").is_empty());
+}
+
+#[test]
+#[should_panic(expected = "not above")]
+fn an_inline_token_not_above_the_last_is_a_caller_bug() {
+    let (_reports, on_durable) = recorder();
+    let writer = WalWriter::spawn(SimLog::new(), on_durable).expect("spawn");
+    writer.write_now(5, &[]).expect("write");
+    let _ = writer.write_now(5, &[]);
+}

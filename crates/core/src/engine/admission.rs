@@ -84,6 +84,12 @@ impl Engine {
             self.leader_extension_write(origin, sid, xid, &identity.ids, &name, &request);
             return Admitted::Answered;
         }
+        if let Request::Multi(ops) = &request {
+            if self.multi_touches_extension(&request) {
+                self.leader_extension_multi(origin, sid, xid, &identity, ops);
+                return Admitted::Answered;
+            }
+        }
         if matches!(request, Request::CloseSession) {
             return Admitted::Proposed(self.propose_close_session(sid, xid));
         }

@@ -11,17 +11,18 @@
 //! transaction. Its reply is held until the state it saw is committed, so a
 //! client never observes a write that could still be lost.
 
-use stoa_ext::{ExtOp, ExtReply, ExtRequest, TreeView, WriteOp};
+use stoa_ext::{ExtOp, ExtReply, ExtRequest, NodeKind, TreeView, WriteOp};
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::opcode::{perms, OpCode};
+use stoa_proto::opcode::{perms, CreateMode, OpCode};
 use stoa_proto::records::{
-    Acl, Create2Response, CreateRequest, CreateResponse, DeleteRequest, GetChildren2Response,
-    GetChildrenResponse, GetDataResponse, SetDataRequest, Stat,
+    Create2Response, CreateRequest, CreateResponse, CreateTtlRequest, DeleteRequest,
+    GetChildren2Response, GetChildrenResponse, GetDataResponse, SetDataRequest, Stat,
 };
 use stoa_proto::request::Request;
-use stoa_proto::response::Response;
-use stoa_tree::{Caller, DataTree};
+use stoa_proto::response::{MultiResult, Response};
+use stoa_tree::{Caller, DataTree, PrepContext, ReplyShape, Txn, TxnHeader, TxnOp, TxnResult};
 
+use super::handoff::Identity;
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::{ChangeKind, ConnId, WatchKind};
@@ -32,6 +33,14 @@ pub const EXTENSIONS_ROOT: &str = "/extensions";
 pub fn registration_name(path: &str) -> Option<&str> {
     let name = path.strip_prefix(EXTENSIONS_ROOT)?.strip_prefix('/')?;
     (!name.is_empty() && !name.contains('/')).then_some(name)
+}
+
+/// Where a client multi op's result comes from (`run_extension_multi`).
+enum MultiPart {
+    /// The multi transaction's op at this index.
+    Plain(usize),
+    /// What the extension answered.
+    Extension(MultiResult),
 }
 
 /// The extension view of a tree.
@@ -82,6 +91,8 @@ impl TreeView for View<'_> {
 impl Engine {
     /// Loads every registration in the tree (at start-up, after recovery).
     pub(super) fn load_extensions(&mut self) {
+        let ttl_enabled = self.config.ttl_enabled;
+        self.extensions.manager_mut().set_ttl_enabled(ttl_enabled);
         let names: Vec<String> = match self.cores[0].tree.node(EXTENSIONS_ROOT) {
             Some(root) => root.children().map(String::from).collect(),
             None => return,
@@ -206,9 +217,9 @@ impl Engine {
         }
     }
 
-    /// A multi with an op on a node extension's path: the extension cannot
-    /// take part in the multi's all-or-nothing, and running the op on the
-    /// plain tree would bypass it, so the multi is refused.
+    /// A multi (or multiRead) with an op on a node extension's path: the
+    /// leader runs it as one transaction, extension ops included
+    /// (`run_extension_multi`); a multiRead of one is refused.
     pub(super) fn multi_touches_extension(&self, request: &Request) -> bool {
         let ops = match request {
             Request::Multi(ops) | Request::MultiRead(ops)
@@ -253,6 +264,24 @@ impl Engine {
         self.forward_write(conn, sid, xid, request);
     }
 
+    /// A client's multi with ops on extensions' paths: the leader runs it
+    /// (`leader_extension_multi`), a follower sends it there; its reply
+    /// waits in the session's order.
+    pub(super) fn on_extension_multi(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        xid: i32,
+        request: Request,
+    ) {
+        self.queue_remote(sid, xid, &request);
+        if self.is_leader() {
+            self.admit_local(conn, sid, xid, request);
+        } else {
+            self.forward_write(conn, sid, xid, request);
+        }
+    }
+
     fn queue_remote(&mut self, sid: SessionId, xid: i32, request: &Request) {
         if let Some(s) = self.gate.sessions.get_mut(&sid) {
             s.queue.push_back(Pending::Remote {
@@ -275,6 +304,35 @@ impl Engine {
         request: &Request,
     ) {
         let (err, response, after_zxid) = self.leader_extension_call(name, request, sid, xid, ids);
+        self.answer_extension_call(origin, sid, xid, err, response, after_zxid);
+    }
+
+    /// Leader: a client's multi with ops on node extensions' paths, run as
+    /// one transaction (`run_extension_multi`) and answered to its origin
+    /// as an extension call is.
+    pub(super) fn leader_extension_multi(
+        &mut self,
+        origin: (u64, ConnId),
+        sid: SessionId,
+        xid: i32,
+        identity: &Identity,
+        ops: &[Request],
+    ) {
+        let (response, after_zxid) = self.run_extension_multi(sid, xid, identity, ops);
+        self.answer_extension_call(origin, sid, xid, ErrorCode::Ok, response, after_zxid);
+    }
+
+    /// The answer to a call run on the leader, for the connection it came
+    /// from: this server's own, or a follower's through an engine message.
+    fn answer_extension_call(
+        &mut self,
+        origin: (u64, ConnId),
+        sid: SessionId,
+        xid: i32,
+        err: ErrorCode,
+        response: Response,
+        after_zxid: i64,
+    ) {
         let (server, conn) = origin;
         if server == self.config.server_id {
             return self.resolve_remote(sid, conn, xid, after_zxid, err, response);
@@ -292,6 +350,167 @@ impl Engine {
             response: body,
         };
         self.out.engine_messages.push((server, reply));
+    }
+
+    /// Leader: the ops of a client's multi in order, as one transaction. A
+    /// plain op is prepared as in any multi, as the client. An op on a node
+    /// extension's path runs the extension against the tree as the ops
+    /// before it leave it, and the extension's writes join the multi (with
+    /// the server's authority, as any extension call's). A failure anywhere
+    /// fails the whole multi as ZooKeeper's does (`Ok` before the failing
+    /// op, its code, `RuntimeInconsistency` after), committed as an error
+    /// transaction. Returns the reply and the zxid it waits for.
+    fn run_extension_multi(
+        &mut self,
+        sid: SessionId,
+        xid: i32,
+        identity: &Identity,
+        ops: &[Request],
+    ) -> (Response, i64) {
+        self.prepare_extension_state();
+        let header = TxnHeader {
+            session_id: sid,
+            cxid: xid,
+            zxid: self.peek_next_zxid(0),
+            time_ms: self.now_ms,
+        };
+        let client = PrepContext {
+            session_id: sid,
+            cxid: xid,
+            zxid: header.zxid,
+            time_ms: header.time_ms,
+            ids: &identity.ids,
+            is_super: identity.is_super,
+            ttl_enabled: self.config.ttl_enabled,
+        };
+        let server = PrepContext {
+            is_super: true,
+            ..client
+        };
+        // The leader's current state: applied plus proposed (O(1) clone).
+        let base = self.cores[0].speculative_tree().clone();
+        let mark = self.cores[0].preparer.begin_multi();
+        let mut txns: Vec<TxnOp> = Vec::new();
+        let mut parts: Vec<MultiPart> = Vec::with_capacity(ops.len());
+        let mut failed: Option<(usize, ErrorCode)> = None;
+        for (i, op) in ops.iter().enumerate() {
+            let name = op
+                .path()
+                .and_then(|p| self.extensions.node_extension_for(p));
+            let part = match name {
+                None => {
+                    let core = &mut self.cores[0];
+                    (core.preparer.multi_op(&core.tree, &client, op)).map(|txn| {
+                        txns.push(txn);
+                        MultiPart::Plain(txns.len() - 1)
+                    })
+                }
+                Some(name) => {
+                    self.extension_multi_op(&name, op, &header, &base, &mut txns, &server)
+                }
+            };
+            match part {
+                Ok(part) => parts.push(part),
+                Err(code) => {
+                    failed = Some((i, code));
+                    break;
+                }
+            }
+        }
+        let keep = failed.is_none();
+        self.cores[0].preparer.end_multi(mark, keep);
+        let zxid = self.next_zxid(0);
+        debug_assert_eq!(zxid, header.zxid, "nothing took a zxid while the multi ran");
+        if let Some((at, code)) = failed {
+            self.stats.request_errors += 1;
+            let codes: Vec<ErrorCode> = (0..ops.len())
+                .map(|i| match i.cmp(&at) {
+                    std::cmp::Ordering::Less => ErrorCode::Ok,
+                    std::cmp::Ordering::Equal => code,
+                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
+                })
+                .collect();
+            let response = Response::Multi(codes.iter().map(|c| MultiResult::Error(*c)).collect());
+            let op = stoa_tree::PrepError::Multi(codes).into_txn_op();
+            self.propose(Txn { header, op });
+            return (response, zxid);
+        }
+        let txn = Txn {
+            header,
+            op: TxnOp::Multi(txns),
+        };
+        // The plain ops' results as the transaction will apply.
+        let mut after = base;
+        let applied = after.apply(&txn);
+        let TxnResult::Multi(results) = &applied.result else {
+            unreachable!("a multi applies to a multi's results")
+        };
+        let response = Response::Multi(
+            parts
+                .into_iter()
+                .zip(ops)
+                .map(|(part, op)| match part {
+                    MultiPart::Plain(j) => ReplyShape::of(op).multi_result(&results[j]),
+                    MultiPart::Extension(result) => result,
+                })
+                .collect(),
+        );
+        drop(applied);
+        self.propose(txn);
+        (response, zxid)
+    }
+
+    /// One op of `run_extension_multi` on a node extension's path: the
+    /// extension runs against `base` with the multi's ops so far applied,
+    /// and its writes are prepared into the multi.
+    fn extension_multi_op(
+        &mut self,
+        name: &str,
+        op: &Request,
+        header: &TxnHeader,
+        base: &DataTree,
+        txns: &mut Vec<TxnOp>,
+        server: &PrepContext<'_>,
+    ) -> Result<MultiPart, ErrorCode> {
+        // A check on an extension's path has nothing to run.
+        let request = extension_request(op, header.session_id).ok_or(ErrorCode::Unimplemented)?;
+        let mut view = base.clone();
+        if !txns.is_empty() {
+            view.apply(&Txn {
+                header: *header,
+                op: TxnOp::Multi(txns.clone()),
+            });
+        }
+        let stamp = stoa_ext::TxnStamp {
+            zxid: header.zxid,
+            time_ms: header.time_ms,
+        };
+        let outcome = (self.extensions.manager_mut())
+            .call_stamped(name, &request, &View(&view), Some(stamp))
+            .map_err(|e| {
+                log::warn!(
+                    "extension {name} failed in a multi on {}: {e}",
+                    request.path
+                );
+                e.error_code()
+            })?;
+        let response = response_for_extension(op, outcome.reply?)?;
+        for write in outcome.writes {
+            let write = write_request(write);
+            let core = &mut self.cores[0];
+            let txn = (core.preparer.multi_op(&core.tree, server, &write)).map_err(|code| {
+                // The extension's view and prep agree: a bug in one of them.
+                log::error!("extension {name}'s write in a multi refused by prep: {code:?}");
+                ErrorCode::SystemError
+            })?;
+            txns.push(txn);
+        }
+        Ok(MultiPart::Extension(match response {
+            Response::Create(r) => MultiResult::Create(r.path),
+            Response::Create2(r) => MultiResult::Create2(r.path, r.stat),
+            Response::Stat(stat) => MultiResult::SetData(stat),
+            _ => MultiResult::Delete,
+        }))
     }
 
     /// The answer to an extension call sent to the leader.
@@ -648,13 +867,32 @@ fn write_request(write: WriteOp) -> Request {
         WriteOp::Create {
             path,
             data,
-            ephemeral,
-        } => Request::Create(CreateRequest {
-            path,
-            data: Some(data),
-            acl: vec![Acl::open_unsafe()],
-            flags: i32::from(ephemeral),
-        }),
+            kind,
+            acl,
+        } => {
+            let create = |mode: CreateMode| CreateRequest {
+                path,
+                data: Some(data),
+                acl,
+                flags: mode.flags(),
+            };
+            // The sequence suffix is in the path already.
+            match kind {
+                NodeKind::Persistent => Request::Create(create(CreateMode::Persistent)),
+                NodeKind::Ephemeral => Request::Create(create(CreateMode::Ephemeral)),
+                NodeKind::Container => Request::CreateContainer(create(CreateMode::Container)),
+                NodeKind::Ttl { ttl_ms } => {
+                    let r = create(CreateMode::PersistentWithTtl);
+                    Request::CreateTtl(CreateTtlRequest {
+                        path: r.path,
+                        data: r.data,
+                        acl: r.acl,
+                        flags: r.flags,
+                        ttl: ttl_ms,
+                    })
+                }
+            }
+        }
         WriteOp::Delete { path, version } => Request::Delete(DeleteRequest { path, version }),
         WriteOp::SetData {
             path,

@@ -60,8 +60,11 @@ impl Engine {
             return self.on_extension_request(conn, sid, xid, &name, request);
         }
         if self.multi_touches_extension(&request) {
-            log::info!("connection {conn}: a multi with an op on an extension's path; refused");
-            return self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty);
+            if let Request::MultiRead(_) = request {
+                log::info!("connection {conn}: a multiRead with an op on an extension's path");
+                return self.queue_reply(conn, xid, ErrorCode::Unimplemented, Response::Empty);
+            }
+            return self.on_extension_multi(conn, sid, xid, request);
         }
         match request {
             Request::Auth(packet) => self.on_auth(conn, xid, &packet.scheme, &packet.auth),

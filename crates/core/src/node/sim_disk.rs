@@ -30,6 +30,8 @@ pub struct SimWal {
     stopped: bool,
     /// The next sync will fail.
     sync_failure_armed: bool,
+    /// Batches the node wrote on its own thread (`LogSink::write_now`).
+    pub inline_writes: u64,
 }
 
 impl SimWal {
@@ -105,6 +107,29 @@ impl LogSink for SimWal {
         }
         self.queued.push_back((token, records));
         Ok(())
+    }
+
+    /// As `WalWriter::write_now`: only with nothing queued (the writer
+    /// idle), appended and synced at once; a failure stops the writer.
+    fn write_now(&mut self, token: u64, records: &[Record]) -> Result<bool, String> {
+        if self.stopped {
+            return Err("the WAL writer stopped".into());
+        }
+        if !self.queued.is_empty() {
+            return Ok(false);
+        }
+        let _ = token;
+        self.sync_failure_armed = false;
+        match self.log.append(records).and_then(|()| self.log.sync()) {
+            Ok(()) => {
+                self.inline_writes += 1;
+                Ok(true)
+            }
+            Err(e) => {
+                self.stopped = true;
+                Err(e.to_string())
+            }
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use stoa_ext::{
     ErrorCode, ExtError, ExtOp, ExtOutcome, ExtReply, ExtRequest, ExtensionKind, ExtensionManager,
-    ExtensionSpec, Limits, Stat, TreeView, WriteOp,
+    ExtensionSpec, Limits, NodeKind, Stat, TreeView, WriteOp,
 };
 
 #[derive(Clone, Default)]
@@ -87,10 +87,16 @@ impl MemTree {
     fn apply_one(&mut self, op: &WriteOp, session: i64) -> Result<(), ErrorCode> {
         match op {
             WriteOp::Create {
+                path, data, kind, ..
+            } => self.create(
                 path,
                 data,
-                ephemeral,
-            } => self.create(path, data, if *ephemeral { session } else { 0 }),
+                if *kind == NodeKind::Ephemeral {
+                    session
+                } else {
+                    0
+                },
+            ),
             WriteOp::Delete { path, version } => {
                 let (_, stat) = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
                 if *version != -1 && *version != stat.version {

@@ -1,0 +1,111 @@
+"""ZooNet's Algorithm 1 (Lev-Ari et al., "Modular Composition of
+Coordination Services", USENIX ATC 2016): the client-side state machine that
+makes several independently ordered services one sequentially consistent
+service.
+
+It tracks the target the client talks to now. A request to another target
+waits until every request to the current one has been answered, because two
+services order requests independently and could otherwise apply them out of
+program order. The first request to the new target, when it is a read, is
+preceded by a linearizable sync to that target, so the read sees at least
+everything that was complete when the switch happened. Requests behind a
+waiting one wait too, so requests leave in program order.
+
+Nothing here does I/O: a request carries a `send(done)` that sends it and
+calls done() once when it is answered, and `inject_sync(target, path, done)`
+sends a sync. The composed client supplies both.
+"""
+
+import collections
+import threading
+
+READ = "read"
+UPDATE = "update"
+
+
+class Request:
+    """One client request on its way to `target` (any hashable id)."""
+
+    __slots__ = ("target", "kind", "path", "send")
+
+    def __init__(self, target, kind, path, send):
+        if kind not in (READ, UPDATE):
+            raise ValueError("kind must be READ or UPDATE, not %r" % (kind,))
+        self.target = target
+        self.kind = kind
+        self.path = path
+        self.send = send
+
+
+class Sequencer:
+    """Algorithm 1 for one client. Thread-safe; sends happen in submit order.
+
+    stats (a dict shared with the caller) gets: requests (sent), reads,
+    updates, switches (target changes), syncs_injected, requests_held
+    (requests that could not leave when submitted).
+    """
+
+    def __init__(self, inject_sync, stats=None):
+        self._inject_sync = inject_sync
+        self.stats = stats if stats is not None else {}
+        for key in ("requests", "reads", "updates", "switches", "syncs_injected",
+                    "requests_held"):
+            self.stats.setdefault(key, 0)
+        # Reentrant: a send may complete at once (a closed session fails
+        # requests synchronously) and call done() from inside _dispatch.
+        self.lock = threading.RLock()
+        self._current = None
+        self._outstanding = 0
+        self._held = collections.deque()
+
+    @property
+    def current(self):
+        return self._current
+
+    @property
+    def outstanding(self):
+        return self._outstanding
+
+    @property
+    def held(self):
+        return len(self._held)
+
+    def submit(self, request):
+        with self.lock:
+            if self._held or self._blocked(request):
+                self.stats["requests_held"] += 1
+            self._held.append(request)
+            self._drain()
+
+    def forget_target(self):
+        """The next read goes out with a sync before it, whatever its target
+        (after a new session, which may be on a server that is behind)."""
+        with self.lock:
+            self._current = None
+
+    def _blocked(self, request):
+        return request.target != self._current and self._outstanding > 0
+
+    def _drain(self):
+        while self._held and not self._blocked(self._held[0]):
+            self._dispatch(self._held.popleft())
+
+    def _dispatch(self, request):
+        if request.target != self._current:
+            self._current = request.target
+            self.stats["switches"] += 1
+            if request.kind == READ:
+                self._outstanding += 1
+                self.stats["syncs_injected"] += 1
+                self._inject_sync(request.target, request.path, self._complete)
+        self._outstanding += 1
+        self.stats["requests"] += 1
+        self.stats["reads" if request.kind == READ else "updates"] += 1
+        request.send(self._complete)
+
+    def _complete(self):
+        with self.lock:
+            self._outstanding -= 1
+            assert self._outstanding >= 0, "more answers than requests"
+            if self._outstanding == 0:
+                self._drain()
