@@ -25,6 +25,7 @@ mod error;
 pub mod format;
 mod op;
 mod path;
+pub mod recipes;
 mod session;
 pub mod shell;
 mod watch;
