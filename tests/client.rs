@@ -88,16 +88,7 @@ fn options() -> ClientOptions {
 
 /// Runs an async test body on a fresh runtime, bounded by `TEST_LIMIT`.
 fn run<F: std::future::Future<Output = ()>>(body: F) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        tokio::time::timeout(TEST_LIMIT, body)
-            .await
-            .expect("test timed out");
-    });
+    support::run_bounded(TEST_LIMIT, 2, body);
 }
 
 async fn next_node_event(

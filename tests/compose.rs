@@ -15,7 +15,7 @@ use std::process::Child;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use support::{spawn_server, start_on_free_port, test_data_dir, wait_until_serving};
+use support::{spawn_serving, start_on_free_port, test_data_dir};
 
 use stoa_client::tokio;
 use stoa_client::{
@@ -39,20 +39,12 @@ impl Server {
     fn start() -> Server {
         start_on_free_port(|port| {
             let data_dir = test_data_dir("compose", port);
-            let mut child = spawn_server(port, &data_dir, &["admin.enableServer=false"]);
-            match wait_until_serving(&mut child, port) {
-                Ok(()) => Ok(Server {
-                    child,
-                    port,
-                    data_dir,
-                }),
-                Err(why) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    let _ = std::fs::remove_dir_all(&data_dir);
-                    Err(why)
-                }
-            }
+            let child = spawn_serving(port, &data_dir, &["admin.enableServer=false"])?;
+            Ok(Server {
+                child,
+                port,
+                data_dir,
+            })
         })
     }
 
@@ -118,17 +110,8 @@ fn options() -> ClientOptions {
 }
 
 /// Runs an async test body on a fresh runtime, bounded by `TEST_LIMIT`.
-fn run<F: Future<Output = ()>>(body: F) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        tokio::time::timeout(TEST_LIMIT, body)
-            .await
-            .expect("test timed out");
-    });
+fn run<F: std::future::Future<Output = ()>>(body: F) {
+    support::run_bounded(TEST_LIMIT, 2, body);
 }
 
 /// Waits for `done` to hold, checking every 20 ms, for at most WAIT_LIMIT.

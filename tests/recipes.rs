@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::{spawn_server, start_on_free_port, test_data_dir, wait_until_serving};
+use support::{spawn_server, spawn_serving, start_on_free_port, test_data_dir, wait_until_serving};
 
 use stoa_client::recipes::{
     Barrier, Counter, DistributedQueue, DoubleBarrier, LeaderElection, PriorityQueue, QueueLock,
@@ -59,21 +59,13 @@ impl Target {
         }
         start_on_free_port(|port| {
             let data_dir = test_data_dir("recipes", port);
-            let mut child = spawn_server(port, &data_dir, SETTINGS);
-            match wait_until_serving(&mut child, port) {
-                Ok(()) => Ok(Target {
-                    server: Some((child, data_dir)),
-                    port,
-                    address: format!("127.0.0.1:{port}"),
-                    base: base.clone(),
-                }),
-                Err(why) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    let _ = std::fs::remove_dir_all(&data_dir);
-                    Err(why)
-                }
-            }
+            let child = spawn_serving(port, &data_dir, SETTINGS)?;
+            Ok(Target {
+                server: Some((child, data_dir)),
+                port,
+                address: format!("127.0.0.1:{port}"),
+                base: base.clone(),
+            })
         })
     }
 
@@ -127,16 +119,7 @@ impl Drop for Target {
 
 /// Runs an async test body on a fresh runtime, bounded by `TEST_LIMIT`.
 fn run<F: std::future::Future<Output = ()>>(body: F) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        tokio::time::timeout(TEST_LIMIT, body)
-            .await
-            .expect("test timed out");
-    });
+    support::run_bounded(TEST_LIMIT, 4, body);
 }
 
 /// How many hold something at once, and the most there ever were.

@@ -152,3 +152,40 @@ fn answers_srvr(port: u16) -> bool {
         && stream.read_to_end(&mut answer).is_ok()
         && !answer.is_empty()
 }
+
+/// A `stoa server` started on `port` with `settings` and serving, or the
+/// reason it is not; one that does not serve is killed and its data
+/// directory removed.
+#[allow(dead_code)] // not every test binary starts its servers this way
+pub fn spawn_serving<S: AsRef<OsStr>>(
+    port: u16,
+    data_dir: &Path,
+    settings: &[S],
+) -> Result<Child, NotServing> {
+    let mut child = spawn_server(port, data_dir, settings);
+    match wait_until_serving(&mut child, port) {
+        Ok(()) => Ok(child),
+        Err(why) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(data_dir);
+            Err(why)
+        }
+    }
+}
+
+/// Runs an async test body on a fresh runtime of `workers` threads, failing
+/// the test if it takes longer than `limit`.
+#[allow(dead_code)] // the shell's tests run no async body
+pub fn run_bounded<F: std::future::Future<Output = ()>>(limit: Duration, workers: usize, body: F) {
+    let runtime = stoa_client::tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        stoa_client::tokio::time::timeout(limit, body)
+            .await
+            .expect("test timed out");
+    });
+}
