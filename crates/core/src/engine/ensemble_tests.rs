@@ -26,6 +26,10 @@ struct Cluster {
     client_bytes: Vec<usize>,
     /// A server cut off from the others: messages to or from it are lost.
     isolated: Option<u64>,
+    /// An engine whose disk is slow: its WAL batches are acknowledged only
+    /// by `release_persists` (the newest ready held, per partition 0).
+    slow_disk: Option<usize>,
+    held_persist: Option<u64>,
 }
 
 impl Cluster {
@@ -51,6 +55,8 @@ impl Cluster {
             now_ms: T0_MS,
             client_bytes: vec![0; IDS.len()],
             isolated: None,
+            slow_disk: None,
+            held_persist: None,
         }
     }
 
@@ -95,6 +101,10 @@ impl Cluster {
             let Some(last) = out.persists.last().map(|j| j.number) else {
                 break;
             };
+            if self.slow_disk == Some(i) {
+                self.held_persist = Some(last);
+                break;
+            }
             self.engines[i].handle(Input::Persisted {
                 partition: 0,
                 number: last,
@@ -122,6 +132,20 @@ impl Cluster {
                 self.drain(i);
             }
         }
+    }
+
+    /// The slow disk catches up: its held batches are durable now.
+    fn release_persists(&mut self) {
+        let Some(i) = self.slow_disk.take() else {
+            return;
+        };
+        if let Some(number) = self.held_persist.take() {
+            self.engines[i].handle(Input::Persisted {
+                partition: 0,
+                number,
+            });
+        }
+        self.pump();
     }
 
     fn tick(&mut self) {
@@ -441,4 +465,55 @@ fn a_closed_connection_from_a_live_leader_changes_nothing() {
         .engines
         .iter()
         .all(|e| e.stats.leader_losses_noticed == 0));
+}
+
+#[test]
+fn a_call_right_after_a_registration_its_leader_has_not_applied_waits_for_it() {
+    // Proves the leader holds a forwarded call while a registration change
+    // it proposed is unapplied there (`Engine::registration_pending`). The
+    // leader's disk is slow, so its followers commit and apply the
+    // registration first; the follower's client at once calls the
+    // extension. Without the hold the leader ran the call as a plain create
+    // (NoNode here) and the follower, waiting for the extension's answer,
+    // never replied.
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    let follower = (leader + 1) % 3;
+    cluster.connect_client(follower);
+    cluster.send_create(follower, 1, "/extensions", vec![]);
+    cluster.pump();
+    cluster.slow_disk = Some(leader);
+    let declaration = br#"{"kind": "node", "path": "/queue", "source": "return { create = function(req, zk) zk.create('/made', 'x') return { path = '/made' } end }"}"#;
+    cluster.send_create(follower, 2, "/extensions/q", declaration.to_vec());
+    cluster.pump();
+    assert!(
+        cluster.engines[follower]
+            .tree()
+            .node("/extensions/q")
+            .is_some()
+            && cluster.engines[leader]
+                .tree()
+                .node("/extensions/q")
+                .is_none(),
+        "the followers applied the registration, the leader not yet"
+    );
+    let answered = cluster.client_bytes[follower];
+    cluster.send_create(follower, 3, "/queue/x", vec![]);
+    cluster.pump();
+    assert_eq!(
+        cluster.client_bytes[follower], answered,
+        "held at the leader"
+    );
+    cluster.release_persists();
+    for _ in 0..3 {
+        cluster.tick();
+    }
+    assert!(
+        cluster.client_bytes[follower] > answered,
+        "the follower answered the call"
+    );
+    for e in &cluster.engines {
+        assert!(e.tree().node("/made").is_some(), "the extension ran");
+        assert!(e.tree().node("/queue/x").is_none(), "not as a plain create");
+    }
 }
