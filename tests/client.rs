@@ -78,14 +78,6 @@ impl Drop for Server {
     }
 }
 
-fn options() -> ClientOptions {
-    ClientOptions {
-        session_timeout: Duration::from_secs(10),
-        connect_timeout: Duration::from_secs(5),
-        session: None,
-    }
-}
-
 /// Runs an async test body on a fresh runtime, bounded by `TEST_LIMIT`.
 fn run<F: std::future::Future<Output = ()>>(body: F) {
     support::run_bounded(TEST_LIMIT, 2, body);
@@ -109,7 +101,9 @@ async fn next_node_event(
 fn every_method_works_and_reports_zookeeper_errors() {
     let server = Server::start(&["extendedTypesEnabled=true"]);
     run(async {
-        let client = Client::connect(&server.address(), options()).await.unwrap();
+        let client = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         assert_ne!(client.session_id(), 0);
         assert!(client.negotiated_timeout() > Duration::ZERO);
         let acl = open_acl_unsafe();
@@ -250,7 +244,9 @@ fn every_method_works_and_reports_zookeeper_errors() {
         ));
 
         // The ephemeral went with the session.
-        let other = Client::connect(&server.address(), options()).await.unwrap();
+        let other = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         assert_eq!(other.exists("/e", false).await.unwrap(), None);
         other.close().await.unwrap();
     });
@@ -260,7 +256,9 @@ fn every_method_works_and_reports_zookeeper_errors() {
 fn multi_is_atomic_and_multi_read_reads_in_one_trip() {
     let server = Server::start(&[]);
     run(async {
-        let client = Client::connect(&server.address(), options()).await.unwrap();
+        let client = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         let acl = open_acl_unsafe();
         let results = client
             .multi(vec![
@@ -315,8 +313,12 @@ fn multi_is_atomic_and_multi_read_reads_in_one_trip() {
 fn watches_deliver_events_and_can_be_removed() {
     let server = Server::start(&[]);
     run(async {
-        let watcher = Client::connect(&server.address(), options()).await.unwrap();
-        let writer = Client::connect(&server.address(), options()).await.unwrap();
+        let watcher = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
+        let writer = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         let mut events = watcher.events();
         let acl = open_acl_unsafe();
 
@@ -384,7 +386,9 @@ fn a_thousand_pipelined_requests_complete_in_order() {
     let server = Server::start(&[]);
     run(async {
         const REQUESTS: usize = 1000;
-        let client = Client::connect(&server.address(), options()).await.unwrap();
+        let client = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         let acl = open_acl_unsafe();
         client
             .create("/p", b"", &acl, CreateMode::Persistent)
@@ -457,7 +461,9 @@ async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
 fn the_session_survives_a_server_restart() {
     let mut server = Server::start(&[]);
     run(async {
-        let client = Client::connect(&server.address(), options()).await.unwrap();
+        let client = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         let mut events = client.events();
         let acl = open_acl_unsafe();
         client.add_auth("digest", b"alice:secret").await.unwrap();
@@ -505,7 +511,9 @@ fn the_session_survives_a_server_restart() {
         assert!(saw_reconnect);
 
         // The data watch was re-registered with SetWatches2.
-        let writer = Client::connect(&server.address(), options()).await.unwrap();
+        let writer = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         writer.add_auth("digest", b"alice:secret").await.unwrap();
         writer.set_data("/r", b"after", -1).await.unwrap();
         let event = next_node_event(&mut events).await;
@@ -522,7 +530,9 @@ fn the_session_survives_a_server_restart() {
 fn a_refused_scheme_ends_the_session_with_auth_failed() {
     let server = Server::start(&[]);
     run(async {
-        let client = Client::connect(&server.address(), options()).await.unwrap();
+        let client = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         let error = client.add_auth("nosuchscheme", b"x").await.unwrap_err();
         assert!(matches!(error, Error::AuthFailed { .. }), "{error}");
         assert_eq!(client.state(), SessionState::AuthFailed);
@@ -575,12 +585,12 @@ fn a_listener_that_does_not_answer_is_not_taken_for_a_server() {
 fn connecting_to_nothing_fails_promptly() {
     run(async {
         let port = free_port();
-        let error = Client::connect(&format!("127.0.0.1:{port}"), options())
+        let error = Client::connect(&format!("127.0.0.1:{port}"), support::client_options())
             .await
             .unwrap_err();
         assert!(matches!(error, Error::Io(_)), "{error}");
         assert!(matches!(
-            Client::connect("", options()).await,
+            Client::connect("", support::client_options()).await,
             Err(Error::InvalidArgument(_))
         ));
     });
@@ -590,7 +600,9 @@ fn connecting_to_nothing_fails_promptly() {
 fn a_session_closed_elsewhere_surfaces_as_session_expired() {
     let server = Server::start(&[]);
     run(async {
-        let first = Client::connect(&server.address(), options()).await.unwrap();
+        let first = Client::connect(&server.address(), support::client_options())
+            .await
+            .unwrap();
         let mut events = first.events();
         first
             .create("/x", b"", &open_acl_unsafe(), CreateMode::Ephemeral)
@@ -598,7 +610,7 @@ fn a_session_closed_elsewhere_surfaces_as_session_expired() {
             .unwrap();
         let resume = ClientOptions {
             session: Some((first.session_id(), first.session_password())),
-            ..options()
+            ..support::client_options()
         };
         let second = Client::connect(&server.address(), resume).await.unwrap();
         assert_eq!(second.session_id(), first.session_id());

@@ -86,8 +86,12 @@ impl Pair {
     }
 
     async fn plain(&self) -> (Client, Client) {
-        let a = Client::connect(&self.a.address(), options()).await.unwrap();
-        let b = Client::connect(&self.b.address(), options()).await.unwrap();
+        let a = Client::connect(&self.a.address(), support::client_options())
+            .await
+            .unwrap();
+        let b = Client::connect(&self.b.address(), support::client_options())
+            .await
+            .unwrap();
         for (client, prefix) in [(&a, "/a"), (&b, "/b")] {
             match client
                 .create(prefix, b"", &open_acl_unsafe(), CreateMode::Persistent)
@@ -98,14 +102,6 @@ impl Pair {
             }
         }
         (a, b)
-    }
-}
-
-fn options() -> ClientOptions {
-    ClientOptions {
-        session_timeout: Duration::from_secs(10),
-        connect_timeout: Duration::from_secs(5),
-        session: None,
     }
 }
 
@@ -159,7 +155,7 @@ fn calls_go_to_the_mount_that_owns_the_path_unchanged() {
     let pair = Pair::start();
     run(async {
         let (plain_a, plain_b) = pair.plain().await;
-        let composed = ComposedClient::connect(pair.table(""), options())
+        let composed = ComposedClient::connect(pair.table(""), support::client_options())
             .await
             .unwrap();
         let acl = open_acl_unsafe();
@@ -230,9 +226,10 @@ fn a_sync_is_injected_exactly_before_a_read_that_switches_ensembles() {
         // sync node's version. The node is under /b so that the composed
         // client can read it.
         let sync_node = "/b/.sync";
-        let composed = ComposedClient::connect(pair.table("!write:/b/.sync"), options())
-            .await
-            .unwrap();
+        let composed =
+            ComposedClient::connect(pair.table("!write:/b/.sync"), support::client_options())
+                .await
+                .unwrap();
         let plain_b = &plain_b;
         let sync_writes = move || async move {
             let stat = plain_b.exists(sync_node, false).await.unwrap();
@@ -315,7 +312,7 @@ fn held_calls_are_released_in_the_order_they_were_made() {
             .create("/b/y", b"", &acl, CreateMode::Persistent)
             .await
             .unwrap();
-        let composed = ComposedClient::connect(pair.table(""), options())
+        let composed = ComposedClient::connect(pair.table(""), support::client_options())
             .await
             .unwrap();
 
@@ -372,7 +369,7 @@ fn a_dropped_held_call_lets_the_calls_behind_it_go() {
             .create("/a/x", b"0", &open_acl_unsafe(), CreateMode::Persistent)
             .await
             .unwrap();
-        let composed = ComposedClient::connect(pair.table(""), options())
+        let composed = ComposedClient::connect(pair.table(""), support::client_options())
             .await
             .unwrap();
         let mut set = Box::pin(composed.set_data("/a/x", b"1", -1));
@@ -526,7 +523,7 @@ fn concurrent_composed_clients_stay_sequentially_consistent() {
         let mut clients = Vec::new();
         let mut tasks = Vec::new();
         for client in 0..CLIENTS {
-            let composed = ComposedClient::connect(pair.table(""), options())
+            let composed = ComposedClient::connect(pair.table(""), support::client_options())
                 .await
                 .unwrap();
             clients.push(composed.clone());
@@ -603,7 +600,7 @@ fn watch_events_of_both_ensembles_precede_the_reads_that_see_them() {
                 .await
                 .unwrap();
         }
-        let composed = ComposedClient::connect(pair.table(""), options())
+        let composed = ComposedClient::connect(pair.table(""), support::client_options())
             .await
             .unwrap();
         let mut events = composed.events();
@@ -632,7 +629,7 @@ fn a_member_expiring_expires_the_virtual_session_everywhere() {
     let pair = Pair::start();
     run(async {
         let (_plain_a, plain_b) = pair.plain().await;
-        let composed = ComposedClient::connect(pair.table(""), options())
+        let composed = ComposedClient::connect(pair.table(""), support::client_options())
             .await
             .unwrap();
         let mut events = composed.events();
@@ -648,7 +645,7 @@ fn a_member_expiring_expires_the_virtual_session_everywhere() {
         let member = composed.member("/a").unwrap();
         let resume = ClientOptions {
             session: Some((member.session_id(), member.session_password())),
-            ..options()
+            ..support::client_options()
         };
         let thief = Client::connect(&pair.a.address(), resume).await.unwrap();
         loop {
@@ -693,7 +690,7 @@ fn connect_refuses_a_resumed_session_and_reports_a_dead_mount() {
     run(async {
         let resume = ClientOptions {
             session: Some((1, vec![0; 16])),
-            ..options()
+            ..support::client_options()
         };
         let table = MountTable::parse(&format!("/a={}", server.address())).unwrap();
         let error = ComposedClient::connect(table, resume).await.unwrap_err();
@@ -704,7 +701,7 @@ fn connect_refuses_a_resumed_session_and_reports_a_dead_mount() {
             .unwrap();
         let quick = ClientOptions {
             connect_timeout: Duration::from_secs(1),
-            ..options()
+            ..support::client_options()
         };
         let error = ComposedClient::connect(table, quick).await.unwrap_err();
         assert!(matches!(error, Error::Io(_)), "{error}");
@@ -722,7 +719,7 @@ fn overhead_of_staying_on_one_mount() {
     let pair = Pair::start();
     run(async {
         let (plain, _) = pair.plain().await;
-        let composed = ComposedClient::connect(pair.table(""), options())
+        let composed = ComposedClient::connect(pair.table(""), support::client_options())
             .await
             .unwrap();
         const READS: usize = 4_000;
@@ -977,10 +974,12 @@ fn a_read_after_a_switch_sees_a_write_its_follower_had_not_applied() {
     let (members, leader) = start_ensemble();
     let us = Server::start();
     run(async {
-        let writer = Client::connect(&members[leader].address(), options())
+        let writer = Client::connect(&members[leader].address(), support::client_options())
             .await
             .unwrap();
-        let plain_us = Client::connect(&us.address(), options()).await.unwrap();
+        let plain_us = Client::connect(&us.address(), support::client_options())
+            .await
+            .unwrap();
         let acl = open_acl_unsafe();
         writer
             .create("/eu", b"", &acl, CreateMode::Persistent)
@@ -1002,7 +1001,9 @@ fn a_read_after_a_switch_sees_a_write_its_follower_had_not_applied() {
                 us.address()
             ))
             .unwrap();
-            let composed = ComposedClient::connect(table, options()).await.unwrap();
+            let composed = ComposedClient::connect(table, support::client_options())
+                .await
+                .unwrap();
             // Reads on m1 once it has the node: the first read syncs.
             assert_eq!(composed.get_data(&path, false).await.unwrap().0, b"old");
             composed.get_data("/us", false).await.unwrap();

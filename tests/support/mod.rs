@@ -189,3 +189,13 @@ pub fn run_bounded<F: std::future::Future<Output = ()>>(limit: Duration, workers
             .expect("test timed out");
     });
 }
+
+/// The client options the tests connect with: a 10 s session, 5 s to connect.
+#[allow(dead_code)] // the shell's tests drive the binary, not the library
+pub fn client_options() -> stoa_client::ClientOptions {
+    stoa_client::ClientOptions {
+        session_timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(5),
+        session: None,
+    }
+}

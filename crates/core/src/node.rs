@@ -91,9 +91,16 @@ pub struct Node<L, S> {
     tokens: WalTokens,
     log: L,
     snapshots: S,
-    /// The host has nothing else waiting (`set_write_inline`).
-    write_inline: bool,
+    /// The host has nothing else waiting (`set_host_idle`).
+    host_idle: bool,
     inline_policy: InlinePolicy,
+}
+
+/// Records that `partition`'s readies up to `number` are done: readies of
+/// one group complete in order, so the latest wins.
+fn note_done(done: &mut Vec<(u32, u64)>, partition: u32, number: u64) {
+    done.retain(|(p, _)| *p != partition);
+    done.push((partition, number));
 }
 
 /// How long after any sign of load batches stay with the writer thread.
@@ -134,18 +141,18 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
             tokens: WalTokens::default(),
             log,
             snapshots,
-            write_inline: false,
+            host_idle: false,
             inline_policy: InlinePolicy::default(),
         }
     }
 
-    /// Whether the next flushes may write a batch on this thread while the
-    /// log writer is idle. Worth it when nothing else waits for this
-    /// thread (a lone synchronous writer saves the hand-off to the writer
-    /// thread and the wake-up back); not when requests are queued, which
-    /// the thread would serve while the writer syncs.
-    pub fn set_write_inline(&mut self, write_inline: bool) {
-        self.write_inline = write_inline;
+    /// Whether nothing else waits for this thread now, so that the next
+    /// flushes may write a batch here while the log writer is idle
+    /// (`InlinePolicy`): a lone synchronous writer then saves the hand-off
+    /// to the writer thread and the wake-up back; queued requests would
+    /// rather be served while the writer syncs.
+    pub fn set_host_idle(&mut self, host_idle: bool) {
+        self.host_idle = host_idle;
     }
 
     pub fn engine(&self) -> &Engine {
@@ -243,8 +250,8 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
                 self.engine.handle(Input::Closed { conn });
             }
         }
-        // Written on this thread: one token for every batch of this output
-        // that must be synced (the first issues it, the others join it).
+        // Written on this thread: the one batch of this output that must be
+        // synced (the policy allows one entry, so one job at most).
         let mut inline: Option<(u64, Vec<Record>)> = None;
         let sync_entries: usize = (persists.iter())
             .filter(|job| job.must_sync)
@@ -254,7 +261,7 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
             && self.engine.standalone()
             && self.inline_policy.decide(
                 self.engine.now_ms(),
-                self.write_inline,
+                self.host_idle,
                 self.tokens.in_flight(),
                 sync_entries,
             );
@@ -267,25 +274,17 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
             }
             if !job.must_sync {
                 if let Some(number) = self.tokens.piggyback(job.partition, job.number) {
-                    // Readies of one group complete in order: the latest wins.
-                    done_now.retain(|(p, _)| *p != job.partition);
-                    done_now.push((job.partition, number));
+                    note_done(&mut done_now, job.partition, number);
                 }
                 continue;
             }
             let records = persist_job_records(job);
-            if let Some((_, pending)) = &mut inline {
-                let joined = self.tokens.piggyback(job.partition, job.number);
-                debug_assert!(joined.is_none(), "the inline batch is in flight");
-                pending.extend(records);
-                continue;
-            }
+            let token = self.tokens.issue(Some((job.partition, job.number)));
             if write_inline {
-                let token = self.tokens.issue(Some((job.partition, job.number)));
+                debug_assert!(inline.is_none(), "one batch of one entry goes inline");
                 inline = Some((token, records));
                 continue;
             }
-            let token = self.tokens.issue(Some((job.partition, job.number)));
             self.log
                 .submit(token, records)
                 .map_err(|e| format!("WAL: {e}"))?;
@@ -296,8 +295,7 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
                 .map_err(|e| format!("WAL: {e}"))?;
             if written {
                 for (partition, number) in self.tokens.durable(token) {
-                    done_now.retain(|(p, _)| *p != partition);
-                    done_now.push((partition, number));
+                    note_done(&mut done_now, partition, number);
                 }
             } else {
                 self.log

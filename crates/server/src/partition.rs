@@ -561,7 +561,7 @@ async fn serve(
             }
         }
         // Nothing else waits: this thread may as well sync a batch itself.
-        node.set_write_inline(net_rx.is_empty() && peer_rx.is_empty());
+        node.set_host_idle(net_rx.is_empty() && peer_rx.is_empty());
         flush(node, sockets)?;
         // Batches written on this thread report no durable event.
         let stats = node.log().0.sync_stats();

@@ -62,14 +62,26 @@ fn recorder() -> (
     (reports, callback)
 }
 
-#[test]
-fn many_submits_behind_a_slow_sync_share_one_sync() {
+/// A writer whose first sync waits at `gate` twice (started, then released):
+/// (syncs counted, gate, reports, writer).
+fn writer_with_gated_first_sync() -> (
+    Arc<AtomicU64>,
+    Arc<Barrier>,
+    Reports,
+    WalWriter<CountingLog>,
+) {
     let syncs = Arc::new(AtomicU64::new(0));
     let gate = Arc::new(Barrier::new(2));
     let mut log = CountingLog::new(Arc::clone(&syncs));
     log.first_sync_gate = Some(Arc::clone(&gate));
     let (reports, on_durable) = recorder();
     let writer = WalWriter::spawn(log, on_durable).expect("spawn");
+    (syncs, gate, reports, writer)
+}
+
+#[test]
+fn many_submits_behind_a_slow_sync_share_one_sync() {
+    let (syncs, gate, reports, writer) = writer_with_gated_first_sync();
     writer
         .submit(1, vec![Record::entry(0, 1, 1, vec![])])
         .expect("submit");
@@ -201,12 +213,7 @@ fn write_now_on_an_idle_writer_syncs_on_the_callers_thread() {
 
 #[test]
 fn write_now_while_a_batch_is_in_flight_leaves_it_to_the_thread() {
-    let syncs = Arc::new(AtomicU64::new(0));
-    let gate = Arc::new(Barrier::new(2));
-    let mut log = CountingLog::new(Arc::clone(&syncs));
-    log.first_sync_gate = Some(Arc::clone(&gate));
-    let (reports, on_durable) = recorder();
-    let writer = WalWriter::spawn(log, on_durable).expect("spawn");
+    let (syncs, gate, reports, writer) = writer_with_gated_first_sync();
     writer.submit(1, vec![]).expect("submit");
     gate.wait(); // the writer is inside its sync of batch 1
     assert!(!writer.write_now(2, &[]).expect("not written"));

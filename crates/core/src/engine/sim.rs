@@ -153,7 +153,7 @@ impl Sim {
     /// write a batch itself (inline) when the host says it is idle.
     fn collect(&mut self) {
         let idle = self.rng.chance(50);
-        self.node().set_write_inline(idle);
+        self.node().set_host_idle(idle);
         let seed = self.seed;
         let out = self
             .machine
