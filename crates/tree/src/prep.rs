@@ -84,6 +84,20 @@ pub enum PrepError {
 }
 
 impl PrepError {
+    /// A multi of `ops` ops whose op `at` failed with `code`: `Ok` before
+    /// it, `code`, `RuntimeInconsistency` after, as ZooKeeper reports it.
+    pub fn failed_multi(ops: usize, at: usize, code: ErrorCode) -> PrepError {
+        PrepError::Multi(
+            (0..ops)
+                .map(|i| match i.cmp(&at) {
+                    std::cmp::Ordering::Less => ErrorCode::Ok,
+                    std::cmp::Ordering::Equal => code,
+                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
+                })
+                .collect(),
+        )
+    }
+
     /// The failed op as ZooKeeper still commits it: an error txn that takes
     /// a zxid and changes nothing. Commit it to keep zxids in step with
     /// ZooKeeper; its apply result gives the reply.
@@ -384,35 +398,22 @@ impl Preparer {
     ) -> Result<TxnOp, PrepError> {
         let mark = self.begin_multi();
         let mut txns = Vec::with_capacity(ops.len());
-        let mut codes = Vec::with_capacity(ops.len());
-        let mut failed = false;
-        for op in ops {
-            if failed {
-                codes.push(ErrorCode::RuntimeInconsistency);
-                continue;
-            }
+        for (at, op) in ops.iter().enumerate() {
             if !is_multi_op(op) {
                 // ZooKeeper fails the whole request on any other op kind.
                 self.end_multi(mark, false);
                 return Err(PrepError::Code(ErrorCode::MarshallingError));
             }
             match self.multi_op(tree, ctx, op) {
-                Ok(t) => {
-                    txns.push(t);
-                    codes.push(ErrorCode::Ok);
-                }
+                Ok(t) => txns.push(t),
                 Err(code) => {
-                    failed = true;
-                    codes.push(code);
+                    self.end_multi(mark, false);
+                    return Err(PrepError::failed_multi(ops.len(), at, code));
                 }
             }
         }
-        self.end_multi(mark, !failed);
-        if failed {
-            Err(PrepError::Multi(codes))
-        } else {
-            Ok(TxnOp::Multi(txns))
-        }
+        self.end_multi(mark, true);
+        Ok(TxnOp::Multi(txns))
     }
 
     /// Starts a multi prepared op by op (`multi_op`), for a caller that

@@ -455,15 +455,12 @@ impl Engine {
         debug_assert_eq!(zxid, header.zxid, "nothing took a zxid while the multi ran");
         if let Some((at, code)) = failed {
             self.stats.request_errors += 1;
-            let codes: Vec<ErrorCode> = (0..ops.len())
-                .map(|i| match i.cmp(&at) {
-                    std::cmp::Ordering::Less => ErrorCode::Ok,
-                    std::cmp::Ordering::Equal => code,
-                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
-                })
-                .collect();
+            let failure = stoa_tree::PrepError::failed_multi(ops.len(), at, code);
+            let stoa_tree::PrepError::Multi(codes) = &failure else {
+                unreachable!("failed_multi is a multi's failure")
+            };
             let response = Response::Multi(codes.iter().map(|c| MultiResult::Error(*c)).collect());
-            let op = stoa_tree::PrepError::Multi(codes).into_txn_op();
+            let op = failure.into_txn_op();
             self.propose(Txn { header, op });
             return (response, zxid);
         }
