@@ -84,6 +84,9 @@ pub struct Flushed {
     /// A snapshot's worth of memory was let go: time to return it to the
     /// system.
     pub memory_freed: bool,
+    /// A batch was written on this thread (`LogSink::write_now`): the log's
+    /// timings changed without a durable report.
+    pub wrote_inline: bool,
 }
 
 pub struct Node<L, S> {
@@ -294,6 +297,7 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
                 .write_now(token, &records)
                 .map_err(|e| format!("WAL: {e}"))?;
             if written {
+                flushed.wrote_inline = true;
                 for (partition, number) in self.tokens.durable(token) {
                     note_done(&mut done_now, partition, number);
                 }

@@ -457,7 +457,11 @@ impl Sockets {
 
 /// Carries out everything the engine asked for.
 fn flush(node: &mut ServerNode, sockets: &mut Sockets) -> Result<(), String> {
-    if node.flush(sockets)?.memory_freed {
+    let flushed = node.flush(sockets)?;
+    if flushed.wrote_inline {
+        copy_wal_sync_stats(node);
+    }
+    if flushed.memory_freed {
         let started = std::time::Instant::now();
         crate::memory::return_free_memory();
         log::info!(
@@ -466,6 +470,14 @@ fn flush(node: &mut ServerNode, sockets: &mut Sockets) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The WAL's write and sync timings (the writer's counters) into the
+/// engine, for `mntr`: after each durable report and each batch the loop
+/// wrote itself.
+fn copy_wal_sync_stats(node: &mut ServerNode) {
+    let stats = node.log().0.sync_stats();
+    node.engine_mut().set_wal_sync_stats(stats);
 }
 
 /// The members' quorum addresses; one that does not resolve is left out
@@ -522,6 +534,7 @@ async fn serve(
             durable = durable_rx.recv() => {
                 let token = durable.ok_or("WAL writer stopped")??;
                 node.engine_mut().set_time(wall_clock_ms());
+                copy_wal_sync_stats(node);
                 node.on_durable(token);
             }
             _ = ticker.tick() => {
@@ -563,9 +576,6 @@ async fn serve(
         // Nothing else waits: this thread may as well sync a batch itself.
         node.set_host_idle(net_rx.is_empty() && peer_rx.is_empty());
         flush(node, sockets)?;
-        // Batches written on this thread report no durable event.
-        let stats = node.log().0.sync_stats();
-        node.engine_mut().set_wal_sync_stats(stats);
         if let Some(deadline) = stopping {
             // raft abandons a transfer the successor does not take up
             // within an election timeout (e.g. it is stopping too).
