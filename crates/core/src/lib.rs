@@ -6,6 +6,7 @@
 //! tokio or libc among its dependencies (`tests/no_io.rs`).
 
 pub mod admin;
+pub mod apply_order;
 pub mod engine;
 pub mod ensemble;
 pub mod fourlw;

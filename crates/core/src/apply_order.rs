@@ -1,0 +1,302 @@
+//! The one order a server's partitions apply in (issue 23; docs/partitions.md,
+//! "One order for every partition").
+//!
+//! The leader hands out zxids from one dense counter shared by the
+//! partitions: within an epoch the counter steps by one whatever partition
+//! a transaction goes to, so the global order is the order of the zxids,
+//! and a server knows what comes after the last zxid it applied: the next
+//! counter value, unless that one is void. Each partition's raft group
+//! delivers its committed entries in its own log order (which is zxid
+//! order); this module merges them back into the one order, so that every
+//! server applies a prefix of the same history, as ZooKeeper's servers do.
+//!
+//! A zxid is void when it was handed out and never committed (its leader
+//! died first), and every zxid between one epoch's last and the next
+//! epoch's first is void. Only a leader can know which: once every entry
+//! in its logs is committed, anything missing from them never will be. It
+//! then proposes a seal (the void ranges between what it has and the zxid
+//! it will hand out next) in partition 0's group, and applies what was
+//! waiting behind the gaps. Seals take effect when they commit, not in
+//! the order, since they only name zxids that will never appear.
+//!
+//! An operation over several partitions (a create whose parent lives on
+//! another, a session's close, a `multi`) is one entry in one group's log
+//! with a part for each partition it touches: it commits or not as a
+//! whole, so no partition ever needs another's verdict on it.
+//!
+//! Snapshots are of the whole server, every partition at one [`Cut`] of
+//! the order, taken, shipped to a lagging follower, installed and
+//! recovered together. One partition's snapshot alone cannot be: the
+//! entries it replaces can carry parts for the other partitions, which
+//! would then never apply there (the model in the tests found that).
+//!
+//! Pure: no I/O, no clock. `T` is whatever the engine keeps per entry.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// A point of the order every partition has reached: what a snapshot of
+/// the server is taken at.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Cut {
+    /// Every zxid at or below this is applied on every partition or void.
+    pub zxid: i64,
+    /// Each partition's raft index applied at that point.
+    pub indices: Vec<u64>,
+    /// Void ranges (inclusive) above `zxid` known at that point: seals
+    /// already behind partition 0's applied index name them, and its log
+    /// no longer will once compacted.
+    pub voids: Vec<(i64, i64)>,
+}
+
+/// A committed entry whose turn has come.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Ready<T> {
+    pub partition: usize,
+    pub index: u64,
+    /// None: an entry outside the order (a new leader's empty entry, a seal).
+    pub zxid: Option<i64>,
+    pub entry: T,
+}
+
+#[derive(Debug, Clone)]
+struct Waiting<T> {
+    index: u64,
+    zxid: Option<i64>,
+    entry: T,
+}
+
+/// Disjoint, non-adjacent inclusive ranges of void zxids.
+#[derive(Debug, Clone, Default)]
+struct Voids(BTreeMap<i64, i64>);
+
+impl Voids {
+    fn add(&mut self, mut lo: i64, mut hi: i64) {
+        if lo > hi {
+            return;
+        }
+        // Swallow every range that overlaps or touches [lo, hi].
+        let touching: Vec<(i64, i64)> = self
+            .0
+            .range(..=hi.saturating_add(1))
+            .rev()
+            .take_while(|(_, &end)| end >= lo.saturating_sub(1))
+            .map(|(&start, &end)| (start, end))
+            .collect();
+        for (start, end) in touching {
+            self.0.remove(&start);
+            lo = lo.min(start);
+            hi = hi.max(end);
+        }
+        self.0.insert(lo, hi);
+    }
+
+    /// Whether every zxid in [lo, hi] is void (an empty range is).
+    fn covers(&self, lo: i64, hi: i64) -> bool {
+        lo > hi
+            || self
+                .0
+                .range(..=lo)
+                .next_back()
+                .is_some_and(|(_, &end)| end >= hi)
+    }
+
+    /// Forgets the ranges wholly at or below `zxid`.
+    fn forget_through(&mut self, zxid: i64) {
+        self.0.retain(|_, end| *end > zxid);
+    }
+
+    fn list(&self) -> Vec<(i64, i64)> {
+        self.0.iter().map(|(&lo, &hi)| (lo, hi)).collect()
+    }
+}
+
+/// Merges the partitions' committed entries into the one order.
+#[derive(Debug, Clone)]
+pub struct ApplyOrder<T> {
+    /// Every zxid at or below is applied on every partition or void.
+    applied: i64,
+    applied_index: Vec<u64>,
+    voids: Voids,
+    waiting: Vec<VecDeque<Waiting<T>>>,
+}
+
+impl<T> ApplyOrder<T> {
+    /// A server of `partitions` starting from a snapshot taken at `cut`
+    /// (a default cut: no snapshot).
+    pub fn recover(partitions: usize, cut: &Cut) -> Self {
+        assert!(partitions >= 1, "a server has at least one partition");
+        assert!(
+            cut.indices.is_empty() || cut.indices.len() == partitions,
+            "a cut of {} partitions for a server of {partitions}",
+            cut.indices.len()
+        );
+        let mut order = ApplyOrder {
+            applied: 0,
+            applied_index: vec![0; partitions],
+            voids: Voids::default(),
+            waiting: (0..partitions).map(|_| VecDeque::new()).collect(),
+        };
+        order.restore(cut);
+        order
+    }
+
+    /// Takes the cut's state. A partition's applied index never goes
+    /// back: past the cut's index it can only have applied entries
+    /// outside the order (the cut's zxid is at or above the applied one).
+    fn restore(&mut self, cut: &Cut) {
+        self.applied = cut.zxid;
+        for (index, &at) in self.applied_index.iter_mut().zip(&cut.indices) {
+            *index = (*index).max(at);
+        }
+        self.voids = Voids::default();
+        for &(lo, hi) in &cut.voids {
+            self.voids.add(lo, hi);
+        }
+        self.voids.forget_through(self.applied);
+    }
+
+    /// Every zxid at or below this is applied on every partition or void.
+    pub fn applied(&self) -> i64 {
+        self.applied
+    }
+
+    pub fn applied_index(&self, partition: usize) -> u64 {
+        self.applied_index[partition]
+    }
+
+    /// The cut a snapshot of the server taken now is at.
+    pub fn cut(&self) -> Cut {
+        Cut {
+            zxid: self.applied,
+            indices: self.applied_index.clone(),
+            voids: self.voids.list(),
+        }
+    }
+
+    /// Partition `partition`'s group committed the entry at `index`
+    /// (`zxid`: None for an entry outside the order).
+    pub fn committed(&mut self, partition: usize, index: u64, zxid: Option<i64>, entry: T) {
+        let last = self.waiting[partition]
+            .back()
+            .map_or(self.applied_index[partition], |w| w.index);
+        assert_eq!(
+            index,
+            last + 1,
+            "partition {partition} committed index {index} after {last}"
+        );
+        if let Some(zxid) = zxid {
+            assert!(
+                zxid > self.applied,
+                "partition {partition} committed zxid {zxid:#x}, at or below the applied {:#x}",
+                self.applied
+            );
+        }
+        self.waiting[partition].push_back(Waiting { index, zxid, entry });
+    }
+
+    /// A seal committed: no zxid in these inclusive ranges will ever exist.
+    pub fn add_voids(&mut self, ranges: &[(i64, i64)]) {
+        for &(lo, hi) in ranges {
+            self.voids.add(lo.max(self.applied + 1), hi);
+        }
+    }
+
+    /// The leader's seal before it hands out `next`: the void ranges
+    /// between what it applied, every entry waiting, and `next`. It takes
+    /// effect here at once (the leader applies what waited behind the
+    /// gaps) and must be proposed in partition 0's group.
+    ///
+    /// Only a leader may seal, and only once every entry in its logs is
+    /// committed and passed to [`committed`](Self::committed): then a zxid
+    /// missing from them was never committed and never will be.
+    pub fn seal(&mut self, next: i64) -> Vec<(i64, i64)> {
+        let mut present: Vec<i64> = (self.waiting.iter().flatten())
+            .filter_map(|w| w.zxid)
+            .collect();
+        present.sort_unstable();
+        let mut ranges = Vec::new();
+        let mut previous = self.applied;
+        for zxid in present.into_iter().chain(std::iter::once(next)) {
+            assert!(
+                zxid > previous,
+                "zxid {zxid:#x} twice or not above {previous:#x}"
+            );
+            if !self.voids.covers(previous + 1, zxid - 1) {
+                ranges.push((previous + 1, zxid - 1));
+            }
+            previous = zxid;
+        }
+        self.add_voids(&ranges);
+        ranges
+    }
+
+    /// The server installed a leader's snapshot taken at `cut`, every
+    /// partition at once. What waited at or below the cut's indices is
+    /// in it.
+    pub fn install(&mut self, cut: &Cut) {
+        assert_eq!(
+            cut.indices.len(),
+            self.waiting.len(),
+            "a cut of every partition"
+        );
+        assert!(
+            cut.zxid >= self.applied,
+            "a snapshot at {:#x} behind the applied {:#x}",
+            cut.zxid,
+            self.applied
+        );
+        let mut voids = std::mem::take(&mut self.voids);
+        for (waiting, &index) in self.waiting.iter_mut().zip(&cut.indices) {
+            while waiting.front().is_some_and(|w| w.index <= index) {
+                waiting.pop_front();
+            }
+        }
+        self.restore(cut);
+        // Seals this server already has stay known.
+        voids.forget_through(self.applied);
+        for (lo, hi) in voids.list() {
+            self.voids.add(lo, hi);
+        }
+    }
+
+    /// The partition whose head entry goes next, if any may: an entry
+    /// outside the order at once, else the head whose zxid follows
+    /// `applied` (every zxid between them void).
+    fn next_partition(&self) -> Option<usize> {
+        let heads = (self.waiting.iter().enumerate())
+            .filter_map(|(p, waiting)| Some((p, waiting.front()?)));
+        let mut next = None;
+        for (p, head) in heads {
+            match head.zxid {
+                None => return Some(p),
+                Some(zxid)
+                    if zxid > self.applied && self.voids.covers(self.applied + 1, zxid - 1) =>
+                {
+                    next = Some(p)
+                }
+                Some(_) => {}
+            }
+        }
+        next
+    }
+
+    /// The next entry to apply, if its turn has come.
+    pub fn next_ready(&mut self) -> Option<Ready<T>> {
+        let partition = self.next_partition()?;
+        let Waiting { index, zxid, entry } = self.waiting[partition].pop_front()?;
+        self.applied_index[partition] = index;
+        if let Some(zxid) = zxid {
+            self.applied = zxid;
+            self.voids.forget_through(zxid);
+        }
+        Some(Ready {
+            partition,
+            index,
+            zxid,
+            entry,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

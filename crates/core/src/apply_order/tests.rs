@@ -1,0 +1,406 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn z(epoch: u64, counter: u32) -> i64 {
+    ((epoch << 32) | counter as u64) as i64
+}
+
+fn fresh(partitions: usize) -> ApplyOrder<()> {
+    ApplyOrder::recover(partitions, &Cut::default())
+}
+
+/// Applies everything whose turn has come: (partition, zxid) in order.
+fn drain(order: &mut ApplyOrder<()>) -> Vec<(usize, Option<i64>)> {
+    std::iter::from_fn(|| order.next_ready())
+        .map(|ready| (ready.partition, ready.zxid))
+        .collect()
+}
+
+#[test]
+fn dense_zxids_apply_in_order_whichever_partition_commits_first() {
+    let mut order = fresh(2);
+    assert_eq!(order.seal(z(1, 1)), vec![(1, z(1, 0))]);
+    order.committed(1, 1, Some(z(1, 2)), ());
+    assert_eq!(drain(&mut order), vec![]);
+    order.committed(0, 1, Some(z(1, 1)), ());
+    assert_eq!(
+        drain(&mut order),
+        vec![(0, Some(z(1, 1))), (1, Some(z(1, 2)))]
+    );
+    order.committed(1, 2, Some(z(1, 3)), ());
+    assert_eq!(drain(&mut order), vec![(1, Some(z(1, 3)))]);
+    assert_eq!(order.applied(), z(1, 3));
+}
+
+#[test]
+fn a_new_epoch_waits_for_its_seal() {
+    let mut order = fresh(2);
+    order.seal(z(1, 1));
+    order.committed(0, 1, Some(z(1, 1)), ());
+    drain(&mut order);
+    order.committed(1, 1, Some(z(3, 1)), ());
+    assert_eq!(drain(&mut order), vec![], "epochs 1 to 3 may hold more");
+    order.add_voids(&[(z(1, 2), z(3, 0))]);
+    assert_eq!(drain(&mut order), vec![(1, Some(z(3, 1)))]);
+}
+
+#[test]
+fn a_leaders_seal_voids_what_never_committed() {
+    let mut order = fresh(2);
+    order.seal(z(1, 1));
+    // z(1, 2) went to partition 0 and died with its leader.
+    order.committed(0, 1, Some(z(1, 1)), ());
+    order.committed(1, 1, Some(z(1, 3)), ());
+    order.committed(1, 2, Some(z(1, 5)), ());
+    assert_eq!(drain(&mut order), vec![(0, Some(z(1, 1)))]);
+    let seal = order.seal(z(4, 1));
+    assert_eq!(
+        seal,
+        vec![(z(1, 2), z(1, 2)), (z(1, 4), z(1, 4)), (z(1, 6), z(4, 0))]
+    );
+    assert_eq!(
+        drain(&mut order),
+        vec![(1, Some(z(1, 3))), (1, Some(z(1, 5)))]
+    );
+    // A follower given the same seal applies the same.
+    let mut follower = fresh(2);
+    follower.add_voids(&[(1, z(1, 0))]);
+    follower.committed(1, 1, Some(z(1, 3)), ());
+    follower.committed(1, 2, Some(z(1, 5)), ());
+    follower.committed(0, 1, Some(z(1, 1)), ());
+    follower.add_voids(&seal);
+    assert_eq!(
+        drain(&mut follower),
+        vec![(0, Some(z(1, 1))), (1, Some(z(1, 3))), (1, Some(z(1, 5)))]
+    );
+}
+
+#[test]
+fn entries_outside_the_order_pass_at_once() {
+    let mut order = fresh(2);
+    order.committed(1, 1, None, ());
+    order.committed(1, 2, Some(z(1, 1)), ());
+    order.committed(1, 3, None, ());
+    assert_eq!(drain(&mut order), vec![(1, None)]);
+    order.add_voids(&[(1, z(1, 0))]);
+    assert_eq!(drain(&mut order), vec![(1, Some(z(1, 1))), (1, None)]);
+    assert_eq!(order.applied_index(1), 3);
+}
+
+#[test]
+fn a_snapshot_installed_replaces_what_waited_under_it() {
+    let mut order = fresh(2);
+    order.add_voids(&[(1, z(1, 0))]);
+    order.committed(0, 1, Some(z(1, 1)), ());
+    drain(&mut order);
+    order.committed(1, 1, Some(z(1, 3)), ());
+    order.committed(1, 2, Some(z(1, 7)), ());
+    // The leader's snapshot at z(1, 5): partition 0 at index 4, 1 at 1.
+    let cut = Cut {
+        zxid: z(1, 5),
+        indices: vec![4, 1],
+        voids: vec![(z(1, 6), z(1, 6))],
+    };
+    order.install(&cut);
+    assert_eq!(order.applied(), z(1, 5));
+    assert_eq!(order.applied_index(1), 1);
+    assert_eq!(drain(&mut order), vec![(1, Some(z(1, 7)))]);
+    order.committed(0, 5, Some(z(1, 8)), ());
+    assert_eq!(drain(&mut order), vec![(0, Some(z(1, 8)))]);
+}
+
+#[test]
+fn a_restart_keeps_the_voids_of_its_cut() {
+    let cut = Cut {
+        zxid: z(2, 6),
+        indices: vec![6, 3],
+        voids: vec![(z(2, 7), z(2, 9))],
+    };
+    let mut order: ApplyOrder<()> = ApplyOrder::recover(2, &cut);
+    order.committed(1, 4, Some(z(2, 10)), ());
+    assert_eq!(drain(&mut order), vec![(1, Some(z(2, 10)))]);
+}
+
+#[test]
+fn a_cut_keeps_the_voids_ahead_of_it() {
+    let mut order = fresh(1);
+    order.add_voids(&[(1, z(1, 0)), (z(1, 3), z(1, 4))]);
+    order.committed(0, 1, Some(z(1, 1)), ());
+    drain(&mut order);
+    let cut = order.cut();
+    assert_eq!(cut.zxid, z(1, 1));
+    assert_eq!(cut.voids, vec![(z(1, 3), z(1, 4))]);
+}
+
+#[test]
+fn void_ranges_coalesce() {
+    let mut voids = Voids::default();
+    voids.add(10, 12);
+    voids.add(20, 25);
+    voids.add(13, 19);
+    assert_eq!(voids.list(), vec![(10, 25)]);
+    voids.add(5, 30);
+    voids.add(40, 41);
+    voids.add(1, 0);
+    assert_eq!(voids.list(), vec![(5, 30), (40, 41)]);
+    assert!(voids.covers(6, 30));
+    assert!(!voids.covers(6, 31));
+    assert!(voids.covers(9, 8));
+    voids.forget_through(30);
+    assert_eq!(voids.list(), vec![(40, 41)]);
+}
+
+// ---- A model: leaders, lost entries, seals, snapshots, restarts ----
+
+#[derive(Debug, Clone)]
+enum Item {
+    Empty,
+    /// A transaction and the partitions it has parts on (its own log's
+    /// among them).
+    Txn(i64, Vec<usize>),
+    Seal(Vec<(i64, i64)>),
+}
+
+impl Item {
+    fn zxid(&self) -> Option<i64> {
+        match self {
+            Item::Txn(zxid, _) => Some(*zxid),
+            _ => None,
+        }
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n.max(1)
+    }
+}
+
+/// Every group's committed log, and cuts a leader could ship.
+struct History {
+    logs: Vec<Vec<Item>>,
+    cuts: Vec<Cut>,
+    last_applied: i64,
+}
+
+impl History {
+    /// The transactions with a part on `partition`, up to `through`, in
+    /// the order they apply there.
+    fn truth(&self, partition: usize, through: i64) -> Vec<i64> {
+        let mut zxids: Vec<i64> = (self.logs.iter().flatten())
+            .filter_map(|item| match item {
+                Item::Txn(zxid, parts) if parts.contains(&partition) && *zxid <= through => {
+                    Some(*zxid)
+                }
+                _ => None,
+            })
+            .collect();
+        zxids.sort_unstable();
+        zxids
+    }
+}
+
+/// Leaders one after the other: each starts a term (an empty entry in
+/// every group), seals (sometimes lost with it), hands out zxids to random
+/// partitions and dies with a random tail of each group uncommitted. The
+/// last leader's seal commits. A reference order fed everything committed
+/// computes the seals and the cuts.
+fn history(rng: &mut Rng, partitions: usize, leaders: usize) -> History {
+    let mut reference = fresh(partitions);
+    let mut logs: Vec<Vec<Item>> = vec![Vec::new(); partitions];
+    let mut cuts = Vec::new();
+    let commit =
+        |reference: &mut ApplyOrder<()>, logs: &mut Vec<Vec<Item>>, p: usize, item: Item| {
+            if let Item::Seal(ranges) = &item {
+                reference.add_voids(ranges);
+            }
+            logs[p].push(item.clone());
+            reference.committed(p, logs[p].len() as u64, item.zxid(), ());
+            drain(reference);
+        };
+    let mut epoch = 0;
+    for leader in 0..leaders {
+        let last = leader + 1 == leaders;
+        epoch += 1 + rng.below(3);
+        for p in 0..partitions {
+            commit(&mut reference, &mut logs, p, Item::Empty);
+        }
+        let seal_commits = last || rng.below(4) != 0;
+        let ranges = reference.clone().seal(z(epoch, 1));
+        if seal_commits {
+            commit(&mut reference, &mut logs, 0, Item::Seal(ranges));
+        }
+        let handed = if last { 0 } else { rng.below(9) as u32 };
+        let mut per_partition: Vec<Vec<Item>> = vec![Vec::new(); partitions];
+        for counter in 1..=handed {
+            let home = rng.below(partitions as u64) as usize;
+            let mut parts = vec![home];
+            // One in four spans partitions.
+            if rng.below(4) == 0 {
+                parts.extend((0..partitions).filter(|&p| p != home && rng.below(2) == 0));
+            }
+            per_partition[home].push(Item::Txn(z(epoch, counter), parts));
+        }
+        // What each group committed of them: a prefix of its log.
+        let kept: Vec<usize> = (0..partitions)
+            .map(|p| match p {
+                0 if !seal_commits => 0,
+                _ => rng.below(per_partition[p].len() as u64 + 1) as usize,
+            })
+            .collect();
+        // Commits interleave across groups.
+        let mut next = vec![0; partitions];
+        while (0..partitions).any(|p| next[p] < kept[p]) {
+            let p = rng.below(partitions as u64) as usize;
+            if next[p] < kept[p] {
+                commit(
+                    &mut reference,
+                    &mut logs,
+                    p,
+                    per_partition[p][next[p]].clone(),
+                );
+                next[p] += 1;
+                if rng.below(3) == 0 {
+                    cuts.push(reference.cut());
+                }
+            }
+        }
+    }
+    assert!(
+        reference.waiting.iter().all(VecDeque::is_empty),
+        "the last seal leaves nothing waiting"
+    );
+    History {
+        logs,
+        cuts,
+        last_applied: reference.applied(),
+    }
+}
+
+/// A server fed the history's commits in a random interleaving, taking
+/// snapshots, restarting and installing leaders' snapshots at random.
+fn run_server(rng: &mut Rng, history: &History) {
+    let partitions = history.logs.len();
+    let mut order = fresh(partitions);
+    let mut state: Vec<Vec<i64>> = vec![Vec::new(); partitions];
+    let mut delivered = vec![0usize; partitions];
+    let mut persisted = Cut::default();
+    let restore = |cut: &Cut, state: &mut Vec<Vec<i64>>, delivered: &mut Vec<usize>| {
+        for p in 0..partitions {
+            state[p] = history.truth(p, cut.zxid);
+            delivered[p] = delivered[p].max(cut.indices.get(p).copied().unwrap_or(0) as usize);
+        }
+    };
+    for _ in 0..400 {
+        match rng.below(20) {
+            0 => persisted = order.cut(),
+            1 => {
+                order = ApplyOrder::recover(partitions, &persisted);
+                delivered = vec![0; partitions];
+                restore(&persisted, &mut state, &mut delivered);
+            }
+            2 if !history.cuts.is_empty() => {
+                let cut = &history.cuts[rng.below(history.cuts.len() as u64) as usize];
+                if cut.zxid >= order.applied()
+                    && (0..partitions).any(|p| cut.indices[p] > order.applied_index(p))
+                {
+                    order.install(cut);
+                    restore(cut, &mut state, &mut delivered);
+                    persisted = cut.clone();
+                }
+            }
+            _ => {
+                let p = rng.below(partitions as u64) as usize;
+                deliver(&mut order, history, &mut delivered, p);
+            }
+        }
+        apply_ready(&mut order, &mut state, history);
+        check_prefix(&order, &state, history);
+    }
+    // Then everything that is left, in a random interleaving.
+    while let Some(p) = (0..partitions).find(|&p| delivered[p] < history.logs[p].len()) {
+        let p = if rng.below(2) == 0 {
+            p
+        } else {
+            partitions - 1 - p
+        };
+        deliver(&mut order, history, &mut delivered, p);
+        apply_ready(&mut order, &mut state, history);
+        check_prefix(&order, &state, history);
+    }
+    assert_eq!(order.applied(), history.last_applied);
+    for (p, applied) in state.iter().enumerate() {
+        assert_eq!(applied, &history.truth(p, i64::MAX), "partition {p}");
+    }
+}
+
+/// Partition p's group commits its next entry (if the history has more).
+fn deliver(order: &mut ApplyOrder<()>, history: &History, delivered: &mut [usize], p: usize) {
+    let Some(item) = history.logs[p].get(delivered[p]) else {
+        return;
+    };
+    if let Item::Seal(ranges) = item {
+        order.add_voids(ranges);
+    }
+    delivered[p] += 1;
+    order.committed(p, delivered[p] as u64, item.zxid(), ());
+}
+
+/// Applies what is ready, each part on its partition; a partition's
+/// transactions must arrive in zxid order, each once.
+fn apply_ready(order: &mut ApplyOrder<()>, state: &mut [Vec<i64>], history: &History) {
+    while let Some(ready) = order.next_ready() {
+        let Some(zxid) = ready.zxid else { continue };
+        let Item::Txn(_, parts) = &history.logs[ready.partition][ready.index as usize - 1] else {
+            panic!(
+                "entry {} of partition {} is no transaction",
+                ready.index, ready.partition
+            );
+        };
+        assert_eq!(order.applied(), zxid);
+        for &part in parts {
+            let applied = &mut state[part];
+            assert!(
+                applied.last().is_none_or(|&last| last < zxid),
+                "{zxid:#x} applied to partition {part} after {:#x?}",
+                applied.last()
+            );
+            applied.push(zxid);
+        }
+    }
+}
+
+/// A server's partitions hold exactly the history up to `applied`: what a
+/// reader sees is a prefix of the one order.
+fn check_prefix(order: &ApplyOrder<()>, state: &[Vec<i64>], history: &History) {
+    for (p, applied) in state.iter().enumerate() {
+        assert_eq!(
+            applied,
+            &history.truth(p, order.applied()),
+            "partition {p} at {:#x}",
+            order.applied()
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+    #[test]
+    fn every_server_applies_a_prefix_of_one_order(
+        seed in any::<u64>(),
+        partitions in 1usize..=4,
+        leaders in 1usize..=6,
+    ) {
+        let mut rng = Rng(seed | 1);
+        let history = history(&mut rng, partitions, leaders);
+        run_server(&mut rng, &history);
+    }
+}
