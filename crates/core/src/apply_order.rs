@@ -13,11 +13,15 @@
 //! A zxid is void when it was handed out and never committed (its leader
 //! died first), and every zxid between one epoch's last and the next
 //! epoch's first is void. Only a leader can know which: once every entry
-//! in its logs is committed, anything missing from them never will be. It
-//! then proposes a seal (the void ranges between what it has and the zxid
-//! it will hand out next) in partition 0's group, and applies what was
-//! waiting behind the gaps. Seals take effect when they commit, not in
-//! the order, since they only name zxids that will never appear.
+//! in its logs is committed, anything missing from them never will be.
+//! Its first transaction is then a seal, in partition 0's group: the
+//! void ranges between what it applied, every entry waiting, and the
+//! seal's own zxid. A seal's ranges take effect when it commits (they
+//! name only zxids that will never appear), and the seal itself applies
+//! in its place in the order, as a transaction that changes nothing.
+//! Every range a seal names is below its zxid, so a server that has
+//! applied the seal needs none of them again: a cut (below) carries no
+//! ranges.
 //!
 //! An operation over several partitions (a create whose parent lives on
 //! another, a session's close, a `multi`) is one entry in one group's log
@@ -40,12 +44,10 @@ use std::collections::{BTreeMap, VecDeque};
 pub struct Cut {
     /// Every zxid at or below this is applied on every partition or void.
     pub zxid: i64,
-    /// Each partition's raft index applied at that point.
+    /// Each partition's raft index applied at that point. A seal whose
+    /// ranges reach above `zxid` is not applied yet, so it lies past these
+    /// indices and comes again after a restart or an install.
     pub indices: Vec<u64>,
-    /// Void ranges (inclusive) above `zxid` known at that point: seals
-    /// already behind partition 0's applied index name them, and its log
-    /// no longer will once compacted.
-    pub voids: Vec<(i64, i64)>,
 }
 
 /// A committed entry whose turn has come.
@@ -53,7 +55,7 @@ pub struct Cut {
 pub struct Ready<T> {
     pub partition: usize,
     pub index: u64,
-    /// None: an entry outside the order (a new leader's empty entry, a seal).
+    /// None: an entry outside the order (a new leader's empty entry).
     pub zxid: Option<i64>,
     pub entry: T,
 }
@@ -105,6 +107,7 @@ impl Voids {
         self.0.retain(|_, end| *end > zxid);
     }
 
+    #[cfg(test)]
     fn list(&self) -> Vec<(i64, i64)> {
         self.0.iter().map(|(&lo, &hi)| (lo, hi)).collect()
     }
@@ -148,10 +151,6 @@ impl<T> ApplyOrder<T> {
         for (index, &at) in self.applied_index.iter_mut().zip(&cut.indices) {
             *index = (*index).max(at);
         }
-        self.voids = Voids::default();
-        for &(lo, hi) in &cut.voids {
-            self.voids.add(lo, hi);
-        }
         self.voids.forget_through(self.applied);
     }
 
@@ -169,7 +168,6 @@ impl<T> ApplyOrder<T> {
         Cut {
             zxid: self.applied,
             indices: self.applied_index.clone(),
-            voids: self.voids.list(),
         }
     }
 
@@ -201,10 +199,11 @@ impl<T> ApplyOrder<T> {
         }
     }
 
-    /// The leader's seal before it hands out `next`: the void ranges
-    /// between what it applied, every entry waiting, and `next`. It takes
-    /// effect here at once (the leader applies what waited behind the
-    /// gaps) and must be proposed in partition 0's group.
+    /// The ranges of the leader's seal, the transaction it proposes with
+    /// zxid `next` in partition 0's group before any other: the void
+    /// ranges between what it applied, every entry waiting, and `next`.
+    /// They take effect here at once (the leader applies what waited
+    /// behind the gaps).
     ///
     /// Only a leader may seal, and only once every entry in its logs is
     /// committed and passed to [`committed`](Self::committed): then a zxid
@@ -232,7 +231,8 @@ impl<T> ApplyOrder<T> {
 
     /// The server installed a leader's snapshot taken at `cut`, every
     /// partition at once. What waited at or below the cut's indices is
-    /// in it.
+    /// in it; the ranges of seals this server has and the cut has not
+    /// applied stay known.
     pub fn install(&mut self, cut: &Cut) {
         assert_eq!(
             cut.indices.len(),
@@ -245,18 +245,12 @@ impl<T> ApplyOrder<T> {
             cut.zxid,
             self.applied
         );
-        let mut voids = std::mem::take(&mut self.voids);
         for (waiting, &index) in self.waiting.iter_mut().zip(&cut.indices) {
             while waiting.front().is_some_and(|w| w.index <= index) {
                 waiting.pop_front();
             }
         }
         self.restore(cut);
-        // Seals this server already has stay known.
-        voids.forget_through(self.applied);
-        for (lo, hi) in voids.list() {
-            self.voids.add(lo, hi);
-        }
     }
 
     /// The partition whose head entry goes next, if any may: an entry

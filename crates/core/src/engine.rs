@@ -328,6 +328,8 @@ pub struct Engine {
     /// slice 3) every node, session and extension lives on partition 0;
     /// the other groups replicate, elect and snapshot alongside it.
     pub(crate) cores: Vec<partition_core::PartitionCore>,
+    /// Hands out the zxids of every partition (`crate::zxid`).
+    zxids: crate::zxid::ZxidClock,
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
@@ -359,7 +361,7 @@ impl Engine {
                 .insert(id, Session::new(id, timeout_ms, now_ms));
         }
         let mut cores = Vec::with_capacity(recovered.len());
-        for (partition, recovered) in (0..config.partitions).zip(recovered) {
+        for recovered in recovered {
             let Recovered {
                 tree,
                 snapshot_index,
@@ -370,20 +372,13 @@ impl Engine {
             let snapshot = (snapshot_index, snapshot_term);
             let raft = start_raft_group(&config, &membership, snapshot, hard_state, entries)?;
             cores.push(partition_core::PartitionCore::new(
-                tree,
-                raft,
-                crate::zxid::ZxidClock::new(
-                    partition,
-                    config.partitions,
-                    config.zxid_counter_limit,
-                ),
-                snapshot,
-                now_ms,
+                tree, raft, snapshot, now_ms,
             ));
         }
         let mut engine = Engine {
             now_ms,
             cores,
+            zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),

@@ -11,14 +11,11 @@
 //!   epoch an earlier leader used (each of its groups elected it at a
 //!   term above that leader's). With one group it is that group's term,
 //!   as before.
-//! - The low 32 bits are the partition's counter above the partition's
-//!   number: `counter << partition_bits | partition`. Zxids of different
-//!   partitions never collide, and each partition's ascend. With one
-//!   partition `partition_bits` is 0: exactly ZooKeeper's layout.
-//! - A zxid seen from elsewhere in the same epoch (a client's newest, a
-//!   transaction of another partition) moves the counter past it
-//!   ([`ZxidClock::observe`], a Lamport clock): no shared counter between
-//!   partition threads, and a client's next write is above what it saw.
+//! - The low 32 bits are one counter shared by every partition of the
+//!   server, so within an epoch zxids are dense whatever partition a
+//!   transaction goes to: the order of the zxids is the one order every
+//!   server applies the partitions in (`crate::apply_order`). With one
+//!   partition this is exactly ZooKeeper's layout, and with several too.
 //! - When a counter nears its end the leader starts a new epoch (a new
 //!   raft term, which it wins at once: [`ZxidClock::wants_new_epoch`]),
 //!   holding client writes meanwhile, as ZooKeeper's leader does at
@@ -32,24 +29,15 @@ pub fn server_epoch(group_terms: impl IntoIterator<Item = u64>) -> u64 {
     group_terms.into_iter().max().unwrap_or(0)
 }
 
-/// Bits of the low half that number the partition.
-pub fn partition_bits(partitions: u32) -> u32 {
-    assert!(partitions >= 1, "a server has at least one partition");
-    u32::BITS - (partitions - 1).leading_zeros()
-}
-
 /// The epoch of a zxid.
 pub fn epoch_of(zxid: i64) -> u64 {
     (zxid as u64) >> 32
 }
 
-/// One partition's zxid allocator.
+/// The leader's zxid allocator, one for every partition.
 #[derive(Debug, Clone)]
 pub struct ZxidClock {
-    partition: u32,
-    partition_bits: u32,
-    /// Epoch and counter of the last zxid handed out or observed (0, 0:
-    /// none yet).
+    /// Epoch and counter of the last zxid handed out (0, 0: none yet).
     epoch: u64,
     counter: u32,
     /// Highest counter value; from `wants_new_epoch_at` on the leader
@@ -65,27 +53,15 @@ pub struct Exhausted {
 }
 
 impl ZxidClock {
-    /// `counter_limit`: the highest counter value the partition may use
-    /// (None: all its bits); tests lower it to roll epochs often.
-    pub fn new(partition: u32, partitions: u32, counter_limit: Option<u32>) -> ZxidClock {
-        assert!(
-            partition < partitions,
-            "partition {partition} of {partitions}"
-        );
-        let partition_bits = partition_bits(partitions);
-        let full = if partition_bits == 0 {
-            u32::MAX
-        } else {
-            (1u32 << (32 - partition_bits)) - 1
-        };
-        let limit = counter_limit.unwrap_or(full).min(full);
+    /// `counter_limit`: the highest counter value (None: all 32 bits);
+    /// tests lower it to roll epochs often.
+    pub fn new(counter_limit: Option<u32>) -> ZxidClock {
+        let limit = counter_limit.unwrap_or(u32::MAX);
         assert!(
             limit >= 8,
             "a zxid counter limit of {limit} leaves no reserve"
         );
         ZxidClock {
-            partition,
-            partition_bits,
             epoch: 0,
             counter: 0,
             limit,
@@ -95,9 +71,7 @@ impl ZxidClock {
 
     fn compose(&self, epoch: u64, counter: u32) -> i64 {
         assert!(epoch < 1 << 31, "epoch {epoch} outside a zxid");
-        let low = ((counter as u64) << self.partition_bits) | self.partition as u64;
-        debug_assert!(low <= u32::MAX as u64);
-        ((epoch << 32) | low) as i64
+        ((epoch << 32) | counter as u64) as i64
     }
 
     /// The zxid `next(epoch)` would hand out.
@@ -123,27 +97,10 @@ impl ZxidClock {
     }
 
     fn counter_of(&self, zxid: i64) -> u32 {
-        ((zxid as u64 & u32::MAX as u64) >> self.partition_bits) as u32
+        zxid as u64 as u32
     }
 
-    /// A zxid seen from elsewhere: the next one handed out is above it.
-    /// A zxid of an older epoch changes nothing (the next epoch's are all
-    /// above it); one of a newer epoch moves the clock into it.
-    pub fn observe(&mut self, zxid: i64) {
-        let epoch = epoch_of(zxid);
-        if epoch < self.epoch {
-            return;
-        }
-        let counter = self.counter_of(zxid).min(self.limit);
-        if epoch > self.epoch {
-            self.epoch = epoch;
-            self.counter = counter;
-        } else {
-            self.counter = self.counter.max(counter);
-        }
-    }
-
-    /// The last zxid handed out or observed (0: none).
+    /// The last zxid handed out (0: none).
     pub fn last(&self) -> i64 {
         if self.epoch == 0 && self.counter == 0 {
             return 0;
@@ -165,7 +122,7 @@ mod tests {
 
     #[test]
     fn one_partition_is_zookeepers_layout() {
-        let mut clock = ZxidClock::new(0, 1, None);
+        let mut clock = ZxidClock::new(None);
         assert_eq!(clock.last(), 0);
         assert_eq!(clock.next(3), Ok(0x3_0000_0001));
         assert_eq!(clock.next(3), Ok(0x3_0000_0002));
@@ -175,25 +132,8 @@ mod tests {
     }
 
     #[test]
-    fn partitions_interleave_without_colliding() {
-        assert_eq!(partition_bits(1), 0);
-        assert_eq!(partition_bits(2), 1);
-        assert_eq!(partition_bits(3), 2);
-        assert_eq!(partition_bits(16), 4);
-        assert_eq!(partition_bits(17), 5);
-        let mut a = ZxidClock::new(0, 4, None);
-        let mut b = ZxidClock::new(3, 4, None);
-        assert_eq!(a.next(1), Ok(0x1_0000_0004));
-        assert_eq!(b.next(1), Ok(0x1_0000_0007));
-        // b saw a's next zxid: its own next is above it.
-        let from_a = a.next(1).unwrap();
-        b.observe(from_a);
-        assert!(b.next(1).unwrap() > from_a);
-    }
-
-    #[test]
     fn exhausted_counter_refuses_and_asks_for_a_new_epoch() {
-        let mut clock = ZxidClock::new(0, 1, Some(16));
+        let mut clock = ZxidClock::new(Some(16));
         for _ in 0..13 {
             assert!(!clock.wants_new_epoch(2));
             clock.next(2).unwrap();
@@ -212,7 +152,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "behind")]
     fn an_epoch_never_goes_back() {
-        let mut clock = ZxidClock::new(0, 1, None);
+        let mut clock = ZxidClock::new(None);
         clock.next(5).unwrap();
         let _ = clock.next(4);
     }
@@ -223,63 +163,35 @@ mod tests {
         assert_eq!(server_epoch([]), 0);
     }
 
-    /// Steps of a server with several partitions: a partition hands out a
-    /// zxid, a client carries what it saw to another partition, or the
-    /// epoch moves on (a new leader, or a rollover).
-    #[derive(Debug, Clone)]
-    enum Step {
-        Write { partition: usize, client: usize },
-        NewEpoch { by: u64 },
-    }
-
-    fn steps(partitions: usize) -> impl Strategy<Value = Vec<Step>> {
-        let step = prop_oneof![
-            8 => (0..partitions, 0..4usize)
-                .prop_map(|(partition, client)| Step::Write { partition, client }),
-            1 => (1..3u64).prop_map(|by| Step::NewEpoch { by }),
-        ];
-        proptest::collection::vec(step, 1..300)
-    }
-
     proptest! {
-        /// Every zxid is unique, each partition's ascend, and each client's
-        /// writes get zxids above everything it saw before, across
-        /// partitions and epochs (rollovers included).
+        /// Within an epoch the zxids handed out are dense; across epochs
+        /// (rollovers included) they ascend.
         #[test]
-        fn zxids_are_unique_and_ascend_for_every_client(
-            partitions in 1u32..6,
+        fn zxids_are_dense_within_an_epoch_and_ascend_across(
             limit in 8u32..64,
-            steps in (1usize..6).prop_flat_map(steps),
+            epoch_steps in proptest::collection::vec(0u64..3, 1..300),
         ) {
-            let mut clocks: Vec<ZxidClock> =
-                (0..partitions).map(|p| ZxidClock::new(p, partitions, Some(limit))).collect();
+            let mut clock = ZxidClock::new(Some(limit));
             let mut epoch = 1u64;
-            let mut seen_by_client = [0i64; 4];
-            let mut last_of_partition = vec![0i64; partitions as usize];
-            let mut all = std::collections::HashSet::new();
-            for step in steps {
-                match step {
-                    Step::NewEpoch { by } => epoch += by,
-                    Step::Write { partition, client } => {
-                        let clock = &mut clocks[partition % partitions as usize];
-                        clock.observe(seen_by_client[client]);
-                        let zxid = match clock.next(epoch) {
-                            Ok(z) => z,
-                            Err(Exhausted { epoch: e }) => {
-                                prop_assert!(clock.wants_new_epoch(e) || e < epoch);
-                                epoch += 1;
-                                clock.next(epoch).unwrap()
-                            }
-                        };
-                        prop_assert!(all.insert(zxid), "zxid {zxid:#x} handed out twice");
-                        prop_assert!(zxid > seen_by_client[client]);
-                        let p = partition % partitions as usize;
-                        prop_assert!(zxid > last_of_partition[p]);
-                        last_of_partition[p] = zxid;
-                        seen_by_client[client] = zxid;
-                        prop_assert_eq!(clock.last(), zxid);
+            let mut last = 0i64;
+            for step in epoch_steps {
+                epoch += step;
+                let zxid = match clock.next(epoch) {
+                    Ok(z) => z,
+                    Err(Exhausted { epoch: e }) => {
+                        prop_assert_eq!(e, epoch);
+                        epoch += 1;
+                        clock.next(epoch).unwrap()
                     }
+                };
+                prop_assert!(zxid > last, "{zxid:#x} after {last:#x}");
+                if epoch_of(zxid) == epoch_of(last) {
+                    prop_assert_eq!(zxid, last + 1);
+                } else {
+                    prop_assert_eq!(zxid as u32, 1, "a new epoch starts at counter 1");
                 }
+                prop_assert_eq!(clock.last(), zxid);
+                last = zxid;
             }
         }
     }

@@ -95,42 +95,45 @@ fn a_snapshot_installed_replaces_what_waited_under_it() {
     order.committed(0, 1, Some(z(1, 1)), ());
     drain(&mut order);
     order.committed(1, 1, Some(z(1, 3)), ());
-    order.committed(1, 2, Some(z(1, 7)), ());
+    order.committed(1, 2, Some(z(1, 6)), ());
     // The leader's snapshot at z(1, 5): partition 0 at index 4, 1 at 1.
     let cut = Cut {
         zxid: z(1, 5),
         indices: vec![4, 1],
-        voids: vec![(z(1, 6), z(1, 6))],
     };
     order.install(&cut);
     assert_eq!(order.applied(), z(1, 5));
     assert_eq!(order.applied_index(1), 1);
-    assert_eq!(drain(&mut order), vec![(1, Some(z(1, 7)))]);
-    order.committed(0, 5, Some(z(1, 8)), ());
-    assert_eq!(drain(&mut order), vec![(0, Some(z(1, 8)))]);
+    assert_eq!(drain(&mut order), vec![(1, Some(z(1, 6)))]);
+    order.committed(0, 5, Some(z(1, 7)), ());
+    assert_eq!(drain(&mut order), vec![(0, Some(z(1, 7)))]);
 }
 
 #[test]
-fn a_restart_keeps_the_voids_of_its_cut() {
+fn a_seal_past_a_cut_comes_again_after_a_restart_and_applies_in_its_place() {
     let cut = Cut {
         zxid: z(2, 6),
         indices: vec![6, 3],
-        voids: vec![(z(2, 7), z(2, 9))],
     };
     let mut order: ApplyOrder<()> = ApplyOrder::recover(2, &cut);
-    order.committed(1, 4, Some(z(2, 10)), ());
-    assert_eq!(drain(&mut order), vec![(1, Some(z(2, 10)))]);
-}
-
-#[test]
-fn a_cut_keeps_the_voids_ahead_of_it() {
-    let mut order = fresh(1);
-    order.add_voids(&[(1, z(1, 0)), (z(1, 3), z(1, 4))]);
-    order.committed(0, 1, Some(z(1, 1)), ());
-    drain(&mut order);
-    let cut = order.cut();
-    assert_eq!(cut.zxid, z(1, 1));
-    assert_eq!(cut.voids, vec![(z(1, 3), z(1, 4))]);
+    // z(2, 7) is partition 1's, committed but not yet here; z(2, 8) died
+    // with its leader; the seal is z(3, 1).
+    order.add_voids(&[(z(2, 8), z(3, 0))]);
+    order.committed(0, 7, Some(z(3, 1)), ());
+    assert_eq!(drain(&mut order), vec![]);
+    order.committed(1, 4, Some(z(2, 7)), ());
+    order.committed(1, 5, Some(z(3, 2)), ());
+    assert_eq!(
+        drain(&mut order),
+        vec![(1, Some(z(2, 7))), (0, Some(z(3, 1))), (1, Some(z(3, 2)))]
+    );
+    assert_eq!(
+        order.cut(),
+        Cut {
+            zxid: z(3, 2),
+            indices: vec![7, 5]
+        }
+    );
 }
 
 #[test]
@@ -159,14 +162,15 @@ enum Item {
     /// A transaction and the partitions it has parts on (its own log's
     /// among them).
     Txn(i64, Vec<usize>),
-    Seal(Vec<(i64, i64)>),
+    /// A new leader's first transaction, and the void ranges below it.
+    Seal(i64, Vec<(i64, i64)>),
 }
 
 impl Item {
     fn zxid(&self) -> Option<i64> {
         match self {
-            Item::Txn(zxid, _) => Some(*zxid),
-            _ => None,
+            Item::Txn(zxid, _) | Item::Seal(zxid, _) => Some(*zxid),
+            Item::Empty => None,
         }
     }
 }
@@ -199,6 +203,7 @@ impl History {
                 Item::Txn(zxid, parts) if parts.contains(&partition) && *zxid <= through => {
                     Some(*zxid)
                 }
+                Item::Seal(zxid, _) if partition == 0 && *zxid <= through => Some(*zxid),
                 _ => None,
             })
             .collect();
@@ -218,7 +223,7 @@ fn history(rng: &mut Rng, partitions: usize, leaders: usize) -> History {
     let mut cuts = Vec::new();
     let commit =
         |reference: &mut ApplyOrder<()>, logs: &mut Vec<Vec<Item>>, p: usize, item: Item| {
-            if let Item::Seal(ranges) = &item {
+            if let Item::Seal(_, ranges) = &item {
                 reference.add_voids(ranges);
             }
             logs[p].push(item.clone());
@@ -235,11 +240,16 @@ fn history(rng: &mut Rng, partitions: usize, leaders: usize) -> History {
         let seal_commits = last || rng.below(4) != 0;
         let ranges = reference.clone().seal(z(epoch, 1));
         if seal_commits {
-            commit(&mut reference, &mut logs, 0, Item::Seal(ranges));
+            commit(
+                &mut reference,
+                &mut logs,
+                0,
+                Item::Seal(z(epoch, 1), ranges),
+            );
         }
-        let handed = if last { 0 } else { rng.below(9) as u32 };
+        let handed = if last { 1 } else { 1 + rng.below(9) as u32 };
         let mut per_partition: Vec<Vec<Item>> = vec![Vec::new(); partitions];
-        for counter in 1..=handed {
+        for counter in 2..=handed {
             let home = rng.below(partitions as u64) as usize;
             let mut parts = vec![home];
             // One in four spans partitions.
@@ -346,7 +356,7 @@ fn deliver(order: &mut ApplyOrder<()>, history: &History, delivered: &mut [usize
     let Some(item) = history.logs[p].get(delivered[p]) else {
         return;
     };
-    if let Item::Seal(ranges) = item {
+    if let Item::Seal(_, ranges) = item {
         order.add_voids(ranges);
     }
     delivered[p] += 1;
@@ -358,14 +368,16 @@ fn deliver(order: &mut ApplyOrder<()>, history: &History, delivered: &mut [usize
 fn apply_ready(order: &mut ApplyOrder<()>, state: &mut [Vec<i64>], history: &History) {
     while let Some(ready) = order.next_ready() {
         let Some(zxid) = ready.zxid else { continue };
-        let Item::Txn(_, parts) = &history.logs[ready.partition][ready.index as usize - 1] else {
-            panic!(
-                "entry {} of partition {} is no transaction",
+        let parts = match &history.logs[ready.partition][ready.index as usize - 1] {
+            Item::Txn(_, parts) => parts.clone(),
+            Item::Seal(..) => vec![0],
+            Item::Empty => panic!(
+                "entry {} of partition {} has no zxid",
                 ready.index, ready.partition
-            );
+            ),
         };
         assert_eq!(order.applied(), zxid);
-        for &part in parts {
+        for part in parts {
             let applied = &mut state[part];
             assert!(
                 applied.last().is_none_or(|&last| last < zxid),

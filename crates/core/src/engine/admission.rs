@@ -93,7 +93,7 @@ impl Engine {
         if matches!(request, Request::CloseSession) {
             return Admitted::Proposed(self.propose_close_session(sid, xid));
         }
-        let zxid = self.next_zxid(0);
+        let zxid = self.next_zxid();
         match request {
             // The origin answers a sync once this no-op applies there: every
             // write committed before the sync is then visible on it.
@@ -190,7 +190,7 @@ impl Engine {
                 timeout_ms,
             } => {
                 self.set_owner(session_id, server, conn);
-                let zxid = self.next_zxid(0);
+                let zxid = self.next_zxid();
                 let ctx = self.internal_ctx(session_id, zxid);
                 let txn = self.cores[0]
                     .preparer
@@ -219,7 +219,7 @@ impl Engine {
                 }
                 self.set_owner(session_id, server, conn);
                 SessionAdmitted::Attached {
-                    after_zxid: self.last_zxid_handed_out(0),
+                    after_zxid: self.last_zxid_handed_out(),
                 }
             }
             SessionCall::Expire { session_id } => {

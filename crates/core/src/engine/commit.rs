@@ -305,7 +305,7 @@ impl Engine {
                 // epoch (the next check) rather than eat into the reserve.
                 break;
             }
-            let zxid = self.next_zxid(0);
+            let zxid = self.next_zxid();
             let ctx = self.internal_ctx(0, zxid);
             match self.cores[0]
                 .preparing(|preparer, tree| preparer.prepare_delete_container(tree, &ctx, &path))

@@ -232,7 +232,7 @@ impl Engine {
     /// close's zxid.
     pub(super) fn propose_close_session(&mut self, sid: SessionId, xid: i32) -> i64 {
         self.release_through_extensions(sid);
-        let zxid = self.next_zxid(0);
+        let zxid = self.next_zxid();
         let mut ctx = self.internal_ctx(sid, zxid);
         ctx.cxid = xid;
         let txn: Txn =

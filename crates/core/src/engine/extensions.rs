@@ -403,7 +403,7 @@ impl Engine {
         let header = TxnHeader {
             session_id: sid,
             cxid: xid,
-            zxid: self.peek_next_zxid(0),
+            zxid: self.peek_next_zxid(),
             time_ms: self.now_ms,
         };
         let client = PrepContext {
@@ -451,7 +451,7 @@ impl Engine {
         }
         let keep = failed.is_none();
         self.cores[0].preparer.end_multi(mark, keep);
-        let zxid = self.next_zxid(0);
+        let zxid = self.next_zxid();
         debug_assert_eq!(zxid, header.zxid, "nothing took a zxid while the multi ran");
         if let Some((at, code)) = failed {
             self.stats.request_errors += 1;
@@ -648,7 +648,7 @@ impl Engine {
         // the stats it replies with can carry that zxid; a follower's run
         // of a writing call is discarded (the leader runs it again).
         let stamp = self.is_leader().then(|| stoa_ext::TxnStamp {
-            zxid: self.peek_next_zxid(0),
+            zxid: self.peek_next_zxid(),
             time_ms: self.now_ms,
         });
         let view = View(
@@ -731,7 +731,7 @@ impl Engine {
         writes: Vec<WriteOp>,
     ) -> Result<i64, ErrorCode> {
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        let zxid = self.next_zxid(0);
+        let zxid = self.next_zxid();
         let ctx = stoa_tree::PrepContext {
             session_id: sid,
             cxid: xid,
@@ -788,7 +788,7 @@ impl Engine {
             return; // the leader's own extension run makes these writes
         }
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        let zxid = self.next_zxid(0);
+        let zxid = self.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
         match self.cores[0]
             .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))

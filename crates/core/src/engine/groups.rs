@@ -36,23 +36,59 @@ impl Engine {
         crate::zxid::server_epoch(self.cores.iter().map(|core| core.term()))
     }
 
-    pub(super) fn next_zxid(&mut self, partition: usize) -> i64 {
+    /// Hands out the next zxid, for a transaction of any partition (one
+    /// dense counter: `crate::zxid`).
+    pub(super) fn next_zxid(&mut self) -> i64 {
         let epoch = self.epoch();
-        self.cores[partition].next_zxid(epoch)
+        let zxid = match self.zxids.next(epoch) {
+            Ok(zxid) => zxid,
+            Err(e) => panic!(
+                "zxid counter of epoch {} used up, reserve included",
+                e.epoch
+            ),
+        };
+        let applied = self.applied_zxid();
+        assert!(
+            zxid > applied,
+            "zxid {zxid:#x} not above applied {applied:#x}"
+        );
+        zxid
     }
 
-    pub(super) fn peek_next_zxid(&self, partition: usize) -> i64 {
-        self.cores[partition].peek_next_zxid(self.epoch())
+    /// The zxid `next_zxid` will hand out (extension replies carry it in
+    /// the stats of what the call writes).
+    pub(super) fn peek_next_zxid(&self) -> i64 {
+        match self.zxids.peek(self.epoch()) {
+            Ok(zxid) => zxid,
+            Err(e) => panic!(
+                "zxid counter of epoch {} used up, reserve included",
+                e.epoch
+            ),
+        }
     }
 
-    pub(super) fn last_zxid_handed_out(&self, partition: usize) -> i64 {
-        self.cores[partition].last_zxid_handed_out(self.epoch())
+    /// The newest zxid handed out in this epoch, or applied (if none).
+    pub(super) fn last_zxid_handed_out(&self) -> i64 {
+        let applied = self.applied_zxid();
+        let handed = self.zxids.last();
+        if crate::zxid::epoch_of(handed) == self.epoch() {
+            handed.max(applied)
+        } else {
+            applied
+        }
     }
 
-    /// Some partition's zxid counter nears the end of the epoch.
+    /// The newest zxid applied on any partition.
+    pub(super) fn applied_zxid(&self) -> i64 {
+        (self.cores.iter())
+            .map(|core| core.tree.last_zxid())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The zxid counter nears the end of the epoch.
     pub(super) fn wants_new_epoch(&self) -> bool {
-        let epoch = self.epoch();
-        self.cores.iter().any(|core| core.wants_new_epoch(epoch))
+        self.zxids.wants_new_epoch(self.epoch())
     }
 
     /// The WAL made `partition`'s batches up to ready `number` durable.

@@ -10,9 +10,19 @@ impl Engine {
     /// Checks every part's invariants; the error says which broke. The
     /// tree checks its own (`DataTree::check_invariants`).
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.cores[0]
-            .check_invariants()
-            .map_err(|e| format!("core: {e}"))?;
+        for (partition, core) in self.cores.iter().enumerate() {
+            core.check_invariants()
+                .map_err(|e| format!("core {partition}: {e}"))?;
+            if let Some(last) = core.in_flight.back() {
+                if last.header.zxid > self.zxids.last() {
+                    return Err(format!(
+                        "core {partition}: in-flight zxid {:#x} past the clock's last {:#x}",
+                        last.header.zxid,
+                        self.zxids.last()
+                    ));
+                }
+            }
+        }
         self.gate
             .check_invariants(self.cores[0].tree.last_zxid())
             .map_err(|e| format!("gate: {e}"))?;
@@ -34,15 +44,6 @@ impl PartitionCore {
                 ));
             }
             previous = zxid;
-        }
-        if let Some(last) = self.in_flight.back() {
-            if last.header.zxid > self.zxids.last() {
-                return Err(format!(
-                    "in-flight zxid {:#x} past the clock's last {:#x}",
-                    last.header.zxid,
-                    self.zxids.last()
-                ));
-            }
         }
         if let Some(speculative) = &self.speculative {
             let mut expected = self.tree.clone();

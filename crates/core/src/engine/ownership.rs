@@ -89,7 +89,7 @@ impl Engine {
         let (valid, after_zxid) = match self.admit_session(call) {
             SessionAdmitted::Attached { after_zxid } => (true, after_zxid),
             SessionAdmitted::Held => return,
-            _ => (false, self.last_zxid_handed_out(0)),
+            _ => (false, self.last_zxid_handed_out()),
         };
         if from == self.config.server_id {
             return self.on_attached(sid, conn, valid, after_zxid);

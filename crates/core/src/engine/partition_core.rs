@@ -20,14 +20,11 @@ use super::ownership::Owner;
 use crate::raft_log::RaftLog;
 use crate::session::SessionId;
 use crate::watch::{ConnId, WatchTable};
-use crate::zxid::ZxidClock;
 
 pub(crate) struct PartitionCore {
     pub tree: DataTree,
     pub preparer: Preparer,
     pub raft: RawNode<RaftLog>,
-    /// Hands out this partition's zxids (see crate::zxid).
-    pub zxids: ZxidClock,
     pub watches: WatchTable,
     /// Proposed and not yet applied, in zxid order.
     pub in_flight: VecDeque<Txn>,
@@ -78,20 +75,13 @@ pub(crate) struct PartitionCore {
 }
 
 impl PartitionCore {
-    pub fn new(
-        tree: DataTree,
-        raft: RawNode<RaftLog>,
-        zxids: ZxidClock,
-        snapshot: (u64, u64),
-        now_ms: i64,
-    ) -> Self {
+    pub fn new(tree: DataTree, raft: RawNode<RaftLog>, snapshot: (u64, u64), now_ms: i64) -> Self {
         let (snapshot_index, snapshot_term) = snapshot;
         let last_snapshot = (snapshot_index > 0).then(|| (tree.last_zxid(), now_ms));
         PartitionCore {
             tree,
             preparer: Preparer::new(),
             raft,
-            zxids,
             watches: WatchTable::default(),
             in_flight: VecDeque::new(),
             speculative: None,
@@ -128,50 +118,6 @@ impl PartitionCore {
     /// over its groups: `Engine::epoch`).
     pub fn term(&self) -> u64 {
         self.raft.raft.term
-    }
-
-    /// The zxid `next_zxid` will hand out in `epoch` (extension replies
-    /// carry it in the stats of what the call writes).
-    pub fn peek_next_zxid(&self, epoch: u64) -> i64 {
-        match self.zxids.peek(epoch) {
-            Ok(zxid) => zxid,
-            Err(e) => panic!(
-                "zxid counter of epoch {} used up, reserve included",
-                e.epoch
-            ),
-        }
-    }
-
-    pub fn next_zxid(&mut self, epoch: u64) -> i64 {
-        let zxid = match self.zxids.next(epoch) {
-            Ok(zxid) => zxid,
-            Err(e) => panic!(
-                "zxid counter of epoch {} used up, reserve included",
-                e.epoch
-            ),
-        };
-        assert!(
-            zxid > self.tree.last_zxid(),
-            "zxid {zxid:#x} not above applied {:#x}",
-            self.tree.last_zxid()
-        );
-        zxid
-    }
-
-    /// The newest zxid handed out in `epoch`, or applied (if none).
-    pub fn last_zxid_handed_out(&self, epoch: u64) -> i64 {
-        let handed = self.zxids.last();
-        if crate::zxid::epoch_of(handed) == epoch {
-            handed.max(self.tree.last_zxid())
-        } else {
-            self.tree.last_zxid()
-        }
-    }
-
-    /// The counter of `epoch` nears its end: the leader must start a new
-    /// one (see `Engine::roll_epoch`) and hold client writes till then.
-    pub fn wants_new_epoch(&self, epoch: u64) -> bool {
-        self.zxids.wants_new_epoch(epoch)
     }
 
     /// Bookkeeping for a transaction raft accepted.

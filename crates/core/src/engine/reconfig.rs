@@ -295,7 +295,7 @@ impl Engine {
         {
             return;
         }
-        let zxid = self.next_zxid(0);
+        let zxid = self.next_zxid();
         let mut next = self.ensemble.membership.clone();
         next.version = zxid;
         let ctx = self.internal_ctx(0, zxid);
