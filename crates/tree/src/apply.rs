@@ -187,6 +187,7 @@ impl DataTree {
             }
             TxnOp::Check { .. } => TxnResult::Checked,
             TxnOp::Error(code) => TxnResult::Error(*code),
+            TxnOp::Seal { .. } => TxnResult::Error(ErrorCode::Ok),
             // Decoding and preparing never nest multis.
             TxnOp::Multi(_) => panic!("nested multi reached apply"),
         }

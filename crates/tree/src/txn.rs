@@ -79,6 +79,10 @@ pub enum TxnOp {
     /// A request that failed on the leader: it still takes a zxid, as in
     /// ZooKeeper, but changes nothing.
     Error(ErrorCode),
+    /// A new leader's first transaction with several partitions: the
+    /// inclusive ranges of zxids below it that will never exist
+    /// (`stoa_core::apply_order`). Changes nothing in the tree.
+    Seal { voids: Vec<(i64, i64)> },
 }
 
 mod tag {
@@ -92,6 +96,7 @@ mod tag {
     pub const CHECK: u8 = 8;
     pub const MULTI: u8 = 9;
     pub const ERROR: u8 = 10;
+    pub const SEAL: u8 = 11;
 }
 
 /// Smallest encoding of a path or other length-prefixed value.
@@ -188,6 +193,7 @@ impl TxnOp {
                 LEN_PREFIX_BYTES + ops.iter().map(TxnOp::encoded_len).sum::<usize>()
             }
             TxnOp::Error(_) => 4,
+            TxnOp::Seal { voids } => LEN_PREFIX_BYTES + 16 * voids.len(),
         }
     }
 
@@ -259,6 +265,14 @@ impl TxnOp {
                 codec::put_u8(out, tag::ERROR);
                 codec::put_i32(out, code.as_i32());
             }
+            TxnOp::Seal { voids } => {
+                codec::put_u8(out, tag::SEAL);
+                codec::put_u32(out, voids.len() as u32);
+                for &(lo, hi) in voids {
+                    codec::put_i64(out, lo);
+                    codec::put_i64(out, hi);
+                }
+            }
         }
     }
 
@@ -304,6 +318,19 @@ impl TxnOp {
                 TxnOp::Multi(ops)
             }
             tag::MULTI => return Err(DecodeError::BadValue("nested multi")),
+            tag::SEAL if top_level => {
+                let n = r.count(16)?;
+                let mut voids = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let (lo, hi) = (r.i64()?, r.i64()?);
+                    if lo > hi {
+                        return Err(DecodeError::BadValue("seal range"));
+                    }
+                    voids.push((lo, hi));
+                }
+                TxnOp::Seal { voids }
+            }
+            tag::SEAL => return Err(DecodeError::BadValue("seal in a multi")),
             tag::ERROR => {
                 let code = r.i32()?;
                 TxnOp::Error(ErrorCode::from_i32(code).ok_or(DecodeError::BadValue("error code"))?)
@@ -365,6 +392,10 @@ mod tests {
             },
             TxnOp::Check { path: "/a".into() },
             TxnOp::Error(ErrorCode::NoNode),
+            TxnOp::Seal { voids: vec![] },
+            TxnOp::Seal {
+                voids: vec![(1, 0x1_0000_0000), (0x1_0000_0003, 0x1_0000_0003)],
+            },
             TxnOp::Multi(vec![
                 TxnOp::Delete { path: "/x".into() },
                 TxnOp::Error(ErrorCode::Ok),
