@@ -123,6 +123,29 @@ fn start_raft_group(
     Ok(raft)
 }
 
+/// The one order of a server with several partitions, from what they
+/// recovered. Every transaction lives on partition 0 so far (slice 3 of
+/// docs/partitions.md moves data to the others with whole-server
+/// snapshots), so partition 0's snapshot is the server's cut.
+fn start_order(recovered: &[Recovered]) -> Result<crate::apply_order::ApplyOrder<Entry>, String> {
+    if let Some((partition, _)) = (recovered.iter().enumerate().skip(1))
+        .find(|(_, partition)| partition.tree.last_zxid() != 0)
+    {
+        return Err(format!(
+            "partition {partition}'s snapshot holds transactions; this version keeps every \
+             transaction on partition 0"
+        ));
+    }
+    let cut = crate::apply_order::Cut {
+        zxid: recovered[0].tree.last_zxid(),
+        indices: recovered.iter().map(|p| p.snapshot_index).collect(),
+    };
+    Ok(crate::apply_order::ApplyOrder::recover(
+        recovered.len(),
+        &cut,
+    ))
+}
+
 /// Settings the engine needs, derived from the server config.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -330,6 +353,12 @@ pub struct Engine {
     pub(crate) cores: Vec<partition_core::PartitionCore>,
     /// Hands out the zxids of every partition (`crate::zxid`).
     zxids: crate::zxid::ZxidClock,
+    /// With several partitions: the one order their entries apply in
+    /// (`crate::apply_order`). None with one: its log is the order.
+    order: Option<crate::apply_order::ApplyOrder<Entry>>,
+    /// Leader with several partitions: its seal is proposed, so it may
+    /// hand out zxids (`Engine::maybe_seal`).
+    sealed: bool,
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
@@ -360,6 +389,9 @@ impl Engine {
             gate.sessions
                 .insert(id, Session::new(id, timeout_ms, now_ms));
         }
+        let order = (config.partitions > 1)
+            .then(|| start_order(&recovered))
+            .transpose()?;
         let mut cores = Vec::with_capacity(recovered.len());
         for recovered in recovered {
             let Recovered {
@@ -379,6 +411,8 @@ impl Engine {
             now_ms,
             cores,
             zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
+            order,
+            sealed: false,
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),

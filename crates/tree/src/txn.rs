@@ -82,7 +82,9 @@ pub enum TxnOp {
     /// A new leader's first transaction with several partitions: the
     /// inclusive ranges of zxids below it that will never exist
     /// (`stoa_core::apply_order`). Changes nothing in the tree.
-    Seal { voids: Vec<(i64, i64)> },
+    Seal {
+        voids: Vec<(i64, i64)>,
+    },
 }
 
 mod tag {
@@ -128,6 +130,18 @@ impl Txn {
         }
         let field = bytes.get(ZXID_OFFSET..ZXID_OFFSET + 8)?;
         Some(i64::from_be_bytes(field.try_into().ok()?))
+    }
+
+    /// The void ranges of an encoded seal; None for any other txn (read
+    /// from the op's tag first, so other txns are not decoded).
+    pub fn seal_of(bytes: &[u8]) -> Option<Vec<(i64, i64)>> {
+        if bytes.get(TXN_HEADER_BYTES) != Some(&tag::SEAL) {
+            return None;
+        }
+        match Txn::decode(bytes).ok()?.op {
+            TxnOp::Seal { voids } => Some(voids),
+            _ => None,
+        }
     }
 
     /// Decodes exactly one txn; never panics, allocates at most in
@@ -420,6 +434,11 @@ mod tests {
             txn.encode(&mut buf);
             assert_eq!(buf.len(), txn.encoded_len(), "encoded_len of {:?}", txn.op);
             assert_eq!(Txn::zxid_of(&buf), Some(txn.header.zxid));
+            let voids = match &txn.op {
+                TxnOp::Seal { voids } => Some(voids.clone()),
+                _ => None,
+            };
+            assert_eq!(Txn::seal_of(&buf), voids);
             assert_eq!(Txn::decode(&buf), Ok(txn.clone()));
             assert!(
                 Txn::decode(&buf[..buf.len() - 1]).is_err(),

@@ -123,6 +123,8 @@ impl Engine {
             && !self.in_joint_config()
             // Client writes wait while the leader starts a new epoch.
             && !self.wants_new_epoch()
+            // With several partitions, the leader's seal goes first.
+            && (self.order.is_none() || self.sealed)
             && (self.standalone()
                 || self.ensemble.membership.role_of(self.config.server_id)
                     == Some(crate::ensemble::Role::Participant))

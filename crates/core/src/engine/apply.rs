@@ -9,63 +9,111 @@ use super::Engine;
 use crate::watch::ChangeKind;
 
 impl Engine {
+    /// Applies a group's committed entries: at once with one partition;
+    /// with several, each in its place in the one order of every
+    /// partition's entries (`crate::apply_order`), which may hold it until
+    /// another group's entries come.
     pub(super) fn apply_entries(&mut self, partition: usize, entries: Vec<Entry>) {
+        let Some(order) = &mut self.order else {
+            for entry in entries {
+                if !self.apply_entry(partition, entry) {
+                    return;
+                }
+            }
+            return;
+        };
         for entry in entries {
-            assert!(
-                entry.index == self.cores[partition].applied_index + 1,
-                "applying {} after {}",
-                entry.index,
-                self.cores[partition].applied_index
-            );
-            self.cores[partition].applied_index = entry.index;
-            self.cores[partition].applied_term = entry.term;
-            match entry.get_entry_type() {
-                EntryType::EntryConfChangeV2 if partition != 0 => {
-                    // Membership changes go through partition 0's group,
-                    // which carries /zookeeper/config.
-                    self.out.fatal = Some(format!(
-                        "partition {partition}, raft index {}: a configuration change outside \
-                         partition 0",
-                        entry.index
-                    ));
-                    return;
-                }
-                EntryType::EntryConfChangeV2 => {
-                    // Entries after one that cannot be applied are not
-                    // applied either: stop rather than diverge.
-                    if let Err(why) = self.apply_conf_change_entry(&entry) {
-                        self.out.fatal = Some(format!("raft index {}: {why}", entry.index));
-                        return;
-                    }
-                    continue;
-                }
-                EntryType::EntryConfChange => {
-                    self.out.fatal = Some(format!(
-                        "raft index {}: a version 1 configuration change (Stoa writes version 2)",
-                        entry.index
-                    ));
-                    return;
-                }
-                // The empty entry a new leader appends.
-                EntryType::EntryNormal if entry.data.is_empty() => continue,
-                EntryType::EntryNormal => {}
+            let is_txn = entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty();
+            let zxid = if is_txn {
+                Txn::zxid_of(&entry.data)
+            } else {
+                None
+            };
+            if is_txn && zxid.is_none() {
+                // apply_entry stops at it, in its place.
+                log::error!(
+                    "partition {partition}, raft index {}: a committed entry without a zxid",
+                    entry.index
+                );
             }
-            self.cores[partition].log_bytes_since_snapshot += entry.data.len() as u64;
-            if let Some(txn) = self.cores[partition].own_proposal(&entry.data) {
+            if let Some(voids) = is_txn.then(|| Txn::seal_of(&entry.data)).flatten() {
+                order.add_voids(&voids);
+            }
+            order.committed(partition, entry.index, zxid, entry);
+        }
+        self.apply_in_order();
+    }
+
+    /// Applies every entry whose turn in the one order has come.
+    pub(super) fn apply_in_order(&mut self) {
+        while self.out.fatal.is_none() {
+            let Some(ready) = self.order.as_mut().and_then(|order| order.next_ready()) else {
+                return;
+            };
+            self.apply_entry(ready.partition, ready.entry);
+        }
+    }
+
+    /// Applies one committed entry; false when it cannot be (the engine
+    /// stops: `out.fatal`).
+    fn apply_entry(&mut self, partition: usize, entry: Entry) -> bool {
+        assert!(
+            entry.index == self.cores[partition].applied_index + 1,
+            "applying {} after {}",
+            entry.index,
+            self.cores[partition].applied_index
+        );
+        self.cores[partition].applied_index = entry.index;
+        self.cores[partition].applied_term = entry.term;
+        match entry.get_entry_type() {
+            EntryType::EntryConfChangeV2 if partition != 0 => {
+                // Membership changes go through partition 0's group,
+                // which carries /zookeeper/config.
+                self.out.fatal = Some(format!(
+                    "partition {partition}, raft index {}: a configuration change outside \
+                     partition 0",
+                    entry.index
+                ));
+                return false;
+            }
+            EntryType::EntryConfChangeV2 => {
+                // Entries after one that cannot be applied are not
+                // applied either: stop rather than diverge.
+                if let Err(why) = self.apply_conf_change_entry(&entry) {
+                    self.out.fatal = Some(format!("raft index {}: {why}", entry.index));
+                    return false;
+                }
+                return true;
+            }
+            EntryType::EntryConfChange => {
+                self.out.fatal = Some(format!(
+                    "raft index {}: a version 1 configuration change (Stoa writes version 2)",
+                    entry.index
+                ));
+                return false;
+            }
+            // The empty entry a new leader appends.
+            EntryType::EntryNormal if entry.data.is_empty() => return true,
+            EntryType::EntryNormal => {}
+        }
+        self.cores[partition].log_bytes_since_snapshot += entry.data.len() as u64;
+        if let Some(txn) = self.cores[partition].own_proposal(&entry.data) {
+            self.apply_txn(partition, txn);
+            return true;
+        }
+        match Txn::decode(&entry.data) {
+            Ok(txn) => {
                 self.apply_txn(partition, txn);
-                continue;
+                true
             }
-            match Txn::decode(&entry.data) {
-                Ok(txn) => self.apply_txn(partition, txn),
-                Err(e) => {
-                    // A committed entry we cannot read means the log is not ours
-                    // or is corrupt beyond its checksums: stop rather than diverge.
-                    self.out.fatal = Some(format!(
-                        "undecodable transaction at raft index {}: {e}",
-                        entry.index
-                    ));
-                    return;
-                }
+            Err(e) => {
+                // A committed entry we cannot read means the log is not ours
+                // or is corrupt beyond its checksums: stop rather than diverge.
+                self.out.fatal = Some(format!(
+                    "undecodable transaction at raft index {}: {e}",
+                    entry.index
+                ));
+                false
             }
         }
     }

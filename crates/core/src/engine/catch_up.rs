@@ -194,6 +194,20 @@ impl Engine {
         self.cores[partition].applied_term = meta.term;
         self.cores[partition].snapshot_index = meta.index;
         self.cores[partition].log_bytes_since_snapshot = 0;
+        if let Some(order) = &mut self.order {
+            // Every transaction lives on partition 0 so far (see
+            // `start_order`): its snapshot is the server's cut.
+            let zxid = if partition == 0 {
+                self.cores[0].tree.last_zxid()
+            } else {
+                0
+            };
+            let cut = crate::apply_order::Cut {
+                zxid: zxid.max(order.applied()),
+                indices: self.cores.iter().map(|core| core.applied_index).collect(),
+            };
+            order.install(&cut);
+        }
         self.cores[partition].raft.mut_store().install(meta);
         self.stats.snapshots_installed += 1;
         let installed = InstalledSnapshot {

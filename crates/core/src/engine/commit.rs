@@ -25,6 +25,7 @@ impl Engine {
             // An installed snapshot counts as applied for raft only once durable.
             self.report_applied(partition);
         }
+        self.maybe_seal();
         self.serve_snapshot_requests();
         self.complete_attaches();
         self.release_held_writes();
@@ -104,6 +105,44 @@ impl Engine {
         self.report_applied(partition);
     }
 
+    /// A leader with several partitions proposes its seal before any
+    /// other transaction: the zxids below it that will never exist
+    /// (`crate::apply_order`). It may once every entry in its logs is
+    /// committed and handed to the order: a zxid missing from them then
+    /// was never committed and never will be. What waited behind the gaps
+    /// applies at once.
+    fn maybe_seal(&mut self) {
+        if self.order.is_none() || self.sealed || !self.is_leader() {
+            return;
+        }
+        let all_committed = self.cores.iter().all(|core| {
+            let log = &core.raft.raft.raft_log;
+            log.committed == log.last_index() && !core.raft.has_ready()
+        });
+        if !all_committed {
+            return;
+        }
+        let next = self.peek_next_zxid();
+        let voids = self.order.as_mut().expect("checked").seal(next);
+        self.sealed = true;
+        let zxid = self.next_zxid();
+        debug_assert_eq!(zxid, next);
+        log::info!(
+            "sealed the order before zxid {zxid:#x}: {} range(s) of zxids that will never exist",
+            voids.len()
+        );
+        self.propose(stoa_tree::Txn {
+            header: stoa_tree::TxnHeader {
+                session_id: 0,
+                cxid: 0,
+                zxid,
+                time_ms: self.now_ms,
+            },
+            op: stoa_tree::TxnOp::Seal { voids },
+        });
+        self.apply_in_order();
+    }
+
     /// After a ready: tells the engine of a change of leader.
     fn note_leader(&mut self) {
         let leader = self.leader_id();
@@ -118,6 +157,11 @@ impl Engine {
         // simulator seed 5011).
         let re_elected =
             leader != 0 && leader == self.ensemble.known_leader && terms_moved && !self.is_leader();
+        if terms_moved || leader != self.ensemble.known_leader {
+            // Another server may have led some group meanwhile: what this
+            // one handed out before may be gone, so it seals again.
+            self.sealed = false;
+        }
         if leader != self.ensemble.known_leader || re_elected {
             let old = std::mem::replace(&mut self.ensemble.known_leader, leader);
             self.note_terms();

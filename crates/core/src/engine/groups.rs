@@ -39,6 +39,10 @@ impl Engine {
     /// Hands out the next zxid, for a transaction of any partition (one
     /// dense counter: `crate::zxid`).
     pub(super) fn next_zxid(&mut self) -> i64 {
+        assert!(
+            self.order.is_none() || self.sealed,
+            "a zxid handed out before the leader's seal"
+        );
         let epoch = self.epoch();
         let zxid = match self.zxids.next(epoch) {
             Ok(zxid) => zxid,
