@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use support::{spawn_serving, start_on_free_port, test_data_dir};
 
-use stoa_client::recipes::server_side::{
-    Election, FifoLock, ReadWriteLock, Semaphore, Ticket,
-};
+use stoa_client::recipes::server_side::{Election, FifoLock, ReadWriteLock, Semaphore, Ticket};
 use stoa_client::tokio;
 use stoa_client::{open_acl_unsafe, Client, ClientOptions, CreateMode, Error};
 
@@ -92,7 +90,12 @@ async fn register(client: &Client, name: &str, path: &str, file: &str) {
     ))
     .unwrap();
     match client
-        .create("/extensions", b"", &open_acl_unsafe(), CreateMode::Persistent)
+        .create(
+            "/extensions",
+            b"",
+            &open_acl_unsafe(),
+            CreateMode::Persistent,
+        )
         .await
     {
         Ok(_) | Err(Error::NodeExists { .. }) => {}
@@ -142,9 +145,7 @@ impl Occupancy {
 /// path and whether it was granted.
 fn crash_while_holding(
     address: String,
-    take: impl FnOnce(
-            Client,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Ticket> + Send>>
+    take: impl FnOnce(Client) -> std::pin::Pin<Box<dyn std::future::Future<Output = Ticket> + Send>>
         + Send
         + 'static,
 ) -> (String, bool) {
@@ -220,7 +221,10 @@ fn fifo_lock_excludes_and_hands_off_in_request_order() {
             .await
             .unwrap()
             .is_none());
-        assert_eq!(admin.get_children("/lock/jobs", false).await.unwrap().len(), 1);
+        assert_eq!(
+            admin.get_children("/lock/jobs", false).await.unwrap().len(),
+            1
+        );
         holding.release().await.unwrap();
     });
 }
@@ -240,8 +244,14 @@ fn fifo_lock_passes_on_when_its_holders_session_expires() {
         assert!(granted);
         let lock = FifoLock::new(server.client().await, "/lock/l").unwrap();
         let mut mine = lock.request().await.unwrap();
-        assert!(!mine.is_granted(), "granted while the crashed holder's session lives");
-        assert!(mine.wait(Some(WAIT_LIMIT)).await.unwrap(), "never handed over");
+        assert!(
+            !mine.is_granted(),
+            "granted while the crashed holder's session lives"
+        );
+        assert!(
+            mine.wait(Some(WAIT_LIMIT)).await.unwrap(),
+            "never handed over"
+        );
         assert_eq!(lock.holder().await.unwrap().as_deref(), Some(mine.name()));
         assert!(admin.exists(&dead, false).await.unwrap().is_none());
         mine.release().await.unwrap();
@@ -347,7 +357,11 @@ fn election_and_read_write_lock_hand_over() {
         assert!(rw.read(Some(SETTLE)).await.unwrap().is_none());
         r1.release().await.unwrap();
         r2.release().await.unwrap();
-        let w = pending.await.unwrap().unwrap().expect("the writer after the readers");
+        let w = pending
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the writer after the readers");
         w.release().await.unwrap();
     });
 }

@@ -74,7 +74,8 @@ impl Ticket {
         // Subscribed before the watch is set: its event cannot be missed.
         let mut events = self.client.events();
         loop {
-            let stat = read_or_look_again!(self.client.exists(&self.path, true).await, deadline, false);
+            let stat =
+                read_or_look_again!(self.client.exists(&self.path, true).await, deadline, false);
             match stat {
                 None => {
                     return Err(Error::NoNode {
