@@ -378,7 +378,7 @@ fn fifo_lock_grants_by_the_tickets_version_in_the_acquiring_call() {
     // touches only the granted ticket (each waiter is notified in turn, no herd), and a cancelled wait
     // grants nothing.
     let mut h = Harness::example("fifo_lock.lua", "/lock", MemTree::new());
-    let mut take = |h: &mut Harness, session: i64| {
+    let take = |h: &mut Harness, session: i64| {
         let r = h.run_as(session, CREATE, "/lock/l/w-", "me", -1).unwrap();
         let r = r.reply.unwrap();
         (r.path.unwrap(), r.stat.unwrap().version)
