@@ -360,14 +360,203 @@ fn fifo_lock_hands_off_in_arrival_order() {
         Err(ErrorCode::NoAuth)
     );
     let out = h.run_as(1, ExtOp::Delete, &a, "", -1).unwrap();
-    assert_eq!(out.writes.len(), 2);
+    // The delete, the lock's data, and the grant of b's ticket.
+    assert_eq!(out.writes.len(), 3);
     assert_eq!(h.tree.data("/lock/l"), Some(name(&b)));
+    assert_eq!(h.tree.nodes[&b].1.version, 1);
     assert_eq!(h.get("/lock/l").unwrap(), name(&b));
     h.run_as(2, ExtOp::Delete, &b, "", -1)
         .unwrap()
         .reply
         .unwrap();
     assert_eq!(h.get("/lock/l").unwrap(), "");
+}
+
+#[test]
+fn fifo_lock_grants_by_the_tickets_version_in_the_acquiring_call() {
+    // Proves the create's reply says whether the caller holds the lock (version 1) or waits (0), a grant
+    // touches only the granted ticket (each waiter is notified in turn, no herd), and a cancelled wait
+    // grants nothing.
+    let mut h = Harness::example("fifo_lock.lua", "/lock", MemTree::new());
+    let take = |h: &mut Harness, session: i64| {
+        let r = h.run_as(session, CREATE, "/lock/l/w-", "me", -1).unwrap();
+        let r = r.reply.unwrap();
+        (r.path.unwrap(), r.stat.unwrap().version)
+    };
+    let (a, va) = take(&mut h, 1);
+    let (b, vb) = take(&mut h, 2);
+    let (c, vc) = take(&mut h, 3);
+    assert_eq!((va, vb, vc), (1, 0, 0));
+    assert_eq!(h.tree.data(&a).as_deref(), Some("me"));
+    // c cancels: nothing changes for a and b.
+    let out = h.run_as(3, ExtOp::Delete, &c, "", -1).unwrap();
+    assert_eq!(out.writes.len(), 1);
+    assert_eq!(h.tree.nodes[&b].1.version, 0);
+    h.run_as(1, ExtOp::Delete, &a, "", -1).unwrap();
+    assert_eq!(h.tree.nodes[&b].1.version, 1);
+    assert_eq!(h.tree.data(&b).as_deref(), Some("me"));
+    // Grants are the extension's: a client cannot set a ticket.
+    assert_eq!(
+        h.run_as(2, ExtOp::SetData, &b, "x", -1).unwrap().reply,
+        Err(ErrorCode::BadArguments)
+    );
+}
+
+// ---- semaphore ------------------------------------------------------------
+
+fn sem_take(h: &mut Harness, session: i64, sem: &str) -> Result<(String, i32), ErrorCode> {
+    let r = h
+        .run_as(session, CREATE, &format!("{sem}/p-"), "", -1)
+        .unwrap();
+    let r = r.reply?;
+    Ok((r.path.unwrap(), r.stat.unwrap().version))
+}
+
+#[test]
+fn semaphore_grants_n_permits_then_waiters_in_arrival_order() {
+    // Proves N permits are granted at once, the rest wait, every release (by any holder) grants the oldest
+    // waiter in the same transaction, and a missing or bad N is refused.
+    let mut h = Harness::example("semaphore.lua", "/sem", MemTree::new());
+    assert_eq!(h.reply(CREATE, "/sem/s", "0"), Err(ErrorCode::BadArguments));
+    assert_eq!(sem_take(&mut h, 1, "/sem/s"), Err(ErrorCode::NoNode));
+    h.reply(CREATE, "/sem/s", "2").unwrap();
+    let tickets: Vec<(String, i32)> = (1..=5)
+        .map(|s| sem_take(&mut h, s, "/sem/s").unwrap())
+        .collect();
+    let versions: Vec<i32> = tickets.iter().map(|t| t.1).collect();
+    assert_eq!(versions, [1, 1, 0, 0, 0]);
+    let version = |h: &Harness, i: usize| h.tree.nodes[&tickets[i].0].1.version;
+    // The second holder releases: the third ticket (oldest waiter) is granted, not the fifth.
+    let out = h.run_as(2, ExtOp::Delete, &tickets[1].0, "", -1).unwrap();
+    assert_eq!(out.writes.len(), 2);
+    assert_eq!((version(&h, 2), version(&h, 3), version(&h, 4)), (1, 0, 0));
+    // Only the owner releases.
+    assert_eq!(
+        h.run_as(9, ExtOp::Delete, &tickets[0].0, "", -1)
+            .unwrap()
+            .reply,
+        Err(ErrorCode::NoAuth)
+    );
+    // More permits grant waiters at once.
+    h.reply(ExtOp::SetData, "/sem/s", "4").unwrap();
+    assert_eq!((version(&h, 3), version(&h, 4)), (1, 1));
+    assert_eq!(
+        h.reply(ExtOp::SetData, "/sem/s", "-1"),
+        Err(ErrorCode::BadArguments)
+    );
+    assert_eq!(h.get("/sem/s").unwrap(), "4");
+}
+
+#[test]
+fn semaphore_with_fewer_permits_grants_only_below_the_new_count() {
+    // Proves lowering N takes no permit back but holds waiters until the holders drop below N.
+    let mut h = Harness::example("semaphore.lua", "/sem", MemTree::new());
+    h.reply(CREATE, "/sem/s", "3").unwrap();
+    let t: Vec<String> = (1..=4)
+        .map(|s| sem_take(&mut h, s, "/sem/s").unwrap().0)
+        .collect();
+    h.reply(ExtOp::SetData, "/sem/s", "1").unwrap();
+    h.run_as(1, ExtOp::Delete, &t[0], "", -1).unwrap();
+    h.run_as(2, ExtOp::Delete, &t[1], "", -1).unwrap();
+    assert_eq!(h.tree.nodes[&t[3]].1.version, 0);
+    h.run_as(3, ExtOp::Delete, &t[2], "", -1).unwrap();
+    assert_eq!(h.tree.nodes[&t[3]].1.version, 1);
+}
+
+// ---- leader election ------------------------------------------------------
+
+#[test]
+fn election_hands_leadership_to_the_next_candidate_in_join_order() {
+    // Proves the oldest candidate leads (its ticket at version 1, its name the election's data), a non-leader
+    // resigning changes nothing, and the leader resigning elects the next candidate in the same transaction.
+    let mut h = Harness::example("election.lua", "/election", MemTree::new());
+    let join = |h: &mut Harness, session: i64, me: &str| {
+        let r = h.run_as(session, CREATE, "/election/e/c-", me, -1).unwrap();
+        let r = r.reply.unwrap();
+        (r.path.unwrap(), r.stat.unwrap().version)
+    };
+    let name = |p: &str| p.rsplit('/').next().unwrap().to_string();
+    let (a, va) = join(&mut h, 1, "host-a");
+    let (b, vb) = join(&mut h, 2, "host-b");
+    let (c, vc) = join(&mut h, 3, "host-c");
+    assert_eq!((va, vb, vc), (1, 0, 0));
+    assert_eq!(h.get("/election/e").unwrap(), name(&a));
+    let out = h.run_as(2, ExtOp::Delete, &b, "", -1).unwrap();
+    assert_eq!(out.writes.len(), 1);
+    assert_eq!(h.get("/election/e").unwrap(), name(&a));
+    h.run_as(1, ExtOp::Delete, &a, "", -1).unwrap();
+    assert_eq!(h.get("/election/e").unwrap(), name(&c));
+    assert_eq!(h.tree.nodes[&c].1.version, 1);
+    assert_eq!(h.tree.data(&c).as_deref(), Some("host-c"));
+    h.run_as(3, ExtOp::Delete, &c, "", -1).unwrap();
+    assert_eq!(h.get("/election/e").unwrap(), "");
+}
+
+// ---- read-write lock ------------------------------------------------------
+
+#[test]
+fn rwlock_shares_readers_and_queues_them_behind_a_waiting_writer() {
+    // Proves readers share, a writer waits for them and then holds alone, readers that came after a waiting
+    // writer wait for it (no writer starvation), and a writer's release grants all the readers behind it.
+    let mut h = Harness::example("rwlock.lua", "/rw", MemTree::new());
+    let take = |h: &mut Harness, session: i64, kind: &str| {
+        let r = h
+            .run_as(session, CREATE, &format!("/rw/l/{kind}-"), "", -1)
+            .unwrap();
+        let r = r.reply.unwrap();
+        (r.path.unwrap(), r.stat.unwrap().version)
+    };
+    assert_eq!(
+        h.reply(SEQ, "/rw/l/other-", ""),
+        Err(ErrorCode::BadArguments)
+    );
+    let (r1, v1) = take(&mut h, 1, "read");
+    let (r2, v2) = take(&mut h, 2, "read");
+    let (w3, v3) = take(&mut h, 3, "write");
+    let (r4, v4) = take(&mut h, 4, "read");
+    let (r5, v5) = take(&mut h, 5, "read");
+    let (w6, v6) = take(&mut h, 6, "write");
+    assert_eq!((v1, v2, v3, v4, v5, v6), (1, 1, 0, 0, 0, 0));
+    let version = |h: &Harness, p: &str| h.tree.nodes[p].1.version;
+    let name = |p: &str| p.rsplit('/').next().unwrap().to_string();
+    assert_eq!(
+        h.get("/rw/l").unwrap(),
+        format!("{} {}", name(&r1), name(&r2))
+    );
+    h.run_as(1, ExtOp::Delete, &r1, "", -1).unwrap();
+    assert_eq!(version(&h, &w3), 0);
+    h.run_as(2, ExtOp::Delete, &r2, "", -1).unwrap();
+    assert_eq!((version(&h, &w3), version(&h, &r4)), (1, 0));
+    assert_eq!(h.get("/rw/l").unwrap(), name(&w3));
+    h.run_as(3, ExtOp::Delete, &w3, "", -1).unwrap();
+    assert_eq!(
+        (version(&h, &r4), version(&h, &r5), version(&h, &w6)),
+        (1, 1, 0)
+    );
+    h.run_as(4, ExtOp::Delete, &r4, "", -1).unwrap();
+    h.run_as(5, ExtOp::Delete, &r5, "", -1).unwrap();
+    assert_eq!(version(&h, &w6), 1);
+    assert_eq!(
+        h.run_as(1, ExtOp::Delete, &w6, "", -1).unwrap().reply,
+        Err(ErrorCode::NoAuth)
+    );
+}
+
+#[test]
+fn barrier_size_can_be_lowered_to_open_it() {
+    // Proves setData on the barrier checks N and opens the barrier in the same transaction when enough
+    // members are in.
+    let mut h = Harness::example("barrier.lua", "/barrier", MemTree::new());
+    h.reply(CREATE, "/barrier/b", "3").unwrap();
+    h.reply(CREATE, "/barrier/b/m1", "").unwrap();
+    h.reply(CREATE, "/barrier/b/m2", "").unwrap();
+    assert_eq!(
+        h.reply(ExtOp::SetData, "/barrier/b", "x"),
+        Err(ErrorCode::BadArguments)
+    );
+    assert!(!h.tree.nodes.contains_key("/barrier/b/ready"));
+    h.reply(ExtOp::SetData, "/barrier/b", "2").unwrap();
+    assert!(h.tree.nodes.contains_key("/barrier/b/ready"));
 }
 
 // ---- any path, two instances ----------------------------------------------
@@ -460,6 +649,26 @@ fn every_example_works_at_any_path_and_twice_independently() {
     let name = |p: &str| p.rsplit('/').next().unwrap().to_string();
     assert_eq!(h.tree.data(&format!("{A}/l")), Some(name(&a)));
     assert_eq!(h.tree.data("/lock/l"), Some(name(&b)));
+
+    // Semaphore, election and read-write lock: each instance grants on its own.
+    for (file, kind) in [
+        ("semaphore.lua", "p-"),
+        ("election.lua", "c-"),
+        ("rwlock.lua", "write-"),
+    ] {
+        let mut h = twice(file, A, B, MemTree::with(&[("/jobs-2", "")]));
+        if file == "semaphore.lua" {
+            h.reply(CREATE, &format!("{A}/s"), "1").unwrap();
+            h.reply(CREATE, &format!("{B}/s"), "1").unwrap();
+        }
+        let take = |h: &mut Harness, session, path: String| {
+            let out = h.run_as(session, CREATE, &path, "", -1).unwrap();
+            out.reply.unwrap().stat.unwrap().version
+        };
+        assert_eq!(take(&mut h, 1, format!("{A}/s/{kind}")), 1, "{file}");
+        assert_eq!(take(&mut h, 2, format!("{B}/s/{kind}")), 1, "{file}");
+        assert_eq!(take(&mut h, 3, format!("{A}/s/{kind}")), 0, "{file}");
+    }
 
     // Quota: each guards the node its path names.
     let tree = MemTree::with(&[("/jobs-2", ""), ("/jobs-2/cpu", "10"), ("/memory", "100")]);

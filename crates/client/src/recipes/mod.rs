@@ -52,6 +52,7 @@ mod queue_lock;
 mod rw_lock;
 mod semaphore;
 mod sequential;
+pub mod server_side;
 mod tas_lock;
 
 pub use barrier::Barrier;
