@@ -359,6 +359,9 @@ pub struct Engine {
     /// Leader with several partitions: its seal is proposed, so it may
     /// hand out zxids (`Engine::maybe_seal`).
     sealed: bool,
+    /// Extensions' writes made by the entries a new leader applied before
+    /// its seal: (extension, session, writes), proposed right after it.
+    held_internal_writes: Vec<(String, SessionId, Vec<stoa_ext::WriteOp>)>,
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
@@ -413,6 +416,7 @@ impl Engine {
             zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
             order,
             sealed: false,
+            held_internal_writes: Vec::new(),
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),

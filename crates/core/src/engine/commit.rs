@@ -141,6 +141,9 @@ impl Engine {
             op: stoa_tree::TxnOp::Seal { voids },
         });
         self.apply_in_order();
+        for (name, sid, writes) in std::mem::take(&mut self.held_internal_writes) {
+            self.propose_internal_writes(&name, sid, writes);
+        }
     }
 
     /// After a ready: tells the engine of a change of leader.
@@ -161,6 +164,9 @@ impl Engine {
             // Another server may have led some group meanwhile: what this
             // one handed out before may be gone, so it seals again.
             self.sealed = false;
+            if !self.is_leader() {
+                self.held_internal_writes.clear();
+            }
         }
         if leader != self.ensemble.known_leader || re_elected {
             let old = std::mem::replace(&mut self.ensemble.known_leader, leader);

@@ -783,9 +783,21 @@ impl Engine {
         deliver
     }
 
-    fn propose_internal_writes(&mut self, name: &str, sid: SessionId, writes: Vec<WriteOp>) {
+    pub(super) fn propose_internal_writes(
+        &mut self,
+        name: &str,
+        sid: SessionId,
+        writes: Vec<WriteOp>,
+    ) {
         if !self.is_leader() {
             return; // the leader's own extension run makes these writes
+        }
+        if self.order.is_some() && !self.sealed {
+            // A new leader applying its predecessors' entries hands out no
+            // zxid before its seal (`Engine::maybe_seal` proposes these).
+            self.held_internal_writes
+                .push((name.to_string(), sid, writes));
+            return;
         }
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
         let zxid = self.next_zxid();
