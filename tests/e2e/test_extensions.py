@@ -3,6 +3,7 @@ the tree, the shipped examples, atomicity under concurrency, the sandbox, and
 durability of registrations. Stoa-only (ZooKeeper has no extensions)."""
 
 import json
+import time
 import os
 import threading
 
@@ -389,6 +390,44 @@ def test_watch_extension_can_suppress_events(zk):
     h.wait_until(lambda: "/app/loud" in fired, timeout=10, what="loud event")
     zk.sync("/")
     assert fired == ["/app/loud"]
+
+
+def test_a_watch_extension_rewrites_events_and_its_writes_join_the_triggering_transaction(zk, make_client, ext_server):
+    """Issue 25: a watch extension may deliver other events instead of the one that fired (here a change below
+    /app becomes a data change of /app itself, and a change of /app/hidden nothing), and its writes commit in the
+    transaction that made the change: the counter it keeps has the change's own zxid. A second client, on any
+    member, hears what the leader decided."""
+    rollup = """
+      return function(ev, zk)
+        if ev.type ~= "NodeDataChanged" then return true end
+        local n = tonumber((zk.get("/stats/changes"))) or 0
+        zk.set("/stats/changes", tostring(n + 1))
+        if ev.path == "/app/hidden" then return {} end
+        return { type = "NodeDataChanged", path = "/app" }
+      end"""
+    zk.create("/stats/changes", b"0", makepath=True)
+    zk.create("/app/x", b"0", makepath=True)
+    zk.create("/app/hidden", b"0")
+    register(zk, "rollup", "/app", rollup, kind="watch")
+    other = make_client(hosts=ext_server.hosts)
+    app_events, x_events, hidden_events = [], [], []
+    other.get("/app", watch=app_events.append)
+    other.get("/app/x", watch=x_events.append)
+    other.get("/app/hidden", watch=hidden_events.append)
+
+    stat = zk.set("/app/x", b"1")
+    h.wait_until(lambda: app_events, timeout=10, what="the rolled-up event on /app")
+    assert [(e.type, e.path) for e in app_events] == [("CHANGED", "/app")]
+    counter, counter_stat = zk.get("/stats/changes")
+    assert counter == b"1"
+    assert counter_stat.mzxid == stat.mzxid, "the extension's write is in the change's own transaction"
+
+    zk.set("/app/hidden", b"1")
+    assert zk.get("/stats/changes")[0] == b"2"
+    other.sync("/")
+    time.sleep(0.3)
+    assert x_events == [] and hidden_events == [], "the original events were replaced"
+    assert len(app_events) == 1
 
 
 def test_the_shipped_examples_work_at_any_path_and_two_registrations_are_independent(zk):

@@ -921,6 +921,7 @@ impl Engine {
 
     /// Proposes a transaction through raft.
     pub(crate) fn propose(&mut self, txn: Txn) {
+        let txn = self.decide_watches(txn);
         let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);
         debug_assert_eq!(data.len(), txn.encoded_len());

@@ -19,7 +19,7 @@ mod sandbox;
 
 use std::fmt;
 
-pub use manager::{ExtMetrics, ExtensionManager, WatchOutcome};
+pub use manager::{Delivery, ExtMetrics, ExtensionManager, WatchOutcome};
 pub use registration::parse_registration;
 pub use stoa_proto::codes::ErrorCode;
 pub use stoa_proto::opcode::{CreateMode, EventType};

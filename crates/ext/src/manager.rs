@@ -31,11 +31,21 @@ pub struct ExtMetrics {
     pub limits_hit: u64,
 }
 
+/// What watchers hear of one event, as a watch extension decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The event as it fired.
+    AsIs,
+    /// Nothing.
+    Suppressed,
+    /// These events instead (each a type and a path; none is `Suppressed`).
+    Instead(Vec<(EventType, String)>),
+}
+
 /// What a watch extension decided about one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchOutcome {
-    /// Whether the engine should still deliver the event to its watchers.
-    pub deliver: bool,
+    pub delivery: Delivery,
     /// Writes to commit as one multi (empty if the extension failed with an
     /// error code).
     pub writes: Vec<WriteOp>,
@@ -45,6 +55,57 @@ struct Extension {
     spec: ExtensionSpec,
     sandbox: Sandbox,
     metrics: ExtMetrics,
+}
+
+/// The events a watch handler returned: one `{ type = ..., path = ... }`
+/// table or a list of them. The types are ZooKeeper's four node events.
+fn events_from_table(t: &mlua::Table) -> Result<Vec<(EventType, String)>, String> {
+    let one = |t: &mlua::Table| -> Result<(EventType, String), String> {
+        let kind: Option<String> = t.raw_get("type").map_err(|e| e.to_string())?;
+        let path: Option<String> = t.raw_get("path").map_err(|e| e.to_string())?;
+        let (Some(kind), Some(path)) = (kind, path) else {
+            return Err("an event is { type = ..., path = ... }".into());
+        };
+        let kind = [
+            EventType::NodeCreated,
+            EventType::NodeDeleted,
+            EventType::NodeDataChanged,
+            EventType::NodeChildrenChanged,
+        ]
+        .into_iter()
+        .find(|k| format!("{k:?}") == kind)
+        .ok_or_else(|| {
+            format!(
+                "event type {kind:?}: one of NodeCreated, NodeDeleted, NodeDataChanged, \
+                 NodeChildrenChanged"
+            )
+        })?;
+        if crate::overlay::validate_path(&path).is_err() {
+            return Err(format!("event path {path:?} is not a valid znode path"));
+        }
+        Ok((kind, path))
+    };
+    let has_type = !matches!(t.raw_get::<Value>("type"), Ok(Value::Nil));
+    if has_type {
+        return Ok(vec![one(t)?]);
+    }
+    let mut events = Vec::new();
+    for entry in t.clone().pairs::<Value, Value>() {
+        let (key, value) = entry.map_err(|e| e.to_string())?;
+        let (Value::Integer(_), Value::Table(event)) = (&key, &value) else {
+            return Err("a list of events holds { type = ..., path = ... } tables only".into());
+        };
+        events.push((key_index(&key), one(event)?));
+    }
+    events.sort_by_key(|(index, _)| *index);
+    Ok(events.into_iter().map(|(_, event)| event).collect())
+}
+
+fn key_index(key: &Value) -> i64 {
+    match key {
+        Value::Integer(i) => *i,
+        _ => 0,
+    }
 }
 
 /// All registered extensions, each in its own Lua state.
@@ -303,9 +364,10 @@ impl ExtensionManager {
     /// Watch extensions: called when a watch event of `event_type` fires on
     /// `path`, for every watch extension whose path (if any) contains `path`.
     /// The handler returns nothing or `true` to deliver the event, `false`
-    /// to suppress it; its writes are committed like a node call's. On an
-    /// ExtError the engine should deliver the event as if there were no
-    /// extension.
+    /// to suppress it, `{ type = ..., path = ... }` to deliver that event
+    /// instead, or a list of such tables to deliver those; its writes
+    /// commit in the transaction that made the event. On an ExtError the
+    /// engine should deliver the event as if there were no extension.
     pub fn watch_event(
         &mut self,
         path: &str,
@@ -340,18 +402,22 @@ impl ExtensionManager {
             );
             let result = run.and_then(|produced| {
                 let decided = match produced {
-                    Ok(Value::Nil) | Ok(Value::Boolean(true)) => Ok(Some(true)),
-                    Ok(Value::Boolean(false)) => Ok(Some(false)),
+                    Ok(Value::Nil) | Ok(Value::Boolean(true)) => Ok(Some(Delivery::AsIs)),
+                    Ok(Value::Boolean(false)) => Ok(Some(Delivery::Suppressed)),
                     Ok(Value::Table(t)) => match error_field(ext.sandbox.keys(), &t) {
-                        Ok(None) => {
-                            Err("a watch handler returns nil, true, false or {error=...}"
-                                .to_string())
-                        }
+                        Ok(None) => events_from_table(&t).map(|events| {
+                            Some(if events.is_empty() {
+                                Delivery::Suppressed
+                            } else {
+                                Delivery::Instead(events)
+                            })
+                        }),
                         Ok(Some(_)) => Ok(None),
                         Err(message) => Err(message),
                     },
                     Ok(other) => Err(format!(
-                        "a watch handler returns nil, true or false, not a {}",
+                        "a watch handler returns nil, true, false, an event or a list of events, \
+                         not a {}",
                         other.type_name()
                     )),
                     Err(_) => Ok(None),
@@ -362,14 +428,14 @@ impl ExtensionManager {
                 })
             });
             let result = result.map(|decided| match decided {
-                Some(deliver) => WatchOutcome {
-                    deliver,
+                Some(delivery) => WatchOutcome {
+                    delivery,
                     writes: overlay.into_inner().into_writes(),
                 },
                 None => {
                     ext.metrics.error_replies += 1;
                     WatchOutcome {
-                        deliver: true,
+                        delivery: Delivery::AsIs,
                         writes: Vec::new(),
                     }
                 }

@@ -2,7 +2,8 @@ mod common;
 
 use common::MemTree;
 use stoa_ext::{
-    EventType, ExtError, ExtensionKind, ExtensionManager, ExtensionSpec, Limits, NodeKind, WriteOp,
+    Delivery, EventType, ExtError, ExtensionKind, ExtensionManager, ExtensionSpec, Limits,
+    NodeKind, WriteOp,
 };
 use stoa_proto::records::Acl;
 
@@ -87,12 +88,60 @@ fn watch_extensions_can_suppress_events_under_their_path() {
     let tree = MemTree::new();
     let out = mgr.watch_event("/app/quiet", EventType::NodeDataChanged, &tree);
     assert_eq!(out.len(), 1);
-    assert!(!out[0].1.as_ref().unwrap().deliver);
+    assert_eq!(out[0].1.as_ref().unwrap().delivery, Delivery::Suppressed);
     let out = mgr.watch_event("/app/loud", EventType::NodeDataChanged, &tree);
-    assert!(out[0].1.as_ref().unwrap().deliver);
+    assert_eq!(out[0].1.as_ref().unwrap().delivery, Delivery::AsIs);
     let out = mgr.watch_event("/app/quiet", EventType::NodeDeleted, &tree);
-    assert!(out[0].1.as_ref().unwrap().deliver);
+    assert_eq!(out[0].1.as_ref().unwrap().delivery, Delivery::AsIs);
     assert!(mgr
         .watch_event("/other/quiet", EventType::NodeDataChanged, &tree)
         .is_empty());
+}
+
+#[test]
+fn watch_extensions_can_rewrite_an_event_into_others() {
+    // Proves a handler may return one event or a list of events to deliver
+    // instead, {} for none, and that malformed events are errors that leave
+    // the event as it was.
+    let src = r#"
+      return function(ev, zk)
+        if ev.path == "/app/one" then return { type = "NodeDataChanged", path = "/app" } end
+        if ev.path == "/app/two" then
+          return { { type = "NodeCreated", path = "/app/a" },
+                   { type = "NodeChildrenChanged", path = "/app" } }
+        end
+        if ev.path == "/app/none" then return {} end
+        if ev.path == "/app/badtype" then return { type = "Sideways", path = "/app" } end
+        if ev.path == "/app/badpath" then return { type = "NodeCreated", path = "app" } end
+        return true
+      end"#;
+    let mut mgr = ExtensionManager::new(Limits::default());
+    mgr.register(spec("w", ExtensionKind::Watch, Some("/app"), src))
+        .unwrap();
+    let tree = MemTree::new();
+    let delivery = |mgr: &mut ExtensionManager, path: &str| {
+        mgr.watch_event(path, EventType::NodeDataChanged, &tree)
+            .remove(0)
+            .1
+            .map(|outcome| outcome.delivery)
+    };
+    assert_eq!(
+        delivery(&mut mgr, "/app/one"),
+        Ok(Delivery::Instead(vec![(
+            EventType::NodeDataChanged,
+            "/app".into()
+        )]))
+    );
+    assert_eq!(
+        delivery(&mut mgr, "/app/two"),
+        Ok(Delivery::Instead(vec![
+            (EventType::NodeCreated, "/app/a".into()),
+            (EventType::NodeChildrenChanged, "/app".into()),
+        ]))
+    );
+    assert_eq!(delivery(&mut mgr, "/app/none"), Ok(Delivery::Suppressed));
+    for bad in ["/app/badtype", "/app/badpath"] {
+        let err = delivery(&mut mgr, bad).unwrap_err();
+        assert!(matches!(err, ExtError::BadReply { .. }), "{bad}: {err:?}");
+    }
 }

@@ -89,8 +89,20 @@ impl DataTree {
         );
         let mut events = Vec::new();
         let result = match &txn.op {
-            TxnOp::Multi(ops) => self.apply_multi(&txn.header, ops, &mut events),
-            op => self.apply_op(&txn.header, op, &mut events),
+            TxnOp::Watched { op, extra, .. } => {
+                let result = self.apply_top(&txn.header, op, &mut events);
+                if !extra.is_empty() {
+                    // Prepared by the leader against the state `op` left.
+                    let extra = self.apply_multi(&txn.header, extra, &mut events);
+                    debug_assert!(
+                        matches!(&extra, TxnResult::Multi(results)
+                            if results.iter().all(|r| !matches!(r, TxnResult::Error(_)))),
+                        "a watch extension's writes failed: {extra:?}"
+                    );
+                }
+                result
+            }
+            op => self.apply_top(&txn.header, op, &mut events),
         };
         self.last_zxid = txn.header.zxid;
         // The full O(n) check_invariants runs in the property tests; here
@@ -99,6 +111,18 @@ impl DataTree {
             zxid: txn.header.zxid,
             result,
             events,
+        }
+    }
+
+    fn apply_top<'t>(
+        &mut self,
+        h: &TxnHeader,
+        op: &'t TxnOp,
+        ev: &mut Vec<TreeEvent<'t>>,
+    ) -> TxnResult {
+        match op {
+            TxnOp::Multi(ops) => self.apply_multi(h, ops, ev),
+            op => self.apply_op(h, op, ev),
         }
     }
 
@@ -188,8 +212,9 @@ impl DataTree {
             TxnOp::Check { .. } => TxnResult::Checked,
             TxnOp::Error(code) => TxnResult::Error(*code),
             TxnOp::Seal { .. } => TxnResult::Error(ErrorCode::Ok),
-            // Decoding and preparing never nest multis.
+            // Decoding and preparing never nest multis or watched ops.
             TxnOp::Multi(_) => panic!("nested multi reached apply"),
+            TxnOp::Watched { .. } => panic!("nested watched op reached apply"),
         }
     }
 

@@ -5,6 +5,7 @@
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::records::Acl;
 
+use crate::apply::TreeEventKind;
 use crate::codec::{self, DecodeError, Reader};
 
 /// Version byte leading every encoded txn.
@@ -85,6 +86,26 @@ pub enum TxnOp {
     Seal {
         voids: Vec<(i64, i64)>,
     },
+    /// A change as a leader running watch extensions decided it: `op`, then
+    /// the extensions' writes (`extra`, the ops of a multi), in one
+    /// transaction; watchers hear of `events` instead of the changes the
+    /// tree reports. The reply is `op`'s.
+    Watched {
+        op: Box<TxnOp>,
+        extra: Vec<TxnOp>,
+        events: Vec<(TreeEventKind, String)>,
+    },
+}
+
+impl TxnOp {
+    /// The op a client's reply and the session bookkeeping go by: `op` of
+    /// a `Watched`, else this one.
+    pub fn decided(&self) -> &TxnOp {
+        match self {
+            TxnOp::Watched { op, .. } => op,
+            op => op,
+        }
+    }
 }
 
 mod tag {
@@ -99,6 +120,26 @@ mod tag {
     pub const MULTI: u8 = 9;
     pub const ERROR: u8 = 10;
     pub const SEAL: u8 = 11;
+    pub const WATCHED: u8 = 12;
+}
+
+fn event_kind_code(kind: TreeEventKind) -> u8 {
+    match kind {
+        TreeEventKind::NodeCreated => 1,
+        TreeEventKind::NodeDeleted => 2,
+        TreeEventKind::NodeDataChanged => 3,
+        TreeEventKind::NodeChildrenChanged => 4,
+    }
+}
+
+fn event_kind_of(code: u8) -> Option<TreeEventKind> {
+    Some(match code {
+        1 => TreeEventKind::NodeCreated,
+        2 => TreeEventKind::NodeDeleted,
+        3 => TreeEventKind::NodeDataChanged,
+        4 => TreeEventKind::NodeChildrenChanged,
+        _ => return None,
+    })
 }
 
 /// Smallest encoding of a path or other length-prefixed value.
@@ -208,6 +249,16 @@ impl TxnOp {
             }
             TxnOp::Error(_) => 4,
             TxnOp::Seal { voids } => LEN_PREFIX_BYTES + 16 * voids.len(),
+            TxnOp::Watched { op, extra, events } => {
+                op.encoded_len()
+                    + LEN_PREFIX_BYTES
+                    + extra.iter().map(TxnOp::encoded_len).sum::<usize>()
+                    + LEN_PREFIX_BYTES
+                    + events
+                        .iter()
+                        .map(|(_, path)| 1 + str_len(path))
+                        .sum::<usize>()
+            }
         }
     }
 
@@ -287,6 +338,24 @@ impl TxnOp {
                     codec::put_i64(out, hi);
                 }
             }
+            TxnOp::Watched { op, extra, events } => {
+                assert!(
+                    !matches!(**op, TxnOp::Watched { .. } | TxnOp::Seal { .. }),
+                    "a watched seal or watched change"
+                );
+                codec::put_u8(out, tag::WATCHED);
+                op.encode(out);
+                codec::put_u32(out, extra.len() as u32);
+                for op in extra {
+                    assert!(!matches!(op, TxnOp::Multi(_)), "nested multi");
+                    op.encode(out);
+                }
+                codec::put_u32(out, events.len() as u32);
+                for (kind, path) in events {
+                    codec::put_u8(out, event_kind_code(*kind));
+                    codec::put_str(out, path);
+                }
+            }
         }
     }
 
@@ -345,6 +414,29 @@ impl TxnOp {
                 TxnOp::Seal { voids }
             }
             tag::SEAL => return Err(DecodeError::BadValue("seal in a multi")),
+            tag::WATCHED if top_level => {
+                let op = TxnOp::decode(r, true)?;
+                if matches!(op, TxnOp::Watched { .. } | TxnOp::Seal { .. }) {
+                    return Err(DecodeError::BadValue("watched op"));
+                }
+                let n = r.count(OP_MIN_BYTES)?;
+                let mut extra = Vec::with_capacity(n);
+                for _ in 0..n {
+                    extra.push(TxnOp::decode(r, false)?);
+                }
+                let n = r.count(1 + LEN_PREFIX_BYTES)?;
+                let mut events = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let kind = event_kind_of(r.u8()?).ok_or(DecodeError::BadValue("event kind"))?;
+                    events.push((kind, r.string()?));
+                }
+                TxnOp::Watched {
+                    op: Box::new(op),
+                    extra,
+                    events,
+                }
+            }
+            tag::WATCHED => return Err(DecodeError::BadValue("watched op in a multi")),
             tag::ERROR => {
                 let code = r.i32()?;
                 TxnOp::Error(ErrorCode::from_i32(code).ok_or(DecodeError::BadValue("error code"))?)
@@ -409,6 +501,32 @@ mod tests {
             TxnOp::Seal { voids: vec![] },
             TxnOp::Seal {
                 voids: vec![(1, 0x1_0000_0000), (0x1_0000_0003, 0x1_0000_0003)],
+            },
+            TxnOp::Watched {
+                op: Box::new(TxnOp::SetData {
+                    path: "/app/x".into(),
+                    data: Some(b"1".to_vec()),
+                    version: 4,
+                }),
+                extra: vec![
+                    TxnOp::SetData {
+                        path: "/stats".into(),
+                        data: None,
+                        version: 1,
+                    },
+                    TxnOp::Delete {
+                        path: "/old".into(),
+                    },
+                ],
+                events: vec![
+                    (TreeEventKind::NodeDataChanged, "/app".into()),
+                    (TreeEventKind::NodeDataChanged, "/stats".into()),
+                ],
+            },
+            TxnOp::Watched {
+                op: Box::new(TxnOp::Multi(vec![TxnOp::Delete { path: "/x".into() }])),
+                extra: vec![],
+                events: vec![],
             },
             TxnOp::Multi(vec![
                 TxnOp::Delete { path: "/x".into() },

@@ -241,12 +241,12 @@ impl Engine {
             || self.cores[0]
                 .in_flight
                 .iter()
-                .any(|t| t.header.session_id == sid && creates(&t.op));
+                .any(|t| t.header.session_id == sid && creates(t.op.decided()));
         created
             && !self.cores[0]
                 .in_flight
                 .iter()
-                .any(|t| t.header.session_id == sid && closes(&t.op))
+                .any(|t| t.header.session_id == sid && closes(t.op.decided()))
             && !self.cores[0]
                 .held_writes
                 .iter()

@@ -8,6 +8,16 @@ use super::handoff::{Applied, SessionChange, WriteOutcome};
 use super::Engine;
 use crate::watch::ChangeKind;
 
+/// The watch change a tree event is.
+pub(super) fn change_of(kind: TreeEventKind) -> ChangeKind {
+    match kind {
+        TreeEventKind::NodeCreated => ChangeKind::Created,
+        TreeEventKind::NodeDeleted => ChangeKind::Deleted,
+        TreeEventKind::NodeDataChanged => ChangeKind::DataChanged,
+        TreeEventKind::NodeChildrenChanged => ChangeKind::ChildrenChanged,
+    }
+}
+
 impl Engine {
     /// Applies a group's committed entries: at once with one partition;
     /// with several, each in its place in the one order of every
@@ -132,27 +142,16 @@ impl Engine {
                 .record_commit((self.now_ms - txn.header.time_ms).max(0) as u64);
         }
         let mut membership_changed = false;
+        // A leader running watch extensions decided what watchers hear.
+        let decided = match &txn.op {
+            TxnOp::Watched { events, .. } => Some(events),
+            _ => None,
+        };
         for event in &applied.events {
             membership_changed |= event.path == stoa_tree::CONFIG;
-            let change = match event.kind {
-                TreeEventKind::NodeCreated => ChangeKind::Created,
-                TreeEventKind::NodeDeleted => ChangeKind::Deleted,
-                TreeEventKind::NodeDataChanged => ChangeKind::DataChanged,
-                TreeEventKind::NodeChildrenChanged => ChangeKind::ChildrenChanged,
-            };
-            let deliver = !self.extensions.has_watch_extensions()
-                || self.run_watch_extensions(&event.path, change);
-            if deliver {
-                let conns = self.cores[partition].watches.trigger(change, &event.path);
-                if !conns.is_empty() {
-                    let path = event.path.to_string();
-                    self.hand_to_gate(Applied::Fired {
-                        conns,
-                        zxid,
-                        change,
-                        path,
-                    });
-                }
+            let change = change_of(event.kind);
+            if decided.is_none() {
+                self.fire(partition, zxid, change, &event.path);
             }
             if event.path.starts_with(super::extensions::EXTENSIONS_ROOT)
                 && change != ChangeKind::ChildrenChanged
@@ -160,7 +159,10 @@ impl Engine {
                 self.on_registration_change(&event.path, change == ChangeKind::Deleted);
             }
         }
-        let session_change = match &txn.op {
+        for (kind, path) in decided.into_iter().flatten() {
+            self.fire(partition, zxid, change_of(*kind), path);
+        }
+        let session_change = match txn.op.decided() {
             TxnOp::CreateSession { timeout_ms } => Some(SessionChange::Created {
                 timeout_ms: *timeout_ms,
             }),
@@ -191,6 +193,19 @@ impl Engine {
         }
         if membership_changed {
             self.membership_applied();
+        }
+    }
+
+    /// Fires the watches set on `path` for `change`.
+    fn fire(&mut self, partition: usize, zxid: i64, change: ChangeKind, path: &str) {
+        let conns = self.cores[partition].watches.trigger(change, path);
+        if !conns.is_empty() {
+            self.hand_to_gate(Applied::Fired {
+                conns,
+                zxid,
+                change,
+                path: path.to_string(),
+            });
         }
     }
 

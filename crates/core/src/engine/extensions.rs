@@ -11,7 +11,7 @@
 //! transaction. Its reply is held until the state it saw is committed, so a
 //! client never observes a write that could still be lost.
 
-use stoa_ext::{ExtOp, ExtReply, ExtRequest, NodeKind, TreeView, WriteOp};
+use stoa_ext::{Delivery, ExtOp, ExtReply, ExtRequest, NodeKind, TreeView, WriteOp};
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::opcode::{perms, CreateMode, OpCode};
 use stoa_proto::records::{
@@ -20,12 +20,15 @@ use stoa_proto::records::{
 };
 use stoa_proto::request::Request;
 use stoa_proto::response::{MultiResult, Response};
-use stoa_tree::{Caller, DataTree, PrepContext, ReplyShape, Txn, TxnHeader, TxnOp, TxnResult};
+use stoa_tree::{
+    Caller, DataTree, PrepContext, ReplyShape, TreeEventKind, Txn, TxnHeader, TxnOp, TxnResult,
+};
 
+use super::apply::change_of;
 use super::handoff::Identity;
 use super::Engine;
 use crate::session::{Pending, SessionId};
-use crate::watch::{ChangeKind, ConnId, WatchKind};
+use crate::watch::{ConnId, WatchKind};
 
 pub const EXTENSIONS_ROOT: &str = "/extensions";
 
@@ -44,6 +47,9 @@ pub(super) fn changes_registration(op: &TxnOp) -> bool {
         }
         TxnOp::CloseSession { paths } => paths.iter().any(|p| registration_name(p).is_some()),
         TxnOp::Multi(ops) => ops.iter().any(changes_registration),
+        TxnOp::Watched { op, extra, .. } => {
+            changes_registration(op) || extra.iter().any(changes_registration)
+        }
         _ => false,
     }
 }
@@ -759,28 +765,114 @@ impl Engine {
         }
     }
 
-    /// Watch extensions for one applied change: whether to deliver it, and
-    /// their writes proposed as multis. A failing extension delivers as if it
-    /// were not there.
-    pub(super) fn run_watch_extensions(&mut self, path: &str, change: ChangeKind) -> bool {
-        let view = View(&self.cores[0].tree);
-        let results = self
-            .extensions
-            .manager_mut()
-            .watch_event(path, change.event_type(), &view);
-        let mut deliver = true;
-        for (name, result) in results {
-            match result {
-                Ok(outcome) => {
-                    deliver &= outcome.deliver;
-                    if !outcome.writes.is_empty() {
-                        self.propose_internal_writes(&name, 0, outcome.writes);
-                    }
-                }
-                Err(e) => log::warn!("watch extension {name} failed on {path}: {e}"),
-            }
+    /// Leader: runs the watch extensions on the changes `txn` makes, on the
+    /// tree as it will be right after it, and folds what they decide into
+    /// the transaction (issue 25): their writes join it, and watchers hear
+    /// of the events they chose, the writes' own changes included
+    /// (`TxnOp::Watched`). Followers deliver what the leader decided.
+    /// Without watch extensions, or when they change nothing, `txn` goes as
+    /// it is.
+    pub(super) fn decide_watches(&mut self, txn: Txn) -> Txn {
+        if !self.extensions.has_watch_extensions()
+            || matches!(
+                txn.op,
+                TxnOp::Seal { .. } | TxnOp::Error(_) | TxnOp::Watched { .. }
+            )
+        {
+            return txn;
         }
-        deliver
+        let before = self.cores[0].speculative_tree().clone();
+        let mut after = before.clone();
+        let natural: Vec<(TreeEventKind, String)> = (after.apply(&txn).events.into_iter())
+            .map(|event| (event.kind, event.path.into_owned()))
+            .collect();
+        let own_events = natural.len();
+        let mut events = Vec::with_capacity(natural.len());
+        let mut writes = Vec::new();
+        let mut rewritten = false;
+        for (kind, path) in natural {
+            let event_type = change_of(kind).event_type();
+            let results =
+                (self.extensions.manager_mut()).watch_event(&path, event_type, &View(&after));
+            let mut as_is = true;
+            let mut instead = Vec::new();
+            for (name, result) in results {
+                match result {
+                    Ok(outcome) => {
+                        match outcome.delivery {
+                            Delivery::AsIs => {}
+                            Delivery::Suppressed => as_is = false,
+                            Delivery::Instead(list) => {
+                                as_is = false;
+                                instead.extend(list);
+                            }
+                        }
+                        writes.extend(outcome.writes);
+                    }
+                    Err(e) => log::warn!("watch extension {name} failed on {path}: {e}"),
+                }
+            }
+            rewritten |= !as_is;
+            if as_is {
+                events.push((kind, path));
+            }
+            events.extend(
+                instead
+                    .into_iter()
+                    .filter_map(|(t, p)| Some((tree_kind(t)?, p))),
+            );
+        }
+        let extra = if writes.is_empty() {
+            Vec::new()
+        } else {
+            let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
+            let ctx = self.internal_ctx(0, txn.header.zxid);
+            match self.cores[0]
+                .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))
+            {
+                Ok(Txn {
+                    op: TxnOp::Multi(ops),
+                    ..
+                }) => ops,
+                Ok(other) => {
+                    log::warn!(
+                        "watch extensions' writes prepared as {:?}: dropped",
+                        other.op
+                    );
+                    Vec::new()
+                }
+                Err(e) => {
+                    log::warn!("watch extensions' writes refused: {e:?}");
+                    Vec::new()
+                }
+            }
+        };
+        if extra.is_empty() && !rewritten {
+            return txn;
+        }
+        let Txn { header, op } = txn;
+        let mut watched = Txn {
+            header,
+            op: TxnOp::Watched {
+                op: Box::new(op),
+                extra,
+                events: Vec::new(),
+            },
+        };
+        // The writes' own changes reach their watchers as they are: the
+        // events past the op's own in what the whole transaction makes.
+        let mut tree = before;
+        events.extend(
+            (tree.apply(&watched).events.into_iter().skip(own_events))
+                .map(|event| (event.kind, event.path.into_owned())),
+        );
+        if let TxnOp::Watched {
+            events: decided, ..
+        } = &mut watched.op
+        {
+            *decided = events;
+        }
+        watched
     }
 
     pub(super) fn propose_internal_writes(
@@ -841,6 +933,19 @@ impl Engine {
             }
         }
     }
+}
+
+/// The tree's name of an event a watch extension chose (the four node
+/// events; the manager allows no other).
+fn tree_kind(event: stoa_ext::EventType) -> Option<TreeEventKind> {
+    use stoa_ext::EventType;
+    Some(match event {
+        EventType::NodeCreated => TreeEventKind::NodeCreated,
+        EventType::NodeDeleted => TreeEventKind::NodeDeleted,
+        EventType::NodeDataChanged => TreeEventKind::NodeDataChanged,
+        EventType::NodeChildrenChanged => TreeEventKind::NodeChildrenChanged,
+        _ => return None,
+    })
 }
 
 /// The path a read on an extension's node asks to watch, if it does.
