@@ -23,6 +23,7 @@ impl Engine {
         sid: SessionId,
         xid: i32,
         request: Request,
+        via_extension: bool,
     ) -> Option<Admitted> {
         let identity = self.gate.conns.get(&conn)?.identity.clone();
         Some(self.admit_closing_refused(Admission {
@@ -31,7 +32,51 @@ impl Engine {
             xid,
             identity,
             request,
+            via_extension: Some(via_extension),
         }))
+    }
+
+    /// Whether this server routes `request` to a node extension (its
+    /// session's queue then waits for the extension's answer, not for a
+    /// transaction).
+    pub(super) fn routes_to_extension(&self, request: &Request) -> bool {
+        self.extension_for(request).is_some() || self.multi_touches_extension(request)
+    }
+
+    /// Leader: the origin routed the request by extensions registered or
+    /// unregistered since (it had not applied the change yet), so its
+    /// session waits for an answer of the other kind. The request is
+    /// refused before it runs: the origin drops the connection and the
+    /// client, seeing ConnectionLoss, tries again.
+    fn routed_otherwise(&mut self, admission: &Admission) -> bool {
+        let Some(via_extension) = admission.via_extension else {
+            return false;
+        };
+        if via_extension == self.routes_to_extension(&admission.request) {
+            return false;
+        }
+        let (server, conn) = admission.origin;
+        let sid = admission.session_id;
+        log::info!(
+            "request {} of session {sid:#x} came routed {} by server {server}, whose extensions \
+             were behind this leader's: refused, its connection drops",
+            admission.xid,
+            if via_extension {
+                "to an extension"
+            } else {
+                "as a plain write"
+            },
+        );
+        // Everything after it from that connection is refused too.
+        self.cores[0].owners.remove(&sid);
+        if server != self.config.server_id {
+            let rejected = super::forward::EngineMessage::Rejected {
+                session_id: sid,
+                conn,
+            };
+            self.out.engine_messages.push((server, rejected));
+        }
+        true
     }
 
     /// `admit`, and the gate's side of a refusal: a connection of this
@@ -72,6 +117,9 @@ impl Engine {
         if !self.may_prepare() || self.registration_pending() {
             self.cores[0].held_writes.push_back(admission);
             return Admitted::Held;
+        }
+        if self.routed_otherwise(&admission) {
+            return Admitted::Refused;
         }
         let Admission {
             origin,

@@ -24,6 +24,8 @@ struct Cluster {
     now_ms: i64,
     /// Bytes each engine sent to connection 1 (the test's client).
     client_bytes: Vec<usize>,
+    /// Each engine closed connection 1.
+    client_closed: Vec<bool>,
     /// A server cut off from the others: messages to or from it are lost.
     isolated: Option<u64>,
     /// An engine whose disk is slow: its WAL batches are acknowledged only
@@ -54,6 +56,7 @@ impl Cluster {
             engine_wire: VecDeque::new(),
             now_ms: T0_MS,
             client_bytes: vec![0; IDS.len()],
+            client_closed: vec![false; IDS.len()],
             isolated: None,
             slow_disk: None,
             held_persist: None,
@@ -98,6 +101,7 @@ impl Cluster {
                     self.client_bytes[i] += bytes.len();
                 }
             }
+            self.client_closed[i] |= out.closes.contains(&1);
             let Some(last) = out.persists.last().map(|j| j.number) else {
                 break;
             };
@@ -515,5 +519,117 @@ fn a_call_right_after_a_registration_its_leader_has_not_applied_waits_for_it() {
     for e in &cluster.engines {
         assert!(e.tree().node("/made").is_some(), "the extension ran");
         assert!(e.tree().node("/queue/x").is_none(), "not as a plain create");
+    }
+}
+
+/// A follower whose disk is slow has not applied a registration change its
+/// leader has: its client's next call is routed by the old registrations.
+/// The follower's client makes `setup`; the change comes from a client of
+/// the leader (a call after the client's own change would wait for it).
+/// Returns (leader, follower), the change committed and applied everywhere
+/// but there.
+fn follower_behind_on(
+    cluster: &mut Cluster,
+    change: &Request,
+    setup: &[Request],
+) -> (usize, usize) {
+    let leader = cluster.elect();
+    let follower = (leader + 1) % 3;
+    cluster.connect_client(follower);
+    for (xid, request) in setup.iter().enumerate() {
+        cluster.send(follower, 1 + xid as i32, request);
+        cluster.pump();
+    }
+    cluster.slow_disk = Some(follower);
+    cluster.connect_client(leader);
+    cluster.send(leader, 1, change);
+    cluster.pump();
+    (leader, follower)
+}
+
+const MAKER: &[u8] = br#"{"kind": "node", "path": "/queue", "source": "return { create = function(req, zk) zk.create('/made', 'x') return { path = '/made' } end }"}"#;
+
+#[test]
+fn a_plain_write_routed_by_a_follower_behind_a_registration_is_refused_not_run() {
+    // Proves the leader refuses a forward its origin routed as a plain
+    // write when the leader routes it to an extension registered since:
+    // the follower's session waits for the transaction and would never
+    // have matched the extension's answer (the call hung). The connection
+    // drops instead, before the extension runs, and the client retries.
+    let mut cluster = Cluster::new();
+    let (leader, follower) = follower_behind_on(
+        &mut cluster,
+        &wire::create("/extensions/q", MAKER.to_vec()),
+        &[wire::create("/extensions", vec![])],
+    );
+    assert!(cluster.engines[leader]
+        .tree()
+        .node("/extensions/q")
+        .is_some());
+    assert!(cluster.engines[follower]
+        .tree()
+        .node("/extensions/q")
+        .is_none());
+    cluster.send_create(follower, 51, "/queue/x", vec![]);
+    cluster.pump();
+    assert!(
+        cluster.client_closed[follower],
+        "the follower dropped the connection"
+    );
+    cluster.release_persists();
+    for _ in 0..3 {
+        cluster.tick();
+    }
+    for e in &cluster.engines {
+        assert!(
+            e.tree().node("/made").is_none(),
+            "the extension did not run"
+        );
+        assert!(e.tree().node("/extensions/q").is_some());
+    }
+}
+
+#[test]
+fn an_extension_call_routed_by_a_follower_behind_an_unregistration_is_refused_not_run() {
+    // Proves the leader refuses a forward its origin routed to an
+    // extension the leader has unregistered since: run as a plain write,
+    // its transaction would never have matched the follower's wait for an
+    // extension's answer (the call hung).
+    let mut cluster = Cluster::new();
+    let (leader, follower) = follower_behind_on(
+        &mut cluster,
+        &Request::Delete(stoa_proto::records::DeleteRequest {
+            path: "/extensions/q".into(),
+            version: -1,
+        }),
+        &[
+            wire::create("/extensions", vec![]),
+            wire::create("/extensions/q", MAKER.to_vec()),
+        ],
+    );
+    assert!(cluster.engines[leader]
+        .tree()
+        .node("/extensions/q")
+        .is_none());
+    assert!(cluster.engines[follower]
+        .tree()
+        .node("/extensions/q")
+        .is_some());
+    cluster.send_create(follower, 51, "/queue/x", vec![]);
+    cluster.pump();
+    assert!(
+        cluster.client_closed[follower],
+        "the follower dropped the connection"
+    );
+    cluster.release_persists();
+    for _ in 0..3 {
+        cluster.tick();
+    }
+    for e in &cluster.engines {
+        assert!(
+            e.tree().node("/queue/x").is_none(),
+            "not run as a plain create"
+        );
+        assert!(e.tree().node("/made").is_none());
     }
 }

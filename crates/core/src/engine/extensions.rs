@@ -289,7 +289,7 @@ impl Engine {
             // Its place in the session's order, filled in when the leader
             // runs it (at once, or once it may prepare).
             self.queue_remote(sid, xid, &request);
-            self.admit_local(conn, sid, xid, request);
+            self.admit_local(conn, sid, xid, request, true);
             return;
         }
         let (err, response, writes) = self.call_node_extension(name, &request, sid);
@@ -299,7 +299,7 @@ impl Engine {
             return self.queue_decided(sid, xid, 0, err, response, watch);
         }
         self.queue_remote(sid, xid, &request);
-        self.forward_write(conn, sid, xid, request);
+        self.forward_write(conn, sid, xid, request, true);
     }
 
     /// A client's multi with ops on extensions' paths: the leader runs it
@@ -314,9 +314,9 @@ impl Engine {
     ) {
         self.queue_remote(sid, xid, &request);
         if self.is_leader() {
-            self.admit_local(conn, sid, xid, request);
+            self.admit_local(conn, sid, xid, request, true);
         } else {
-            self.forward_write(conn, sid, xid, request);
+            self.forward_write(conn, sid, xid, request, true);
         }
     }
 

@@ -28,6 +28,10 @@ pub enum EngineMessage {
         ids: Vec<Id>,
         is_super: bool,
         request: Request,
+        /// Whether the sender's session waits for a node extension's
+        /// answer (true) or the transaction (false); None from a server
+        /// that does not say (it ends the message when present).
+        via_extension: Option<bool>,
     },
     /// A session the follower allocated (its id carries the follower's id)
     /// for the client on `conn`.
@@ -88,6 +92,7 @@ impl EngineMessage {
                 ids,
                 is_super,
                 request,
+                via_extension,
             } => {
                 out.push(tag::FORWARD);
                 write_i64(&mut out, *session_id);
@@ -102,6 +107,9 @@ impl EngineMessage {
                 write_bool(&mut out, *is_super);
                 write_i32(&mut out, request.opcode() as i32);
                 request.encode(&mut out);
+                if let Some(via_extension) = via_extension {
+                    write_bool(&mut out, *via_extension);
+                }
             }
             EngineMessage::CreateSession {
                 session_id,
@@ -194,6 +202,11 @@ impl EngineMessage {
                 let op = r.read_i32().map_err(e)?;
                 let request = Request::decode(op, &mut r)
                     .map_err(|err| format!("forwarded request: {err}"))?;
+                let via_extension = if r.remaining() > 0 {
+                    Some(r.read_bool().map_err(e)?)
+                } else {
+                    None
+                };
                 Ok(EngineMessage::Forward {
                     session_id,
                     conn,
@@ -202,6 +215,7 @@ impl EngineMessage {
                     ids,
                     is_super,
                     request,
+                    via_extension,
                 })
             }
             tag::CREATE_SESSION => Ok(EngineMessage::CreateSession {
@@ -275,7 +289,18 @@ mod tests {
                 xid: 3,
                 ids,
                 is_super: false,
+                request: create.clone(),
+                via_extension: Some(true),
+            },
+            EngineMessage::Forward {
+                session_id: 7,
+                conn: 11,
+                seq: 3,
+                xid: 4,
+                ids: vec![],
+                is_super: true,
                 request: create,
+                via_extension: None,
             },
             EngineMessage::CreateSession {
                 session_id: 9,

@@ -52,6 +52,11 @@ pub(crate) struct Admission {
     pub xid: i32,
     pub identity: Identity,
     pub request: Request,
+    /// What the origin's session queue waits for: a node extension's
+    /// answer (true) or the transaction (false), as the origin routed the
+    /// request by the extensions it had applied; None from a server that
+    /// does not say. The leader refuses a request it routes otherwise.
+    pub via_extension: Option<bool>,
 }
 
 /// What the leader did with an admitted request.

@@ -71,6 +71,7 @@ impl Engine {
                 ids,
                 is_super,
                 request,
+                via_extension,
             } => {
                 if !self.accept_forward(from, session_id, conn, seq) {
                     return;
@@ -81,19 +82,22 @@ impl Engine {
                     xid,
                     identity: Identity::new(ids, is_super),
                     request,
+                    via_extension,
                 });
             }
         }
     }
 
     /// Follower: sends a client's write (or extension call) on `conn` to
-    /// the leader, numbered in that connection's forward sequence.
+    /// the leader, numbered in that connection's forward sequence, saying
+    /// which answer its session waits for (`via_extension`).
     pub(super) fn forward_write(
         &mut self,
         conn: ConnId,
         sid: SessionId,
         xid: i32,
         request: Request,
+        via_extension: bool,
     ) {
         let Some(c) = self.gate.conns.get_mut(&conn) else {
             return;
@@ -107,6 +111,7 @@ impl Engine {
             ids: c.identity.ids.to_vec(),
             is_super: c.identity.is_super,
             request,
+            via_extension: Some(via_extension),
         };
         self.forward(message);
     }

@@ -114,7 +114,7 @@ impl Engine {
         // only its shape.
         let shape = ReplyShape::of(&request);
         let zxid = if self.is_leader() {
-            let Some(admitted) = self.admit_local(conn, sid, xid, request) else {
+            let Some(admitted) = self.admit_local(conn, sid, xid, request, false) else {
                 return;
             };
             match admitted {
@@ -129,7 +129,7 @@ impl Engine {
             if !self.gate.conns.contains_key(&conn) {
                 return;
             }
-            self.forward_write(conn, sid, xid, request);
+            self.forward_write(conn, sid, xid, request, false);
             0
         };
         if let Some(s) = self.gate.sessions.get_mut(&sid) {
