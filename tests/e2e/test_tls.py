@@ -361,9 +361,66 @@ def test_an_ensemble_talks_over_tls_and_refuses_members_without_a_trusted_certif
     assert "TLS" in leader.log_tail(400)
 
 
+def rewrite_member_cfg(member, changes):
+    """Rewrites `member`'s zoo.cfg: each key of `changes` set to its value
+    (added if absent), or dropped when the value is None."""
+    with open(member.cfg_path) as f:
+        lines = [l for l in f.read().splitlines() if l.split("=", 1)[0] not in changes]
+    lines += ["%s=%s" % (k, v) for k, v in changes.items() if v is not None]
+    with open(member.cfg_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def test_a_rolling_switch_to_sslquorum_through_port_unification(certs, request):
+    """portUnification=true: the quorum port takes TLS and plain connections side by side, so a running
+    ensemble switches to sslQuorum one member at a time without losing its quorum, as ZooKeeper's guide
+    does it: every member restarts with portUnification, then each with sslQuorum (dialing TLS while the
+    others still dial plain), then each without portUnification. Writes go on between every restart and
+    every member holds them all; at the end a member dialing plain TCP is refused."""
+    stores = quorum_tls_cfg(certs)
+    del stores["sslQuorum"]
+    ens = harness.Ensemble(kind="stoa", extra_cfg=stores)
+    request.addfinalizer(ens.cleanup)
+    ens.start()
+    written = []
+
+    def write_and_check(tag):
+        with harness.started_client(KazooClient(hosts=",".join(m.hosts for m in ens.members),
+                                                timeout=10)) as c:
+            c.create("/rolling-" + tag, b"")
+        written.append("/rolling-" + tag)
+        for m in ens.members:
+            with harness.started_client(KazooClient(hosts=m.hosts, timeout=10)) as r:
+                r.sync("/")
+                assert all(r.exists(p) for p in written), (m, tag)
+
+    write_and_check("start")
+    for step, change in enumerate(({"portUnification": "true"}, {"sslQuorum": "true"},
+                                   {"portUnification": None})):
+        for i, m in enumerate(ens.members):
+            m.stop()
+            rewrite_member_cfg(m, change)
+            m.start(serving=False)
+            harness.wait_until(lambda: harness.srvr_mode(m) in ("follower", "leader"), timeout=30,
+                               interval=0.1, what="member %d back after step %d" % (i + 1, step))
+            write_and_check("%d-%d" % (step, i))
+    # Every member now dials and accepts TLS only: one that dials plain TCP stays out.
+    plain = ens.client_member
+    plain.stop()
+    rewrite_member_cfg(plain, {"sslQuorum": None})
+    plain.start(serving=False)
+    time.sleep(3)  # several election timeouts: long enough to join, were it let in
+    assert harness.srvr_mode(plain) not in ("follower", "leader")
+
+
 def test_sslquorum_without_its_stores_stops_the_server_with_a_clear_message(certs):
     srv = harness.Server(kind="stoa", extra_cfg={
         "sslQuorum": "true", "server.1": "127.0.0.1:%d:%d" % (free_port(), free_port()),
         "server.2": "127.0.0.1:%d:%d" % (free_port(), free_port())})
     harness.servers.write_myid(srv.data_dir, 1)
     assert "ssl.quorum.keyStore.location" in refused_start_log(srv)
+    srv = harness.Server(kind="stoa", extra_cfg={
+        "portUnification": "true", "server.1": "127.0.0.1:%d:%d" % (free_port(), free_port()),
+        "server.2": "127.0.0.1:%d:%d" % (free_port(), free_port())})
+    harness.servers.write_myid(srv.data_dir, 1)
+    assert "portUnification=true needs ssl.quorum.keyStore.location" in refused_start_log(srv)

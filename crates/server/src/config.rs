@@ -83,6 +83,9 @@ pub struct ServerConfig {
     pub quorum_tls: crate::tls::TlsSettings,
     /// `sslQuorum`: members talk over TLS with the `ssl.quorum.*` stores.
     pub ssl_quorum: bool,
+    /// `portUnification`: the quorum port takes TLS and plain connections
+    /// side by side (a rolling switch to or from `sslQuorum`).
+    pub quorum_port_unification: bool,
     /// `admin.forceHttps`: the AdminServer speaks HTTPS only;
     /// `admin.portUnification`: HTTP and HTTPS on its one port;
     /// `admin.needClientAuth`: HTTPS clients show a certificate.
@@ -138,6 +141,7 @@ impl Default for ServerConfig {
             tls: crate::tls::TlsSettings::default(),
             quorum_tls: crate::tls::TlsSettings::default(),
             ssl_quorum: false,
+            quorum_port_unification: false,
             admin_force_https: false,
             admin_port_unification: false,
             admin_need_client_auth: false,
@@ -377,6 +381,9 @@ impl ServerConfig {
             _ if key.starts_with("authProvider.") => {}
             "sslQuorum" | "zookeeper.sslQuorum" => {
                 self.ssl_quorum = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "portUnification" | "zookeeper.portUnification" => {
+                self.quorum_port_unification = parse_bool(value).map_err(|e| bad(&e))?
             }
             "readonlymode.enabled" | "zookeeper.readonlymode.enabled" => {
                 self.read_only_enabled = parse_bool(value).map_err(|e| bad(&e))?

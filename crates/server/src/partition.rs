@@ -192,7 +192,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
                         crate::ensemble::quorum_address(m).map_err(|e| e.to_string())?,
                     ));
                 }
-                let tls = if config.ssl_quorum {
+                let tls = if config.ssl_quorum || config.quorum_port_unification {
                     Some(quorum_tls(&config)?)
                 } else {
                     None
@@ -307,20 +307,28 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
 }
 
 /// `sslQuorum=true`: TLS both ways between members, with the
-/// `ssl.quorum.*` stores.
+/// `ssl.quorum.*` stores. `portUnification=true`: the quorum port takes
+/// TLS and plain connections, and this member dials with TLS only if
+/// `sslQuorum` is set too.
 fn quorum_tls(config: &ServerConfig) -> Result<crate::peer::PeerTls, String> {
+    let what = if config.ssl_quorum {
+        "sslQuorum"
+    } else {
+        "portUnification"
+    };
     let tls = &config.quorum_tls;
     if tls.key_store.location.is_none() || tls.trust_store.location.is_none() {
-        return Err(
-            "sslQuorum=true needs ssl.quorum.keyStore.location and ssl.quorum.trustStore.location"
-                .into(),
-        );
+        return Err(format!(
+            "{what}=true needs ssl.quorum.keyStore.location and ssl.quorum.trustStore.location"
+        ));
     }
-    let server = crate::tls::server_config(tls).map_err(|e| format!("sslQuorum: {e}"))?;
-    let client = crate::tls::client_config(tls).map_err(|e| format!("sslQuorum: {e}"))?;
+    let server = crate::tls::server_config(tls).map_err(|e| format!("{what}: {e}"))?;
+    let client = crate::tls::client_config(tls).map_err(|e| format!("{what}: {e}"))?;
     Ok(crate::peer::PeerTls {
         acceptor: tokio_rustls::TlsAcceptor::from(server),
         connector: tokio_rustls::TlsConnector::from(client),
+        dial_tls: config.ssl_quorum,
+        accept_plain: config.quorum_port_unification,
     })
 }
 

@@ -357,6 +357,11 @@ pub struct PeerNetwork {
 pub struct PeerTls {
     pub acceptor: tokio_rustls::TlsAcceptor,
     pub connector: tokio_rustls::TlsConnector,
+    /// `sslQuorum`: this member dials with TLS.
+    pub dial_tls: bool,
+    /// `portUnification`: plain connections are taken beside TLS ones
+    /// (told apart by their first byte).
+    pub accept_plain: bool,
 }
 
 /// The membership as the accept loop needs it.
@@ -394,12 +399,12 @@ impl PeerNetwork {
             .await
             .map_err(|e| PeerError(format!("cannot listen on quorum port {listen}: {e}")))?;
         let known = Rc::new(RefCell::new(Known::default()));
-        let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
+        let accepting = tls.as_ref().map(|t| (t.acceptor.clone(), t.accept_plain));
         tokio::task::spawn_local(accept_loop(
             listener,
             known.clone(),
             inbound.clone(),
-            acceptor,
+            accepting,
         ));
         let mut network = PeerNetwork {
             my_id,
@@ -426,7 +431,9 @@ impl PeerNetwork {
                 continue;
             }
             let (outbox, rx) = mpsc::channel(PEER_QUEUE_MESSAGES_MAX);
-            let connector = self.tls.as_ref().map(|t| t.connector.clone());
+            let connector = (self.tls.as_ref())
+                .filter(|t| t.dial_tls)
+                .map(|t| t.connector.clone());
             let dialed = Dialed {
                 me,
                 peer: id,
@@ -707,11 +714,29 @@ fn refusal_in(received: &[u8]) -> Option<i64> {
     }
 }
 
+/// The first byte of a TLS handshake record; a Stoa hello starts with
+/// `S` (`HELLO_MAGIC`), so the two never meet.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// With `portUnification`: whether a new connection starts a TLS
+/// handshake (else it speaks plain Stoa frames).
+async fn starts_tls(stream: &TcpStream) -> Result<bool, PeerError> {
+    let mut first = [0u8; 1];
+    let peeked = tokio::time::timeout(HELLO_TIMEOUT, stream.peek(&mut first))
+        .await
+        .map_err(|_| PeerError("nothing received in time".into()))?
+        .map_err(|e| PeerError(format!("reading the first byte: {e}")))?;
+    if peeked == 0 {
+        return Err(PeerError("closed before its hello".into()));
+    }
+    Ok(first[0] == TLS_HANDSHAKE_RECORD)
+}
+
 async fn accept_loop(
     listener: TcpListener,
     known: Rc<RefCell<Known>>,
     inbound: mpsc::Sender<(u64, PeerMessage)>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<(tokio_rustls::TlsAcceptor, bool)>,
 ) {
     loop {
         let Ok((stream, from_address)) = listener.accept().await else {
@@ -722,6 +747,18 @@ async fn accept_loop(
         let known = known.clone();
         let tls = tls.clone();
         tokio::task::spawn_local(async move {
+            let tls = match tls {
+                Some((acceptor, true)) => match starts_tls(&stream).await {
+                    Ok(true) => Some(acceptor),
+                    Ok(false) => None,
+                    Err(e) => {
+                        log::warn!("peer connection from {from_address}: {e}");
+                        return;
+                    }
+                },
+                Some((acceptor, false)) => Some(acceptor),
+                None => None,
+            };
             let read = match tls {
                 None => read_peer(stream, &known, &inbound).await,
                 Some(acceptor) => {
