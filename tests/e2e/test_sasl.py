@@ -9,6 +9,7 @@ anything before authenticating.
 
 import os
 import subprocess
+import time
 
 import pytest
 from kazoo.client import KazooClient
@@ -122,3 +123,88 @@ def test_the_java_client_authenticates_with_its_jaas_client_section(sasl_server,
     assert "Created /from-java-sasl" in output, output[-3000:]
     with harness.started_client(sasl_client(srv)) as bob:
         assert bob.get("/from-java-sasl")[0] == b"hi"
+
+
+QUORUM_JAAS = """
+QuorumServer {
+       org.apache.zookeeper.server.auth.DigestLoginModule required
+       user_member="memberSecret";
+};
+QuorumLearner {
+       org.apache.zookeeper.server.auth.DigestLoginModule required
+       username="member"
+       password="%s";
+};
+"""
+
+
+def write_member_cfg(member, changes):
+    """Sets (or, with None, drops) keys of `member`'s zoo.cfg."""
+    with open(member.cfg_path) as f:
+        lines = [l for l in f.read().splitlines() if l.split("=", 1)[0] not in changes]
+    lines += ["%s=%s" % (k, v) for k, v in changes.items() if v is not None]
+    with open(member.cfg_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def test_members_authenticate_to_each_other_and_one_that_cannot_stays_out(request, tmp_path):
+    """quorum.auth.*: each member dials the others with its JAAS QuorumLearner credentials and checks theirs
+    against its QuorumServer section (DIGEST-MD5, both ways). The ensemble elects and replicates; a member with
+    the wrong password, or one that does not authenticate at all, never joins while the others go on writing."""
+    jaas = tmp_path / "quorum.conf"
+    jaas.write_text(QUORUM_JAAS % "memberSecret")
+    sasl = {"jaasLoginConfig": str(jaas), "reconfigEnabled": "false",
+            "quorum.auth.enableSasl": "true", "quorum.auth.learnerRequireSasl": "true",
+            "quorum.auth.serverRequireSasl": "true"}
+    ens = harness.Ensemble(kind="stoa", extra_cfg=sasl)
+    request.addfinalizer(ens.cleanup)
+    ens.start()
+    leader = ens.leader()
+    assert leader is not None
+    other = [m for m in ens.members if m is not ens.client_member and m is not leader][0]
+    with harness.started_client(KazooClient(hosts=ens.hosts, timeout=10)) as c:
+        c.create("/over-sasl", b"1")
+    with harness.started_client(KazooClient(hosts=other.hosts, timeout=10)) as reader:
+        reader.sync("/over-sasl")
+        assert reader.get("/over-sasl")[0] == b"1"
+
+    wrong = tmp_path / "wrong.conf"
+    wrong.write_text(QUORUM_JAAS % "guess")
+    for change, what in (({"jaasLoginConfig": str(wrong)}, "a wrong password"),
+                         ({"jaasLoginConfig": None, "quorum.auth.enableSasl": None,
+                           "quorum.auth.learnerRequireSasl": None,
+                           "quorum.auth.serverRequireSasl": None}, "no SASL")):
+        ens.client_member.stop()
+        write_member_cfg(ens.client_member, change)
+        ens.client_member.start(serving=False)
+        time.sleep(3)  # several election timeouts: long enough to join, were it let in
+        assert harness.srvr_mode(ens.client_member) not in ("follower", "leader"), what
+        with harness.started_client(KazooClient(hosts=other.hosts, timeout=10)) as c2:
+            c2.create("/while-refused-" + what.replace(" ", "-"), b"")
+        write_member_cfg(ens.client_member, {"jaasLoginConfig": str(jaas), **{
+            k: v for k, v in sasl.items() if k.startswith("quorum.")}})
+    assert "sasl" in leader.log_tail(400).lower()
+    # Back with the right password, it joins and catches up.
+    ens.client_member.stop()
+    ens.client_member.start(serving=False)
+    harness.wait_until(lambda: harness.srvr_mode(ens.client_member) == "follower", timeout=30,
+                       interval=0.1, what="the member back with the right password")
+
+
+def test_quorum_sasl_settings_are_checked_against_each_other_as_zookeeper_does(tmp_path):
+    jaas = tmp_path / "quorum.conf"
+    jaas.write_text(QUORUM_JAAS % "memberSecret")
+    for cfg, expected in (({"quorum.auth.serverRequireSasl": "true"}, "quorum.auth.enableSasl is disabled"),
+                          ({"quorum.auth.enableSasl": "true", "quorum.auth.serverRequireSasl": "true"},
+                           "quorum.auth.learnerRequireSasl is disabled"),
+                          ({"quorum.auth.enableSasl": "true"}, "needs jaasLoginConfig")):
+        srv = harness.Server(kind="stoa", extra_cfg={
+            **cfg, "server.1": "127.0.0.1:%d:%d" % (harness.free_port(), harness.free_port()),
+            "server.2": "127.0.0.1:%d:%d" % (harness.free_port(), harness.free_port())})
+        harness.servers.write_myid(srv.data_dir, 1)
+        srv.launch()
+        try:
+            harness.wait_until(lambda: not srv.running(), timeout=20, what="the server to stop")
+            assert expected in srv.log_tail(50), cfg
+        finally:
+            srv.cleanup()

@@ -86,6 +86,51 @@ impl DigestMd5 {
     }
 }
 
+/// The client's side of the same exchange (a member authenticating to
+/// another with its JAAS `QuorumLearner` credentials): the response to
+/// `challenge`, and the `rspauth` token the server must answer with, which
+/// proves it knows the password too. `cnonce` must be unpredictable.
+pub fn client_response(
+    challenge: &[u8],
+    user: &str,
+    password: &str,
+    cnonce: &str,
+) -> Result<(Vec<u8>, Vec<u8>), SaslRefusal> {
+    let text = std::str::from_utf8(challenge).map_err(|_| SaslRefusal("not UTF-8".into()))?;
+    let fields = parse_fields(text).ok_or_else(|| SaslRefusal("malformed challenge".into()))?;
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let nonce = field("nonce").ok_or_else(|| SaslRefusal("a challenge without a nonce".into()))?;
+    if field("qop").is_some_and(|q| !q.split(',').any(|q| q.trim() == "auth")) {
+        return Err(SaslRefusal("the server offers no qop=auth".into()));
+    }
+    let realm = field("realm").unwrap_or(REALM);
+    let nc = "00000001";
+    let a1 = a1(user, realm, password, nonce, cnonce, None);
+    let response = kd(
+        &a1,
+        nonce,
+        nc,
+        cnonce,
+        &format!("AUTHENTICATE:{DIGEST_URI}"),
+    );
+    let rspauth = kd(&a1, nonce, nc, cnonce, &format!(":{DIGEST_URI}"));
+    let quoted = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    let text = format!(
+        "username=\"{}\",realm=\"{}\",nonce=\"{}\",cnonce=\"{}\",nc={nc},qop=auth,\
+         digest-uri=\"{DIGEST_URI}\",response={response},charset=utf-8",
+        quoted(user),
+        quoted(realm),
+        quoted(nonce),
+        quoted(cnonce),
+    );
+    Ok((text.into_bytes(), format!("rspauth={rspauth}").into_bytes()))
+}
+
 /// H(user:realm:password) ":" nonce ":" cnonce [":" authzid], hashed.
 fn a1(
     user: &str,
@@ -183,6 +228,20 @@ mod tests {
 
     fn users(user: &str) -> Option<String> {
         (user == "bob").then(|| "secret".to_string())
+    }
+
+    #[test]
+    fn the_client_side_answers_the_server_side() {
+        let (server, challenge) = DigestMd5::start("n0nce-2".into());
+        let (response, expected) =
+            client_response(&challenge, "bob", "secret", "c\"n0nce").unwrap();
+        let (user, rspauth) = server.finish(&response, users).unwrap();
+        assert_eq!(user, "bob");
+        assert_eq!(rspauth, expected, "the server proves it knows the password");
+        let (wrong, _) = client_response(&challenge, "bob", "guess", "cn").unwrap();
+        assert!(server.finish(&wrong, users).is_err());
+        assert!(client_response(b"realm=\"x\"", "bob", "secret", "cn").is_err());
+        assert!(client_response(b"nonce=\"n\",qop=\"auth-conf\"", "bob", "secret", "cn").is_err());
     }
 
     #[test]

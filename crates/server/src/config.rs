@@ -22,6 +22,31 @@ pub const SNAP_COUNT_DEFAULT: u64 = 100_000;
 /// The longest TTL ZooKeeper's EphemeralType.TTL can encode (40 bits).
 pub const TTL_MS_MAX: i64 = (1 << 40) - 1;
 
+/// ZooKeeper's `quorum.auth.*` keys: SASL DIGEST-MD5 between members, with
+/// the JAAS file's sections (`crate::peer_sasl`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumSaslSettings {
+    pub enable: bool,
+    pub learner_require: bool,
+    pub server_require: bool,
+    /// The section with this member's own credentials.
+    pub learner_context: String,
+    /// The section listing the members that may connect.
+    pub server_context: String,
+}
+
+impl Default for QuorumSaslSettings {
+    fn default() -> Self {
+        QuorumSaslSettings {
+            enable: false,
+            learner_require: false,
+            server_require: false,
+            learner_context: "QuorumLearner".into(),
+            server_context: "QuorumServer".into(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub tick_ms: u32,
@@ -86,6 +111,8 @@ pub struct ServerConfig {
     /// `portUnification`: the quorum port takes TLS and plain connections
     /// side by side (a rolling switch to or from `sslQuorum`).
     pub quorum_port_unification: bool,
+    /// `quorum.auth.*`: SASL DIGEST-MD5 between members.
+    pub quorum_sasl: QuorumSaslSettings,
     /// `admin.forceHttps`: the AdminServer speaks HTTPS only;
     /// `admin.portUnification`: HTTP and HTTPS on its one port;
     /// `admin.needClientAuth`: HTTPS clients show a certificate.
@@ -142,6 +169,7 @@ impl Default for ServerConfig {
             quorum_tls: crate::tls::TlsSettings::default(),
             ssl_quorum: false,
             quorum_port_unification: false,
+            quorum_sasl: QuorumSaslSettings::default(),
             admin_force_https: false,
             admin_port_unification: false,
             admin_need_client_auth: false,
@@ -384,6 +412,21 @@ impl ServerConfig {
             }
             "portUnification" | "zookeeper.portUnification" => {
                 self.quorum_port_unification = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "quorum.auth.enableSasl" => {
+                self.quorum_sasl.enable = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "quorum.auth.learnerRequireSasl" => {
+                self.quorum_sasl.learner_require = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "quorum.auth.serverRequireSasl" => {
+                self.quorum_sasl.server_require = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "quorum.auth.learner.saslLoginContext" => {
+                self.quorum_sasl.learner_context = value.to_string()
+            }
+            "quorum.auth.server.saslLoginContext" => {
+                self.quorum_sasl.server_context = value.to_string()
             }
             "readonlymode.enabled" | "zookeeper.readonlymode.enabled" => {
                 self.read_only_enabled = parse_bool(value).map_err(|e| bad(&e))?

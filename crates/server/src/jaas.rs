@@ -4,42 +4,78 @@
 
 /// The users of the `Server` section's DigestLoginModule, (name, password).
 pub fn server_digest_users(text: &str) -> Result<Vec<(String, String)>, String> {
+    section_digest_users(text, "Server")
+}
+
+/// The users of section `name`'s DigestLoginModule (`user_NAME="PASSWORD"`),
+/// as the `QuorumServer` section lists the members that may connect.
+pub fn section_digest_users(text: &str, name: &str) -> Result<Vec<(String, String)>, String> {
+    let options = digest_options(text, name)?;
+    let users: Vec<(String, String)> = options
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.strip_prefix("user_")?.to_string(), value)))
+        .collect();
+    if users.is_empty() {
+        return Err(format!(
+            "the {name} section's DigestLoginModule lists no user_NAME"
+        ));
+    }
+    Ok(users)
+}
+
+/// The `username` and `password` of section `name`'s DigestLoginModule, as
+/// the `QuorumLearner` section gives a member's own credentials.
+pub fn section_credentials(text: &str, name: &str) -> Result<(String, String), String> {
+    let options = digest_options(text, name)?;
+    let get = |key: &str| {
+        options
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| format!("the {name} section's DigestLoginModule has no {key}"))
+    };
+    Ok((get("username")?, get("password")?))
+}
+
+/// Whether the file has a section `name`.
+pub fn has_section(text: &str, name: &str) -> bool {
+    sections(text).is_ok_and(|sections| sections.iter().any(|(section, _)| section == name))
+}
+
+/// The file's sections, (name, body).
+fn sections(text: &str) -> Result<Vec<(String, String)>, String> {
     let text = strip_comments(text);
     let mut rest = text.as_str();
+    let mut out = Vec::new();
     while let Some(open) = rest.find('{') {
-        let name = rest[..open].trim();
+        let section = rest[..open].trim();
         let close = rest[open..]
             .find('}')
             .map(|i| open + i)
-            .ok_or_else(|| format!("section {name}: no closing brace"))?;
-        let body = &rest[open + 1..close];
-        if name == "Server" {
-            return digest_users(body);
-        }
+            .ok_or_else(|| format!("section {section}: no closing brace"))?;
+        out.push((section.to_string(), rest[open + 1..close].to_string()));
         rest = rest[close + 1..].trim_start().trim_start_matches(';');
     }
-    Err("no Server section".into())
+    Ok(out)
 }
 
-fn digest_users(body: &str) -> Result<Vec<(String, String)>, String> {
+/// The options of section `name`'s DigestLoginModule entry.
+fn digest_options(text: &str, name: &str) -> Result<Vec<(String, String)>, String> {
+    let sections = sections(text)?;
+    let (_, body) = (sections.iter())
+        .find(|(section, _)| section == name)
+        .ok_or_else(|| format!("no {name} section"))?;
     for entry in body.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let mut words = entry.splitn(3, char::is_whitespace);
         let module = words.next().unwrap_or_default();
         let _flag = words.next();
-        if module != "org.apache.zookeeper.server.auth.DigestLoginModule" {
-            continue;
+        if module == "org.apache.zookeeper.server.auth.DigestLoginModule" {
+            return options(words.next().unwrap_or_default());
         }
-        let options = options(words.next().unwrap_or_default())?;
-        let users: Vec<(String, String)> = options
-            .into_iter()
-            .filter_map(|(key, value)| Some((key.strip_prefix("user_")?.to_string(), value)))
-            .collect();
-        if users.is_empty() {
-            return Err("the Server section's DigestLoginModule lists no user_NAME".into());
-        }
-        return Ok(users);
     }
-    Err("the Server section has no org.apache.zookeeper.server.auth.DigestLoginModule".into())
+    Err(format!(
+        "the {name} section has no org.apache.zookeeper.server.auth.DigestLoginModule"
+    ))
 }
 
 /// `key="value"` (or `key=value`) options separated by white space.
@@ -115,6 +151,13 @@ mod tests {
             ]
         );
         assert!(server_digest_users("Client { x required a=\"b\"; };").is_err());
+        assert_eq!(
+            section_credentials(text, "Client").unwrap(),
+            ("bob".to_string(), "bobsecret".to_string())
+        );
+        assert!(section_credentials(text, "QuorumLearner").is_err());
+        assert!(has_section(text, "Server") && has_section(text, "Client"));
+        assert!(!has_section(text, "QuorumServer"));
         assert!(server_digest_users(
             "Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_a=\"x; };"
         )

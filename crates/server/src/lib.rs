@@ -16,6 +16,7 @@ pub mod net;
 pub mod paced_file;
 pub mod partition;
 pub mod peer;
+pub mod peer_sasl;
 pub mod storage;
 pub mod tls;
 

@@ -139,13 +139,16 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     if let Some(path) = &config.jaas_login_config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
-        engine_cfg.sasl_users = crate::jaas::server_digest_users(&text)
-            .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
-        log::info!(
-            "SASL DIGEST-MD5 for {} user(s) from {}",
-            engine_cfg.sasl_users.len(),
-            path.display()
-        );
+        // A file for members' SASL alone may have no Server section.
+        if !config.quorum_sasl.enable || crate::jaas::has_section(&text, "Server") {
+            engine_cfg.sasl_users = crate::jaas::server_digest_users(&text)
+                .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
+            log::info!(
+                "SASL DIGEST-MD5 for {} user(s) from {}",
+                engine_cfg.sasl_users.len(),
+                path.display()
+            );
+        }
     }
     if config.enforce_auth_enabled && config.enforce_auth_schemes.is_empty() {
         return Err("enforce.auth.enabled=true needs enforce.auth.schemes (e.g. sasl)".into());
@@ -197,7 +200,8 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
                 } else {
                     None
                 };
-                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx, tls)
+                let sasl = quorum_sasl(&config)?;
+                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx, tls, sasl)
                     .await
                     .map_err(|e| e.to_string())?;
                 log::info!("peers: listening on {listen}, dialing {others:?}");
@@ -330,6 +334,45 @@ fn quorum_tls(config: &ServerConfig) -> Result<crate::peer::PeerTls, String> {
         dial_tls: config.ssl_quorum,
         accept_plain: config.quorum_port_unification,
     })
+}
+
+/// `quorum.auth.enableSasl=true`: the JAAS file's learner and server
+/// sections, as ZooKeeper checks the keys against each other.
+fn quorum_sasl(config: &ServerConfig) -> Result<Option<crate::peer_sasl::PeerSasl>, String> {
+    let settings = &config.quorum_sasl;
+    if !settings.enable {
+        if settings.learner_require || settings.server_require {
+            return Err(
+                "quorum.auth.enableSasl is disabled, so quorum.auth.learnerRequireSasl \
+                        and quorum.auth.serverRequireSasl cannot be enabled"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    }
+    if settings.server_require && !settings.learner_require {
+        return Err("quorum.auth.learnerRequireSasl is disabled, so \
+                    quorum.auth.serverRequireSasl cannot be enabled"
+            .into());
+    }
+    let Some(path) = &config.jaas_login_config else {
+        return Err(
+            "quorum.auth.enableSasl=true needs jaasLoginConfig (a JAAS file with the \
+                    QuorumServer and QuorumLearner sections)"
+                .into(),
+        );
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
+    let in_file = |e: String| format!("jaasLoginConfig {}: {e}", path.display());
+    Ok(Some(crate::peer_sasl::PeerSasl {
+        learner: crate::jaas::section_credentials(&text, &settings.learner_context)
+            .map_err(in_file)?,
+        server_users: crate::jaas::section_digest_users(&text, &settings.server_context)
+            .map_err(in_file)?,
+        learner_require: settings.learner_require,
+        server_require: settings.server_require,
+    }))
 }
 
 /// The node as this runtime builds it: the WAL writer thread over the

@@ -47,6 +47,9 @@ const PROTOBUF_RECURSION_MAX: u32 = 8;
 /// Messages queued toward one peer before new ones are dropped.
 pub const PEER_QUEUE_MESSAGES_MAX: usize = 4096;
 const HELLO_MAGIC: &[u8; 8] = b"STOAPEER";
+/// The hello of a member that authenticates with SASL next
+/// (`crate::peer_sasl`).
+const SASL_HELLO_MAGIC: &[u8; 8] = b"STOASASL";
 /// 2: snapshots as SNAPSHOT + SNAPSHOT_DATA frames (1 cut whole messages
 /// into parts).
 const PROTOCOL_VERSION: u32 = 2;
@@ -314,27 +317,29 @@ pub fn decode_body(body: &[u8]) -> Result<PeerMessage, PeerError> {
     }
 }
 
-fn hello(from: u64) -> Vec<u8> {
+fn hello(from: u64, sasl: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(20);
-    out.extend_from_slice(HELLO_MAGIC);
+    out.extend_from_slice(if sasl { SASL_HELLO_MAGIC } else { HELLO_MAGIC });
     out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
     out.extend_from_slice(&from.to_be_bytes());
     out
 }
 
-fn parse_hello(bytes: &[u8; 20]) -> Result<u64, PeerError> {
-    if &bytes[..8] != HELLO_MAGIC {
-        return Err(PeerError("not a Stoa peer (bad hello)".into()));
-    }
+/// The sender's id, and whether it authenticates with SASL next.
+fn parse_hello(bytes: &[u8; 20]) -> Result<(u64, bool), PeerError> {
+    let sasl = match &bytes[..8] {
+        magic if magic == HELLO_MAGIC => false,
+        magic if magic == SASL_HELLO_MAGIC => true,
+        _ => return Err(PeerError("not a Stoa peer (bad hello)".into())),
+    };
     let version = u32::from_be_bytes(bytes[8..12].try_into().unwrap_or_default());
     if version != PROTOCOL_VERSION {
         return Err(PeerError(format!(
             "peer speaks protocol {version}, we speak {PROTOCOL_VERSION}"
         )));
     }
-    Ok(u64::from_be_bytes(
-        bytes[12..20].try_into().unwrap_or_default(),
-    ))
+    let from = u64::from_be_bytes(bytes[12..20].try_into().unwrap_or_default());
+    Ok((from, sasl))
 }
 
 /// The sending side: one queue and one dialing task per peer. The set of
@@ -349,6 +354,8 @@ pub struct PeerNetwork {
     inbound: mpsc::Sender<(u64, PeerMessage)>,
     /// `sslQuorum`: every connection between members is TLS.
     tls: Option<PeerTls>,
+    /// `quorum.auth.enableSasl`: members authenticate with SASL.
+    sasl: Option<Rc<crate::peer_sasl::PeerSasl>>,
 }
 
 /// TLS between members (`sslQuorum`): both sides present their
@@ -368,6 +375,11 @@ pub struct PeerTls {
 #[derive(Default)]
 struct Known {
     ids: HashSet<u64>,
+    /// Peers that refused this member's SASL credentials: their own
+    /// connections are refused too, so a link between two members is up
+    /// only when each authenticates to the other (else a member with a
+    /// wrong password would hear the leader and never be heard).
+    sasl_refused_by: HashSet<u64>,
     /// Told to a server we refuse.
     membership_version: i64,
 }
@@ -394,7 +406,9 @@ impl PeerNetwork {
         peers: &[(u64, SocketAddr)],
         inbound: mpsc::Sender<(u64, PeerMessage)>,
         tls: Option<PeerTls>,
+        sasl: Option<crate::peer_sasl::PeerSasl>,
     ) -> Result<PeerNetwork, PeerError> {
+        let sasl = sasl.map(Rc::new);
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|e| PeerError(format!("cannot listen on quorum port {listen}: {e}")))?;
@@ -405,6 +419,7 @@ impl PeerNetwork {
             known.clone(),
             inbound.clone(),
             accepting,
+            sasl.clone(),
         ));
         let mut network = PeerNetwork {
             my_id,
@@ -412,6 +427,7 @@ impl PeerNetwork {
             known,
             inbound,
             tls,
+            sasl,
         };
         // The configuration file's ensemble (version 0) until the engine
         // publishes the membership it recovered.
@@ -439,8 +455,14 @@ impl PeerNetwork {
                 peer: id,
                 address,
             };
-            let task =
-                tokio::task::spawn_local(dial_loop(dialed, rx, self.inbound.clone(), connector));
+            let task = tokio::task::spawn_local(dial_loop(
+                dialed,
+                rx,
+                self.inbound.clone(),
+                connector,
+                self.sasl.clone(),
+                self.known.clone(),
+            ));
             self.dialers.insert(
                 id,
                 Dialer {
@@ -450,10 +472,11 @@ impl PeerNetwork {
                 },
             );
         }
-        *self.known.borrow_mut() = Known {
-            ids: peers.iter().map(|(id, _)| *id).collect(),
-            membership_version: version,
-        };
+        let mut known = self.known.borrow_mut();
+        known.ids = peers.iter().map(|(id, _)| *id).collect();
+        known.membership_version = version;
+        let ids = known.ids.clone();
+        known.sasl_refused_by.retain(|id| ids.contains(id));
     }
 
     /// Queues a message; false when the peer is unknown or its queue is full
@@ -503,6 +526,8 @@ async fn dial_loop(
     mut queue: mpsc::Receiver<PeerMessage>,
     inbound: mpsc::Sender<(u64, PeerMessage)>,
     tls: Option<tokio_rustls::TlsConnector>,
+    sasl: Option<Rc<crate::peer_sasl::PeerSasl>>,
+    known: Rc<RefCell<Known>>,
 ) {
     let Dialed { peer, address, .. } = dialed;
     let mut delay = RECONNECT_DELAY_MIN;
@@ -534,6 +559,8 @@ async fn dial_loop(
             refused_at: &mut refused_at,
             received: &mut received,
             delay: &mut delay,
+            sasl: sasl.as_deref(),
+            known: &known,
         };
         let ended = match &tls {
             None => {
@@ -587,17 +614,46 @@ struct Connection<'a> {
     /// What the accepting side sent (a refusal, or nothing).
     received: &'a mut Vec<u8>,
     delay: &'a mut Duration,
+    sasl: Option<&'a crate::peer_sasl::PeerSasl>,
+    known: &'a RefCell<Known>,
 }
 
 impl Connection<'_> {
+    /// Remembers whether `peer` refused this member's SASL credentials
+    /// (`Known::sasl_refused_by`).
+    fn note_credentials(&self, peer: u64, authenticated: &Result<(), PeerError>) {
+        let mut known = self.known.borrow_mut();
+        match authenticated {
+            Err(e) if e.refused_credentials() => known.sasl_refused_by.insert(peer),
+            _ => known.sasl_refused_by.remove(&peer),
+        };
+    }
+
     async fn serve<R, W>(&mut self, mut from_peer: R, mut to_peer: W) -> Ended
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
         let Dialed { me, peer, address } = self.dialed;
-        if to_peer.write_all(&hello(me)).await.is_err() {
+        if to_peer
+            .write_all(&hello(me, self.sasl.is_some()))
+            .await
+            .is_err()
+        {
             return Ended::Redial;
+        }
+        if let Some(sasl) = self.sasl {
+            let mut both = tokio::io::join(&mut from_peer, &mut to_peer);
+            let authenticated = crate::peer_sasl::authenticate(&mut both, sasl).await;
+            self.note_credentials(peer, &authenticated);
+            if let Err(e) = authenticated {
+                let delay = *self.delay;
+                log::warn!("peer {peer} at {address}: {}; retrying in {delay:?}", e.0);
+                return match back_off(self.queue, self.delay).await {
+                    true => Ended::Redial,
+                    false => Ended::Stop,
+                };
+            }
         }
         if self.refused_at.is_none() {
             log::info!("connected to peer {peer} at {address}");
@@ -737,6 +793,7 @@ async fn accept_loop(
     known: Rc<RefCell<Known>>,
     inbound: mpsc::Sender<(u64, PeerMessage)>,
     tls: Option<(tokio_rustls::TlsAcceptor, bool)>,
+    sasl: Option<Rc<crate::peer_sasl::PeerSasl>>,
 ) {
     loop {
         let Ok((stream, from_address)) = listener.accept().await else {
@@ -746,7 +803,9 @@ async fn accept_loop(
         let inbound = inbound.clone();
         let known = known.clone();
         let tls = tls.clone();
+        let sasl = sasl.clone();
         tokio::task::spawn_local(async move {
+            let sasl = sasl.as_deref();
             let tls = match tls {
                 Some((acceptor, true)) => match starts_tls(&stream).await {
                     Ok(true) => Some(acceptor),
@@ -760,10 +819,10 @@ async fn accept_loop(
                 None => None,
             };
             let read = match tls {
-                None => read_peer(stream, &known, &inbound).await,
+                None => read_peer(stream, &known, &inbound, sasl).await,
                 Some(acceptor) => {
                     match tokio::time::timeout(HELLO_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls_stream)) => read_peer(tls_stream, &known, &inbound).await,
+                        Ok(Ok(tls_stream)) => read_peer(tls_stream, &known, &inbound, sasl).await,
                         Ok(Err(e)) => Err(PeerError(format!("TLS: {e}"))),
                         Err(_) => Err(PeerError("no TLS handshake in time".into())),
                     }
@@ -780,6 +839,7 @@ async fn read_peer<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
     known: &RefCell<Known>,
     inbound: &mpsc::Sender<(u64, PeerMessage)>,
+    sasl: Option<&crate::peer_sasl::PeerSasl>,
 ) -> Result<(), PeerError> {
     let mut reader = BufReader::with_capacity(256 * 1024, stream);
     let mut hello_bytes = [0u8; 20];
@@ -787,7 +847,18 @@ async fn read_peer<S: AsyncRead + AsyncWrite + Unpin>(
         .await
         .map_err(|_| PeerError("no hello in time".into()))?
         .map_err(|e| PeerError(format!("reading hello: {e}")))?;
-    let from = parse_hello(&hello_bytes)?;
+    let (from, authenticates) = parse_hello(&hello_bytes)?;
+    if known.borrow().sasl_refused_by.contains(&from) {
+        return Err(PeerError(format!(
+            "server {from}: refused, as it refuses this member's SASL credentials"
+        )));
+    }
+    let user = crate::peer_sasl::accept(&mut reader, sasl, authenticates)
+        .await
+        .map_err(|e| PeerError(format!("server {from}: {}", e.0)))?;
+    if let Some(user) = user {
+        log::debug!("server {from} authenticated as {user}");
+    }
     let refusal = {
         let known = known.borrow();
         (!known.ids.contains(&from)).then_some(known.membership_version)
@@ -1024,8 +1095,15 @@ mod tests {
 
     #[test]
     fn a_bad_hello_is_refused() {
-        assert_eq!(parse_hello(&hello(7).try_into().unwrap()).unwrap(), 7);
-        let mut bad: [u8; 20] = hello(7).try_into().unwrap();
+        assert_eq!(
+            parse_hello(&hello(7, false).try_into().unwrap()).unwrap(),
+            (7, false)
+        );
+        assert_eq!(
+            parse_hello(&hello(7, true).try_into().unwrap()).unwrap(),
+            (7, true)
+        );
+        let mut bad: [u8; 20] = hello(7, false).try_into().unwrap();
         bad[0] = b'X';
         assert!(parse_hello(&bad).is_err());
     }
@@ -1053,10 +1131,10 @@ mod tests {
             let (a, b) = (free_address(), free_address());
             let (a_tx, mut a_rx) = mpsc::channel(16);
             let (b_tx, mut b_rx) = mpsc::channel(16);
-            let net_a = PeerNetwork::start(1, a, &[(2, b)], a_tx, None)
+            let net_a = PeerNetwork::start(1, a, &[(2, b)], a_tx, None, None)
                 .await
                 .unwrap();
-            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx, None)
+            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx, None, None)
                 .await
                 .unwrap();
             assert!(net_a.send(2, raft_in(0, raft_message(2, 2))));
@@ -1100,9 +1178,11 @@ mod tests {
             let (b_tx, mut b_rx) = mpsc::channel(16);
             // Server 1 applied a membership (version 0x500000002) without 2;
             // server 2 still thinks it is a member and dials 1.
-            let mut net_a = PeerNetwork::start(1, a, &[], a_tx, None).await.unwrap();
+            let mut net_a = PeerNetwork::start(1, a, &[], a_tx, None, None)
+                .await
+                .unwrap();
             net_a.set_peers(0x5_0000_0002, &[(1, a)]);
-            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx, None)
+            let net_b = PeerNetwork::start(2, b, &[(1, a)], b_tx, None, None)
                 .await
                 .unwrap();
             assert!(net_b.send(1, PeerMessage::Engine(b"hello?".to_vec())));
