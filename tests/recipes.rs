@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::{spawn_server, spawn_serving, start_on_free_port, test_data_dir, wait_until_serving};
+use support::{
+    crash_while_holding, spawn_server, spawn_serving, start_on_free_port, test_data_dir,
+    wait_until_serving, Occupancy,
+};
 
 use stoa_client::recipes::{
     Barrier, Counter, DistributedQueue, DoubleBarrier, LeaderElection, PriorityQueue, QueueLock,
@@ -120,60 +123,6 @@ impl Drop for Target {
 /// Runs an async test body on a fresh runtime, bounded by `TEST_LIMIT`.
 fn run<F: std::future::Future<Output = ()>>(body: F) {
     support::run_bounded(TEST_LIMIT, 4, body);
-}
-
-/// How many hold something at once, and the most there ever were.
-#[derive(Debug, Default, Clone)]
-struct Occupancy {
-    now: Arc<AtomicUsize>,
-    most: Arc<AtomicUsize>,
-}
-
-impl Occupancy {
-    fn enter(&self) {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-    }
-
-    fn leave(&self) {
-        self.now.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn most(&self) -> usize {
-        self.most.load(Ordering::SeqCst)
-    }
-}
-
-/// Holds what `acquire` acquired in a runtime of its own, then drops that
-/// runtime: the session's connection goes without a close and without the
-/// recipe's clean-up, as when the holder's process dies.
-fn crash_while_holding<T: Send + 'static>(
-    address: String,
-    acquire: impl FnOnce(Client) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
-        + Send
-        + 'static,
-) {
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let (held, client) = runtime.block_on(async move {
-            let options = ClientOptions {
-                session_timeout: CRASH_SESSION_TIMEOUT,
-                connect_timeout: Duration::from_secs(5),
-                session: None,
-            };
-            let client = Client::connect(&address, options).await.unwrap();
-            (acquire(client.clone()).await, client)
-        });
-        drop(runtime);
-        // Outside any runtime: the drops below can spawn no clean-up.
-        drop(held);
-        drop(client);
-    })
-    .join()
-    .unwrap();
 }
 
 async fn children(client: &Client, path: &str) -> usize {
@@ -289,13 +238,18 @@ fn queue_lock_passes_on_when_its_holder_crashes_or_closes() {
         let path = target.path("lock");
         let watcher = target.client().await;
         let crash_path = path.clone();
-        crash_while_holding(target.address.clone(), move |client| {
-            Box::pin(async move {
-                let mut lock = QueueLock::new(client, &crash_path).unwrap();
-                assert!(lock.acquire(Some(WAIT_LIMIT)).await.unwrap());
-                lock
-            })
-        });
+        crash_while_holding(
+            target.address.clone(),
+            CRASH_SESSION_TIMEOUT,
+            move |client| {
+                Box::pin(async move {
+                    let mut lock = QueueLock::new(client, &crash_path).unwrap();
+                    assert!(lock.acquire(Some(WAIT_LIMIT)).await.unwrap());
+                    lock
+                })
+            },
+            |_| (),
+        );
         assert_eq!(
             children(&watcher, &path).await,
             1,
@@ -472,13 +426,18 @@ fn tas_lock_passes_on_when_its_holder_crashes() {
     run(async {
         let path = target.path("tas");
         let crash_path = path.clone();
-        crash_while_holding(target.address.clone(), move |client| {
-            Box::pin(async move {
-                let mut lock = TasLock::new(client, &crash_path).unwrap();
-                assert!(lock.try_lock().await.unwrap());
-                lock
-            })
-        });
+        crash_while_holding(
+            target.address.clone(),
+            CRASH_SESSION_TIMEOUT,
+            move |client| {
+                Box::pin(async move {
+                    let mut lock = TasLock::new(client, &crash_path).unwrap();
+                    assert!(lock.try_lock().await.unwrap());
+                    lock
+                })
+            },
+            |_| (),
+        );
         let mut next = TasLock::new(target.client().await, &path).unwrap();
         assert!(!next.try_lock().await.unwrap(), "the crashed holder's node");
         let polled = next.lock_polling(Duration::from_millis(50), Some(WAIT_LIMIT));
@@ -573,13 +532,18 @@ fn semaphore_permit_of_a_crashed_holder_returns() {
         let mut kept = Semaphore::new(target.client().await, &path, 2).unwrap();
         assert!(kept.acquire(Some(WAIT_LIMIT)).await.unwrap());
         let crash_path = path.clone();
-        crash_while_holding(target.address.clone(), move |client| {
-            Box::pin(async move {
-                let mut permit = Semaphore::new(client, &crash_path, 2).unwrap();
-                assert!(permit.acquire(Some(WAIT_LIMIT)).await.unwrap());
-                permit
-            })
-        });
+        crash_while_holding(
+            target.address.clone(),
+            CRASH_SESSION_TIMEOUT,
+            move |client| {
+                Box::pin(async move {
+                    let mut permit = Semaphore::new(client, &crash_path, 2).unwrap();
+                    assert!(permit.acquire(Some(WAIT_LIMIT)).await.unwrap());
+                    permit
+                })
+            },
+            |_| (),
+        );
         let mut next = Semaphore::new(target.client().await, &path, 2).unwrap();
         assert!(next.acquire(Some(WAIT_LIMIT)).await.unwrap());
         let mut third = Semaphore::new(target.client().await, &path, 2).unwrap();

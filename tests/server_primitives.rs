@@ -8,15 +8,14 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::Child;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::{spawn_serving, start_on_free_port, test_data_dir};
+use support::{crash_while_holding, spawn_serving, start_on_free_port, test_data_dir, Occupancy};
 
 use stoa_client::recipes::server_side::{Election, FifoLock, ReadWriteLock, Semaphore, Ticket};
 use stoa_client::tokio;
-use stoa_client::{open_acl_unsafe, Client, ClientOptions, CreateMode, Error};
+use stoa_client::{open_acl_unsafe, Client, CreateMode, Error};
 
 /// Every test finishes within this, or fails.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
@@ -117,63 +116,6 @@ async fn register(client: &Client, name: &str, path: &str, file: &str) {
         .unwrap();
 }
 
-/// How many hold something at once, and the most there ever were.
-#[derive(Debug, Default, Clone)]
-struct Occupancy {
-    now: Arc<AtomicUsize>,
-    most: Arc<AtomicUsize>,
-}
-
-impl Occupancy {
-    fn enter(&self) {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-    }
-
-    fn leave(&self) {
-        self.now.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn most(&self) -> usize {
-        self.most.load(Ordering::SeqCst)
-    }
-}
-
-/// Runs `take` on a session of its own in a runtime of its own, then drops
-/// the runtime: the connection goes without a close and the ticket without
-/// its release, as when the holder's process dies. Returns the ticket's
-/// path and whether it was granted.
-fn crash_while_holding(
-    address: String,
-    take: impl FnOnce(Client) -> std::pin::Pin<Box<dyn std::future::Future<Output = Ticket> + Send>>
-        + Send
-        + 'static,
-) -> (String, bool) {
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let (ticket, client) = runtime.block_on(async move {
-            let options = ClientOptions {
-                session_timeout: CRASH_SESSION_TIMEOUT,
-                connect_timeout: Duration::from_secs(5),
-                session: None,
-            };
-            let client = Client::connect(&address, options).await.unwrap();
-            (take(client.clone()).await, client)
-        });
-        drop(runtime);
-        let seen = (ticket.path().to_owned(), ticket.is_granted());
-        // Outside any runtime: these drops spawn no release.
-        drop(ticket);
-        drop(client);
-        seen
-    })
-    .join()
-    .unwrap()
-}
-
 #[test]
 fn fifo_lock_excludes_and_hands_off_in_request_order() {
     let server = Server::start();
@@ -235,12 +177,17 @@ fn fifo_lock_passes_on_when_its_holders_session_expires() {
     run(async {
         let admin = server.client().await;
         register(&admin, "lock", "/lock", "fifo_lock.lua").await;
-        let (dead, granted) = crash_while_holding(server.address.clone(), |client| {
-            Box::pin(async move {
-                let lock = FifoLock::new(client, "/lock/l").unwrap();
-                lock.acquire(Some(WAIT_LIMIT)).await.unwrap().unwrap()
-            })
-        });
+        let (dead, granted) = crash_while_holding(
+            server.address.clone(),
+            CRASH_SESSION_TIMEOUT,
+            |client| {
+                Box::pin(async move {
+                    let lock = FifoLock::new(client, "/lock/l").unwrap();
+                    lock.acquire(Some(WAIT_LIMIT)).await.unwrap().unwrap()
+                })
+            },
+            |ticket: &Ticket| (ticket.path().to_owned(), ticket.is_granted()),
+        );
         assert!(granted);
         let lock = FifoLock::new(server.client().await, "/lock/l").unwrap();
         let mut mine = lock.request().await.unwrap();
@@ -270,12 +217,17 @@ fn semaphore_grants_its_permits_in_order_and_an_expired_holders_permit_passes_on
             Err(Error::NoNode { .. })
         ));
         sem.create(2).await.unwrap();
-        let (_, granted) = crash_while_holding(server.address.clone(), |client| {
-            Box::pin(async move {
-                let sem = Semaphore::new(client, "/sem/pool").unwrap();
-                sem.request().await.unwrap()
-            })
-        });
+        let (_, granted) = crash_while_holding(
+            server.address.clone(),
+            CRASH_SESSION_TIMEOUT,
+            |client| {
+                Box::pin(async move {
+                    let sem = Semaphore::new(client, "/sem/pool").unwrap();
+                    sem.request().await.unwrap()
+                })
+            },
+            |ticket: &Ticket| (ticket.path().to_owned(), ticket.is_granted()),
+        );
         assert!(granted);
         let second = sem.request().await.unwrap();
         assert!(second.is_granted());

@@ -962,3 +962,13 @@ def zookeeper_395(admin=False, cli=False):
     except AnchorUnavailable as e:
         pytest.skip("ZooKeeper 3.9.5 cannot be had: %s" % e)
     return jars
+
+
+def set_member_cfg(member, changes):
+    """Rewrites `member`'s zoo.cfg: each key of `changes` set to its value
+    (added if absent), or dropped when the value is None."""
+    with open(member.cfg_path) as f:
+        lines = [l for l in f.read().splitlines() if l.split("=", 1)[0] not in changes]
+    lines += ["%s=%s" % (k, v) for k, v in changes.items() if v is not None]
+    with open(member.cfg_path, "w") as f:
+        f.write("\n".join(lines) + "\n")

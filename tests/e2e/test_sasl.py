@@ -138,15 +138,6 @@ QuorumLearner {
 """
 
 
-def write_member_cfg(member, changes):
-    """Sets (or, with None, drops) keys of `member`'s zoo.cfg."""
-    with open(member.cfg_path) as f:
-        lines = [l for l in f.read().splitlines() if l.split("=", 1)[0] not in changes]
-    lines += ["%s=%s" % (k, v) for k, v in changes.items() if v is not None]
-    with open(member.cfg_path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-
-
 def test_members_authenticate_to_each_other_and_one_that_cannot_stays_out(request, tmp_path):
     """quorum.auth.*: each member dials the others with its JAAS QuorumLearner credentials and checks theirs
     against its QuorumServer section (DIGEST-MD5, both ways). The ensemble elects and replicates; a member with
@@ -175,13 +166,13 @@ def test_members_authenticate_to_each_other_and_one_that_cannot_stays_out(reques
                            "quorum.auth.learnerRequireSasl": None,
                            "quorum.auth.serverRequireSasl": None}, "no SASL")):
         ens.client_member.stop()
-        write_member_cfg(ens.client_member, change)
+        harness.set_member_cfg(ens.client_member, change)
         ens.client_member.start(serving=False)
         time.sleep(3)  # several election timeouts: long enough to join, were it let in
         assert harness.srvr_mode(ens.client_member) not in ("follower", "leader"), what
         with harness.started_client(KazooClient(hosts=other.hosts, timeout=10)) as c2:
             c2.create("/while-refused-" + what.replace(" ", "-"), b"")
-        write_member_cfg(ens.client_member, {"jaasLoginConfig": str(jaas), **{
+        harness.set_member_cfg(ens.client_member, {"jaasLoginConfig": str(jaas), **{
             k: v for k, v in sasl.items() if k.startswith("quorum.")}})
     assert "sasl" in leader.log_tail(400).lower()
     # Back with the right password, it joins and catches up.

@@ -361,16 +361,6 @@ def test_an_ensemble_talks_over_tls_and_refuses_members_without_a_trusted_certif
     assert "TLS" in leader.log_tail(400)
 
 
-def rewrite_member_cfg(member, changes):
-    """Rewrites `member`'s zoo.cfg: each key of `changes` set to its value
-    (added if absent), or dropped when the value is None."""
-    with open(member.cfg_path) as f:
-        lines = [l for l in f.read().splitlines() if l.split("=", 1)[0] not in changes]
-    lines += ["%s=%s" % (k, v) for k, v in changes.items() if v is not None]
-    with open(member.cfg_path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-
-
 def test_a_rolling_switch_to_sslquorum_through_port_unification(certs, request):
     """portUnification=true: the quorum port takes TLS and plain connections side by side, so a running
     ensemble switches to sslQuorum one member at a time without losing its quorum, as ZooKeeper's guide
@@ -399,7 +389,7 @@ def test_a_rolling_switch_to_sslquorum_through_port_unification(certs, request):
                                    {"portUnification": None})):
         for i, m in enumerate(ens.members):
             m.stop()
-            rewrite_member_cfg(m, change)
+            harness.set_member_cfg(m, change)
             m.start(serving=False)
             harness.wait_until(lambda: harness.srvr_mode(m) in ("follower", "leader"), timeout=30,
                                interval=0.1, what="member %d back after step %d" % (i + 1, step))
@@ -407,7 +397,7 @@ def test_a_rolling_switch_to_sslquorum_through_port_unification(certs, request):
     # Every member now dials and accepts TLS only: one that dials plain TCP stays out.
     plain = ens.client_member
     plain.stop()
-    rewrite_member_cfg(plain, {"sslQuorum": None})
+    harness.set_member_cfg(plain, {"sslQuorum": None})
     plain.start(serving=False)
     time.sleep(3)  # several election timeouts: long enough to join, were it let in
     assert harness.srvr_mode(plain) not in ("follower", "leader")

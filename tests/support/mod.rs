@@ -199,3 +199,70 @@ pub fn client_options() -> stoa_client::ClientOptions {
         session: None,
     }
 }
+
+/// How many hold something at once, and the most there ever were.
+#[allow(dead_code)] // used by the recipes' tests only
+#[derive(Debug, Default, Clone)]
+pub struct Occupancy {
+    now: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[allow(dead_code)] // used by the recipes' tests only
+impl Occupancy {
+    pub fn enter(&self) {
+        use std::sync::atomic::Ordering;
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+    }
+
+    pub fn leave(&self) {
+        self.now.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Runs `acquire` on a session of its own (with `session_timeout`) in a
+/// runtime of its own, notes what `seen` says of what it acquired, then
+/// drops the runtime: the connection goes without a close and without any
+/// clean-up, as when the holder's process dies.
+#[allow(dead_code)] // used by the recipes' tests only
+pub fn crash_while_holding<T: Send + 'static, R: Send + 'static>(
+    address: String,
+    session_timeout: Duration,
+    acquire: impl FnOnce(
+            stoa_client::Client,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
+        + Send
+        + 'static,
+    seen: impl FnOnce(&T) -> R + Send + 'static,
+) -> R {
+    std::thread::spawn(move || {
+        let runtime = stoa_client::tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (held, client) = runtime.block_on(async move {
+            let options = stoa_client::ClientOptions {
+                session_timeout,
+                connect_timeout: Duration::from_secs(5),
+                session: None,
+            };
+            let client = stoa_client::Client::connect(&address, options)
+                .await
+                .unwrap();
+            (acquire(client.clone()).await, client)
+        });
+        drop(runtime);
+        let noted = seen(&held);
+        // Outside any runtime: the drops below can spawn no clean-up.
+        drop(held);
+        drop(client);
+        noted
+    })
+    .join()
+    .unwrap()
+}

@@ -547,6 +547,21 @@ fn follower_behind_on(
     (leader, follower)
 }
 
+/// The follower's client creates /queue/x: the leader refuses it, so the
+/// follower drops the connection. Then the follower's disk catches up.
+fn call_the_extension_and_settle(cluster: &mut Cluster, follower: usize) {
+    cluster.send_create(follower, 51, "/queue/x", vec![]);
+    cluster.pump();
+    assert!(
+        cluster.client_closed[follower],
+        "the follower dropped the connection"
+    );
+    cluster.release_persists();
+    for _ in 0..3 {
+        cluster.tick();
+    }
+}
+
 const MAKER: &[u8] = br#"{"kind": "node", "path": "/queue", "source": "return { create = function(req, zk) zk.create('/made', 'x') return { path = '/made' } end }"}"#;
 
 #[test]
@@ -570,16 +585,7 @@ fn a_plain_write_routed_by_a_follower_behind_a_registration_is_refused_not_run()
         .tree()
         .node("/extensions/q")
         .is_none());
-    cluster.send_create(follower, 51, "/queue/x", vec![]);
-    cluster.pump();
-    assert!(
-        cluster.client_closed[follower],
-        "the follower dropped the connection"
-    );
-    cluster.release_persists();
-    for _ in 0..3 {
-        cluster.tick();
-    }
+    call_the_extension_and_settle(&mut cluster, follower);
     for e in &cluster.engines {
         assert!(
             e.tree().node("/made").is_none(),
@@ -615,16 +621,7 @@ fn an_extension_call_routed_by_a_follower_behind_an_unregistration_is_refused_no
         .tree()
         .node("/extensions/q")
         .is_some());
-    cluster.send_create(follower, 51, "/queue/x", vec![]);
-    cluster.pump();
-    assert!(
-        cluster.client_closed[follower],
-        "the follower dropped the connection"
-    );
-    cluster.release_persists();
-    for _ in 0..3 {
-        cluster.tick();
-    }
+    call_the_extension_and_settle(&mut cluster, follower);
     for e in &cluster.engines {
         assert!(
             e.tree().node("/queue/x").is_none(),
