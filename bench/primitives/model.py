@@ -17,8 +17,11 @@ when someone waits):
 
     tas          T0 = W       H = W + W          notified once the delete
                                                  commits, then a create
-    tas-async    T0 = W       H = W + q + w0 + p/2   a create every p ms
-                                                 arrives p/2 after it
+    tas-async    T0 = W + c   H = W + q + w0 + p/2 + c   a create every
+                                                 p ms arrives p/2 after the
+                                                 delete; the recipe returns
+                                                 once the creates still in
+                                                 flight are answered (+c)
     queue        T0 = W + R   H = W + R          notified, then the listing
     queue-async  T0 = W       H = W + R          create and listing at once
     server       T0 = W       H = W + R          notified by the hand-off's
@@ -30,6 +33,13 @@ its release, so lambda = N / (Z + T + hold + W), where T = T0 + Wq is the
 acquire latency and Wq = rho / (mu - lambda) the M/M/1 wait in queue (eq.
 5's W less the service itself); solved for lambda by bisection (the loop
 is closed, so lambda < mu always). The prediction is T.
+
+The paper's M/M/1 takes the arrivals as an infinite Poisson source. Our N
+clients are a finite one (at most N - 1 wait), so predict() also gives
+the finite-source queue beside it (M/M/1//N, the machine-repairman model:
+each client away from the lock for Z + release on average, the lock
+serving S): its wait in queue is L / X - S with L the mean number at the
+lock and X its throughput. Same T0 and S; only the queue differs.
 """
 
 import math
@@ -68,7 +78,7 @@ def round_trips(primitive, c, q, w0, r0, poll_ms):
     if primitive == "tas":
         return W, 2 * W, W
     if primitive == "tas-async":
-        return W, W + q + w0 + poll_ms / 2.0, W
+        return W + c, W + q + w0 + poll_ms / 2.0 + c, W
     if primitive == "queue":
         return W + R, W + R, W
     if primitive in ("queue-async", "server"):
@@ -107,7 +117,10 @@ def predict(primitive, clients, think_ms, hold_ms, c, q, w0, r0, poll_ms=5.0):
             hi = mid
     lam = lo
     wq = mm1_wait_ms(lam, service)
+    wq_finite = finite_source_wait_ms(clients, think_ms + release, service)
     return {
+        "finite_ms": t0 + wq_finite,
+        "finite_wait_ms": wq_finite,
         "latency_ms": t0 + wq,
         "t0_ms": t0,
         "handoff_ms": h,
@@ -117,3 +130,25 @@ def predict(primitive, clients, think_ms, hold_ms, c, q, w0, r0, poll_ms=5.0):
         "lambda_per_s": lam * 1e3,
         "q_ms": q,
     }
+
+
+def finite_source_wait_ms(clients, away_ms, service_ms):
+    """M/M/1//N: N clients, each away (mean away_ms) between its visits to
+    one server of mean service service_ms; the mean wait in queue (ms)."""
+    if clients <= 0:
+        return 0.0
+    r = service_ms / away_ms if away_ms > 0 else math.inf
+    if not math.isfinite(r):
+        return (clients - 1) * service_ms
+    # p_k proportional to N! / (N - k)! * r^k, k = 0..N
+    weights = [1.0]
+    for k in range(1, clients + 1):
+        weights.append(weights[-1] * (clients - k + 1) * r)
+    total = sum(weights)
+    p = [w / total for w in weights]
+    busy = 1.0 - p[0]
+    if busy <= 0:
+        return 0.0
+    mean_at_lock = sum(k * pk for k, pk in enumerate(p))
+    throughput = busy / service_ms
+    return max(0.0, mean_at_lock / throughput - service_ms)

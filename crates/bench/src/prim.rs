@@ -160,7 +160,6 @@ struct ClientStats {
     acquisitions: u64,
     timeouts: u64,
     errors: BTreeMap<String, u64>,
-    last_done: Option<Instant>,
 }
 
 pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<CellResult, String> {
@@ -266,7 +265,6 @@ pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<Cel
     let mut all = new_histogram();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let (mut acquisitions, mut timeouts) = (0, 0);
-    let mut last_done = measure_end;
     for s in stats {
         all.add(&s.latency).expect("histograms share bounds");
         acquisitions += s.acquisitions;
@@ -274,11 +272,7 @@ pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<Cel
         for (k, n) in s.errors {
             *errors.entry(k).or_insert(0) += n;
         }
-        if let Some(done) = s.last_done {
-            last_done = last_done.max(done);
-        }
     }
-    let _ = last_done;
     let latency = Latency::of(&all);
     let prim = PrimStats {
         primitive,
@@ -317,7 +311,6 @@ async fn lock_loop(
         acquisitions: 0,
         timeouts: 0,
         errors: BTreeMap::new(),
-        last_done: None,
     };
     // The server-side lock's watch events (the recipes subscribe their own).
     let mut events = primitive.server_side().then(|| client.events());
@@ -382,7 +375,6 @@ async fn lock_loop(
             stats.acquisitions += 1;
             let us = done.saturating_duration_since(began).as_micros() as u64;
             stats.latency.saturating_record(us.clamp(1, LATENCY_US_MAX));
-            stats.last_done = Some(done);
         }
         tokio::time::sleep(exponential(&mut rng, hold)).await;
         let released = match held {
