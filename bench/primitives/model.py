@@ -17,11 +17,13 @@ when someone waits):
 
     tas          T0 = W       H = W + W          notified once the delete
                                                  commits, then a create
-    tas-async    T0 = W + c   H = W + q + w0 + p/2 + c   a create every
-                                                 p ms arrives p/2 after the
-                                                 delete; the recipe returns
-                                                 once the creates still in
-                                                 flight are answered (+c)
+    tas-async    T0 = 2W      H = 2W + q + w0 + p/2   a create every p ms
+                                                 arrives p/2 after the
+                                                 delete commits; the recipe
+                                                 returns once the creates
+                                                 still in flight are
+                                                 answered, each a write
+                                                 too (+W)
     queue        T0 = W + R   H = W + R          notified, then the listing
     queue-async  T0 = W       H = W + R          create and listing at once
     server       T0 = W       H = W + R          notified by the hand-off's
@@ -78,7 +80,7 @@ def round_trips(primitive, c, q, w0, r0, poll_ms):
     if primitive == "tas":
         return W, 2 * W, W
     if primitive == "tas-async":
-        return W + c, W + q + w0 + poll_ms / 2.0 + c, W
+        return 2 * W, 2 * W + q + w0 + poll_ms / 2.0, W
     if primitive == "queue":
         return W + R, W + R, W
     if primitive in ("queue-async", "server"):

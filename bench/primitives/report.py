@@ -261,15 +261,17 @@ def section(doc, cells, figures):
         "the star above) and w0 = %.2f ms, a synchronous create's median with no delay "
         "(measured at the start of the run; a read's: r0 = %.3f ms, R = c + r0). Each "
         "primitive needs its round trips when free (T0) and a hand-off H from release to the "
-        "next grant (tas 2W; tas-async W + q + w0 + poll/2 + c, its recipe waiting for the creates "
-        "still in flight; queue, queue-async, server W + R; T0: W, except the synchronous "
-        "queue's W + R and tas-async's W + c). The lock serves hold + H per grant; the "
+        "next grant (tas 2W; tas-async 2W + q + w0 + poll/2, its recipe waiting for the creates "
+        "still in flight, each a write too; queue, queue-async, server W + R; T0: W, except "
+        "the synchronous queue's W + R and tas-async's 2W). The lock serves hold + H per grant; the "
         "prediction is T0 plus the M/M/1 wait in queue rho/(mu - lambda) (eq. 5), lambda "
         "solved for the closed loop of clients. Beside it, the finite-source M/M/1//N queue "
         "(the clients are %d, not an infinite Poisson source)."
         % (cal["w0_ms"], cal["r0_ms"], cells[0]["clients"] if cells else 4),
         "",
     ]
+    if cal.get("note"):
+        lines += ["Calibration: %s." % cal["note"], ""]
     if figures:
         lines += ["### Figures", ""]
         for fname, title in figures:
@@ -277,17 +279,21 @@ def section(doc, cells, figures):
     lines += ["### Model vs measurement", "",
               "Mean acquire latency in ms; *ratio* is measured / model (1.00: the model is "
               "exact). n: servers, s: server RTT, c: client RTT (ms); q: the consensus "
-              "round of eq. 3 for the leader elected; rho: the model's lock utilisation.", "",
+              "round of eq. 3 for the leader elected; rho: the model's lock utilisation; T0: "
+              "the model's acquire of a free lock (its round trips).", "",
               "| n | s | c | q | contention | primitive | acquisitions/s | measured mean "
-              "| p50 | p99 | model M/M/1 | ratio | model M/M/1//N | ratio | rho |",
-              "|--:|--:|--:|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+              "| p50 | p99 | model M/M/1 | ratio | model M/M/1//N | ratio | rho | T0 | p50 / T0 |",
+              "|--:|--:|--:|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for c in cells:
-        lines.append("| %d | %g | %g | %g | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f |"
+        t0 = c["model"]["t0_ms"]
+        lines.append("| %d | %g | %g | %g | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f "
+                     "| %s | %s |"
                      % (c["n"], c["server_rtt_ms"], c["client_rtt_ms"], c["q_ms"], c["level"],
                         c["primitive"], f2(c.get("acquisitions_per_s")), f2(c.get("measured_ms")),
                         f2(c.get("p50_ms")), f2(c.get("p99_ms")), f2(c["model_ms"]),
                         f2(c.get("ratio")), f2(c["finite_ms"]), f2(c.get("finite_ratio")),
-                        c["model"]["rho"]))
+                        c["model"]["rho"], f2(t0),
+                        f2(c["p50_ms"] / t0 if c.get("p50_ms") and t0 > 0 else None)))
     ratios = [c["ratio"] for c in cells if c.get("ratio")]
     fratios = [c["finite_ratio"] for c in cells if c.get("finite_ratio")]
     if ratios:
@@ -303,6 +309,16 @@ def section(doc, cells, figures):
             if r:
                 lines.append("%s contention: M/M/1 %.2f, finite source %.2f." % (
                     lv.capitalize(), gmean(r), gmean(fr)))
+        # The round trips alone: the median acquire against T0 where a delay
+        # dominates the fixed costs (c or s at least 25 ms) and contention is low.
+        far = [c["p50_ms"] / c["model"]["t0_ms"] for c in cells
+               if c["level"] == "low" and c.get("p50_ms")
+               and max(c["client_rtt_ms"], c["server_rtt_ms"]) >= 25]
+        if far:
+            lines.append("The round trips alone: at low contention with a delay of 25 ms or "
+                         "more, the median acquire is %.2f of T0, the model's round trips for a "
+                         "free lock (%.2f..%.2f, %d cells)."
+                         % (gmean(far), min(far), max(far), len(far)))
     errs = [c for c in cells if c.get("error") or c.get("errors") or c.get("timeouts")]
     if errs:
         lines += ["", "Cells with errors or timeouts: " + "; ".join(

@@ -178,8 +178,11 @@ pub fn cells(name: &str, args: &Args) -> Result<Vec<Cell>, String> {
     Ok(cells)
 }
 
+/// Builds a cell named by its suffix (the scenario's `cell` closure).
+type MakeCell<'a> = &'a dyn Fn(&str, &dyn Fn(&mut Cell)) -> Cell;
+
 /// One lock primitive's cell: timed, synchronous clients.
-fn lock_cell(cell: &dyn Fn(&str, &dyn Fn(&mut Cell)) -> Cell, p: Primitive, args: &Args) -> Cell {
+fn lock_cell(cell: MakeCell<'_>, p: Primitive, args: &Args) -> Cell {
     cell(p.name(), &|c| {
         c.workload = Workload::Lock(p);
         c.sessions = args.sessions.unwrap_or(LOCK_CLIENTS);
