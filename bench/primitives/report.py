@@ -195,7 +195,8 @@ def recommendations(cells):
     """Per (RTT, contention) region: primitives ranked by their mean over
     the region's cells of latency / the cell's best (1.00 = always best)."""
     regions = [
-        ("low RTT (client 0 ms, 1 server)", lambda c: c["n"] == 1 and c["client_rtt_ms"] == 0),
+        ("low RTT (no delay added)",
+         lambda c: c["client_rtt_ms"] == 0 and c["server_rtt_ms"] == 0),
         ("high client RTT (client >= 50 ms)", lambda c: c["client_rtt_ms"] >= 50),
         ("high server RTT (servers >= 50 ms apart, client 0 ms)",
          lambda c: c["n"] > 1 and c["server_rtt_ms"] >= 50 and c["client_rtt_ms"] == 0),
