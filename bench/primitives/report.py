@@ -3,7 +3,10 @@
 its figures (docs/bench/primitives_*.png), from bench/primitives/run.py's
 results.json:
 
-    .venv/bin/python bench/primitives/report.py RESULTS.json
+    .venv/bin/python bench/primitives/report.py RESULTS.json [ZOOKEEPER_RESULTS.json]
+
+The second, from `run.py --zookeeper` over the same grid, adds a table of
+the client-side recipes on Stoa and on Apache ZooKeeper, cell by cell.
 
 The models are computed again here from each cell's parameters (model.py),
 so a change to the model needs no new measurement. Only the section
@@ -220,7 +223,40 @@ def recommendations(cells):
     return rows
 
 
-def section(doc, cells, figures):
+def zookeeper_table(cells, zk_doc):
+    zk = {(c["n"], c["server_rtt_ms"], c["client_rtt_ms"], c["level"], c["primitive"]): c
+          for c in zk_doc["cells"] if c.get("measured_ms")}
+    rows, ratios = [], {}
+    for c in cells:
+        key = (c["n"], c["server_rtt_ms"], c["client_rtt_ms"], c["level"], c["primitive"])
+        z = zk.get(key)
+        if z is None or not c.get("measured_ms"):
+            continue
+        r = c["measured_ms"] / z["measured_ms"]
+        ratios.setdefault(c["level"], []).append(r)
+        rows.append("| %d | %g | %g | %s | %s | %s | %s | %.2f | %s | %s | %.2f |" % (
+            c["n"], c["server_rtt_ms"], c["client_rtt_ms"], c["level"], c["primitive"],
+            f2(c["measured_ms"]), f2(z["measured_ms"]), r, f2(c["p50_ms"]), f2(z["p50_ms"]),
+            c["p50_ms"] / z["p50_ms"] if z["p50_ms"] else float("nan")))
+    if not rows:
+        return []
+    lines = ["### Stoa and Apache ZooKeeper: the client-side recipes", "",
+             "The same grid with ZooKeeper's servers (`run.py --zookeeper`, run of %s; "
+             "Debian's ZooKeeper, `/usr/share/java/zookeeper.jar`) in the namespaces, the same "
+             "Rust recipes and load generator. Mean and median acquire latency in ms; the "
+             "ratios are Stoa / ZooKeeper (below 1: Stoa faster)." % zk_doc["started"], "",
+             "| n | s | c | contention | primitive | Stoa mean | ZooKeeper mean | mean ratio "
+             "| Stoa p50 | ZooKeeper p50 | p50 ratio |",
+             "|--:|--:|--:|---|---|--:|--:|--:|--:|--:|--:|"] + rows
+    for lv, v in sorted(ratios.items()):
+        g = math.exp(sum(math.log(x) for x in v) / len(v))
+        lines.append("")
+        lines.append("%s contention: Stoa / ZooKeeper mean latency %.2f in geometric mean "
+                     "(%.2f..%.2f, %d cells)." % (lv.capitalize(), g, min(v), max(v), len(v)))
+    return lines + [""]
+
+
+def section(doc, cells, figures, zk_doc=None):
     cal = doc["calibration"]
     lines = [BEGIN, "", "## Measured under delay and contention", ""]
     lines += [
@@ -327,6 +363,8 @@ def section(doc, cells, figures):
                                            c["level"], c["primitive"],
                                            c.get("error") or c.get("errors") or
                                            "%d timed out" % c["timeouts"]) for c in errs)]
+    if zk_doc is not None:
+        lines += [""] + zookeeper_table(cells, zk_doc)
     lines += ["", "### Which primitive where", "",
               "Measured: for each region of the grid, the primitives ranked by their mean "
               "latency relative to the best primitive of the same cell (1.00: the fastest in "
@@ -342,7 +380,7 @@ def section(doc, cells, figures):
     return "\n".join(lines)
 
 
-def write(doc, root):
+def write(doc, root, zk_doc=None):
     cells = remodel(doc)
     out_dir = os.path.join(root, "docs", "bench")
     os.makedirs(out_dir, exist_ok=True)
@@ -362,7 +400,10 @@ def write(doc, root):
                 figures.append((fname, title))
     with open(os.path.join(out_dir, "primitives.json"), "w") as f:
         json.dump(doc, f, indent=1)
-    text = section(doc, cells, figures)
+    if zk_doc is not None:
+        with open(os.path.join(out_dir, "primitives-zookeeper.json"), "w") as f:
+            json.dump(zk_doc, f, indent=1)
+    text = section(doc, cells, figures, zk_doc)
     path = os.path.join(root, "docs", "primitives.md")
     if os.path.exists(path):
         with open(path) as f:
@@ -381,11 +422,18 @@ def write(doc, root):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
-    with open(sys.argv[1]) as f:
-        doc = json.load(f)
-    write(doc, os.path.abspath(os.path.join(HERE, "..", "..")))
+    docs = []
+    for path in sys.argv[1:]:
+        with open(path) as f:
+            docs.append(json.load(f))
+    if len(docs) == 2:
+        if docs[1].get("system") != "zookeeper":
+            sys.exit("%s is not a --zookeeper run" % sys.argv[2])
+        remodel(docs[1])
+    write(docs[0], os.path.abspath(os.path.join(HERE, "..", "..")),
+          docs[1] if len(docs) == 2 else None)
 
 
 if __name__ == "__main__":
