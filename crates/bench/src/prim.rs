@@ -419,20 +419,36 @@ async fn server_acquire(
         client.get_data(SERVER_LOCK, true)
     );
     let ticket = created?;
-    let name = ticket.rsplit('/').next().unwrap_or_default().to_owned();
-    let mut holder = read?.0;
+    let outcome = match read {
+        Ok((holder, _)) => wait_for_grant(client, events, deadline, &ticket, holder).await,
+        Err(e) => Err(e),
+    };
+    if !matches!(outcome, Ok(true)) {
+        // Give the place up, so the lock passes on (best effort: the
+        // session's end releases it too).
+        let _ = client.delete(&ticket, -1).await;
+    }
+    outcome.map(|held| held.then_some(ticket))
+}
+
+/// Until the lock's holder is `ticket`: `Ok(false)` at the deadline.
+async fn wait_for_grant(
+    client: &Client,
+    events: &mut UnboundedReceiver<WatchedEvent>,
+    deadline: Instant,
+    ticket: &str,
+    mut holder: Vec<u8>,
+) -> Result<bool, Error> {
+    let name = ticket.rsplit('/').next().unwrap_or_default();
     loop {
         if holder == name.as_bytes() {
-            return Ok(Some(ticket));
+            return Ok(true);
         }
         // Wait for a change of the lock's data (a bounded wait).
         loop {
             let next = match tokio::time::timeout_at(deadline.into(), events.recv()).await {
                 Ok(next) => next,
-                Err(_) => {
-                    let _ = client.delete(&ticket, -1).await;
-                    return Ok(None);
-                }
+                Err(_) => return Ok(false),
             };
             let Some(event) = next else {
                 return Err(Error::Closed);
