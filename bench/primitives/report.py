@@ -260,8 +260,8 @@ def section(doc, cells, figures, zk_doc=None):
     cal = doc["calibration"]
     lines = [BEGIN, "", "## Measured under delay and contention", ""]
     lines += [
-        "Written by `bench/primitives/run.py --doc` (run of %s, %s grid, %s); do not edit by "
-        "hand, re-run it. The machine has 2 cores shared by the servers, the delaying relays "
+        "Written by `bench/primitives/report.py` from `bench/primitives/run.py`'s results (run "
+        "of %s, %s grid, %s; `run.py --doc` does both); do not edit by hand, re-run it. The machine has 2 cores shared by the servers, the delaying relays "
         "and the load generator, and every cell is a few seconds: read the **ratios** (model "
         "vs measured, one primitive vs another in the same cell) more than the milliseconds."
         % (doc["started"], doc["grid"], "Stoa" if doc["system"] == "stoa" else "Apache ZooKeeper"),
