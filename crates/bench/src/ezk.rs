@@ -402,7 +402,7 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
             set_or_create(&admin, RECIPE_MEMORY, QUOTA_TOTAL.to_string().as_bytes()).await?;
             None
         }
-        Workload::Mix => return Err("not an EZK scenario".into()),
+        Workload::Mix | Workload::Lock(_) => return Err("not an EZK scenario".into()),
     };
 
     let mut clients = Vec::with_capacity(cell.sessions);
@@ -534,7 +534,7 @@ fn record(h: &mut Histogram<u64>, began: Instant, done: Instant) {
 // --------------------------------------------------------------------------
 // setup
 
-async fn ensure(client: &Client, path: &str, data: &[u8]) -> Result<(), String> {
+pub(crate) async fn ensure(client: &Client, path: &str, data: &[u8]) -> Result<(), String> {
     match client
         .create(path, data, &open_acl_unsafe(), CreateMode::Persistent)
         .await
@@ -564,7 +564,12 @@ pub fn registration(path: &str, source: &str) -> Vec<u8> {
 }
 
 /// Registers (or re-registers, which resets the extension) a node extension.
-async fn register(client: &Client, name: &str, path: &str, source: &str) -> Result<(), String> {
+pub(crate) async fn register(
+    client: &Client,
+    name: &str,
+    path: &str,
+    source: &str,
+) -> Result<(), String> {
     ensure(client, EXTENSIONS, b"").await?;
     let node = format!("{EXTENSIONS}/{name}");
     let doc = registration(path, source);
@@ -580,6 +585,12 @@ async fn register(client: &Client, name: &str, path: &str, source: &str) -> Resu
             .map_err(|e| format!("setup: re-register {node}: {e}")),
         Err(e) => Err(format!("setup: register {node}: {e}")),
     }
+}
+
+/// Deletes a registration (best effort), so later runs see a server
+/// without the extension.
+pub(crate) async fn unregister(client: &Client, name: &str) {
+    let _ = client.delete(&format!("{EXTENSIONS}/{name}"), -1).await;
 }
 
 /// Deletes what an earlier run left in the queue.

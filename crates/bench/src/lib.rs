@@ -13,6 +13,7 @@ pub mod ezk;
 mod file;
 pub mod mix;
 pub mod options;
+pub mod prim;
 pub mod report;
 pub mod scenario;
 
@@ -47,6 +48,10 @@ pub fn run(servers: &str, cells: &[Cell], threads: usize) -> Result<Vec<CellResu
             results.push(match cell.target {
                 Target::Etcd => etcd::run(servers, cell).await?,
                 Target::File => file::run(servers, cell).await?,
+                Target::ZooKeeper if cell.workload.lock().is_some() => {
+                    let primitive = cell.workload.lock().expect("a lock workload");
+                    prim::run(servers, cell, primitive).await?
+                }
                 Target::ZooKeeper if cell.workload.is_ezk() => ezk::run(servers, cell).await?,
                 Target::ZooKeeper => driver::run(servers, cell).await?,
             });

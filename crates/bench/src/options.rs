@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::mix::Mix;
+use crate::prim::Primitive;
 
 pub const USAGE: &str = "usage: stoa bench [options]
   --target zookeeper|etcd|file
@@ -44,9 +45,17 @@ pub const USAGE: &str = "usage: stoa bench [options]
                              producer-consumer, read-ratio-sweep, payload-sweep; EZK's
                              pq-extension, pq-recipe, quota-extension, quota-recipe
                              (1..32 synchronous clients, or --sessions N for one count;
-                             ZooKeeper protocol only)
+                             ZooKeeper protocol only); the Cost of Consensus locks
+                             prim-lock-tas, prim-lock-tas-async, prim-lock-queue,
+                             prim-lock-queue-async, prim-lock-server (Stoa's fifo_lock.lua),
+                             and prim-locks (the client-side four, then the server's)
   --queue-depth N            priority-queue scenarios: elements the producer keeps queued
                              (default 100)
+  --think-ms MS              lock scenarios (prim-lock-*): each client's mean think time
+                             between a release and its next request, exponential
+                             (default 500; N clients offer N / think requests per second)
+  --hold-ms MS               lock scenarios: mean critical section, exponential (default 1)
+  --poll-ms MS               prim-lock-tas-async: interval between its creates (default 5)
   --backoff-ms MS            quota scenarios: pause after a refusal for lack of quota
                              (default 1)
   --label TEXT               name of this run in the outputs
@@ -88,6 +97,12 @@ pub struct Cell {
     pub target: Target,
     /// etcd: reads with `serializable = true` (not linearizable).
     pub serializable: bool,
+    /// Lock scenarios: mean think time between requests (exponential).
+    pub think: Duration,
+    /// Lock scenarios: mean critical section (exponential).
+    pub hold: Duration,
+    /// prim-lock-tas-async: interval between its creates.
+    pub poll: Duration,
 }
 
 /// The protocol a run speaks.
@@ -136,11 +151,20 @@ pub enum Workload {
     QuotaExtension,
     /// EZK quota, client side: getData, versioned setData.
     QuotaRecipe,
+    /// The Cost of Consensus lock experiments (`crate::prim`).
+    Lock(Primitive),
 }
 
 impl Workload {
     pub fn is_ezk(self) -> bool {
-        self != Workload::Mix
+        !matches!(self, Workload::Mix | Workload::Lock(_))
+    }
+
+    pub fn lock(self) -> Option<Primitive> {
+        match self {
+            Workload::Lock(p) => Some(p),
+            _ => None,
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -150,6 +174,11 @@ impl Workload {
             Workload::PqRecipe => "pq-recipe",
             Workload::QuotaExtension => "quota-extension",
             Workload::QuotaRecipe => "quota-recipe",
+            Workload::Lock(Primitive::Tas) => "prim-lock-tas",
+            Workload::Lock(Primitive::TasAsync) => "prim-lock-tas-async",
+            Workload::Lock(Primitive::Queue) => "prim-lock-queue",
+            Workload::Lock(Primitive::QueueAsync) => "prim-lock-queue-async",
+            Workload::Lock(Primitive::Server) => "prim-lock-server",
         }
     }
 }
@@ -183,6 +212,9 @@ pub struct Args {
     pub threads: Option<usize>,
     pub backoff: Option<Duration>,
     pub queue_depth: Option<usize>,
+    pub think: Option<Duration>,
+    pub hold: Option<Duration>,
+    pub poll: Option<Duration>,
 }
 
 /// Upper bounds that keep a typo from launching an unbounded run.
@@ -272,6 +304,9 @@ impl Args {
                     }
                     out.backoff = Some(Duration::from_secs_f64(ms / 1000.0));
                 }
+                "--think-ms" => out.think = Some(millis(flag, value, 0.0)?),
+                "--hold-ms" => out.hold = Some(millis(flag, value, 0.0)?),
+                "--poll-ms" => out.poll = Some(millis(flag, value, 1.0)?),
                 "--scenario" => out.scenario = Some(value.to_owned()),
                 "--label" => out.label = Some(value.to_owned()),
                 "--json" => out.json = Some(PathBuf::from(value)),
@@ -352,8 +387,22 @@ impl Args {
             queue_depth: self.queue_depth.unwrap_or(100),
             target: self.target.unwrap_or_default(),
             serializable: self.serializable,
+            think: self.think.unwrap_or(Duration::from_millis(500)),
+            hold: self.hold.unwrap_or(Duration::from_millis(1)),
+            poll: self.poll.unwrap_or(Duration::from_millis(5)),
         }
     }
+}
+
+/// Milliseconds between `min` and an hour.
+fn millis(flag: &str, value: &str, min: f64) -> Result<Duration, String> {
+    let ms: f64 = value
+        .parse()
+        .map_err(|_| format!("{flag} expects milliseconds, got {value:?}"))?;
+    if !(min..=3_600_000.0).contains(&ms) {
+        return Err(format!("{flag} must be between {min} and 3600000"));
+    }
+    Ok(Duration::from_secs_f64(ms / 1000.0))
 }
 
 fn count(flag: &str, value: &str, min: usize, max: usize) -> Result<usize, String> {

@@ -14,6 +14,7 @@ use crate::driver::new_histogram;
 use crate::ezk::EzkStats;
 use crate::mix::OpKind;
 use crate::options::{Cell, Target};
+use crate::prim::PrimStats;
 
 /// Latency figures in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -69,6 +70,8 @@ pub struct CellResult {
     pub cpu: CpuUse,
     /// The EZK scenarios' own figures (dequeues, calls per operation).
     pub ezk: Option<EzkStats>,
+    /// The lock scenarios' own figures (acquisitions, acquire latency).
+    pub prim: Option<PrimStats>,
 }
 
 impl CellResult {
@@ -100,6 +103,7 @@ impl CellResult {
                 .collect(),
             cpu,
             ezk: None,
+            prim: None,
         }
     }
 
@@ -126,6 +130,34 @@ impl CellResult {
             by_op: Vec::new(),
             cpu,
             ezk: Some(ezk),
+            prim: None,
+        }
+    }
+
+    /// A lock scenario's result: `ok` counts acquisitions, `latency` is
+    /// their acquire latency (request to grant).
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_prim(
+        cell: &Cell,
+        servers: &str,
+        elapsed: Duration,
+        ok: u64,
+        errors: BTreeMap<String, u64>,
+        latency: Latency,
+        cpu: CpuUse,
+        prim: PrimStats,
+    ) -> CellResult {
+        CellResult {
+            cell: cell.clone(),
+            servers: servers.to_owned(),
+            elapsed,
+            ok,
+            errors,
+            latency,
+            by_op: Vec::new(),
+            cpu,
+            ezk: None,
+            prim: Some(prim),
         }
     }
 
@@ -189,6 +221,9 @@ impl CellResult {
         }
         if let Some(ezk) = &self.ezk {
             v["ezk"] = ezk.json(self.elapsed);
+        }
+        if let Some(prim) = &self.prim {
+            v["prim"] = prim.json(self.elapsed);
         }
         v
     }
@@ -283,6 +318,9 @@ pub fn table(results: &[CellResult]) -> String {
         ));
         if let Some(ezk) = &r.ezk {
             out.push_str(&ezk.summary(r.elapsed));
+        }
+        if let Some(prim) = &r.prim {
+            out.push_str(&prim.summary(r.elapsed));
         }
         if let Some(us) = r.per_op_us(r.cpu.server_s) {
             out.push_str(&format!("  server cpu {us:.2} us/op"));

@@ -8,14 +8,17 @@
 //! throughput against payload size, reads and writes separately. From
 //! Extendable ZooKeeper (EZK): a priority queue and a quota service, each as
 //! a server-side extension and as the client-side recipe (see `ezk.rs`),
-//! swept over synchronous clients.
+//! swept over synchronous clients. From "The Cost of Consensus": the lock
+//! primitives under Poisson arrivals and exponential critical sections
+//! (`prim.rs`), one `prim-lock-<primitive>` each and `prim-locks` for all.
 
 use std::time::Duration;
 
 use crate::mix::{Mix, OpKind};
 use crate::options::{Args, Cell, Workload};
+use crate::prim::Primitive;
 
-pub const NAMES: [&str; 10] = [
+pub const NAMES: [&str; 16] = [
     "create-sync",
     "create-async",
     "ephemeral-300b",
@@ -26,7 +29,17 @@ pub const NAMES: [&str; 10] = [
     "pq-recipe",
     "quota-extension",
     "quota-recipe",
+    "prim-lock-tas",
+    "prim-lock-tas-async",
+    "prim-lock-queue",
+    "prim-lock-queue-async",
+    "prim-lock-server",
+    "prim-locks",
 ];
+
+/// The lock scenarios' clients unless --sessions (the paper's contention
+/// comes from the arrival rate and the critical section, not many clients).
+pub const LOCK_CLIENTS: usize = 4;
 
 /// Synchronous clients (consumers) of the EZK priority-queue sweep.
 pub const PQ_CLIENTS: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -136,6 +149,25 @@ pub fn cells(name: &str, args: &Args) -> Result<Vec<Cell>, String> {
                 })
                 .collect()
         }
+        "prim-locks" => Primitive::ALL
+            .iter()
+            .map(|&p| lock_cell(&cell, p, args))
+            .collect(),
+        _ if name.starts_with("prim-lock-") => {
+            match Primitive::parse(&name["prim-lock-".len()..]) {
+                Some(p) => {
+                    let mut c = lock_cell(&cell, p, args);
+                    c.label = prefix.clone();
+                    vec![c]
+                }
+                None => {
+                    return Err(format!(
+                        "unknown scenario {name:?}; known: {}",
+                        NAMES.join(", ")
+                    ))
+                }
+            }
+        }
         _ => {
             return Err(format!(
                 "unknown scenario {name:?}; known: {}",
@@ -144,6 +176,20 @@ pub fn cells(name: &str, args: &Args) -> Result<Vec<Cell>, String> {
         }
     };
     Ok(cells)
+}
+
+/// Builds a cell named by its suffix (the scenario's `cell` closure).
+type MakeCell<'a> = &'a dyn Fn(&str, &dyn Fn(&mut Cell)) -> Cell;
+
+/// One lock primitive's cell: timed, synchronous clients.
+fn lock_cell(cell: MakeCell<'_>, p: Primitive, args: &Args) -> Cell {
+    cell(p.name(), &|c| {
+        c.workload = Workload::Lock(p);
+        c.sessions = args.sessions.unwrap_or(LOCK_CLIENTS);
+        c.outstanding = 1;
+        c.ops = None;
+        c.warmup = args.warmup.unwrap_or(Duration::from_millis(500));
+    })
 }
 
 #[cfg(test)]
@@ -202,5 +248,26 @@ mod tests {
         let one = cells("quota-recipe", &args).unwrap();
         assert_eq!((one.len(), one[0].sessions), (1, 3));
         assert_eq!(one[0].workload, Workload::QuotaRecipe);
+    }
+
+    #[test]
+    fn lock_scenarios_name_their_primitive() {
+        let args = Args {
+            think: Some(Duration::from_millis(200)),
+            ..Args::default()
+        };
+        let one = cells("prim-lock-queue-async", &args).unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].label, "prim-lock-queue-async");
+        assert_eq!(one[0].workload, Workload::Lock(Primitive::QueueAsync));
+        assert_eq!(one[0].workload.name(), "prim-lock-queue-async");
+        assert_eq!(
+            (one[0].sessions, one[0].think),
+            (LOCK_CLIENTS, Duration::from_millis(200))
+        );
+        let all = cells("prim-locks", &Args::default()).unwrap();
+        assert_eq!(all.len(), Primitive::ALL.len());
+        assert_eq!(all[4].label, "prim-locks/server");
+        assert!(cells("prim-lock-nope", &args).is_err());
     }
 }

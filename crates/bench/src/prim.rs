@@ -1,0 +1,501 @@
+//! The lock experiments of "The Cost of Consensus: Synchronization in
+//! Distributed Systems" (its Figs. 10-16): each client thinks for an
+//! exponentially distributed time (mean `--think-ms`; with many clients,
+//! Poisson arrivals of lock requests), acquires the lock, holds it for an
+//! exponentially distributed critical section (mean `--hold-ms`), releases
+//! it, and thinks again. The figure is the acquire latency: from the
+//! request to the grant, waiting for other holders included.
+//!
+//! The primitives (`Primitive`), by name:
+//! - `tas`: the client-side test-and-set lock (`TasLock::lock`): create the
+//!   node; when taken, watch it and race again once it goes (the paper's
+//!   synchronous TAS).
+//! - `tas-async`: `TasLock::lock_polling`: a create every `--poll-ms` without
+//!   waiting for the previous answer (the paper's asynchronous TAS).
+//! - `queue`: the client-side queue lock (`QueueLock::acquire`): create a
+//!   sequential node, list, watch the predecessor (the synchronous queue).
+//! - `queue-async`: `QueueLock::acquire_pipelined`: the create and the first
+//!   listing sent together (the asynchronous queue, minus its polling).
+//! - `server`: the server-side FIFO lock, `examples/extensions/fifo_lock.lua`
+//!   (Stoa only), registered by the run: the ticket's create and the read of
+//!   the holder sent together, then a data watch on the lock for the
+//!   hand-off. Further server-side primitives are added by name here.
+//!
+//! The client-side ones run against any ZooKeeper-protocol server.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde_json::json;
+use stoa_client::recipes::{QueueLock, TasLock};
+use stoa_client::tokio;
+use stoa_client::tokio::sync::mpsc::UnboundedReceiver;
+use stoa_client::{
+    open_acl_unsafe, Client, ClientOptions, CreateMode, Error, EventType, KeeperState, WatchedEvent,
+};
+
+use crate::clock;
+use crate::cpu;
+use crate::driver::{error_name, new_histogram, LATENCY_US_MAX, ROOT};
+use crate::ezk::{ensure, register, unregister};
+use crate::mix::Rng;
+use crate::options::Cell;
+use crate::report::{CellResult, Latency};
+
+/// The client-side locks: the TAS lock's node, the queue lock's directory.
+pub const TAS_LOCK: &str = "/stoa-bench/prim-tas";
+pub const QUEUE_LOCK: &str = "/stoa-bench/prim-queue";
+/// Where the server-side lock extension is registered, and its lock.
+pub const SERVER_ROOT: &str = "/prim-lock";
+pub const SERVER_LOCK: &str = "/prim-lock/l";
+const SERVER_TICKET: &str = "/prim-lock/l/w-";
+const SERVER_EXTENSION: &str = "stoa-bench-fifo-lock";
+const FIFO_LOCK_SOURCE: &str = include_str!("../../../examples/extensions/fifo_lock.lua");
+
+const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
+/// An acquire begun in the window may finish after it, within this.
+const ACQUIRE_GRACE: Duration = Duration::from_secs(30);
+
+/// The locks measured, by scenario name (`prim-lock-<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Primitive {
+    Tas,
+    TasAsync,
+    Queue,
+    QueueAsync,
+    Server,
+}
+
+impl Primitive {
+    pub const ALL: [Primitive; 5] = [
+        Primitive::Tas,
+        Primitive::TasAsync,
+        Primitive::Queue,
+        Primitive::QueueAsync,
+        Primitive::Server,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Primitive::Tas => "tas",
+            Primitive::TasAsync => "tas-async",
+            Primitive::Queue => "queue",
+            Primitive::QueueAsync => "queue-async",
+            Primitive::Server => "server",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Primitive> {
+        Primitive::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Runs inside the server (Stoa's extensions only).
+    pub fn server_side(self) -> bool {
+        self == Primitive::Server
+    }
+}
+
+/// The lock figures of one cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrimStats {
+    pub primitive: Primitive,
+    pub clients: usize,
+    pub think: Duration,
+    pub hold: Duration,
+    pub poll: Duration,
+    /// Locks granted to requests made in the measured window.
+    pub acquisitions: u64,
+    /// Requests still not granted when their time ran out.
+    pub timeouts: u64,
+    pub acquire: Option<Latency>,
+}
+
+impl PrimStats {
+    pub fn json(&self, elapsed: Duration) -> serde_json::Value {
+        let secs = elapsed.as_secs_f64();
+        json!({
+            "primitive": self.primitive.name(),
+            "server_side": self.primitive.server_side(),
+            "clients": self.clients,
+            "think_ms": self.think.as_secs_f64() * 1e3,
+            "hold_ms": self.hold.as_secs_f64() * 1e3,
+            "poll_ms": self.poll.as_secs_f64() * 1e3,
+            "acquisitions": self.acquisitions,
+            "acquisitions_per_s": if secs > 0.0 { self.acquisitions as f64 / secs } else { 0.0 },
+            "timeouts": self.timeouts,
+            "acquire_us": self.acquire.map(|l| l.json()),
+        })
+    }
+
+    pub fn summary(&self, elapsed: Duration) -> String {
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        format!(
+            "  lock {}: {} clients, think {:.0} ms, hold {:.0} ms: {:.2} acquisitions/s, \
+             mean acquire {:.2} ms, {} timed out\n",
+            self.primitive.name(),
+            self.clients,
+            self.think.as_secs_f64() * 1e3,
+            self.hold.as_secs_f64() * 1e3,
+            self.acquisitions as f64 / secs,
+            self.acquire.map(|l| l.mean_us / 1e3).unwrap_or(f64::NAN),
+            self.timeouts
+        )
+    }
+}
+
+/// An exponentially distributed duration of mean `mean`.
+pub fn exponential(rng: &mut Rng, mean: Duration) -> Duration {
+    if mean.is_zero() {
+        return Duration::ZERO;
+    }
+    // u in (0, 1]: -ln(u) is finite.
+    let u = ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    // Bounded at 20 means (a chance of e^-20), so no sleep runs away.
+    Duration::from_secs_f64(mean.as_secs_f64() * (-u.ln()).min(20.0))
+}
+
+struct ClientStats {
+    latency: Histogram<u64>,
+    acquisitions: u64,
+    timeouts: u64,
+    errors: BTreeMap<String, u64>,
+}
+
+pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<CellResult, String> {
+    if cell.ops.is_some() {
+        return Err("the lock scenarios are timed: give --duration, not --ops".into());
+    }
+    let options = ClientOptions {
+        session_timeout: SESSION_TIMEOUT,
+        ..ClientOptions::default()
+    };
+    let admin = Client::connect(servers, options.clone())
+        .await
+        .map_err(|e| format!("cannot connect to {servers}: {e}"))?;
+    // Setup, not measured: the paths exist before the first request.
+    match primitive {
+        Primitive::Server => {
+            register(&admin, SERVER_EXTENSION, SERVER_ROOT, FIFO_LOCK_SOURCE).await?;
+            // One ticket taken and given back creates the lock node and shows
+            // the extension runs.
+            let ticket = admin
+                .create(
+                    SERVER_TICKET,
+                    b"",
+                    &open_acl_unsafe(),
+                    CreateMode::EphemeralSequential,
+                )
+                .await
+                .map_err(|e| format!("setup: create {SERVER_TICKET}: {e}"))?;
+            let holder = admin.get_data(SERVER_LOCK, false).await;
+            let _ = admin.delete(&ticket, -1).await;
+            match holder {
+                Ok((data, _)) if ticket.ends_with(&*String::from_utf8_lossy(&data)) => {}
+                other => {
+                    return Err(format!(
+                        "setup: getData {SERVER_LOCK} gave {other:?}, not the ticket {ticket}: \
+                         this server does not run the FIFO lock extension (server-side \
+                         primitives are Stoa's; run the client-side ones against ZooKeeper)"
+                    ))
+                }
+            }
+        }
+        _ => {
+            ensure(&admin, ROOT, b"").await?;
+            ensure(&admin, QUEUE_LOCK, b"").await?;
+        }
+    }
+    let mut clients = Vec::with_capacity(cell.sessions);
+    for _ in 0..cell.sessions {
+        clients.push(
+            Client::connect(servers, options.clone())
+                .await
+                .map_err(|e| format!("cannot connect to {servers}: {e}"))?,
+        );
+    }
+    let nonce = {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        t ^ u64::from(std::process::id())
+    };
+    let start = clock::now();
+    let warmup_end = start + cell.warmup;
+    let measure_end = warmup_end + cell.duration;
+    let server_pids = cell.server_pids.clone();
+    let cpu_at_start = tokio::spawn(async move {
+        tokio::time::sleep_until(warmup_end.into()).await;
+        (cpu::processes_cpu_s(&server_pids), cpu::own_cpu_s())
+    });
+    let mut handles = Vec::with_capacity(clients.len());
+    for (i, client) in clients.iter().enumerate() {
+        let client = client.clone();
+        let rng = Rng::new(nonce ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9));
+        let (think, hold, poll) = (cell.think, cell.hold, cell.poll);
+        handles.push(tokio::spawn(async move {
+            lock_loop(
+                client,
+                primitive,
+                rng,
+                (think, hold, poll),
+                warmup_end,
+                measure_end,
+            )
+            .await
+        }));
+    }
+    let mut stats = Vec::with_capacity(handles.len());
+    for h in handles {
+        stats.push(h.await.map_err(|e| format!("client failed: {e}"))?);
+    }
+    let (server_start, client_start) = cpu_at_start
+        .await
+        .map_err(|e| format!("cpu sampler failed: {e}"))?;
+    let cpu = cpu::used_since(&cell.server_pids, server_start, client_start);
+    for client in &clients {
+        let _ = client.close().await;
+    }
+    if primitive.server_side() {
+        unregister(&admin, SERVER_EXTENSION).await;
+    }
+    let _ = admin.close().await;
+
+    let mut all = new_histogram();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut acquisitions, mut timeouts) = (0, 0);
+    for s in stats {
+        all.add(&s.latency).expect("histograms share bounds");
+        acquisitions += s.acquisitions;
+        timeouts += s.timeouts;
+        for (k, n) in s.errors {
+            *errors.entry(k).or_insert(0) += n;
+        }
+    }
+    let latency = Latency::of(&all);
+    let prim = PrimStats {
+        primitive,
+        clients: cell.sessions,
+        think: cell.think,
+        hold: cell.hold,
+        poll: cell.poll,
+        acquisitions,
+        timeouts,
+        acquire: (!all.is_empty()).then_some(latency),
+    };
+    // Throughput over the window requests were made in (grants of requests
+    // made in it that came after it are few and counted).
+    Ok(CellResult::with_prim(
+        cell,
+        servers,
+        cell.duration,
+        acquisitions,
+        errors,
+        latency,
+        cpu,
+        prim,
+    ))
+}
+
+async fn lock_loop(
+    client: Client,
+    primitive: Primitive,
+    mut rng: Rng,
+    (think, hold, poll): (Duration, Duration, Duration),
+    warmup_end: Instant,
+    measure_end: Instant,
+) -> ClientStats {
+    let mut stats = ClientStats {
+        latency: new_histogram(),
+        acquisitions: 0,
+        timeouts: 0,
+        errors: BTreeMap::new(),
+    };
+    // The server-side lock's watch events (the recipes subscribe their own).
+    let mut events = primitive.server_side().then(|| client.events());
+    let mut tas = match TasLock::new(client.clone(), TAS_LOCK) {
+        Ok(t) => t,
+        Err(e) => {
+            stats.errors.insert(error_name(&e), 1);
+            return stats;
+        }
+    };
+    loop {
+        // Think, but start no request after the window.
+        let wake = clock::now() + exponential(&mut rng, think);
+        if wake >= measure_end {
+            break;
+        }
+        tokio::time::sleep_until(wake.into()).await;
+        let began = clock::now();
+        let measured = began >= warmup_end;
+        let timeout = (measure_end + ACQUIRE_GRACE).saturating_duration_since(began);
+        let outcome = match primitive {
+            Primitive::Tas => tas.lock(Some(timeout)).await.map(|ok| ok.then_some(None)),
+            Primitive::TasAsync => tas
+                .lock_polling(poll, Some(timeout))
+                .await
+                .map(|ok| ok.then_some(None)),
+            Primitive::Queue | Primitive::QueueAsync => {
+                match QueueLock::new(client.clone(), QUEUE_LOCK) {
+                    Ok(mut q) => {
+                        let r = if primitive == Primitive::Queue {
+                            q.acquire(Some(timeout)).await
+                        } else {
+                            q.acquire_pipelined(Some(timeout)).await
+                        };
+                        r.map(|ok| ok.then_some(Some(Held::Queue(q))))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Primitive::Server => match events.as_mut() {
+                Some(events) => server_acquire(&client, events, began + timeout)
+                    .await
+                    .map(|t| t.map(|ticket| Some(Held::Ticket(ticket)))),
+                None => Err(Error::Closed),
+            },
+        };
+        let done = clock::now();
+        let held = match outcome {
+            Ok(Some(held)) => held,
+            Ok(None) => {
+                if measured {
+                    stats.timeouts += 1;
+                }
+                break;
+            }
+            Err(e) => {
+                *stats.errors.entry(error_name(&e)).or_insert(0) += 1;
+                break;
+            }
+        };
+        if measured {
+            stats.acquisitions += 1;
+            let us = done.saturating_duration_since(began).as_micros() as u64;
+            stats.latency.saturating_record(us.clamp(1, LATENCY_US_MAX));
+        }
+        tokio::time::sleep(exponential(&mut rng, hold)).await;
+        let released = match held {
+            None => tas.release().await,
+            Some(Held::Queue(mut q)) => q.release().await,
+            Some(Held::Ticket(ticket)) => match client.delete(&ticket, -1).await {
+                Ok(()) | Err(Error::NoNode { .. }) => Ok(()),
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = released {
+            *stats
+                .errors
+                .entry(format!("release {}", error_name(&e)))
+                .or_insert(0) += 1;
+            break;
+        }
+    }
+    stats
+}
+
+enum Held {
+    Queue(QueueLock),
+    Ticket(String),
+}
+
+/// The server-side FIFO lock: takes a ticket and reads the holder in one
+/// round trip (session order: the read sees the ticket); while another
+/// holds the lock, waits for the lock's data (its holder) to change.
+/// `Ok(Some(ticket path))` once held, `Ok(None)` at the deadline (the
+/// ticket given back).
+async fn server_acquire(
+    client: &Client,
+    events: &mut UnboundedReceiver<WatchedEvent>,
+    deadline: Instant,
+) -> Result<Option<String>, Error> {
+    // Events of earlier acquisitions are stale.
+    while events.try_recv().is_ok() {}
+    let acl = open_acl_unsafe();
+    let (created, read) = tokio::join!(
+        client.create(SERVER_TICKET, b"", &acl, CreateMode::EphemeralSequential),
+        client.get_data(SERVER_LOCK, true)
+    );
+    let ticket = created?;
+    let outcome = match read {
+        Ok((holder, _)) => wait_for_grant(client, events, deadline, &ticket, holder).await,
+        Err(e) => Err(e),
+    };
+    if !matches!(outcome, Ok(true)) {
+        // Give the place up, so the lock passes on (best effort: the
+        // session's end releases it too).
+        let _ = client.delete(&ticket, -1).await;
+    }
+    outcome.map(|held| held.then_some(ticket))
+}
+
+/// Until the lock's holder is `ticket`: `Ok(false)` at the deadline.
+async fn wait_for_grant(
+    client: &Client,
+    events: &mut UnboundedReceiver<WatchedEvent>,
+    deadline: Instant,
+    ticket: &str,
+    mut holder: Vec<u8>,
+) -> Result<bool, Error> {
+    let name = ticket.rsplit('/').next().unwrap_or_default();
+    loop {
+        if holder == name.as_bytes() {
+            return Ok(true);
+        }
+        // Wait for a change of the lock's data (a bounded wait).
+        loop {
+            let next = match tokio::time::timeout_at(deadline.into(), events.recv()).await {
+                Ok(next) => next,
+                Err(_) => return Ok(false),
+            };
+            let Some(event) = next else {
+                return Err(Error::Closed);
+            };
+            if event.event_type == EventType::None {
+                match event.state {
+                    KeeperState::Expired => {
+                        return Err(Error::SessionExpired {
+                            path: SERVER_LOCK.into(),
+                        })
+                    }
+                    KeeperState::Closed => return Err(Error::Closed),
+                    KeeperState::SyncConnected => break,
+                    _ => continue,
+                }
+            }
+            if event.path == SERVER_LOCK {
+                break;
+            }
+        }
+        holder = client.get_data(SERVER_LOCK, true).await?.0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn primitives_have_names() {
+        for p in Primitive::ALL {
+            assert_eq!(Primitive::parse(p.name()), Some(p));
+        }
+        assert_eq!(Primitive::parse("nope"), None);
+        assert!(Primitive::Server.server_side() && !Primitive::Queue.server_side());
+    }
+
+    #[test]
+    fn exponential_has_its_mean() {
+        let mut rng = Rng::new(7);
+        let mean = Duration::from_millis(10);
+        let n = 20_000;
+        let total: f64 = (0..n)
+            .map(|_| exponential(&mut rng, mean).as_secs_f64())
+            .sum();
+        let got = total / n as f64;
+        assert!((got - 0.010).abs() < 0.0005, "{got}");
+        assert_eq!(exponential(&mut rng, Duration::ZERO), Duration::ZERO);
+    }
+}
