@@ -17,9 +17,11 @@
 //! - `queue-async`: `QueueLock::acquire_pipelined`: the create and the first
 //!   listing sent together (the asynchronous queue, minus its polling).
 //! - `server`: the server-side FIFO lock, `examples/extensions/fifo_lock.lua`
-//!   (Stoa only), registered by the run: the ticket's create and the read of
-//!   the holder sent together, then a data watch on the lock for the
-//!   hand-off. Further server-side primitives are added by name here.
+//!   (Stoa only), registered by the run, through `recipes::server_side`:
+//!   one create takes a ticket and its stat says whether it holds; a waiter
+//!   watches its own ticket, which the release before it grants in the
+//!   same transaction. Further server-side primitives are added by name
+//!   here.
 //!
 //! The client-side ones run against any ZooKeeper-protocol server.
 
@@ -28,12 +30,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde_json::json;
+use stoa_client::recipes::server_side::{FifoLock, Ticket};
 use stoa_client::recipes::{QueueLock, TasLock};
 use stoa_client::tokio;
-use stoa_client::tokio::sync::mpsc::UnboundedReceiver;
-use stoa_client::{
-    open_acl_unsafe, Client, ClientOptions, CreateMode, Error, EventType, KeeperState, WatchedEvent,
-};
+use stoa_client::{open_acl_unsafe, Client, ClientOptions, CreateMode};
 
 use crate::clock;
 use crate::cpu;
@@ -312,8 +312,6 @@ async fn lock_loop(
         timeouts: 0,
         errors: BTreeMap::new(),
     };
-    // The server-side lock's watch events (the recipes subscribe their own).
-    let mut events = primitive.server_side().then(|| client.events());
     let mut tas = match TasLock::new(client.clone(), TAS_LOCK) {
         Ok(t) => t,
         Err(e) => {
@@ -350,11 +348,13 @@ async fn lock_loop(
                     Err(e) => Err(e),
                 }
             }
-            Primitive::Server => match events.as_mut() {
-                Some(events) => server_acquire(&client, events, began + timeout)
-                    .await
+            // One create takes a ticket and says whether it holds; a
+            // waiter watches its own ticket, which the release before it
+            // grants (`recipes::server_side`).
+            Primitive::Server => match FifoLock::new(client.clone(), SERVER_LOCK) {
+                Ok(lock) => (lock.acquire(Some(timeout)).await)
                     .map(|t| t.map(|ticket| Some(Held::Ticket(ticket)))),
-                None => Err(Error::Closed),
+                Err(e) => Err(e),
             },
         };
         let done = clock::now();
@@ -380,10 +380,7 @@ async fn lock_loop(
         let released = match held {
             None => tas.release().await,
             Some(Held::Queue(mut q)) => q.release().await,
-            Some(Held::Ticket(ticket)) => match client.delete(&ticket, -1).await {
-                Ok(()) | Err(Error::NoNode { .. }) => Ok(()),
-                Err(e) => Err(e),
-            },
+            Some(Held::Ticket(ticket)) => ticket.release().await,
         };
         if let Err(e) = released {
             *stats
@@ -398,79 +395,7 @@ async fn lock_loop(
 
 enum Held {
     Queue(QueueLock),
-    Ticket(String),
-}
-
-/// The server-side FIFO lock: takes a ticket and reads the holder in one
-/// round trip (session order: the read sees the ticket); while another
-/// holds the lock, waits for the lock's data (its holder) to change.
-/// `Ok(Some(ticket path))` once held, `Ok(None)` at the deadline (the
-/// ticket given back).
-async fn server_acquire(
-    client: &Client,
-    events: &mut UnboundedReceiver<WatchedEvent>,
-    deadline: Instant,
-) -> Result<Option<String>, Error> {
-    // Events of earlier acquisitions are stale.
-    while events.try_recv().is_ok() {}
-    let acl = open_acl_unsafe();
-    let (created, read) = tokio::join!(
-        client.create(SERVER_TICKET, b"", &acl, CreateMode::EphemeralSequential),
-        client.get_data(SERVER_LOCK, true)
-    );
-    let ticket = created?;
-    let outcome = match read {
-        Ok((holder, _)) => wait_for_grant(client, events, deadline, &ticket, holder).await,
-        Err(e) => Err(e),
-    };
-    if !matches!(outcome, Ok(true)) {
-        // Give the place up, so the lock passes on (best effort: the
-        // session's end releases it too).
-        let _ = client.delete(&ticket, -1).await;
-    }
-    outcome.map(|held| held.then_some(ticket))
-}
-
-/// Until the lock's holder is `ticket`: `Ok(false)` at the deadline.
-async fn wait_for_grant(
-    client: &Client,
-    events: &mut UnboundedReceiver<WatchedEvent>,
-    deadline: Instant,
-    ticket: &str,
-    mut holder: Vec<u8>,
-) -> Result<bool, Error> {
-    let name = ticket.rsplit('/').next().unwrap_or_default();
-    loop {
-        if holder == name.as_bytes() {
-            return Ok(true);
-        }
-        // Wait for a change of the lock's data (a bounded wait).
-        loop {
-            let next = match tokio::time::timeout_at(deadline.into(), events.recv()).await {
-                Ok(next) => next,
-                Err(_) => return Ok(false),
-            };
-            let Some(event) = next else {
-                return Err(Error::Closed);
-            };
-            if event.event_type == EventType::None {
-                match event.state {
-                    KeeperState::Expired => {
-                        return Err(Error::SessionExpired {
-                            path: SERVER_LOCK.into(),
-                        })
-                    }
-                    KeeperState::Closed => return Err(Error::Closed),
-                    KeeperState::SyncConnected => break,
-                    _ => continue,
-                }
-            }
-            if event.path == SERVER_LOCK {
-                break;
-            }
-        }
-        holder = client.get_data(SERVER_LOCK, true).await?.0;
-    }
+    Ticket(Ticket),
 }
 
 #[cfg(test)]
