@@ -35,8 +35,8 @@ macro_rules! read_or_look_again {
         match $read {
             Ok(value) => value,
             Err(error) => match $crate::recipes::after_connection_loss(error, $deadline).await? {
-                $crate::recipes::Woken::LookAgain => continue,
                 $crate::recipes::Woken::TimedOut => return Ok($timed_out),
+                _ => continue,
             },
         }
     };
@@ -90,6 +90,9 @@ pub(crate) enum Woken {
     /// The watched node or list may have changed (or the connection came
     /// back): look again.
     LookAgain,
+    /// An event of this type on the watched path: what changed is known
+    /// (a caller that knows what such a change means need not look).
+    Changed(EventType),
     TimedOut,
 }
 
@@ -114,7 +117,7 @@ pub(crate) async fn wait_for_event(
         };
         if event.event_type != EventType::None {
             if event.path == path {
-                return Ok(Woken::LookAgain);
+                return Ok(Woken::Changed(event.event_type));
             }
             continue;
         }

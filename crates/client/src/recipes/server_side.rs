@@ -24,7 +24,7 @@
 
 use std::time::Duration;
 
-use stoa_proto::opcode::CreateMode;
+use stoa_proto::opcode::{CreateMode, EventType};
 use tokio::time::Instant;
 
 use super::{
@@ -88,8 +88,16 @@ impl Ticket {
                 }
                 Some(_) => {}
             }
-            if wait_for_event(&mut events, &self.path, deadline).await? == Woken::TimedOut {
-                return Ok(false);
+            match wait_for_event(&mut events, &self.path, deadline).await? {
+                Woken::TimedOut => return Ok(false),
+                // The extensions refuse every client's setData on a
+                // ticket: a change of its data is the grant itself, known
+                // without another round trip to read it.
+                Woken::Changed(EventType::NodeDataChanged) => {
+                    self.granted = true;
+                    return Ok(true);
+                }
+                _ => {}
             }
         }
     }
