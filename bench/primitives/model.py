@@ -26,8 +26,10 @@ when someone waits):
                                                  too (+W)
     queue        T0 = W + R   H = W + R          notified, then the listing
     queue-async  T0 = W       H = W + R          create and listing at once
-    server       T0 = W       H = W + R          notified by the hand-off's
-                                                 data change, then getData
+    server       T0 = W       H = W              the release grants the next
+                                                 ticket in its own
+                                                 transaction; the waiter's
+                                                 watch event is the grant
 
 The lock is busy for a hold plus a hand-off per grant: mean service time
 S = hold + H, mu = 1/S. Arrivals: N clients, each thinking Z (mean) after
@@ -83,8 +85,10 @@ def round_trips(primitive, c, q, w0, r0, poll_ms):
         return 2 * W, 2 * W + q + w0 + poll_ms / 2.0, W
     if primitive == "queue":
         return W + R, W + R, W
-    if primitive in ("queue-async", "server"):
+    if primitive == "queue-async":
         return W, W + R, W
+    if primitive == "server":
+        return W, W, W
     raise ValueError("no model for primitive %r" % primitive)
 
 
