@@ -26,7 +26,11 @@ from .results import load as load_results
 from .runner import run_bench
 from .systems import SYSTEMS, family, note_versions, of_family
 
-SECTIONS = ("matrix", "ezk", "resources", "ensemble", "failover")
+# The sections whose results bench/results.json keeps (and a partial run
+# reuses), then the Cost of Consensus grid, which keeps its own
+# (docs/bench/primitives*.json) and writes docs/primitives.md.
+RESULT_SECTIONS = ("matrix", "ezk", "resources", "ensemble", "failover")
+SECTIONS = RESULT_SECTIONS + ("primitives",)
 # Context keys that describe the standalone matrix and EZK runs (taken from
 # results.json when --sections reuses them).
 MATRIX_CTX = ("repeats", "duration", "peak_duration", "peak_revisit", "warmup", "global_warmup",
@@ -51,8 +55,9 @@ def parse_args():
                     help="the systems to run, of %s (default all; one named here that cannot "
                     "be installed stops the run, where otherwise it is left out)"
                     % ", ".join(SYSTEMS))
-    ap.add_argument("--sections", default=",".join(SECTIONS),
-                    help="what to run, of %s (default all); the others are taken from the "
+    ap.add_argument("--sections", default=None,
+                    help="what to run, of %s (default all; --quick leaves primitives out, "
+                    "a grid of some 20 minutes per system); the others are taken from the "
                     "out dir's bench/results.json" % ", ".join(SECTIONS))
     ap.add_argument("--rounds", type=int,
                     help="failover: leader kills per system (default 3; quick 1)")
@@ -160,7 +165,7 @@ def reuse_previous(prev, sections, ctx, run):
         ctx["stoa_version"] = "%s (%s); the reused sections: %s" % (
             ctx["stoa_version"], ", ".join(sections), prev["ctx"]["stoa_version"])
     # A results.json from before the failover section has none to reuse.
-    reused = [x for x in SECTIONS if x not in sections and (x != "failover" or prev["failover"])]
+    reused = [x for x in RESULT_SECTIONS if x not in sections and (x != "failover" or prev["failover"])]
     if reused:
         ctx["reused"] = "%s from the run of %s (`%s`)" % (
             ", ".join(reused), prev["ctx"].get("date", "?"), prev["ctx"].get("command", "?"))
@@ -252,7 +257,8 @@ def main():
     opts = parse_args()
     if opts.report_only:
         return report_only(opts)
-    sections = listed(opts.sections, SECTIONS, "--sections")
+    default = RESULT_SECTIONS if opts.quick else SECTIONS
+    sections = listed(opts.sections or ",".join(default), SECTIONS, "--sections")
     ensure_plotting_venv(not opts.no_install)
     anchors = available_systems(opts)
     use(anchors)
@@ -271,7 +277,7 @@ def main():
            "ensemble": None, "failover": None}
     # The sections not run now come from the last results, if any.
     saved_path = os.path.join(plot_dir, "results.json")
-    if set(sections) != set(SECTIONS) and os.path.exists(saved_path):
+    if not set(RESULT_SECTIONS) <= set(sections) and os.path.exists(saved_path):
         reuse_previous(load_results(saved_path), sections, ctx, run)
         note_versions(ctx["versions"])
 
@@ -280,3 +286,30 @@ def main():
     report = write_outputs(out_dir, run["cells"], run["med"], ctx, run["ezk_points"],
                            run["ezk_med"], run["resources"], run["ensemble"], run["failover"])
     log("wrote %s and %s (%.0f s)" % (report, plot_dir, time.monotonic() - started))
+    if "primitives" in sections:
+        run_primitives(systems, out_dir)
+
+
+def run_primitives(systems, out_dir):
+    """The Cost of Consensus grid (bench/primitives/run.py, its default):
+    Stoa's run, then ZooKeeper's client-side recipes when Debian's
+    ZooKeeper is among the systems; docs/primitives.md's measured section
+    and figures from both (into the repository's docs only)."""
+    import subprocess
+    here = os.path.join(REPO, "bench", "primitives")
+    work = tempfile.mkdtemp(prefix="stoa-bench-primitives-")
+    runs = [("stoa", [])] + ([("zookeeper", ["--zookeeper"])] if "zookeeper" in systems else [])
+    results = []
+    for name, extra in runs:
+        log("primitives: the default grid on %s (bench/primitives/run.py)" % name)
+        out = os.path.join(work, name)
+        subprocess.run([sys.executable, os.path.join(here, "run.py"), "--out", out] + extra,
+                       check=True)
+        results.append(os.path.join(out, "results.json"))
+    if os.path.realpath(out_dir) == os.path.realpath(os.path.join(REPO, "docs")):
+        # It writes docs/bench/primitives*.json and the figures too.
+        subprocess.run([sys.executable, os.path.join(here, "report.py")] + results, check=True)
+        log("primitives: wrote docs/primitives.md")
+    else:
+        log("primitives: results in %s (docs/primitives.md is written only for docs/)"
+            % ", ".join(results))
