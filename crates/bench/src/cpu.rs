@@ -32,6 +32,48 @@ pub fn used_since(
     }
 }
 
+/// The CPU used over a measured window: sampled when it starts (by a task
+/// of its own, at `start`) and again once every client's result is in.
+pub struct Window {
+    server_pids: Vec<u32>,
+    at_start: stoa_client::tokio::task::JoinHandle<(Option<f64>, Option<f64>)>,
+}
+
+impl Window {
+    pub fn starting_at(start: std::time::Instant, server_pids: &[u32]) -> Window {
+        let pids = server_pids.to_vec();
+        let at_start = stoa_client::tokio::spawn(async move {
+            stoa_client::tokio::time::sleep_until(start.into()).await;
+            (processes_cpu_s(&pids), own_cpu_s())
+        });
+        Window {
+            server_pids: server_pids.to_vec(),
+            at_start,
+        }
+    }
+
+    /// Every client's result (`what` names them in an error), then the CPU
+    /// the servers and this process used since the window began.
+    pub async fn gather<T>(
+        self,
+        clients: Vec<stoa_client::tokio::task::JoinHandle<T>>,
+        what: &str,
+    ) -> Result<(Vec<T>, crate::report::CpuUse), String> {
+        let mut results = Vec::with_capacity(clients.len());
+        for client in clients {
+            results.push(client.await.map_err(|e| format!("{what} failed: {e}"))?);
+        }
+        let (server_start, client_start) = self
+            .at_start
+            .await
+            .map_err(|e| format!("cpu sampler failed: {e}"))?;
+        Ok((
+            results,
+            used_since(&self.server_pids, server_start, client_start),
+        ))
+    }
+}
+
 pub fn own_cpu_s() -> Option<f64> {
     read_stat("/proc/self/stat")
 }

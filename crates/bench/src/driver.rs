@@ -207,11 +207,7 @@ pub async fn measure<B: Backend>(
     });
 
     // CPU time over the measured window: sampled at its start and end.
-    let server_pids = cell.server_pids.clone();
-    let cpu_at_start = tokio::spawn(async move {
-        tokio::time::sleep_until(warmup_end.into()).await;
-        (cpu::processes_cpu_s(&server_pids), cpu::own_cpu_s())
-    });
+    let cpu_window = cpu::Window::starting_at(warmup_end, &cell.server_pids);
     let mut handles = Vec::with_capacity(workers);
     for (s, session) in sessions.iter().enumerate() {
         for k in 0..cell.outstanding {
@@ -221,14 +217,7 @@ pub async fn measure<B: Backend>(
             handles.push(tokio::spawn(worker(session, plan, id, start)));
         }
     }
-    let mut stats = Vec::with_capacity(workers);
-    for handle in handles {
-        stats.push(handle.await.map_err(|e| format!("worker failed: {e}"))?);
-    }
-    let (server_start, client_start) = cpu_at_start
-        .await
-        .map_err(|e| format!("cpu sampler failed: {e}"))?;
-    let cpu = cpu::used_since(&cell.server_pids, server_start, client_start);
+    let (mut stats, cpu) = cpu_window.gather(handles, "worker").await?;
     if cell.clean_up {
         // After the CPU sample: none of it is counted.
         let left = stats.iter_mut().map(|s| std::mem::take(&mut s.left));

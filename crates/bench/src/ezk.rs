@@ -424,11 +424,7 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
         },
         tickets: AtomicU64::new(cell.ops.unwrap_or(0)),
     });
-    let server_pids = cell.server_pids.clone();
-    let cpu_at_start = tokio::spawn(async move {
-        tokio::time::sleep_until(warmup_end.into()).await;
-        (cpu::processes_cpu_s(&server_pids), cpu::own_cpu_s())
-    });
+    let cpu_window = cpu::Window::starting_at(warmup_end, &cell.server_pids);
     let mut handles = Vec::with_capacity(clients.len());
     for client in &clients {
         let client = client.clone();
@@ -445,14 +441,7 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
             }
         }));
     }
-    let mut stats = Vec::with_capacity(handles.len());
-    for h in handles {
-        stats.push(h.await.map_err(|e| format!("client failed: {e}"))?);
-    }
-    let (server_start, client_start) = cpu_at_start
-        .await
-        .map_err(|e| format!("cpu sampler failed: {e}"))?;
-    let cpu = cpu::used_since(&cell.server_pids, server_start, client_start);
+    let (stats, cpu) = cpu_window.gather(handles, "client").await?;
     let mut producer_errors = BTreeMap::new();
     if let Some((producer, handle)) = producer {
         queue.stop.store(true, Ordering::Relaxed);
