@@ -36,7 +36,7 @@ use crate::cpu;
 use crate::driver::{error_name, new_histogram, LATENCY_US_MAX, ROOT};
 use crate::mix::Rng;
 use crate::options::{Cell, Workload};
-use crate::report::{CellResult, Latency};
+use crate::report::{CellResult, Latency, ScenarioStats};
 
 /// Where the benchmark registers `priority_queue.lua` (any path would do).
 pub const QUEUE: &str = "/queue";
@@ -503,7 +503,7 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
         release: (!is_queue).then_some(release),
     };
     let elapsed = last_done.saturating_duration_since(warmup_end);
-    Ok(CellResult::with_ezk(
+    Ok(CellResult::of_scenario(
         cell,
         servers,
         elapsed,
@@ -511,7 +511,7 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
         errors,
         Latency::of(&all),
         cpu,
-        ezk,
+        ScenarioStats::Ezk(ezk),
     ))
 }
 

@@ -41,7 +41,7 @@ use crate::driver::{error_name, new_histogram, LATENCY_US_MAX, ROOT};
 use crate::ezk::{ensure, register, unregister};
 use crate::mix::Rng;
 use crate::options::Cell;
-use crate::report::{CellResult, Latency};
+use crate::report::{CellResult, Latency, ScenarioStats};
 
 /// The client-side locks: the TAS lock's node, the queue lock's directory.
 pub const TAS_LOCK: &str = "/stoa-bench/prim-tas";
@@ -275,7 +275,7 @@ pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<Cel
     };
     // Throughput over the window requests were made in (grants of requests
     // made in it that came after it are few and counted).
-    Ok(CellResult::with_prim(
+    Ok(CellResult::of_scenario(
         cell,
         servers,
         cell.duration,
@@ -283,7 +283,7 @@ pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<Cel
         errors,
         latency,
         cpu,
-        prim,
+        ScenarioStats::Prim(prim),
     ))
 }
 

@@ -56,6 +56,12 @@ pub struct CpuUse {
     pub client_s: Option<f64>,
 }
 
+/// The figures of a scenario that are its own.
+pub enum ScenarioStats {
+    Ezk(EzkStats),
+    Prim(PrimStats),
+}
+
 #[derive(Debug, Clone)]
 pub struct CellResult {
     pub cell: Cell,
@@ -107,10 +113,13 @@ impl CellResult {
         }
     }
 
-    /// An EZK scenario's result: `ok` counts logical operations (dequeues,
-    /// allocations and releases), `latency` theirs, retries included.
+    /// A scenario's result with figures of its own: an EZK scenario's
+    /// (`ok` counts logical operations, dequeues, allocations and
+    /// releases, `latency` theirs, retries included) or a lock scenario's
+    /// (`ok` counts acquisitions, `latency` is their acquire latency,
+    /// request to grant).
     #[allow(clippy::too_many_arguments)]
-    pub fn with_ezk(
+    pub fn of_scenario(
         cell: &Cell,
         servers: &str,
         elapsed: Duration,
@@ -118,8 +127,12 @@ impl CellResult {
         errors: BTreeMap<String, u64>,
         latency: Latency,
         cpu: CpuUse,
-        ezk: EzkStats,
+        stats: ScenarioStats,
     ) -> CellResult {
+        let (ezk, prim) = match stats {
+            ScenarioStats::Ezk(ezk) => (Some(ezk), None),
+            ScenarioStats::Prim(prim) => (None, Some(prim)),
+        };
         CellResult {
             cell: cell.clone(),
             servers: servers.to_owned(),
@@ -129,35 +142,8 @@ impl CellResult {
             latency,
             by_op: Vec::new(),
             cpu,
-            ezk: Some(ezk),
-            prim: None,
-        }
-    }
-
-    /// A lock scenario's result: `ok` counts acquisitions, `latency` is
-    /// their acquire latency (request to grant).
-    #[allow(clippy::too_many_arguments)]
-    pub fn with_prim(
-        cell: &Cell,
-        servers: &str,
-        elapsed: Duration,
-        ok: u64,
-        errors: BTreeMap<String, u64>,
-        latency: Latency,
-        cpu: CpuUse,
-        prim: PrimStats,
-    ) -> CellResult {
-        CellResult {
-            cell: cell.clone(),
-            servers: servers.to_owned(),
-            elapsed,
-            ok,
-            errors,
-            latency,
-            by_op: Vec::new(),
-            cpu,
-            ezk: None,
-            prim: Some(prim),
+            ezk,
+            prim,
         }
     }
 
