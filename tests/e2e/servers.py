@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -61,20 +62,56 @@ SUPER_DIGEST = digest("super", SUPER_PASSWORD)
 _HANDED_OUT = set()
 
 
+def _listen_ports():
+    """The range listening ports are handed out from: just below the
+    kernel's ephemeral range. Outgoing connections take their local ports
+    from that range, so a port chosen there and let go before its server
+    binds it can be taken by any connection meanwhile (a quorum port lost
+    that way stopped an ensemble's start: "Address already in use")."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    top = low - 1
+    bottom = max(1024, top - 12000)
+    return (bottom, top) if top - bottom >= 1000 else None
+
+
+_LISTEN_PORTS = _listen_ports()
+_PICK = random.Random(os.getpid() ^ int(time.time()))
+
+
+def _bind_unhanded(sock):
+    """Binds `sock` to a 127.0.0.1 port not handed out before in this run,
+    from the listening range when there is one; the port."""
+    if _LISTEN_PORTS is not None:
+        for _ in range(500):
+            port = _PICK.randint(*_LISTEN_PORTS)
+            if port in _HANDED_OUT:
+                continue
+            try:
+                sock.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    # No range (not Linux): the kernel's pick, which may repeat one.
+    sock.bind(("127.0.0.1", 0))
+    return sock.getsockname()[1]
+
+
 def free_port():
-    """A port free now and not handed out before in this run: the kernel
+    """A port free now and not handed out before in this run (the kernel
     may offer a just-closed port again, and two servers of one ensemble
-    given the same port would fail to start."""
-    while True:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        finally:
-            s.close()
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
+    given the same port would fail to start), outside the range outgoing
+    connections take theirs from (`_listen_ports`)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        port = _bind_unhanded(s)
+    finally:
+        s.close()
+    _HANDED_OUT.add(port)
+    return port
 
 
 @contextlib.contextmanager
@@ -87,9 +124,9 @@ def held_ports(n):
         for _ in range(n):
             sk = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             socks.append(sk)
-            sk.bind(("127.0.0.1", 0))
-            ports.append(sk.getsockname()[1])
-        _HANDED_OUT.update(ports)
+            port = _bind_unhanded(sk)
+            ports.append(port)
+            _HANDED_OUT.add(port)
         yield ports
     finally:
         for sk in socks:
