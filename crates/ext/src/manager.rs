@@ -92,20 +92,13 @@ fn events_from_table(t: &mlua::Table) -> Result<Vec<(EventType, String)>, String
     let mut events = Vec::new();
     for entry in t.clone().pairs::<Value, Value>() {
         let (key, value) = entry.map_err(|e| e.to_string())?;
-        let (Value::Integer(_), Value::Table(event)) = (&key, &value) else {
+        let (Value::Integer(index), Value::Table(event)) = (key, value) else {
             return Err("a list of events holds { type = ..., path = ... } tables only".into());
         };
-        events.push((key_index(&key), one(event)?));
+        events.push((index, one(&event)?));
     }
     events.sort_by_key(|(index, _)| *index);
     Ok(events.into_iter().map(|(_, event)| event).collect())
-}
-
-fn key_index(key: &Value) -> i64 {
-    match key {
-        Value::Integer(i) => *i,
-        _ => 0,
-    }
 }
 
 /// All registered extensions, each in its own Lua state.

@@ -23,3 +23,16 @@ pub mod tls;
 pub use config::{ConfigError, ServerConfig};
 pub use partition::run;
 pub use stoa_core::{engine, fourlw, membership, raft_log, session, stats, watch};
+
+/// 64 unpredictable bits, for nonces and seeds: std's hasher keys come from
+/// the OS's randomness, and each `RandomState` is keyed anew.
+pub fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
+}

@@ -91,13 +91,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         enforce_auth_schemes: config
             .enforce_auth_enabled
             .then(|| config.enforce_auth_schemes.clone()),
-        nonce_seed: {
-            use std::hash::{BuildHasher, Hasher};
-            // RandomState is keyed from the OS's randomness.
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_i64(wall_clock_ms());
-            hasher.finish()
-        },
+        nonce_seed: crate::random_u64(),
     }
 }
 
@@ -136,12 +130,19 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         storage::recover(&config.snapshot_dir(), &config.wal_dir(), config.partitions)?;
     crate::memory::return_free_memory();
     let mut engine_cfg = engine_config(&config);
-    if let Some(path) = &config.jaas_login_config {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
+    // Read once: clients' SASL and members' both come from it.
+    let jaas = match &config.jaas_login_config {
+        Some(path) => Some((
+            path.as_path(),
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    if let Some((path, text)) = &jaas {
         // A file for members' SASL alone may have no Server section.
-        if !config.quorum_sasl.enable || crate::jaas::has_section(&text, "Server") {
-            engine_cfg.sasl_users = crate::jaas::server_digest_users(&text)
+        if !config.quorum_sasl.enable || crate::jaas::has_section(text, "Server") {
+            engine_cfg.sasl_users = crate::jaas::server_digest_users(text)
                 .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
             log::info!(
                 "SASL DIGEST-MD5 for {} user(s) from {}",
@@ -150,6 +151,11 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             );
         }
     }
+    // Members' SASL, checked only where there are members (as before).
+    let peer_sasl = match &ensemble {
+        Some(_) => quorum_sasl(&config, jaas.as_ref().map(|(p, t)| (*p, t.as_str())))?,
+        None => None,
+    };
     if config.enforce_auth_enabled && config.enforce_auth_schemes.is_empty() {
         return Err("enforce.auth.enabled=true needs enforce.auth.schemes (e.g. sasl)".into());
     }
@@ -200,8 +206,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
                 } else {
                     None
                 };
-                let sasl = quorum_sasl(&config)?;
-                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx, tls, sasl)
+                let network = PeerNetwork::start(e.me.id, listen, &others, peer_tx, tls, peer_sasl)
                     .await
                     .map_err(|e| e.to_string())?;
                 log::info!("peers: listening on {listen}, dialing {others:?}");
@@ -336,9 +341,12 @@ fn quorum_tls(config: &ServerConfig) -> Result<crate::peer::PeerTls, String> {
     })
 }
 
-/// `quorum.auth.enableSasl=true`: the JAAS file's learner and server
-/// sections, as ZooKeeper checks the keys against each other.
-fn quorum_sasl(config: &ServerConfig) -> Result<Option<crate::peer_sasl::PeerSasl>, String> {
+/// `quorum.auth.enableSasl=true`: the JAAS file's (path, text) learner and
+/// server sections, as ZooKeeper checks the keys against each other.
+fn quorum_sasl(
+    config: &ServerConfig,
+    jaas: Option<(&std::path::Path, &str)>,
+) -> Result<Option<crate::peer_sasl::PeerSasl>, String> {
     let settings = &config.quorum_sasl;
     if !settings.enable {
         if settings.learner_require || settings.server_require {
@@ -355,20 +363,18 @@ fn quorum_sasl(config: &ServerConfig) -> Result<Option<crate::peer_sasl::PeerSas
                     quorum.auth.serverRequireSasl cannot be enabled"
             .into());
     }
-    let Some(path) = &config.jaas_login_config else {
+    let Some((path, text)) = jaas else {
         return Err(
             "quorum.auth.enableSasl=true needs jaasLoginConfig (a JAAS file with the \
                     QuorumServer and QuorumLearner sections)"
                 .into(),
         );
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
     let in_file = |e: String| format!("jaasLoginConfig {}: {e}", path.display());
     Ok(Some(crate::peer_sasl::PeerSasl {
-        learner: crate::jaas::section_credentials(&text, &settings.learner_context)
+        learner: crate::jaas::section_credentials(text, &settings.learner_context)
             .map_err(in_file)?,
-        server_users: crate::jaas::section_digest_users(&text, &settings.server_context)
+        server_users: crate::jaas::section_digest_users(text, &settings.server_context)
             .map_err(in_file)?,
         learner_require: settings.learner_require,
         server_require: settings.server_require,

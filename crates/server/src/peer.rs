@@ -473,10 +473,14 @@ impl PeerNetwork {
             );
         }
         let mut known = self.known.borrow_mut();
-        known.ids = peers.iter().map(|(id, _)| *id).collect();
-        known.membership_version = version;
-        let ids = known.ids.clone();
-        known.sasl_refused_by.retain(|id| ids.contains(id));
+        let Known {
+            ids,
+            sasl_refused_by,
+            membership_version,
+        } = &mut *known;
+        *ids = peers.iter().map(|(id, _)| *id).collect();
+        *membership_version = version;
+        sasl_refused_by.retain(|id| ids.contains(id));
     }
 
     /// Queues a message; false when the peer is unknown or its queue is full
@@ -583,10 +587,7 @@ async fn dial_loop(
                         };
                         let delay = *connection.delay;
                         log::warn!("peer {peer} at {address}: TLS: {why}; retrying in {delay:?}");
-                        match back_off(connection.queue, connection.delay).await {
-                            true => Ended::Redial,
-                            false => Ended::Stop,
-                        }
+                        redial_later(connection.queue, connection.delay).await
                     }
                 }
             }
@@ -649,10 +650,7 @@ impl Connection<'_> {
             if let Err(e) = authenticated {
                 let delay = *self.delay;
                 log::warn!("peer {peer} at {address}: {}; retrying in {delay:?}", e.0);
-                return match back_off(self.queue, self.delay).await {
-                    true => Ended::Redial,
-                    false => Ended::Stop,
-                };
+                return redial_later(self.queue, self.delay).await;
             }
         }
         if self.refused_at.is_none() {
@@ -727,6 +725,16 @@ impl Connection<'_> {
                 }
             }
         }
+    }
+}
+
+/// After a failed handshake: backs off, then redials (or stops, once the
+/// sending side is gone).
+async fn redial_later(queue: &mut mpsc::Receiver<PeerMessage>, delay: &mut Duration) -> Ended {
+    if back_off(queue, delay).await {
+        Ended::Redial
+    } else {
+        Ended::Stop
     }
 }
 

@@ -56,21 +56,9 @@ pub struct PeerSasl {
     pub server_require: bool,
 }
 
-/// 128 unpredictable bits as hex (std's hasher keys come from the OS's
-/// randomness), for nonces.
+/// 128 unpredictable bits as hex, for nonces.
 fn random_token() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut token = String::with_capacity(32);
-    for _ in 0..2 {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        token.push_str(&format!("{:016x}", hasher.finish()));
-    }
-    token
+    format!("{:016x}{:016x}", crate::random_u64(), crate::random_u64())
 }
 
 async fn write_step<W: AsyncWrite + Unpin>(

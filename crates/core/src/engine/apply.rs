@@ -39,13 +39,8 @@ impl Engine {
             } else {
                 None
             };
-            if is_txn && zxid.is_none() {
-                // apply_entry stops at it, in its place.
-                log::error!(
-                    "partition {partition}, raft index {}: a committed entry without a zxid",
-                    entry.index
-                );
-            }
+            // An undecodable one has no zxid either: it passes as an entry
+            // outside the order, and apply_entry stops at it.
             if let Some(voids) = is_txn.then(|| Txn::seal_of(&entry.data)).flatten() {
                 order.add_voids(&voids);
             }

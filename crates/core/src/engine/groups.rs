@@ -29,6 +29,18 @@ use super::{Engine, RAFT_ELECTION_TICKS};
 /// election timeout.
 const FORCE_CAMPAIGN_TICKS: u32 = 4 * RAFT_ELECTION_TICKS as u32;
 
+/// A zxid of the epoch's counter: the leader starts a new epoch well before
+/// it ends (`wants_new_epoch`), so running out is a bug.
+fn within_counter(zxid: Result<i64, crate::zxid::Exhausted>) -> i64 {
+    match zxid {
+        Ok(zxid) => zxid,
+        Err(e) => panic!(
+            "zxid counter of epoch {} used up, reserve included",
+            e.epoch
+        ),
+    }
+}
+
 impl Engine {
     /// The epoch zxids are handed out in: the highest term over the groups
     /// (docs/zxids.md, `crate::zxid::server_epoch`).
@@ -43,14 +55,7 @@ impl Engine {
             self.order.is_none() || self.sealed,
             "a zxid handed out before the leader's seal"
         );
-        let epoch = self.epoch();
-        let zxid = match self.zxids.next(epoch) {
-            Ok(zxid) => zxid,
-            Err(e) => panic!(
-                "zxid counter of epoch {} used up, reserve included",
-                e.epoch
-            ),
-        };
+        let zxid = within_counter(self.zxids.next(self.epoch()));
         let applied = self.applied_zxid();
         assert!(
             zxid > applied,
@@ -62,13 +67,7 @@ impl Engine {
     /// The zxid `next_zxid` will hand out (extension replies carry it in
     /// the stats of what the call writes).
     pub(super) fn peek_next_zxid(&self) -> i64 {
-        match self.zxids.peek(self.epoch()) {
-            Ok(zxid) => zxid,
-            Err(e) => panic!(
-                "zxid counter of epoch {} used up, reserve included",
-                e.epoch
-            ),
-        }
+        within_counter(self.zxids.peek(self.epoch()))
     }
 
     /// The newest zxid handed out in this epoch, or applied (if none).
