@@ -94,14 +94,7 @@ class PrimTopology:
     def destroy(self):
         relay, self._relay = self._relay, None
         if relay is not None:
-            if relay.poll() is None:
-                relay.terminate()
-                try:
-                    relay.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    relay.kill()
-                    relay.wait(timeout=5)
-            relay.stdout.close()
+            regions.stop_relay(relay)
         if self._ns_made:
             try:
                 netns.ip("netns", "del", self.client_ns, check=False)

@@ -972,3 +972,20 @@ def set_member_cfg(member, changes):
     lines += ["%s=%s" % (k, v) for k, v in changes.items() if v is not None]
     with open(member.cfg_path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def ensemble_replicates(ens, path):
+    """Starts `ens`, writes `path` through its client member and reads it
+    back from the member that neither leads nor serves that client;
+    (leader, that member)."""
+    from kazoo.client import KazooClient
+    ens.start()
+    leader = ens.leader()
+    assert leader is not None
+    other = [m for m in ens.members if m is not ens.client_member and m is not leader][0]
+    with started_client(KazooClient(hosts=ens.hosts, timeout=10)) as c:
+        c.create(path, b"1")
+    with started_client(KazooClient(hosts=other.hosts, timeout=10)) as reader:
+        reader.sync(path)
+        assert reader.get(path)[0] == b"1"
+    return leader, other

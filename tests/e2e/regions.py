@@ -65,6 +65,19 @@ def unavailable_reason():
     return netns.unavailable_reason()
 
 
+def stop_relay(relay):
+    """Stops a wanlink.py relay started with its stdout piped (TERM, then
+    KILL after 5 s)."""
+    if relay.poll() is None:
+        relay.terminate()
+        try:
+            relay.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            relay.kill()
+            relay.wait(timeout=5)
+    relay.stdout.close()
+
+
 class Regions(netns.Topology):
     """netns.Topology whose members sit in regions (a list of member counts,
     region 0 first) joined by WAN links of wan_rtt_ms round trip."""
@@ -142,14 +155,7 @@ class Regions(netns.Topology):
 
     def destroy(self):
         for relay in self._relays:
-            if relay.poll() is None:
-                relay.terminate()
-                try:
-                    relay.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    relay.kill()
-                    relay.wait(timeout=5)
-            relay.stdout.close()
+            stop_relay(relay)
         self._relays = []
         super().destroy()
 

@@ -149,15 +149,7 @@ def test_members_authenticate_to_each_other_and_one_that_cannot_stays_out(reques
             "quorum.auth.serverRequireSasl": "true"}
     ens = harness.Ensemble(kind="stoa", extra_cfg=sasl)
     request.addfinalizer(ens.cleanup)
-    ens.start()
-    leader = ens.leader()
-    assert leader is not None
-    other = [m for m in ens.members if m is not ens.client_member and m is not leader][0]
-    with harness.started_client(KazooClient(hosts=ens.hosts, timeout=10)) as c:
-        c.create("/over-sasl", b"1")
-    with harness.started_client(KazooClient(hosts=other.hosts, timeout=10)) as reader:
-        reader.sync("/over-sasl")
-        assert reader.get("/over-sasl")[0] == b"1"
+    leader, other = harness.ensemble_replicates(ens, "/over-sasl")
 
     wrong = tmp_path / "wrong.conf"
     wrong.write_text(QUORUM_JAAS % "guess")

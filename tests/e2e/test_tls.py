@@ -340,15 +340,7 @@ def test_an_ensemble_talks_over_tls_and_refuses_members_without_a_trusted_certif
     speaks plain TCP, never joins: it serves no session, the others go on writing."""
     ens = harness.Ensemble(kind="stoa", extra_cfg=quorum_tls_cfg(certs))
     request.addfinalizer(ens.cleanup)
-    ens.start()
-    leader = ens.leader()
-    assert leader is not None
-    other = [m for m in ens.members if m is not ens.client_member and m is not leader][0]
-    with harness.started_client(KazooClient(hosts=ens.hosts, timeout=10)) as c:
-        c.create("/over-tls", b"1")
-    with harness.started_client(KazooClient(hosts=other.hosts, timeout=10)) as reader:
-        reader.sync("/over-tls")
-        assert reader.get("/over-tls")[0] == b"1"
+    leader, other = harness.ensemble_replicates(ens, "/over-tls")
 
     for replace, what in (({"ssl.quorum.keyStore.location": rogue_key_store(certs)},
                            "a certificate of another CA"),
