@@ -69,10 +69,32 @@ impl Engine {
         let entries = ready.take_entries();
         let must_sync = ready.must_sync() || installed.is_some();
         let core = &mut self.cores[partition];
+        let mut after_persist = ready.take_persisted_messages();
+        // raft holds every message of a follower until its ready is
+        // durable, heartbeat responses included, so a slow disk silenced
+        // the followers and their leader stepped down for want of a
+        // quorum (check-quorum) although every member was alive. A
+        // heartbeat response acknowledges nothing a ready persists; only
+        // a new term or vote must reach the disk before anything speaks
+        // for it.
+        if ready.hs().is_some_and(|hs| {
+            let stored = core.raft.store().hard_state();
+            hs.term != stored.term || hs.vote != stored.vote
+        }) {
+            core.term_or_vote_unsynced = Some(ready.number());
+        }
+        if core.term_or_vote_unsynced.is_none() {
+            after_persist.retain(|message| {
+                if message.get_msg_type() != MessageType::MsgHeartbeatResponse {
+                    return true;
+                }
+                self.out.messages.push((tag, message.clone()));
+                false
+            });
+        }
         if let Some(hs) = ready.hs() {
             core.raft.mut_store().set_hard_state(hs.clone());
         }
-        let after_persist = ready.take_persisted_messages();
         // A ready with messages to send after persistence needs a job
         // even when it writes nothing: its acknowledgement (in order,
         // after every earlier batch) is what releases them.

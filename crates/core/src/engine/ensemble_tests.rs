@@ -28,10 +28,10 @@ struct Cluster {
     client_closed: Vec<bool>,
     /// A server cut off from the others: messages to or from it are lost.
     isolated: Option<u64>,
-    /// An engine whose disk is slow: its WAL batches are acknowledged only
-    /// by `release_persists` (the newest ready held, per partition 0).
-    slow_disk: Option<usize>,
-    held_persist: Option<u64>,
+    /// Engines whose disks are slow: their WAL batches are acknowledged
+    /// only by `release_persists` (the newest ready held, per partition 0).
+    slow_disks: Vec<usize>,
+    held_persists: Vec<Option<u64>>,
 }
 
 impl Cluster {
@@ -58,8 +58,8 @@ impl Cluster {
             client_bytes: vec![0; IDS.len()],
             client_closed: vec![false; IDS.len()],
             isolated: None,
-            slow_disk: None,
-            held_persist: None,
+            slow_disks: Vec::new(),
+            held_persists: vec![None; IDS.len()],
         }
     }
 
@@ -105,8 +105,8 @@ impl Cluster {
             let Some(last) = out.persists.last().map(|j| j.number) else {
                 break;
             };
-            if self.slow_disk == Some(i) {
-                self.held_persist = Some(last);
+            if self.slow_disks.contains(&i) {
+                self.held_persists[i] = Some(last);
                 break;
             }
             self.engines[i].handle(Input::Persisted {
@@ -138,16 +138,15 @@ impl Cluster {
         }
     }
 
-    /// The slow disk catches up: its held batches are durable now.
+    /// The slow disks catch up: their held batches are durable now.
     fn release_persists(&mut self) {
-        let Some(i) = self.slow_disk.take() else {
-            return;
-        };
-        if let Some(number) = self.held_persist.take() {
-            self.engines[i].handle(Input::Persisted {
-                partition: 0,
-                number,
-            });
+        for i in std::mem::take(&mut self.slow_disks) {
+            if let Some(number) = self.held_persists[i].take() {
+                self.engines[i].handle(Input::Persisted {
+                    partition: 0,
+                    number,
+                });
+            }
         }
         self.pump();
     }
@@ -472,6 +471,44 @@ fn a_closed_connection_from_a_live_leader_changes_nothing() {
 }
 
 #[test]
+fn a_leader_whose_followers_disks_stall_keeps_leading() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    let term = cluster.engines[leader].cores[0].raft.raft.term;
+    cluster.connect_client(leader);
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    // Both followers' disks take far longer than raft's election timeout
+    // (10-20 ticks) to sync the write they were sent.
+    cluster.slow_disks = followers.clone();
+    cluster.send_create(leader, 1, "/stalled", b"x".to_vec());
+    for _ in 0..40 {
+        cluster.tick();
+    }
+    assert!(
+        cluster.engines[leader].is_leader(),
+        "the leader stepped down while its followers were alive, only slow to sync"
+    );
+    assert_eq!(cluster.engines[leader].cores[0].raft.raft.term, term);
+    let committed = |cluster: &Cluster| {
+        cluster.engines[leader].cores[0]
+            .raft
+            .raft
+            .raft_log
+            .committed
+    };
+    let before = committed(&cluster);
+    cluster.release_persists();
+    cluster.tick();
+    assert!(
+        committed(&cluster) > before,
+        "the write commits once the disks catch up"
+    );
+    for i in followers {
+        assert_eq!(cluster.engines[i].leader_id(), IDS[leader]);
+    }
+}
+
+#[test]
 fn a_call_right_after_a_registration_its_leader_has_not_applied_waits_for_it() {
     // Proves the leader holds a forwarded call while a registration change
     // it proposed is unapplied there (`Engine::registration_pending`). The
@@ -486,7 +523,7 @@ fn a_call_right_after_a_registration_its_leader_has_not_applied_waits_for_it() {
     cluster.connect_client(follower);
     cluster.send_create(follower, 1, "/extensions", vec![]);
     cluster.pump();
-    cluster.slow_disk = Some(leader);
+    cluster.slow_disks = vec![leader];
     let declaration = br#"{"kind": "node", "path": "/queue", "source": "return { create = function(req, zk) zk.create('/made', 'x') return { path = '/made' } end }"}"#;
     cluster.send_create(follower, 2, "/extensions/q", declaration.to_vec());
     cluster.pump();
@@ -540,7 +577,7 @@ fn follower_behind_on(
         cluster.send(follower, 1 + xid as i32, request);
         cluster.pump();
     }
-    cluster.slow_disk = Some(follower);
+    cluster.slow_disks = vec![follower];
     cluster.connect_client(leader);
     cluster.send(leader, 1, change);
     cluster.pump();

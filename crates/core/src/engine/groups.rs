@@ -101,6 +101,9 @@ impl Engine {
             return;
         };
         core.raft.on_persist_ready(number);
+        if core.term_or_vote_unsynced.is_some_and(|n| n <= number) {
+            core.term_or_vote_unsynced = None;
+        }
         if core.installing.is_some_and(|n| n <= number) {
             // raft-rs let go of the snapshot's data just now.
             core.installing = None;

@@ -45,6 +45,9 @@ pub(crate) struct PartitionCore {
     pub owners: HashMap<SessionId, Owner>,
     /// Raft messages that may leave only once their ready is durable.
     pub held_messages: VecDeque<(u64, Vec<raft::eraftpb::Message>)>,
+    /// The ready that last changed raft's term or vote, until it is
+    /// durable: nothing may speak for that term before.
+    pub term_or_vote_unsynced: Option<u64>,
     /// Raft index of the last applied entry, and its term.
     pub applied_index: u64,
     pub applied_term: u64,
@@ -91,6 +94,7 @@ impl PartitionCore {
             held_session_creates: VecDeque::new(),
             owners: HashMap::new(),
             held_messages: VecDeque::new(),
+            term_or_vote_unsynced: None,
             applied_index: snapshot_index,
             applied_term: snapshot_term,
             snapshot_index,
