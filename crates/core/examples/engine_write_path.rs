@@ -136,6 +136,7 @@ fn main() {
         tree: DataTree::new(),
         snapshot_index: 0,
         snapshot_term: 0,
+        cut_zxid: None,
         hard_state: Default::default(),
         entries: vec![],
     };
@@ -145,6 +146,7 @@ fn main() {
         tree: DataTree::new(),
         snapshot_index: 0,
         snapshot_term: 0,
+        cut_zxid: None,
         hard_state: Default::default(),
         entries: vec![],
     });

@@ -163,6 +163,14 @@ impl<T> ApplyOrder<T> {
         self.applied_index[partition]
     }
 
+    /// The index of the last entry of `partition` committed here: waiting,
+    /// or applied.
+    pub fn last_index(&self, partition: usize) -> u64 {
+        self.waiting[partition]
+            .back()
+            .map_or(self.applied_index[partition], |w| w.index)
+    }
+
     /// The cut a snapshot of the server taken now is at.
     pub fn cut(&self) -> Cut {
         Cut {
@@ -174,9 +182,7 @@ impl<T> ApplyOrder<T> {
     /// Partition `partition`'s group committed the entry at `index`
     /// (`zxid`: None for an entry outside the order).
     pub fn committed(&mut self, partition: usize, index: u64, zxid: Option<i64>, entry: T) {
-        let last = self.waiting[partition]
-            .back()
-            .map_or(self.applied_index[partition], |w| w.index);
+        let last = self.last_index(partition);
         assert_eq!(
             index,
             last + 1,

@@ -49,6 +49,7 @@ mod reconfig;
 mod replication;
 mod request;
 mod sasl_auth;
+mod server_snapshots;
 
 /// Raft ticks per election timeout (a lone voter elects itself at once).
 const RAFT_ELECTION_TICKS: usize = 10;
@@ -124,20 +125,31 @@ fn start_raft_group(
 }
 
 /// The one order of a server with several partitions, from what they
-/// recovered. Every transaction lives on partition 0 so far (slice 3 of
-/// docs/partitions.md moves data to the others with whole-server
-/// snapshots), so partition 0's snapshot is the server's cut.
+/// recovered: the cut of their whole server snapshot. Snapshots of one
+/// partition each (written before whole server snapshots) are a cut only
+/// while every transaction is on partition 0, as it was then.
 fn start_order(recovered: &[Recovered]) -> Result<crate::apply_order::ApplyOrder<Entry>, String> {
-    if let Some((partition, _)) = (recovered.iter().enumerate().skip(1))
-        .find(|(_, partition)| partition.tree.last_zxid() != 0)
-    {
-        return Err(format!(
-            "partition {partition}'s snapshot holds transactions; this version keeps every \
-             transaction on partition 0"
-        ));
-    }
+    let cut_zxids: Vec<Option<i64>> = recovered.iter().map(|p| p.cut_zxid).collect();
+    assert!(
+        cut_zxids.windows(2).all(|pair| pair[0] == pair[1]),
+        "partitions recovered from different cuts: {cut_zxids:?}"
+    );
+    let zxid = match cut_zxids[0] {
+        Some(zxid) => zxid,
+        None => {
+            if let Some((partition, _)) = (recovered.iter().enumerate().skip(1))
+                .find(|(_, partition)| partition.tree.last_zxid() != 0)
+            {
+                return Err(format!(
+                    "partition {partition}'s own snapshot holds transactions: it is not a cut of \
+                     the whole server"
+                ));
+            }
+            recovered[0].tree.last_zxid()
+        }
+    };
     let cut = crate::apply_order::Cut {
-        zxid: recovered[0].tree.last_zxid(),
+        zxid,
         indices: recovered.iter().map(|p| p.snapshot_index).collect(),
     };
     Ok(crate::apply_order::ApplyOrder::recover(
@@ -214,6 +226,9 @@ pub struct Recovered {
     /// Raft index and term the tree snapshot covers.
     pub snapshot_index: u64,
     pub snapshot_term: u64,
+    /// The zxid of the cut when the tree came from a whole server's
+    /// snapshot (`node::server_snapshot`); None for a partition's own.
+    pub cut_zxid: Option<i64>,
     pub hard_state: raft::eraftpb::HardState,
     pub entries: Vec<Entry>,
 }
@@ -301,19 +316,45 @@ pub struct PersistJob {
     pub installed: Option<InstalledSnapshot>,
 }
 
-/// A tree snapshot received from the leader, in the snapshot file format.
+/// A snapshot received from the leader, in the snapshot file format: the
+/// group's (index, term) it replaces the log at, and where it is stored.
 pub struct InstalledSnapshot {
     pub index: u64,
     pub term: u64,
     pub data: bytes::Bytes,
+    /// The store (partition) and key it is written under: the group's own
+    /// for a tree, partition 0's (index, term) for a whole server's.
+    pub stored_as: (u32, u64, u64),
 }
 
-/// A point-in-time copy of the tree for the snapshot writer.
+/// What a snapshot holds.
+pub enum SnapshotContent {
+    /// The one partition's tree (a server of one partition).
+    Tree(DataTree),
+    /// Every partition's tree at one cut of the one order.
+    Server(crate::node::server_snapshot::ServerSnapshot),
+}
+
+impl SnapshotContent {
+    pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        match self {
+            SnapshotContent::Tree(tree) => stoa_tree::write_snapshot(tree, out),
+            SnapshotContent::Server(server) => {
+                crate::node::server_snapshot::write_server_snapshot(server, out)
+            }
+        }
+    }
+}
+
+/// A point-in-time copy of the state for the snapshot writer, named by
+/// the (index, term) of partition `partition`'s group: its own, or for a
+/// whole server's, partition 0's (a local snapshot) or the group's that
+/// asked for it (one shipped to a peer).
 pub struct SnapshotJob {
     pub partition: u32,
-    pub tree: DataTree,
     pub index: u64,
     pub term: u64,
+    pub content: SnapshotContent,
 }
 
 #[derive(Default)]
@@ -401,6 +442,7 @@ impl Engine {
                 tree,
                 snapshot_index,
                 snapshot_term,
+                cut_zxid: _,
                 hard_state,
                 entries,
             } = recovered;

@@ -15,11 +15,11 @@
 
 pub mod outbox;
 mod records;
+pub mod server_snapshot;
 pub mod sim_disk;
 mod snapshots;
 mod wal_tokens;
 
-use stoa_tree::DataTree;
 use stoa_wal::{Record, Replay};
 
 use crate::engine::forward::EngineMessage;
@@ -32,8 +32,9 @@ pub use records::{
     record_to_hard_state,
 };
 pub use snapshots::{
-    coalesce_snapshot_tasks, load_newest, run_snapshot_task, write_snapshot, MemSnapshotStore,
-    SnapshotDone, SnapshotSource, SnapshotStore, SnapshotTask, SNAPSHOTS_RETAINED,
+    coalesce_snapshot_tasks, load_newest, load_newest_of_server, run_snapshot_task, write_snapshot,
+    write_snapshot_of, MemSnapshotStore, PartitionStart, SnapshotDone, SnapshotSource,
+    SnapshotStore, SnapshotTask, StoredSnapshot, SNAPSHOTS_RETAINED,
 };
 pub use wal_tokens::WalTokens;
 
@@ -272,8 +273,8 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
             if let Some(s) = &job.installed {
                 // Rare (a follower far behind), so written here, before the
                 // WAL marker that makes recovery rely on it.
-                self.snapshots
-                    .install(job.partition, s.index, s.term, &s.data)?;
+                let (partition, index, term) = s.stored_as;
+                self.snapshots.install(partition, index, term, &s.data)?;
             }
             if !job.must_sync {
                 if let Some(number) = self.tokens.piggyback(job.partition, job.number) {
@@ -350,11 +351,15 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
                 log::info!(
                     "snapshot of partition {partition} at raft index {index} (term {term}) written"
                 );
-                if let Some(upto) = compact_to {
+                if !compact_to.is_empty() {
                     let token = self.tokens.issue(None);
-                    let marker = Record::snapshot(partition, term, upto, Vec::new());
+                    let markers = (compact_to.into_iter())
+                        .map(|(partition, upto)| {
+                            Record::snapshot(partition, term, upto, Vec::new())
+                        })
+                        .collect();
                     self.log
-                        .submit(token, vec![marker])
+                        .submit(token, markers)
                         .map_err(|e| format!("WAL: {e}"))?;
                 }
             }
@@ -365,13 +370,19 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
 }
 
 /// The state a partition starts from: the newest readable snapshot (as
-/// `load_newest` returns it) and what the log replay holds after it.
+/// `load_newest_of_server` returns it) and what the log replay holds
+/// after it.
 pub fn recovered(
-    snapshot: (DataTree, u64, u64),
+    start: PartitionStart,
     replay: &Replay,
     partition: u32,
 ) -> Result<Recovered, String> {
-    let (tree, snapshot_index, snapshot_term) = snapshot;
+    let PartitionStart {
+        tree,
+        index: snapshot_index,
+        term: snapshot_term,
+        cut_zxid,
+    } = start;
     if replay.torn_tail_bytes > 0 {
         log::warn!(
             "WAL: discarded a torn tail of {} bytes (a write cut short by a crash)",
@@ -395,6 +406,7 @@ pub fn recovered(
         tree,
         snapshot_index,
         snapshot_term,
+        cut_zxid,
         hard_state,
         entries,
     })
@@ -405,6 +417,15 @@ mod tests {
     use stoa_wal::{LogStore, SimLog};
 
     use super::*;
+
+    fn start_at(index: u64) -> PartitionStart {
+        PartitionStart {
+            tree: stoa_tree::DataTree::new(),
+            index,
+            term: u64::from(index != 0),
+            cut_zxid: None,
+        }
+    }
 
     fn replay_of(records: &[Record]) -> Replay {
         let mut log = SimLog::new();
@@ -453,11 +474,11 @@ mod tests {
             Record::entry(0, 1, 8, vec![0]),
         ];
         let replay = replay_of(&records);
-        let Err(err) = recovered((DataTree::new(), 0, 0), &replay, 0) else {
+        let Err(err) = recovered(start_at(0), &replay, 0) else {
             panic!("recovered without the snapshot the log relies on");
         };
         assert!(err.contains("after index 7"), "{err}");
-        let ok = recovered((DataTree::new(), 7, 1), &replay, 0).unwrap();
+        let ok = recovered(start_at(7), &replay, 0).unwrap();
         assert_eq!(ok.entries.iter().map(|e| e.index).collect::<Vec<_>>(), [8]);
     }
 }

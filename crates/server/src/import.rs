@@ -151,7 +151,7 @@ pub fn write_data_dir(tree: &DataTree, data_dir: &Path, wal_dir: &Path) -> Resul
         .map_err(|e| format!("WAL {}: {e}", wal_dir.display()))?;
     drop(log);
     // Read back as a start would.
-    let written = store.load(1, term)?;
+    let written = store.load_tree(1, term)?;
     if written.digest() != tree.digest() {
         return Err("the written snapshot does not read back as the tree".into());
     }

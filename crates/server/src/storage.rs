@@ -4,12 +4,11 @@
 //! same code the simulator recovers through).
 
 use std::fs::{self, File};
-use std::io::{BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use stoa_core::node::{self, SnapshotSource, SnapshotStore};
-use stoa_tree::DataTree;
 use stoa_wal::{FileLog, FileLogOptions};
 
 use crate::engine::Recovered;
@@ -76,11 +75,7 @@ impl SnapshotStore for FileSnapshotStore {
         let file = File::create(&tmp).map_err(|e| fail("create", e))?;
         // Paced, so the WAL's syncs meanwhile do not wait behind the file.
         let mut writer = PacedFile::new(file);
-        match source {
-            SnapshotSource::Tree(tree) => stoa_tree::write_snapshot(tree, &mut writer),
-            SnapshotSource::Bytes(data) => writer.write_all(data),
-        }
-        .map_err(|e| fail("write", e))?;
+        source.write_to(&mut writer).map_err(|e| fail("write", e))?;
         let file = writer.finish().map_err(|e| fail("write", e))?;
         file.sync_all().map_err(|e| fail("fsync", e))?;
         fs::rename(&tmp, &path).map_err(|e| fail("rename", e))?;
@@ -89,11 +84,17 @@ impl SnapshotStore for FileSnapshotStore {
             .map_err(|e| fail("fsync dir", e))
     }
 
-    fn load(&self, index: u64, term: u64) -> Result<DataTree, String> {
+    fn reader(&self, index: u64, term: u64) -> Result<Box<dyn BufRead + '_>, String> {
         let path = self.path_of(index, term);
         let file = File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        stoa_tree::read_snapshot(&mut BufReader::with_capacity(SNAPSHOT_READ_BUFFER, file))
-            .map_err(|e| format!("snapshot {} is unreadable ({e})", path.display()))
+        Ok(Box::new(BufReader::with_capacity(
+            SNAPSHOT_READ_BUFFER,
+            file,
+        )))
+    }
+
+    fn describe(&self, index: u64, term: u64) -> String {
+        format!("snapshot {}", self.path_of(index, term).display())
     }
 
     fn remove(&mut self, index: u64, term: u64) -> Result<(), String> {
@@ -133,10 +134,8 @@ pub fn recover(
             FileLog::open(wal_dir, FileLogOptions::default()).map(|open| (open, started.elapsed()))
         });
         let started = Instant::now();
-        let loaded = (stores.iter())
-            .map(node::load_newest)
-            .collect::<Result<Vec<_>, String>>()
-            .map(|snapshots| (snapshots, started.elapsed()));
+        let loaded =
+            node::load_newest_of_server(&stores).map(|snapshots| (snapshots, started.elapsed()));
         (wal.join().expect("WAL reader thread panicked"), loaded)
     });
     let ((log, replay), wal_read) =
@@ -213,6 +212,7 @@ fn remove_unfinished_snapshots(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stoa_tree::DataTree;
 
     #[test]
     fn recovery_loads_the_newest_snapshot_and_removes_unfinished_ones() {
@@ -272,7 +272,7 @@ mod tests {
             node::write_snapshot(&mut store, index, 2, SnapshotSource::Bytes(&bytes)).unwrap();
         }
         assert_eq!(store.list().unwrap(), vec![(6, 2), (9, 2)]);
-        assert_eq!(store.load(9, 2).unwrap().digest(), tree.digest());
+        assert_eq!(store.load_tree(9, 2).unwrap().digest(), tree.digest());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -33,6 +33,16 @@ impl Engine {
             return;
         };
         for entry in entries {
+            if entry.index <= order.last_index(partition) {
+                // Covered by a whole server snapshot installed through
+                // another group (`engine/server_snapshots.rs`).
+                assert!(
+                    entry.index <= self.cores[partition].skipped_through,
+                    "partition {partition} committed index {} twice",
+                    entry.index
+                );
+                continue;
+            }
             let is_txn = entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty();
             let zxid = if is_txn {
                 Txn::zxid_of(&entry.data)

@@ -5,7 +5,7 @@
 use raft::eraftpb::Snapshot;
 use raft::{ProgressState, SnapshotStatus};
 
-use super::{Engine, InstalledSnapshot, SnapshotJob};
+use super::{Engine, InstalledSnapshot, SnapshotContent, SnapshotJob};
 use crate::session::Session;
 
 /// Ticks a peer may sit on a sent snapshot without acknowledging it before
@@ -45,6 +45,7 @@ impl Engine {
                 (self.cores[*partition as usize].snapshot_wait_ticks).insert(m.to, 0);
             }
         }
+        let mut wanted = Vec::new();
         for (partition, core) in self.cores.iter_mut().enumerate() {
             // Also in a joint configuration: a new participant that needs a
             // snapshot may be the one the new quorum waits for (a leader
@@ -54,13 +55,23 @@ impl Engine {
             if !core.raft.store().take_snapshot_wanted() || core.shipping.is_some() {
                 continue;
             }
-            // The tree clones in O(1); the shell serializes it elsewhere.
+            // The trees clone in O(1); the shell serializes them elsewhere.
             core.shipping = Some(core.raft.raft.prs().conf().to_conf_state());
+            wanted.push(partition);
+        }
+        for partition in wanted {
+            let core = &self.cores[partition];
+            // With several partitions, the whole server's, through the
+            // group that asked (`engine/server_snapshots.rs`).
+            let content = match self.order {
+                Some(_) => SnapshotContent::Server(self.server_snapshot_now()),
+                None => SnapshotContent::Tree(core.tree.clone()),
+            };
             self.out.snapshots_to_ship.push(SnapshotJob {
                 partition: partition as u32,
-                tree: core.tree.clone(),
                 index: core.applied_index,
                 term: core.applied_term,
+                content,
             });
         }
     }
@@ -147,12 +158,17 @@ impl Engine {
     }
 
     /// Follower: the leader's snapshot replaces the tree, the sessions and
-    /// the log. Returns what the WAL must make durable first.
+    /// the log (with several partitions, every partition's: see
+    /// `engine/server_snapshots.rs`). Returns what the WAL must make
+    /// durable first.
     pub(super) fn install_snapshot(
         &mut self,
         partition: usize,
         snapshot: &Snapshot,
     ) -> Option<InstalledSnapshot> {
+        if self.order.is_some() {
+            return self.install_server_snapshot(partition, snapshot);
+        }
         let meta = snapshot.get_metadata();
         let tree = match stoa_tree::read_snapshot(&mut &snapshot.data[..]) {
             Ok(tree) => tree,
@@ -183,42 +199,25 @@ impl Engine {
         // replaced: they reconnect and re-register (setWatches replays what
         // changed since their last zxid).
         self.drop_clients();
-        if partition == 0 {
-            self.gate.sessions = tree
-                .sessions()
-                .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
-                .collect();
-        }
-        self.cores[partition].tree = tree;
-        self.cores[partition].applied_index = meta.index;
-        self.cores[partition].applied_term = meta.term;
-        self.cores[partition].snapshot_index = meta.index;
-        self.cores[partition].log_bytes_since_snapshot = 0;
-        if let Some(order) = &mut self.order {
-            // Every transaction lives on partition 0 so far (see
-            // `start_order`): its snapshot is the server's cut.
-            let zxid = if partition == 0 {
-                self.cores[0].tree.last_zxid()
-            } else {
-                0
-            };
-            let cut = crate::apply_order::Cut {
-                zxid: zxid.max(order.applied()),
-                indices: self.cores.iter().map(|core| core.applied_index).collect(),
-            };
-            order.install(&cut);
-        }
-        self.cores[partition].raft.mut_store().install(meta);
+        debug_assert_eq!(partition, 0, "a server of one partition");
+        self.gate.sessions = tree
+            .sessions()
+            .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
+            .collect();
+        let core = &mut self.cores[partition];
+        core.tree = tree;
+        core.applied_index = meta.index;
+        core.applied_term = meta.term;
+        core.snapshot_index = meta.index;
+        core.log_bytes_since_snapshot = 0;
+        core.raft.mut_store().install(meta);
         self.stats.snapshots_installed += 1;
         let installed = InstalledSnapshot {
             index: meta.index,
             term: meta.term,
             data: snapshot.data.clone(),
+            stored_as: (partition as u32, meta.index, meta.term),
         };
-        if partition != 0 {
-            // Sessions, extensions and the membership live on partition 0.
-            return Some(installed);
-        }
         self.reload_extensions();
         // Sent during a joint configuration: the servers leaving still vote
         // until it ends, reached at the addresses this server knew.

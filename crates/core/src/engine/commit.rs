@@ -3,7 +3,7 @@
 
 use raft::eraftpb::{Message, MessageType};
 
-use super::{Engine, PersistJob, SnapshotJob, RAFT_MAX_MSG_BYTES};
+use super::{Engine, PersistJob, SnapshotContent, SnapshotJob, RAFT_MAX_MSG_BYTES};
 
 /// Raft log entries freed per engine step once a snapshot covers them:
 /// about 0.1 ms of work, and far more per second than any write rate
@@ -32,8 +32,8 @@ impl Engine {
         self.release_held_session_creates();
         self.release_held_attaches();
         self.publish_membership();
+        self.maybe_snapshot();
         for partition in 0..self.cores.len() {
-            self.maybe_snapshot(partition);
             self.release_applied_entries(partition);
         }
     }
@@ -230,22 +230,29 @@ impl Engine {
         }
     }
 
-    /// About what a snapshot of the tree takes: its paths and data, and a
-    /// stat, ACL reference and framing per node.
-    fn snapshot_bytes_estimate(&self, partition: usize) -> u64 {
+    /// About what a snapshot of the trees takes: their paths and data, and
+    /// a stat, ACL reference and framing per node.
+    fn snapshot_bytes_estimate(&self) -> u64 {
         const NODE_BYTES: u64 = 48;
-        self.cores[partition].tree.approximate_data_size()
-            + NODE_BYTES * self.cores[partition].tree.node_count() as u64
+        (self.cores.iter())
+            .map(|core| {
+                core.tree.approximate_data_size() + NODE_BYTES * core.tree.node_count() as u64
+            })
+            .sum()
     }
 
-    fn maybe_snapshot(&mut self, partition: usize) {
+    /// Snapshots the server every snapCount applied entries (over all its
+    /// partitions: one snapshot holds them all, `engine/server_snapshots.rs`).
+    fn maybe_snapshot(&mut self) {
+        let entries_since: u64 = (self.cores.iter())
+            .map(|core| core.applied_index - core.snapshot_index)
+            .sum();
         // Not during a membership change: a snapshot compacts the log, and
         // a reconfig's quorum check counted which new participants hold
         // the log from where it starts (`check_new_quorum`). (A restart
         // from a snapshot taken while joint would also run the new
         // configuration early; that is safe, see `apply_conf_change`.)
-        if self.cores[partition].applied_index
-            < self.cores[partition].snapshot_index + self.config.snap_count
+        if entries_since < self.config.snap_count
             || self.in_joint_config()
             || self.ensemble.membership_pending.is_some()
         {
@@ -257,31 +264,35 @@ impl Engine {
         // share keeps the replay after a restart within about a quarter of
         // a snapshot. (An ensemble compacts its in-memory log at snapshots,
         // so waiting there would hold more of it.)
-        if self.standalone()
-            && self.cores[partition].log_bytes_since_snapshot
-                < self.snapshot_bytes_estimate(partition) / 4
-        {
+        let log_bytes: u64 = (self.cores.iter())
+            .map(|core| core.log_bytes_since_snapshot)
+            .sum();
+        if self.standalone() && log_bytes < self.snapshot_bytes_estimate() / 4 {
             return;
         }
-        self.cores[partition].log_bytes_since_snapshot = 0;
-        // The tree clones in O(1) (structural sharing), so the writer thread
-        // serializes a frozen copy while this thread keeps applying.
-        self.out.snapshots.push(SnapshotJob {
-            partition: partition as u32,
-            tree: self.cores[partition].tree.clone(),
-            index: self.cores[partition].applied_index,
-            term: self.cores[partition].applied_term,
-        });
-        self.cores[partition].snapshot_index = self.cores[partition].applied_index;
-        self.cores[partition].last_snapshot =
-            Some((self.cores[partition].tree.last_zxid(), self.now_ms));
-        // Never past what raft counts as applied: it still reads entries
-        // after that (e.g. for pending membership changes on campaign).
-        let upto = self.cores[partition]
-            .applied_index
-            .saturating_sub(self.log_retained_after_snapshot())
-            .min(self.cores[partition].raft.raft.raft_log.applied);
-        self.cores[partition].raft.mut_store().compact(upto);
+        // The trees clone in O(1) (structural sharing), so the writer
+        // thread serializes frozen copies while this thread keeps applying.
+        let job = match self.order {
+            Some(_) => self.server_snapshot_job(),
+            None => SnapshotJob {
+                partition: 0,
+                index: self.cores[0].applied_index,
+                term: self.cores[0].applied_term,
+                content: SnapshotContent::Tree(self.cores[0].tree.clone()),
+            },
+        };
+        self.out.snapshots.push(job);
+        let retained = self.log_retained_after_snapshot();
+        for core in &mut self.cores {
+            core.log_bytes_since_snapshot = 0;
+            core.snapshot_index = core.applied_index;
+            core.last_snapshot = Some((core.tree.last_zxid(), self.now_ms));
+            // Never past what raft counts as applied: it still reads entries
+            // after that (e.g. for pending membership changes on campaign).
+            let upto =
+                (core.applied_index.saturating_sub(retained)).min(core.raft.raft.raft_log.applied);
+            core.raft.mut_store().compact(upto);
+        }
     }
 }
 

@@ -570,7 +570,7 @@ impl Sim {
     }
 
     /// Starts server `s` from its disk, through the production recovery
-    /// (`node::load_newest`, `node::recovered`). With `may_stop_installing`,
+    /// (`node::load_newest_of_server`, `node::recovered`). With `may_stop_installing`,
     /// now and then the machine will stop in the middle of the next
     /// snapshot it installs.
     fn restart(&mut self, s: usize, may_stop_installing: bool) {

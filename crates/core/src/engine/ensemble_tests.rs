@@ -88,7 +88,7 @@ impl Cluster {
             for job in out.snapshots_to_ship {
                 // The snapshot thread's work, done at once.
                 let mut data = Vec::new();
-                stoa_tree::write_snapshot(&job.tree, &mut data).expect("in memory");
+                job.content.write(&mut data).expect("in memory");
                 self.engines[i].handle(Input::SnapshotBuilt {
                     partition: job.partition,
                     index: job.index,

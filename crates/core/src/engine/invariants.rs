@@ -72,10 +72,11 @@ impl PartitionCore {
             ));
         }
         let committed = self.raft.raft.raft_log.committed;
-        if self.applied_index < self.snapshot_index || self.applied_index > committed {
+        let applied_max = committed.max(self.skipped_through);
+        if self.applied_index < self.snapshot_index || self.applied_index > applied_max {
             return Err(format!(
-                "applied index {} outside [snapshot {}, committed {committed}]",
-                self.applied_index, self.snapshot_index
+                "applied index {} outside [snapshot {}, committed {committed} or skipped {}]",
+                self.applied_index, self.snapshot_index, self.skipped_through
             ));
         }
         Ok(())

@@ -51,6 +51,10 @@ pub(crate) struct PartitionCore {
     /// Raft index of the last applied entry, and its term.
     pub applied_index: u64,
     pub applied_term: u64,
+    /// A whole server snapshot installed through another group covered
+    /// this group's entries up to here before the group committed them:
+    /// they are skipped as it does (`engine/server_snapshots.rs`).
+    pub skipped_through: u64,
     pub snapshot_index: u64,
     /// Bytes of the transactions applied since the snapshot at
     /// `snapshot_index` (see `maybe_snapshot`).
@@ -96,6 +100,7 @@ impl PartitionCore {
             held_messages: VecDeque::new(),
             term_or_vote_unsynced: None,
             applied_index: snapshot_index,
+            skipped_through: 0,
             applied_term: snapshot_term,
             snapshot_index,
             log_bytes_since_snapshot: 0,

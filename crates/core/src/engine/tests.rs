@@ -52,6 +52,7 @@ pub(super) fn empty() -> Recovered {
         tree: DataTree::new(),
         snapshot_index: 0,
         snapshot_term: 0,
+        cut_zxid: None,
         hard_state: Default::default(),
         entries: vec![],
     }

@@ -155,6 +155,12 @@ impl SimSnapshots {
         &mut self.stores[index]
     }
 
+    /// The stores of a server of `partitions` partitions.
+    pub fn stores(&mut self, partitions: u32) -> &[MemSnapshotStore] {
+        self.store(partitions - 1);
+        &self.stores[..partitions as usize]
+    }
+
     pub fn queued(&self) -> usize {
         self.queued.len()
     }

@@ -5,10 +5,12 @@
 //! loads.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
 
 use stoa_tree::DataTree;
 
-use crate::engine::SnapshotJob;
+use super::server_snapshot::{self, ServerSnapshot, ServerSnapshotHead};
+use crate::engine::{SnapshotContent, SnapshotJob};
 
 /// Snapshots kept; the WAL keeps entries back to the oldest, so a damaged
 /// newest snapshot still leaves a full recovery path.
@@ -19,8 +21,26 @@ pub const SNAPSHOTS_RETAINED: usize = 2;
 pub enum SnapshotSource<'a> {
     /// Serialized here (`stoa_tree::write_snapshot`).
     Tree(&'a DataTree),
+    /// Serialized here: a tree or a whole server's.
+    Content(&'a SnapshotContent),
     /// Already serialized: a snapshot received from the leader.
     Bytes(&'a [u8]),
+}
+
+impl SnapshotSource<'_> {
+    pub fn write_to(&self, out: &mut impl Write) -> std::io::Result<()> {
+        match self {
+            SnapshotSource::Tree(tree) => stoa_tree::write_snapshot(tree, out),
+            SnapshotSource::Content(content) => content.write(out),
+            SnapshotSource::Bytes(data) => out.write_all(data),
+        }
+    }
+}
+
+/// A snapshot as read back: one partition's tree, or a whole server's.
+pub enum StoredSnapshot {
+    Tree(DataTree),
+    Server(ServerSnapshot),
 }
 
 /// Where complete snapshots live, named by raft (index, term).
@@ -30,20 +50,83 @@ pub trait SnapshotStore {
     /// Writes a snapshot atomically and durably: after `Ok` it survives a
     /// crash, and a crash before `Ok` leaves nothing of it in `list`.
     fn write(&mut self, index: u64, term: u64, source: SnapshotSource<'_>) -> Result<(), String>;
-    /// Reads one back; an error names the snapshot and what is wrong.
-    fn load(&self, index: u64, term: u64) -> Result<DataTree, String>;
+    /// Its bytes from the start; an error names the snapshot.
+    fn reader(&self, index: u64, term: u64) -> Result<Box<dyn BufRead + '_>, String>;
+    /// How errors name the snapshot (its file).
+    fn describe(&self, index: u64, term: u64) -> String;
     fn remove(&mut self, index: u64, term: u64) -> Result<(), String>;
+
+    /// Reads one back; an error names the snapshot and what is wrong.
+    fn load(&self, index: u64, term: u64) -> Result<StoredSnapshot, String> {
+        let mut input = self.reader(index, term)?;
+        let unreadable = |e: String| format!("{} is unreadable ({e})", self.describe(index, term));
+        let starts_as_server = (input.fill_buf())
+            .map(server_snapshot::is_server_snapshot)
+            .map_err(|e| unreadable(e.to_string()))?;
+        if starts_as_server {
+            server_snapshot::read_server_snapshot(&mut input)
+                .map(StoredSnapshot::Server)
+                .map_err(unreadable)
+        } else {
+            stoa_tree::read_snapshot(&mut input)
+                .map(StoredSnapshot::Tree)
+                .map_err(|e| unreadable(e.to_string()))
+        }
+    }
+
+    /// Reads one back that must be a partition's own tree.
+    fn load_tree(&self, index: u64, term: u64) -> Result<DataTree, String> {
+        match self.load(index, term)? {
+            StoredSnapshot::Tree(tree) => Ok(tree),
+            StoredSnapshot::Server(server) => Err(format!(
+                "{} is a snapshot of a whole server of {} partitions: start this server with \
+                 the partitions it was written with",
+                self.describe(index, term),
+                server.parts.len()
+            )),
+        }
+    }
+
+    /// The head of a whole server's snapshot; None for a tree's.
+    fn server_head(&self, index: u64, term: u64) -> Result<Option<ServerSnapshotHead>, String> {
+        let mut input = self.reader(index, term)?;
+        let unreadable = |e: String| format!("{} is unreadable ({e})", self.describe(index, term));
+        let starts_as_server = (input.fill_buf())
+            .map(server_snapshot::is_server_snapshot)
+            .map_err(|e| unreadable(e.to_string()))?;
+        if !starts_as_server {
+            return Ok(None);
+        }
+        server_snapshot::read_server_snapshot_head(&mut input)
+            .map(Some)
+            .map_err(unreadable)
+    }
 }
 
 /// Writes a snapshot and removes all but the newest `SNAPSHOTS_RETAINED`.
-/// Returns the index up to which the WAL may be compacted (the oldest
-/// retained snapshot's).
+/// Returns the index up to which the WAL may be compacted: the oldest
+/// retained snapshot's, per partition, for a store of `partition`'s
+/// snapshots (a whole server's snapshot names every partition's).
 pub fn write_snapshot(
     store: &mut impl SnapshotStore,
     index: u64,
     term: u64,
     source: SnapshotSource<'_>,
 ) -> Result<Option<u64>, String> {
+    Ok(write_snapshot_of(store, 0, index, term, source)?
+        .first()
+        .map(|&(_, upto)| upto))
+}
+
+/// As `write_snapshot`, in the store of `partition`: each partition's
+/// compaction point, from the oldest retained snapshot.
+pub fn write_snapshot_of(
+    store: &mut impl SnapshotStore,
+    partition: u32,
+    index: u64,
+    term: u64,
+    source: SnapshotSource<'_>,
+) -> Result<Vec<(u32, u64)>, String> {
     store.write(index, term, source)?;
     let kept = store.list()?;
     let excess = kept.len().saturating_sub(SNAPSHOTS_RETAINED);
@@ -52,19 +135,95 @@ pub fn write_snapshot(
             log::warn!("cannot remove old snapshot at index {old_index}: {e}");
         }
     }
-    Ok(kept.get(excess).map(|(index, _)| *index))
+    let Some(&(oldest_index, oldest_term)) = kept.get(excess) else {
+        return Ok(Vec::new());
+    };
+    Ok(match store.server_head(oldest_index, oldest_term) {
+        Ok(Some(head)) => (0..)
+            .zip(head.positions)
+            .map(|(partition, (index, _))| (partition, index))
+            .collect(),
+        Ok(None) => vec![(partition, oldest_index)],
+        // The log keeps what the damaged one would have let go; the next
+        // snapshot removes it.
+        Err(e) => {
+            log::warn!("{e}: the log is not compacted this time");
+            Vec::new()
+        }
+    })
 }
 
 /// The newest snapshot that reads back, with its raft index and term; an
 /// empty tree at 0 when none does.
 pub fn load_newest(store: &impl SnapshotStore) -> Result<(DataTree, u64, u64), String> {
     for (index, term) in store.list()?.into_iter().rev() {
-        match store.load(index, term) {
+        match store.load_tree(index, term) {
             Ok(tree) => return Ok((tree, index, term)),
             Err(e) => log::error!("{e}; trying an older snapshot"),
         }
     }
     Ok((DataTree::new(), 0, 0))
+}
+
+/// Where one partition starts from.
+pub struct PartitionStart {
+    pub tree: DataTree,
+    pub index: u64,
+    pub term: u64,
+    /// The cut's zxid, for a tree from a whole server's snapshot.
+    pub cut_zxid: Option<i64>,
+}
+
+/// What a server with one store per partition starts from. With several
+/// partitions: the newest whole server snapshot in partition 0's store
+/// that reads back; if the newest readable snapshot there is a tree of
+/// its own (written before whole server snapshots), every partition's
+/// newest tree. An empty tree at 0 where there is none.
+pub fn load_newest_of_server<S: SnapshotStore>(
+    stores: &[S],
+) -> Result<Vec<PartitionStart>, String> {
+    let partitions = stores.len();
+    let own_trees = || {
+        (stores.iter())
+            .map(|store| {
+                load_newest(store).map(|(tree, index, term)| PartitionStart {
+                    tree,
+                    index,
+                    term,
+                    cut_zxid: None,
+                })
+            })
+            .collect()
+    };
+    if partitions == 1 {
+        return own_trees();
+    }
+    for (index, term) in stores[0].list()?.into_iter().rev() {
+        match stores[0].load(index, term) {
+            Ok(StoredSnapshot::Server(server)) if server.parts.len() == partitions => {
+                let zxid = server.zxid;
+                return Ok((server.parts.into_iter())
+                    .map(|part| PartitionStart {
+                        tree: part.tree,
+                        index: part.index,
+                        term: part.term,
+                        cut_zxid: Some(zxid),
+                    })
+                    .collect());
+            }
+            Ok(StoredSnapshot::Server(server)) => {
+                return Err(format!(
+                    "{} is a snapshot of a whole server of {} partitions, but this server runs \
+                     {partitions}: start it with the partitions it was written with",
+                    stores[0].describe(index, term),
+                    server.parts.len()
+                ))
+            }
+            Ok(StoredSnapshot::Tree(_)) => break,
+            Err(e) => log::error!("{e}; trying an older snapshot"),
+        }
+    }
+    own_trees()
 }
 
 /// Work for the snapshot thread: serializing a tree is slow for large
@@ -91,7 +250,8 @@ pub enum SnapshotDone {
         partition: u32,
         index: u64,
         term: u64,
-        compact_to: Option<u64>,
+        /// Each partition's log may be compacted up to (WAL markers).
+        compact_to: Vec<(u32, u64)>,
     },
     Shipped {
         partition: u32,
@@ -133,19 +293,23 @@ pub fn run_snapshot_task(
     task: SnapshotTask,
 ) -> Result<SnapshotDone, String> {
     match task {
-        SnapshotTask::Write(job) => {
-            write_snapshot(store, job.index, job.term, SnapshotSource::Tree(&job.tree)).map(
-                |compact_to| SnapshotDone::Written {
-                    partition: job.partition,
-                    index: job.index,
-                    term: job.term,
-                    compact_to,
-                },
-            )
-        }
+        SnapshotTask::Write(job) => write_snapshot_of(
+            store,
+            job.partition,
+            job.index,
+            job.term,
+            SnapshotSource::Content(&job.content),
+        )
+        .map(|compact_to| SnapshotDone::Written {
+            partition: job.partition,
+            index: job.index,
+            term: job.term,
+            compact_to,
+        }),
         SnapshotTask::Ship(job) => {
             let mut data = Vec::new();
-            stoa_tree::write_snapshot(&job.tree, &mut data)
+            job.content
+                .write(&mut data)
                 .map(|()| SnapshotDone::Shipped {
                     partition: job.partition,
                     index: job.index,
@@ -184,26 +348,24 @@ impl SnapshotStore for MemSnapshotStore {
         if self.fail_writes {
             return Err(format!("snapshot {index}-{term}: write: no space left"));
         }
-        let data = match source {
-            SnapshotSource::Tree(tree) => {
-                let mut data = Vec::new();
-                stoa_tree::write_snapshot(tree, &mut data)
-                    .map_err(|e| format!("snapshot {index}-{term}: write: {e}"))?;
-                bytes::Bytes::from(data)
-            }
-            SnapshotSource::Bytes(data) => bytes::Bytes::copy_from_slice(data),
-        };
-        self.files.insert((index, term), data);
+        let mut data = Vec::new();
+        source
+            .write_to(&mut data)
+            .map_err(|e| format!("snapshot {index}-{term}: write: {e}"))?;
+        self.files.insert((index, term), data.into());
         Ok(())
     }
 
-    fn load(&self, index: u64, term: u64) -> Result<DataTree, String> {
+    fn reader(&self, index: u64, term: u64) -> Result<Box<dyn BufRead + '_>, String> {
         let data = self
             .files
             .get(&(index, term))
             .ok_or_else(|| format!("snapshot {index}-{term}: not found"))?;
-        stoa_tree::read_snapshot(&mut &data[..])
-            .map_err(|e| format!("snapshot {index}-{term} is unreadable ({e})"))
+        Ok(Box::new(&data[..]))
+    }
+
+    fn describe(&self, index: u64, term: u64) -> String {
+        format!("snapshot {index}-{term}")
     }
 
     fn remove(&mut self, index: u64, term: u64) -> Result<(), String> {
@@ -219,9 +381,9 @@ mod tests {
     fn job(index: u64) -> SnapshotJob {
         SnapshotJob {
             partition: 0,
-            tree: DataTree::new(),
             index,
             term: 1,
+            content: SnapshotContent::Tree(DataTree::new()),
         }
     }
 
@@ -267,5 +429,109 @@ mod tests {
         *store.bytes_mut(9, 1).unwrap() = bytes::Bytes::from_static(b"half a snapshot");
         let (_, index, _) = load_newest(&store).unwrap();
         assert_eq!(index, 5, "the damaged newest one is skipped");
+    }
+
+    fn server_of(zxid: i64, positions: &[(u64, u64)]) -> ServerSnapshot {
+        ServerSnapshot {
+            zxid,
+            parts: (positions.iter())
+                .map(|&(index, term)| server_snapshot::PartSnapshot {
+                    index,
+                    term,
+                    tree: DataTree::new(),
+                })
+                .collect(),
+        }
+    }
+
+    fn write_server(
+        store: &mut MemSnapshotStore,
+        zxid: i64,
+        positions: &[(u64, u64)],
+    ) -> Vec<(u32, u64)> {
+        let content = SnapshotContent::Server(server_of(zxid, positions));
+        let sum = positions.iter().map(|p| p.0).sum();
+        write_snapshot_of(
+            store,
+            0,
+            zxid as u64,
+            sum,
+            SnapshotSource::Content(&content),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn whole_server_snapshots_compact_every_partition_to_the_older_one_kept() {
+        let mut store = MemSnapshotStore::default();
+        assert_eq!(
+            write_server(&mut store, 0x100, &[(5, 1), (2, 1)]),
+            vec![(0, 5), (1, 2)]
+        );
+        assert_eq!(
+            write_server(&mut store, 0x180, &[(9, 1), (2, 1)]),
+            vec![(0, 5), (1, 2)]
+        );
+        assert_eq!(
+            write_server(&mut store, 0x200, &[(9, 1), (7, 2)]),
+            vec![(0, 9), (1, 2)]
+        );
+        assert_eq!(store.list().unwrap().len(), SNAPSHOTS_RETAINED);
+    }
+
+    #[test]
+    fn a_server_starts_from_its_newest_whole_snapshot_else_from_its_partitions_own() {
+        // Before whole server snapshots: each partition's own newest tree.
+        let mut stores = vec![MemSnapshotStore::default(), MemSnapshotStore::default()];
+        let tree = DataTree::new();
+        write_snapshot(&mut stores[0], 4, 1, SnapshotSource::Tree(&tree)).unwrap();
+        write_snapshot(&mut stores[1], 3, 1, SnapshotSource::Tree(&tree)).unwrap();
+        let starts = load_newest_of_server(&stores).unwrap();
+        let at: Vec<_> = starts
+            .iter()
+            .map(|s| (s.index, s.term, s.cut_zxid))
+            .collect();
+        assert_eq!(at, vec![(4, 1, None), (3, 1, None)]);
+        // A whole server snapshot (named by its cut, above any raft index)
+        // is the newest from then on, for every partition.
+        write_server(&mut stores[0], 0x5_0000_0002, &[(6, 1), (8, 2)]);
+        let starts = load_newest_of_server(&stores).unwrap();
+        let at: Vec<_> = starts
+            .iter()
+            .map(|s| (s.index, s.term, s.cut_zxid))
+            .collect();
+        let cut = Some(0x5_0000_0002);
+        assert_eq!(at, vec![(6, 1, cut), (8, 2, cut)]);
+        // Damaged: the older snapshots serve.
+        let newest = *stores[0].list().unwrap().last().unwrap();
+        *stores[0].bytes_mut(newest.0, newest.1).unwrap() =
+            bytes::Bytes::from_static(b"STOACUT1..");
+        let starts = load_newest_of_server(&stores).unwrap();
+        assert_eq!(starts[0].index, 4);
+        assert_eq!(starts[1].cut_zxid, None);
+        // Written over a damaged one: nothing compacted until it is gone.
+        assert_eq!(
+            write_server(&mut stores[0], 0x5_0000_0009, &[(7, 1), (8, 2)]),
+            vec![]
+        );
+        assert_eq!(
+            write_server(&mut stores[0], 0x5_0000_000a, &[(7, 1), (9, 2)]),
+            vec![(0, 7), (1, 8)]
+        );
+        // Fewer or more partitions than the snapshot holds: refused, clearly.
+        let mut three: Vec<MemSnapshotStore> =
+            (0..3).map(|_| MemSnapshotStore::default()).collect();
+        write_server(&mut three[0], 0x9, &[(1, 1), (1, 1)]);
+        let Err(err) = load_newest_of_server(&three) else {
+            panic!("three partitions started from a snapshot of two");
+        };
+        assert!(
+            err.contains("2 partitions") && err.contains("runs 3"),
+            "{err}"
+        );
+        let Err(err) = stores[0].load_tree(0x5_0000_0009, 15) else {
+            panic!("a whole server's snapshot read as one tree");
+        };
+        assert!(err.contains("whole server of 2 partitions"), "{err}");
     }
 }

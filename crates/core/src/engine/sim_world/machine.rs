@@ -51,7 +51,7 @@ impl SimMachine {
     }
 
     /// Starts the server from its disk through the production recovery
-    /// (`node::load_newest`, `node::recovered`); a disk it cannot recover
+    /// (`node::load_newest_of_server`, `node::recovered`); a disk it cannot recover
     /// from is an error.
     pub fn boot(&mut self, config: EngineConfig, now_ms: i64) -> Result<Booted, String> {
         let (mut wal, mut snapshots) = self.parked.take().expect("a machine boots once it is down");
@@ -59,11 +59,11 @@ impl SimMachine {
         let booted = Booted {
             torn_tail: replay.torn_tail_bytes > 0,
         };
+        let stores = snapshots.stores(config.partitions);
+        let starts = node::load_newest_of_server(stores)?;
         let mut recovered = Vec::new();
-        for partition in 0..config.partitions {
-            let store = snapshots.store(partition);
-            let newest = node::load_newest(store).expect("the store lists");
-            recovered.push(node::recovered(newest, &replay, partition)?);
+        for (partition, start) in (0..).zip(starts) {
+            recovered.push(node::recovered(start, &replay, partition)?);
         }
         let engine = Engine::new(config, recovered, now_ms)?;
         self.node = Some(Node::new(engine, wal, snapshots));
