@@ -88,6 +88,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         fixed_election_ticks: None,
         zxid_counter_limit: None,
         sasl_users: Vec::new(),
+        gssapi: None,
         enforce_auth_schemes: config
             .enforce_auth_enabled
             .then(|| config.enforce_auth_schemes.clone()),
