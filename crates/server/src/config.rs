@@ -128,6 +128,11 @@ pub struct ServerConfig {
     /// `enforce.auth.enabled`, `enforce.auth.schemes` (ZooKeeper 3.9).
     pub enforce_auth_enabled: bool,
     pub enforce_auth_schemes: Vec<String>,
+    /// `kerberos.removeHostFromPrincipal`, `kerberos.removeRealmFromPrincipal`:
+    /// the `sasl` identity of a Kerberos client leaves out its principal's
+    /// host, its realm.
+    pub kerberos_remove_host: bool,
+    pub kerberos_remove_realm: bool,
 }
 
 /// ZooKeeper's AdminServer port.
@@ -177,6 +182,8 @@ impl Default for ServerConfig {
             jaas_login_config: None,
             enforce_auth_enabled: false,
             enforce_auth_schemes: Vec::new(),
+            kerberos_remove_host: false,
+            kerberos_remove_realm: false,
         }
     }
 }
@@ -404,6 +411,12 @@ impl ServerConfig {
             }
             "enforce.auth.schemes" | "zookeeper.enforce.auth.schemes" => {
                 self.enforce_auth_schemes = comma_list(value)
+            }
+            "kerberos.removeHostFromPrincipal" => {
+                self.kerberos_remove_host = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "kerberos.removeRealmFromPrincipal" => {
+                self.kerberos_remove_realm = parse_bool(value).map_err(|e| bad(&e))?
             }
             // SASL is served whenever a JAAS Server section is given.
             _ if key.starts_with("authProvider.") => {}

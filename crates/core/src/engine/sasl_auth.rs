@@ -34,14 +34,10 @@ impl Engine {
     fn start_sasl(&mut self, conn: ConnId, xid: i32, token: &[u8]) {
         let digest = !self.config.sasl_users.is_empty();
         match &self.config.gssapi {
-            Some(gssapi) if !token.is_empty() || !digest => {
-                match gssapi.acceptor.new_context() {
-                    Ok(context) => {
-                        self.step_gssapi(conn, xid, GssapiExchange::new(context), token)
-                    }
-                    Err(e) => self.refuse_sasl(conn, xid, &format!("GSS-API: {e}")),
-                }
-            }
+            Some(gssapi) if !token.is_empty() || !digest => match gssapi.acceptor.new_context() {
+                Ok(context) => self.step_gssapi(conn, xid, GssapiExchange::new(context), token),
+                Err(e) => self.refuse_sasl(conn, xid, &format!("GSS-API: {e}")),
+            },
             _ if digest => {
                 let nonce = self.next_nonce();
                 let (exchange, challenge) = DigestMd5::start(nonce);
@@ -96,7 +92,8 @@ impl Engine {
                     // whatever authorization id the client asks for
                     // (its Java client sends its own principal).
                     log::info!(
-                        "connection {conn}: SASL GSSAPI authenticated {initiator} as sasl:{id}                          (authorization id {authzid:?})"
+                        "connection {conn}: SASL GSSAPI authenticated {initiator} as sasl:{id} \
+                         (authorization id {authzid:?})"
                     );
                     self.add_sasl_identity(conn, id);
                     self.sasl_reply(conn, xid, reply);

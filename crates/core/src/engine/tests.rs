@@ -668,9 +668,11 @@ fn sasl_replies(rig: &mut Rig, conn: u64) -> Vec<(i32, i32, Vec<u8>)> {
     use stoa_proto::records::SetSaslResponse;
     (rig.frames(conn).into_iter())
         .filter_map(|f| match f {
-            Frame::Reply(h, body) if h.err == OK => {
-                Some((h.xid, h.err, SetSaslResponse::from_bytes(&body).unwrap().token))
-            }
+            Frame::Reply(h, body) if h.err == OK => Some((
+                h.xid,
+                h.err,
+                SetSaslResponse::from_bytes(&body).unwrap().token,
+            )),
             Frame::Reply(h, _) => Some((h.xid, h.err, vec![])),
             _ => None,
         })
@@ -706,14 +708,21 @@ fn gssapi_authenticates_the_principal_as_its_sasl_identity() {
 
 #[test]
 fn a_bad_gssapi_token_is_auth_failed_and_closes_the_connection() {
-    for tokens in [&[&b"forged"[..]][..], &[b"ticket", b"late"], &[b"ticket", b"", b"unwrapped"]] {
+    for tokens in [
+        &[&b"forged"[..]][..],
+        &[b"ticket", b"late"],
+        &[b"ticket", b"", b"unwrapped"],
+    ] {
         let mut rig = gssapi_rig(false);
         rig.connect(1);
         for (xid, token) in tokens.iter().enumerate() {
             rig.send(1, xid as i32 + 1, sasl(token));
         }
         let last = sasl_replies(&mut rig, 1).pop().unwrap();
-        assert_eq!((last.0, last.1), (tokens.len() as i32, ErrorCode::AuthFailed as i32));
+        assert_eq!(
+            (last.0, last.1),
+            (tokens.len() as i32, ErrorCode::AuthFailed as i32)
+        );
         assert_eq!(rig.closed, vec![1], "{tokens:?}");
     }
 }
@@ -725,7 +734,9 @@ fn with_digest_users_too_an_empty_first_token_opens_digest_md5() {
     rig.send(1, 1, sasl(b""));
     let (_, err, challenge) = sasl_replies(&mut rig, 1).remove(0);
     assert_eq!(err, OK);
-    assert!(String::from_utf8(challenge).unwrap().contains("realm=\"zk-sasl-md5\""));
+    assert!(String::from_utf8(challenge)
+        .unwrap()
+        .contains("realm=\"zk-sasl-md5\""));
     rig.connect(2);
     rig.send(2, 1, sasl(b"ticket"));
     assert_eq!(sasl_replies(&mut rig, 2), vec![(1, OK, b"ap-rep".to_vec())]);

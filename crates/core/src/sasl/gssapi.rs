@@ -233,14 +233,20 @@ mod tests {
     fn with_mutual_authentication_the_offer_follows_the_clients_empty_answer() {
         let mut ex = exchange(2, b"ap-rep");
         assert_eq!(ex.step(b"t1").unwrap(), GssapiStep::Reply(b"more".to_vec()));
-        assert_eq!(ex.step(b"t2").unwrap(), GssapiStep::Reply(b"ap-rep".to_vec()));
+        assert_eq!(
+            ex.step(b"t2").unwrap(),
+            GssapiStep::Reply(b"ap-rep".to_vec())
+        );
         assert_eq!(
             ex.step(b"").unwrap(),
             GssapiStep::Reply(b"W\x01\x00\x00\x00".to_vec())
         );
         let answer = b"W\x01\x00\x00\x00alice@EXAMPLE.COM";
         let (who, authzid) = authenticated(ex.step(answer).unwrap());
-        assert_eq!((who.as_str(), authzid.as_str()), ("alice@EXAMPLE.COM", "alice@EXAMPLE.COM"));
+        assert_eq!(
+            (who.as_str(), authzid.as_str()),
+            ("alice@EXAMPLE.COM", "alice@EXAMPLE.COM")
+        );
         assert!(ex.step(b"").is_err(), "nothing after the end");
     }
 
@@ -267,7 +273,10 @@ mod tests {
         assert!(ex.step(b"\x01\x00\x00\x00").is_err(), "not wrapped");
         let mut ex = exchange(1, b"");
         ex.step(b"t1").unwrap();
-        assert!(ex.step(b"W\x04\x00\x00\x00").is_err(), "confidentiality was not offered");
+        assert!(
+            ex.step(b"W\x04\x00\x00\x00").is_err(),
+            "confidentiality was not offered"
+        );
     }
 
     #[test]
@@ -280,7 +289,13 @@ mod tests {
                 authzid: "bob".into()
             }
         );
-        for refused in [&b""[..], b"\x01\x00\x00", b"\x02\x00\x00\x00", b"\x03\x00\x00\x00", b"\x01\x00\x00\x00\xff"] {
+        for refused in [
+            &b""[..],
+            b"\x01\x00\x00",
+            b"\x02\x00\x00\x00",
+            b"\x03\x00\x00\x00",
+            b"\x01\x00\x00\x00\xff",
+        ] {
             assert!(parse_client_choice(refused).is_err(), "{refused:?}");
         }
         assert_eq!(server_offer(), [1, 0, 0, 0]);

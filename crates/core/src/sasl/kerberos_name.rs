@@ -34,9 +34,7 @@ impl KerberosNames {
             None => (components, None),
         };
         if host.is_some_and(|h| h.contains('/')) || components.contains('@') {
-            return Err(SaslRefusal(format!(
-                "malformed Kerberos name {principal}"
-            )));
+            return Err(SaslRefusal(format!("malformed Kerberos name {principal}")));
         }
         if self.default_realm.as_deref() != Some(realm) {
             return Ok(principal.to_string());
@@ -70,14 +68,22 @@ mod tests {
     fn host_and_realm_are_kept_unless_zoo_cfg_removes_them() {
         let cases = [
             ((false, false), "alice@EXAMPLE.COM", "alice@EXAMPLE.COM"),
-            ((false, false), "app/web1@EXAMPLE.COM", "app/web1@EXAMPLE.COM"),
+            (
+                (false, false),
+                "app/web1@EXAMPLE.COM",
+                "app/web1@EXAMPLE.COM",
+            ),
             ((true, false), "app/web1@EXAMPLE.COM", "app@EXAMPLE.COM"),
             ((false, true), "app/web1@EXAMPLE.COM", "app/web1"),
             ((true, true), "app/web1@EXAMPLE.COM", "app"),
             ((true, true), "alice@EXAMPLE.COM", "alice"),
         ];
         for ((host, realm), principal, id) in cases {
-            assert_eq!(names(host, realm).sasl_id(principal).unwrap(), id, "{principal}");
+            assert_eq!(
+                names(host, realm).sasl_id(principal).unwrap(),
+                id,
+                "{principal}"
+            );
         }
     }
 
@@ -95,6 +101,9 @@ mod tests {
     fn odd_names() {
         assert_eq!(names(true, true).sasl_id("plain").unwrap(), "plain");
         assert!(names(false, false).sasl_id("a/b/c@EXAMPLE.COM").is_err());
-        assert_eq!(names(false, false).sasl_id("@EXAMPLE.COM").unwrap(), "@EXAMPLE.COM");
+        assert_eq!(
+            names(false, false).sasl_id("@EXAMPLE.COM").unwrap(),
+            "@EXAMPLE.COM"
+        );
     }
 }
