@@ -64,7 +64,7 @@ def realm():
             # Known to the KDC, so a client gets a ticket for it, but not in
             # the server's keytab.
             k.add_principal("zookeeper/127.0.0.1")
-            for client in ("alice", "app/localhost"):
+            for client in ("alice", "app/localhost", "app/localhost/extra"):
                 k.kinit(k.add_principal(client))
             yield k
         finally:
@@ -156,6 +156,37 @@ def test_zoo_cfg_removes_the_host_and_the_realm_from_the_identity(kerberos_serve
         assert identity(c, "/who") == expected
         c.create("/theirs", b"", acl=[ACL(Permissions.ALL, Id("sasl", expected))])
         assert c.get("/theirs")[0] == b""
+
+
+def test_a_principal_of_three_components_is_refused(kerberos_server):
+    # ZooKeeper's KerberosName takes name[/host]@REALM only.
+    srv = kerberos_server()
+    assert refused(kerberos_client(srv, "app/localhost/extra@" + REALM))
+
+
+@pytest.mark.skipif(harness.target() != "stoa", reason="ZooKeeper serves GSSAPI alone then")
+def test_with_digest_users_beside_kerberos_both_mechanisms_are_served(realm, request, tmp_path):
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text((JAAS % (realm.service_keytab, SERVICE)).replace(
+        "};", "org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+              "       user_bob=\"bobsecret\";\n};"))
+    srv = harness.Server(kind="stoa", extra_cfg={"jaasLoginConfig": str(jaas)})
+    request.addfinalizer(srv.cleanup)
+    srv.start()
+    bob = KazooClient(hosts=srv.hosts, timeout=10,
+                      sasl_options={"mechanism": "DIGEST-MD5", "username": "bob",
+                                    "password": "bobsecret"})
+    with harness.started_client(bob), \
+            harness.started_client(kerberos_client(srv, "alice@" + REALM)) as alice:
+        assert identity(bob, "/bobs") == "bob"
+        assert identity(alice, "/alices") == "alice@" + REALM
+
+
+@pytest.mark.skipif(harness.target() != "stoa", reason="ZooKeeper needs a named principal")
+def test_principal_star_takes_any_key_of_the_keytab(kerberos_server):
+    srv = kerberos_server(principal="*")
+    with harness.started_client(kerberos_client(srv, "alice@" + REALM)) as c:
+        assert identity(c, "/any") == "alice@" + REALM
 
 
 def test_a_ticket_for_a_principal_not_in_the_keytab_is_refused(kerberos_server):

@@ -179,11 +179,12 @@ struct Gss {
 }
 
 impl Gss {
-    fn load() -> Result<Gss, String> {
+    /// Loads `file` (GSSAPI_LIBRARY but in tests).
+    fn load(file: &str) -> Result<Gss, String> {
         // SAFETY: loading MIT's library runs only its initialisers.
-        let library = unsafe { Library::new(GSSAPI_LIBRARY) }.map_err(|e| {
+        let library = unsafe { Library::new(file) }.map_err(|e| {
             format!(
-                "Kerberos (GSSAPI) needs MIT Kerberos' {GSSAPI_LIBRARY} \
+                "Kerberos (GSSAPI) needs MIT Kerberos' {file} \
                  (Debian: apt-get install libgssapi-krb5-2): {e}"
             )
         })?;
@@ -399,7 +400,7 @@ impl KerberosAcceptor {
     /// Loads MIT Kerberos and acquires `principal`'s key from `keytab`,
     /// as ZooKeeper's server logs in with its JAAS Krb5LoginModule.
     pub fn new(principal: &str, keytab: &Path) -> Result<KerberosAcceptor, String> {
-        let gss = Arc::new(Gss::load()?);
+        let gss = Arc::new(Gss::load(GSSAPI_LIBRARY)?);
         let cred = gss.acquire(principal, keytab)?;
         Ok(KerberosAcceptor {
             credential: Arc::new(Credential { gss, cred }),
@@ -564,5 +565,42 @@ pub fn default_realm() -> Option<String> {
         };
         free_context(context);
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_named_with_the_package_that_brings_it() {
+        let Err(e) = Gss::load("libgssapi_krb5.so.0-not-there") else {
+            panic!("loaded a library that is not there");
+        };
+        assert!(
+            e.contains("needs MIT Kerberos' libgssapi_krb5.so.0-not-there")
+                && e.contains("libgssapi-krb5-2"),
+            "{e}"
+        );
+    }
+
+    /// Where MIT Kerberos is installed (the test machines): a keytab that
+    /// is not there stops the acceptor, naming the keytab and principal.
+    #[test]
+    fn a_keytab_that_is_not_there_is_named() {
+        if Gss::load(GSSAPI_LIBRARY).is_err() {
+            eprintln!("{GSSAPI_LIBRARY} not installed: nothing to check");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let keytab = dir.path().join("absent.keytab");
+        let Err(e) = KerberosAcceptor::new("zookeeper/localhost@EXAMPLE.COM", &keytab) else {
+            panic!("credentials from a keytab that is not there");
+        };
+        let want = format!(
+            "credentials of zookeeper/localhost@EXAMPLE.COM from keyTab {}",
+            keytab.display()
+        );
+        assert!(e.starts_with(&want), "{e}");
     }
 }
