@@ -148,10 +148,12 @@ class Kdc:
         self.kadmin("addprinc -randkey %s" % name)
         return "%s@%s" % (name, self.realm)
 
-    def keytab(self, principal, path=None):
-        """A keytab with `principal`'s current keys (not changed: -norandkey)."""
-        path = path or os.path.join(self.dir, principal.replace("/", "_") + ".keytab")
-        self.kadmin("ktadd -norandkey -k %s %s" % (path, principal))
+    def keytab(self, principal):
+        """A keytab with `principal`'s current keys (exported once, the
+        keys not changed: -norandkey)."""
+        path = os.path.join(self.dir, principal.replace("/", "_") + ".keytab")
+        if not os.path.exists(path):
+            self.kadmin("ktadd -norandkey -k %s %s" % (path, principal))
         return path
 
     def kinit(self, principal):

@@ -15,6 +15,7 @@ expectations were checked.
 """
 
 import os
+import subprocess
 
 import pytest
 from kazoo.client import KazooClient
@@ -226,6 +227,33 @@ def test_enforce_auth_takes_gssapi_as_the_sasl_scheme(kerberos_server):
         plain.close()
     with harness.started_client(kerberos_client(srv, "alice@" + REALM)) as c:
         c.create("/through", b"")
+
+
+def test_the_java_client_authenticates_with_its_jaas_client_section(kerberos_server, realm,
+                                                                    tmp_path):
+    if not os.path.exists("/usr/bin/java"):
+        pytest.skip("no java")
+    jars = harness.zookeeper_395(cli=True)
+    srv = kerberos_server(**{"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"})
+    alice = "alice@" + REALM
+    client_jaas = tmp_path / "client.jaas"
+    client_jaas.write_text(
+        'Client {\n com.sun.security.auth.module.Krb5LoginModule required\n'
+        ' useKeyTab=true\n keyTab="%s"\n storeKey=true\n useTicketCache=false\n'
+        ' principal="%s";\n};\n' % (realm.keytab(alice), alice))
+    port = srv.hosts.rsplit(":", 1)[1]
+    # The ACL `auth` becomes the identity the server gave the connection.
+    argv = ["/usr/bin/java", "-Djava.security.auth.login.config=%s" % client_jaas,
+            "-Djava.security.krb5.conf=%s" % realm.krb5_conf,
+            "-Dzookeeper.sasl.client.canonicalize.hostname=false",
+            "-cp", ":".join(jars.classpath), "org.apache.zookeeper.ZooKeeperMain",
+            "-server", "localhost:%s" % port, "create", "/from-java-kerberos", "hi", "auth::cdrwa"]
+    done = subprocess.run(argv, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    output = (done.stdout + done.stderr).decode(errors="replace")
+    assert "Created /from-java-kerberos" in output, output[-3000:]
+    with harness.started_client(kerberos_client(srv, alice)) as c:
+        assert c.get("/from-java-kerberos")[0] == b"hi"
+        assert c.get_acls("/from-java-kerberos")[0] == [ACL(Permissions.ALL, Id("sasl", alice))]
 
 
 @pytest.mark.skipif(harness.target() != "stoa", reason="Stoa's start-up message")

@@ -44,7 +44,7 @@ impl Engine {
                 if let Some(c) = self.gate.conns.get_mut(&conn) {
                     c.sasl = Some(Exchange::DigestMd5(exchange));
                 }
-                self.sasl_reply(conn, xid, challenge);
+                self.sasl_reply(conn, xid, Some(challenge));
             }
             _ => {
                 log::warn!(
@@ -66,7 +66,7 @@ impl Engine {
             Ok((user, rspauth)) => {
                 log::info!("connection {conn}: SASL DIGEST-MD5 authenticated {user}");
                 self.add_sasl_identity(conn, user);
-                self.sasl_reply(conn, xid, rspauth);
+                self.sasl_reply(conn, xid, Some(rspauth));
             }
             Err(refusal) => self.refuse_sasl(conn, xid, &refusal.0),
         }
@@ -80,27 +80,25 @@ impl Engine {
                 if let Some(c) = self.gate.conns.get_mut(&conn) {
                     c.sasl = Some(Exchange::Gssapi(exchange));
                 }
-                self.sasl_reply(conn, xid, reply);
+                self.sasl_reply(conn, xid, Some(reply));
             }
-            Ok(GssapiStep::Authenticated {
-                initiator,
-                authzid,
-                reply,
-            }) => match names.map(|n| n.sasl_id(&initiator)) {
-                Some(Ok(id)) => {
-                    // ZooKeeper names the connection after the principal
-                    // whatever authorization id the client asks for
-                    // (its Java client sends its own principal).
-                    log::info!(
+            Ok(GssapiStep::Authenticated { initiator, authzid }) => {
+                match names.map(|n| n.sasl_id(&initiator)) {
+                    Some(Ok(id)) => {
+                        // ZooKeeper names the connection after the principal
+                        // whatever authorization id the client asks for
+                        // (its Java client sends its own principal).
+                        log::info!(
                         "connection {conn}: SASL GSSAPI authenticated {initiator} as sasl:{id} \
                          (authorization id {authzid:?})"
                     );
-                    self.add_sasl_identity(conn, id);
-                    self.sasl_reply(conn, xid, reply);
+                        self.add_sasl_identity(conn, id);
+                        self.sasl_reply(conn, xid, None);
+                    }
+                    Some(Err(refusal)) => self.refuse_sasl(conn, xid, &refusal.0),
+                    None => self.refuse_sasl(conn, xid, "GSSAPI is not configured"),
                 }
-                Some(Err(refusal)) => self.refuse_sasl(conn, xid, &refusal.0),
-                None => self.refuse_sasl(conn, xid, "GSSAPI is not configured"),
-            },
+            }
             Err(refusal) => self.refuse_sasl(conn, xid, &refusal.0),
         }
     }
@@ -119,7 +117,7 @@ impl Engine {
         self.fail_auth(conn, xid);
     }
 
-    fn sasl_reply(&mut self, conn: ConnId, xid: i32, token: Vec<u8>) {
+    fn sasl_reply(&mut self, conn: ConnId, xid: i32, token: Option<Vec<u8>>) {
         let response = Response::Sasl(SetSaslResponse { token });
         self.queue_reply(conn, xid, ErrorCode::Ok, response);
     }
