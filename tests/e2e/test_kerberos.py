@@ -4,7 +4,8 @@ The realm (kdc.py) has the service principal zookeeper/localhost, whose key
 the server reads from the keytab its JAAS `Server` section's
 Krb5LoginModule names, and client principals with tickets in a cache
 collection. kazoo (pure-sasl over pykerberos) authenticates with
-`sasl_options={'mechanism': 'GSSAPI', ...}`; the principal becomes the
+`sasl_options={'mechanism': 'GSSAPI', ...}`, ZooKeeper 3.9.5's Java client
+with its JAAS `Client` section's keytab; the principal becomes the
 connection's `sasl` identity, shortened by zoo.cfg's
 `kerberos.removeHostFromPrincipal` / `kerberos.removeRealmFromPrincipal`.
 

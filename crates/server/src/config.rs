@@ -412,10 +412,10 @@ impl ServerConfig {
             "enforce.auth.schemes" | "zookeeper.enforce.auth.schemes" => {
                 self.enforce_auth_schemes = comma_list(value)
             }
-            "kerberos.removeHostFromPrincipal" => {
+            "kerberos.removeHostFromPrincipal" | "zookeeper.kerberos.removeHostFromPrincipal" => {
                 self.kerberos_remove_host = parse_bool(value).map_err(|e| bad(&e))?
             }
-            "kerberos.removeRealmFromPrincipal" => {
+            "kerberos.removeRealmFromPrincipal" | "zookeeper.kerberos.removeRealmFromPrincipal" => {
                 self.kerberos_remove_realm = parse_bool(value).map_err(|e| bad(&e))?
             }
             // SASL is served whenever a JAAS Server section is given.
@@ -622,6 +622,23 @@ mod tests {
         let err = cfg.set("tickTime", "-3").unwrap_err();
         assert!(err.0.contains("tickTime"), "{err}");
         assert!(cfg.set("clientPort", "99999").is_err());
+    }
+
+    #[test]
+    fn kerberos_name_keys_are_zookeepers_with_or_without_its_prefix() {
+        let mut cfg = ServerConfig::default();
+        assert!(!cfg.kerberos_remove_host && !cfg.kerberos_remove_realm);
+        assert_eq!(
+            cfg.set("kerberos.removeHostFromPrincipal", "true"),
+            Ok(None)
+        );
+        cfg.set("zookeeper.kerberos.removeRealmFromPrincipal", "true")
+            .unwrap();
+        assert!(cfg.kerberos_remove_host && cfg.kerberos_remove_realm);
+        let err = cfg
+            .set("kerberos.removeRealmFromPrincipal", "maybe")
+            .unwrap_err();
+        assert!(err.0.contains("kerberos.removeRealmFromPrincipal"), "{err}");
     }
 
     #[test]

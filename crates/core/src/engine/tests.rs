@@ -735,9 +735,8 @@ fn with_digest_users_too_an_empty_first_token_opens_digest_md5() {
     rig.send(1, 1, sasl(b""));
     let (_, err, challenge) = sasl_replies(&mut rig, 1).remove(0);
     assert_eq!(err, OK);
-    assert!(String::from_utf8(challenge)
-        .unwrap()
-        .contains("realm=\"zk-sasl-md5\""));
+    let challenge = String::from_utf8(challenge.unwrap()).unwrap();
+    assert!(challenge.contains("realm=\"zk-sasl-md5\""));
     rig.connect(2);
     rig.send(2, 1, sasl(b"ticket"));
     assert_eq!(
