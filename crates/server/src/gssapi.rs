@@ -194,7 +194,7 @@ impl Gss {
             // SAFETY: T is the symbol's C type, declared above.
             unsafe { library.get::<T>(name.as_bytes()) }
                 .map(|symbol| *symbol)
-                .map_err(|e| format!("{GSSAPI_LIBRARY} has no {name}: {e}"))
+                .map_err(|e| format!("the GSS-API library has no {name}: {e}"))
         }
         Ok(Gss {
             import_name: get(&library, "gss_import_name")?,
@@ -286,12 +286,12 @@ impl Gss {
     /// Acceptor credentials for `principal` (`*`: any key of the keytab)
     /// from `keytab`.
     fn acquire(&self, principal: &str, keytab: &Path) -> Result<Cred, String> {
+        let keytab_text = CString::new(keytab.as_os_str().as_encoded_bytes())
+            .map_err(|_| "a keyTab path with a NUL byte".to_string())?;
         let name = match principal {
             "*" => std::ptr::null_mut(),
             _ => self.import_principal(principal)?,
         };
-        let keytab_text = CString::new(keytab.as_os_str().as_encoded_bytes())
-            .map_err(|_| "a keyTab path with a NUL byte".to_string())?;
         let mechanism = oid(KRB5_MECHANISM);
         let mechanisms = OidSet {
             count: 1,
@@ -411,7 +411,6 @@ impl KerberosAcceptor {
 impl GssAcceptor for KerberosAcceptor {
     fn new_context(&self) -> Result<Box<dyn GssAcceptContext>, String> {
         Ok(Box::new(KerberosContext {
-            gss: self.credential.gss.clone(),
             credential: self.credential.clone(),
             context: std::ptr::null_mut(),
         }))
@@ -420,7 +419,6 @@ impl GssAcceptor for KerberosAcceptor {
 
 /// One connection's security context.
 struct KerberosContext {
-    gss: Arc<Gss>,
     credential: Arc<Credential>,
     context: Context,
 }
@@ -433,13 +431,17 @@ impl KerberosContext {
     fn initiator(&self, name: Name) -> Result<String, String> {
         let (mut minor, mut text) = (0, Buffer::empty());
         // SAFETY: a name the library gave; out-parameters of the right types.
-        let major =
-            unsafe { (self.gss.display_name)(&mut minor, name, &mut text, std::ptr::null_mut()) };
-        self.gss.release_name(name);
+        let major = unsafe {
+            (self.credential.gss.display_name)(&mut minor, name, &mut text, std::ptr::null_mut())
+        };
+        self.credential.gss.release_name(name);
         if is_error(major) {
-            return Err(self.gss.describe("gss_display_name", major, minor));
+            return Err(self
+                .credential
+                .gss
+                .describe("gss_display_name", major, minor));
         }
-        String::from_utf8(self.gss.take(text))
+        String::from_utf8(self.credential.gss.take(text))
             .map_err(|_| "an initiator name that is not UTF-8".to_string())
     }
 }
@@ -452,7 +454,7 @@ impl GssAcceptContext for KerberosContext {
         // right types; no channel bindings, mechanism, flags, time or
         // delegated credential asked for.
         let major = unsafe {
-            (self.gss.accept_sec_context)(
+            (self.credential.gss.accept_sec_context)(
                 &mut minor,
                 &mut self.context,
                 self.credential.cred,
@@ -466,13 +468,16 @@ impl GssAcceptContext for KerberosContext {
                 std::ptr::null_mut(),
             )
         };
-        let reply = self.gss.take(reply);
+        let reply = self.credential.gss.take(reply);
         if is_error(major) {
-            self.gss.release_name(source);
-            return Err(self.gss.describe("gss_accept_sec_context", major, minor));
+            self.credential.gss.release_name(source);
+            return Err(self
+                .credential
+                .gss
+                .describe("gss_accept_sec_context", major, minor));
         }
         if major & GSS_S_CONTINUE_NEEDED != 0 {
-            self.gss.release_name(source);
+            self.credential.gss.release_name(source);
             return Ok(Accepted::ContinueNeeded(reply));
         }
         let initiator = self.initiator(source)?;
@@ -484,7 +489,7 @@ impl GssAcceptContext for KerberosContext {
         // SAFETY: an established context; the message is lent for the
         // call; integrity only (conf_req_flag 0), the default protection.
         let major = unsafe {
-            (self.gss.wrap)(
+            (self.credential.gss.wrap)(
                 &mut minor,
                 self.context,
                 0,
@@ -494,9 +499,9 @@ impl GssAcceptContext for KerberosContext {
                 &mut wrapped,
             )
         };
-        let wrapped = self.gss.take(wrapped);
+        let wrapped = self.credential.gss.take(wrapped);
         if is_error(major) {
-            return Err(self.gss.describe("gss_wrap", major, minor));
+            return Err(self.credential.gss.describe("gss_wrap", major, minor));
         }
         Ok(wrapped)
     }
@@ -505,7 +510,7 @@ impl GssAcceptContext for KerberosContext {
         let (mut minor, mut message) = (0, Buffer::empty());
         // SAFETY: as in wrap.
         let major = unsafe {
-            (self.gss.unwrap)(
+            (self.credential.gss.unwrap)(
                 &mut minor,
                 self.context,
                 &Buffer::lend(token),
@@ -514,9 +519,9 @@ impl GssAcceptContext for KerberosContext {
                 std::ptr::null_mut(),
             )
         };
-        let message = self.gss.take(message);
+        let message = self.credential.gss.take(message);
         if is_error(major) {
-            return Err(self.gss.describe("gss_unwrap", major, minor));
+            return Err(self.credential.gss.describe("gss_unwrap", major, minor));
         }
         Ok(message)
     }
@@ -529,7 +534,11 @@ impl Drop for KerberosContext {
             // SAFETY: this connection's context, deleted once; no output
             // token wanted.
             unsafe {
-                (self.gss.delete_sec_context)(&mut minor, &mut self.context, std::ptr::null_mut())
+                (self.credential.gss.delete_sec_context)(
+                    &mut minor,
+                    &mut self.context,
+                    std::ptr::null_mut(),
+                )
             };
         }
     }
