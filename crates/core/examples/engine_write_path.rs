@@ -76,6 +76,7 @@ fn config() -> EngineConfig {
         fixed_election_ticks: None,
         zxid_counter_limit: None,
         sasl_users: Vec::new(),
+        gssapi: None,
         enforce_auth_schemes: None,
         nonce_seed: 0,
     }

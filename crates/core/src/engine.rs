@@ -201,6 +201,8 @@ pub struct EngineConfig {
     /// The JAAS `Server` section's DigestLoginModule users (name,
     /// password) for SASL DIGEST-MD5; none: SASL is not served.
     pub sasl_users: Vec<(String, String)>,
+    /// The JAAS `Server` section's Krb5LoginModule: SASL GSSAPI served.
+    pub gssapi: Option<crate::sasl::GssapiService>,
     /// `enforce.auth.enabled` with `enforce.auth.schemes`: a connection
     /// must authenticate with one of these before any other request.
     pub enforce_auth_schemes: Option<Vec<String>>,

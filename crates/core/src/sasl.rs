@@ -4,9 +4,37 @@
 //! `auth`. The client opens with an empty token; the server answers a
 //! challenge; the client's response proves it knows the user's password
 //! and the server's `rspauth` proves the server does. Pure: the nonce is
-//! given, the users are looked up through a closure.
+//! given, the users are looked up through a closure. GSSAPI (Kerberos)
+//! is `gssapi`, the identity a principal becomes `kerberos_name`.
 
 use md5::{Digest, Md5};
+
+pub mod gssapi;
+pub mod kerberos_name;
+
+/// SASL GSSAPI (Kerberos, RFC 4752) as the server is configured for it:
+/// its acceptor (the JAAS `Server` section's Krb5LoginModule keytab and
+/// principal, over MIT Kerberos in the server crate) and ZooKeeper's rules
+/// for the identity a principal becomes.
+#[derive(Clone)]
+pub struct GssapiService {
+    pub acceptor: std::sync::Arc<dyn gssapi::GssAcceptor>,
+    pub names: kerberos_name::KerberosNames,
+}
+
+impl std::fmt::Debug for GssapiService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GssapiService")
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connection's SASL exchange between two of its tokens.
+pub enum Exchange {
+    DigestMd5(DigestMd5),
+    Gssapi(gssapi::GssapiExchange),
+}
 
 /// ZooKeeper's fixed server name for DIGEST-MD5, which is also the realm.
 pub const REALM: &str = "zk-sasl-md5";

@@ -114,7 +114,9 @@ records! {
     SetDataResponse { stat: Stat }
     GetSaslRequest { token: Vec<u8> }
     SetSaslRequest { token: Vec<u8> }
-    SetSaslResponse { token: Vec<u8> }
+    /// A null token ends a GSSAPI exchange (ZooKeeper's Java client waits
+    /// for that null, not an empty token).
+    SetSaslResponse { token: Option<Vec<u8>> }
     CreateRequest { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, flags: i32 }
     CreateTtlRequest { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, flags: i32, ttl: i64 }
     DeleteRequest { path: String, version: i32 }

@@ -128,6 +128,11 @@ pub struct ServerConfig {
     /// `enforce.auth.enabled`, `enforce.auth.schemes` (ZooKeeper 3.9).
     pub enforce_auth_enabled: bool,
     pub enforce_auth_schemes: Vec<String>,
+    /// `kerberos.removeHostFromPrincipal`, `kerberos.removeRealmFromPrincipal`:
+    /// the `sasl` identity of a Kerberos client leaves out its principal's
+    /// host, its realm.
+    pub kerberos_remove_host: bool,
+    pub kerberos_remove_realm: bool,
 }
 
 /// ZooKeeper's AdminServer port.
@@ -177,6 +182,8 @@ impl Default for ServerConfig {
             jaas_login_config: None,
             enforce_auth_enabled: false,
             enforce_auth_schemes: Vec::new(),
+            kerberos_remove_host: false,
+            kerberos_remove_realm: false,
         }
     }
 }
@@ -405,6 +412,12 @@ impl ServerConfig {
             "enforce.auth.schemes" | "zookeeper.enforce.auth.schemes" => {
                 self.enforce_auth_schemes = comma_list(value)
             }
+            "kerberos.removeHostFromPrincipal" | "zookeeper.kerberos.removeHostFromPrincipal" => {
+                self.kerberos_remove_host = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "kerberos.removeRealmFromPrincipal" | "zookeeper.kerberos.removeRealmFromPrincipal" => {
+                self.kerberos_remove_realm = parse_bool(value).map_err(|e| bad(&e))?
+            }
             // SASL is served whenever a JAAS Server section is given.
             _ if key.starts_with("authProvider.") => {}
             "sslQuorum" | "zookeeper.sslQuorum" => {
@@ -609,6 +622,23 @@ mod tests {
         let err = cfg.set("tickTime", "-3").unwrap_err();
         assert!(err.0.contains("tickTime"), "{err}");
         assert!(cfg.set("clientPort", "99999").is_err());
+    }
+
+    #[test]
+    fn kerberos_name_keys_are_zookeepers_with_or_without_its_prefix() {
+        let mut cfg = ServerConfig::default();
+        assert!(!cfg.kerberos_remove_host && !cfg.kerberos_remove_realm);
+        assert_eq!(
+            cfg.set("kerberos.removeHostFromPrincipal", "true"),
+            Ok(None)
+        );
+        cfg.set("zookeeper.kerberos.removeRealmFromPrincipal", "true")
+            .unwrap();
+        assert!(cfg.kerberos_remove_host && cfg.kerberos_remove_realm);
+        let err = cfg
+            .set("kerberos.removeRealmFromPrincipal", "maybe")
+            .unwrap_err();
+        assert!(err.0.contains("kerberos.removeRealmFromPrincipal"), "{err}");
     }
 
     #[test]

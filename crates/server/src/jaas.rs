@@ -1,6 +1,74 @@
 //! The JAAS login configuration ZooKeeper users already have: the
 //! `Server` section's `org.apache.zookeeper.server.auth.DigestLoginModule`
-//! lists the SASL DIGEST-MD5 users as `user_NAME="PASSWORD"` options.
+//! lists the SASL DIGEST-MD5 users as `user_NAME="PASSWORD"` options; its
+//! `com.sun.security.auth.module.Krb5LoginModule` names the keytab and
+//! principal of the Kerberos service (SASL GSSAPI).
+
+use std::path::PathBuf;
+
+const DIGEST_MODULE: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
+const KRB5_MODULE: &str = "com.sun.security.auth.module.Krb5LoginModule";
+
+/// A Krb5LoginModule's service login: the key of `principal`
+/// (`zookeeper/HOST@REALM`, or `*` for any key of the keytab) in `keytab`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KerberosLogin {
+    pub keytab: PathBuf,
+    pub principal: String,
+}
+
+/// What the `Server` section serves clients: DIGEST-MD5 users, Kerberos,
+/// or both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerLogins {
+    pub digest_users: Vec<(String, String)>,
+    pub kerberos: Option<KerberosLogin>,
+}
+
+/// The `Server` section's DigestLoginModule users and Krb5LoginModule
+/// login; one of them at least.
+pub fn server_logins(text: &str) -> Result<ServerLogins, String> {
+    let digest = module_options(text, "Server", DIGEST_MODULE)?;
+    let kerberos = module_options(text, "Server", KRB5_MODULE)?;
+    if digest.is_none() && kerberos.is_none() {
+        return Err(format!(
+            "the Server section has neither {DIGEST_MODULE} nor {KRB5_MODULE}"
+        ));
+    }
+    Ok(ServerLogins {
+        digest_users: match digest {
+            Some(options) => users("Server", options)?,
+            None => Vec::new(),
+        },
+        kerberos: kerberos.map(kerberos_login).transpose()?,
+    })
+}
+
+/// A service login from Krb5LoginModule options, which must take the key
+/// from a keytab (`useKeyTab=true`, `keyTab`) for a named `principal`.
+fn kerberos_login(options: Vec<(String, String)>) -> Result<KerberosLogin, String> {
+    let get = |key: &str| {
+        (options.iter())
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    if get("useKeyTab") != Some("true") {
+        return Err(format!(
+            "the Server section's {KRB5_MODULE} needs useKeyTab=true: the server's key comes \
+             from a keytab"
+        ));
+    }
+    let (Some(keytab), Some(principal)) = (get("keyTab"), get("principal")) else {
+        return Err(format!(
+            "the Server section's {KRB5_MODULE} needs keyTab=\"FILE\" and \
+             principal=\"zookeeper/HOST@REALM\""
+        ));
+    };
+    Ok(KerberosLogin {
+        keytab: PathBuf::from(keytab),
+        principal: principal.to_string(),
+    })
+}
 
 /// The users of the `Server` section's DigestLoginModule, (name, password).
 pub fn server_digest_users(text: &str) -> Result<Vec<(String, String)>, String> {
@@ -10,7 +78,11 @@ pub fn server_digest_users(text: &str) -> Result<Vec<(String, String)>, String> 
 /// The users of section `name`'s DigestLoginModule (`user_NAME="PASSWORD"`),
 /// as the `QuorumServer` section lists the members that may connect.
 pub fn section_digest_users(text: &str, name: &str) -> Result<Vec<(String, String)>, String> {
-    let options = digest_options(text, name)?;
+    users(name, digest_options(text, name)?)
+}
+
+/// The `user_NAME="PASSWORD"` options of section `name`'s DigestLoginModule.
+fn users(name: &str, options: Vec<(String, String)>) -> Result<Vec<(String, String)>, String> {
     let users: Vec<(String, String)> = options
         .into_iter()
         .filter_map(|(key, value)| Some((key.strip_prefix("user_")?.to_string(), value)))
@@ -61,21 +133,30 @@ fn sections(text: &str) -> Result<Vec<(String, String)>, String> {
 
 /// The options of section `name`'s DigestLoginModule entry.
 fn digest_options(text: &str, name: &str) -> Result<Vec<(String, String)>, String> {
+    module_options(text, name, DIGEST_MODULE)?
+        .ok_or_else(|| format!("the {name} section has no {DIGEST_MODULE}"))
+}
+
+/// The options of section `name`'s `module` entry; none when the section
+/// has no such entry (an error when there is no such section).
+fn module_options(
+    text: &str,
+    name: &str,
+    module: &str,
+) -> Result<Option<Vec<(String, String)>>, String> {
     let sections = sections(text)?;
     let (_, body) = (sections.iter())
         .find(|(section, _)| section == name)
         .ok_or_else(|| format!("no {name} section"))?;
     for entry in body.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let mut words = entry.splitn(3, char::is_whitespace);
-        let module = words.next().unwrap_or_default();
+        let found = words.next().unwrap_or_default();
         let _flag = words.next();
-        if module == "org.apache.zookeeper.server.auth.DigestLoginModule" {
-            return options(words.next().unwrap_or_default());
+        if found == module {
+            return options(words.next().unwrap_or_default()).map(Some);
         }
     }
-    Err(format!(
-        "the {name} section has no org.apache.zookeeper.server.auth.DigestLoginModule"
-    ))
+    Ok(None)
 }
 
 /// `key="value"` (or `key=value`) options separated by white space.
@@ -162,5 +243,45 @@ mod tests {
             "Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_a=\"x; };"
         )
         .is_err());
+        let logins = server_logins(text).unwrap();
+        assert_eq!((logins.digest_users.len(), logins.kerberos), (2, None));
+    }
+
+    #[test]
+    fn reads_the_server_sections_kerberos_login() {
+        let text = r#"
+            Server {
+                   com.sun.security.auth.module.Krb5LoginModule required
+                   useKeyTab=true
+                   keyTab="/etc/zookeeper/zk.keytab"
+                   storeKey=true
+                   useTicketCache=false
+                   principal="zookeeper/zk1.example.com@EXAMPLE.COM";
+            };
+        "#;
+        let logins = server_logins(text).unwrap();
+        assert!(logins.digest_users.is_empty());
+        assert_eq!(
+            logins.kerberos,
+            Some(KerberosLogin {
+                keytab: PathBuf::from("/etc/zookeeper/zk.keytab"),
+                principal: "zookeeper/zk1.example.com@EXAMPLE.COM".into(),
+            })
+        );
+        let both = text.replace(
+            "};",
+            "org.apache.zookeeper.server.auth.DigestLoginModule required user_bob=\"s\"; };",
+        );
+        let logins = server_logins(&both).unwrap();
+        assert_eq!(logins.digest_users.len(), 1);
+        assert!(logins.kerberos.is_some());
+        for refused in [
+            text.replace("useKeyTab=true", "useKeyTab=false"),
+            text.replace("keyTab=\"/etc/zookeeper/zk.keytab\"", ""),
+            text.replace("principal=", "principalName="),
+            "Server { other.Module required a=\"b\"; };".to_string(),
+        ] {
+            assert!(server_logins(&refused).is_err(), "{refused}");
+        }
     }
 }

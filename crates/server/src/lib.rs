@@ -7,6 +7,7 @@ pub mod admin;
 pub mod config;
 pub mod dashboard;
 pub mod ensemble;
+pub mod gssapi;
 pub mod import;
 pub mod jaas;
 pub mod logging;

@@ -88,6 +88,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         fixed_election_ticks: None,
         zxid_counter_limit: None,
         sasl_users: Vec::new(),
+        gssapi: None,
         enforce_auth_schemes: config
             .enforce_auth_enabled
             .then(|| config.enforce_auth_schemes.clone()),
@@ -142,13 +143,22 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     if let Some((path, text)) = &jaas {
         // A file for members' SASL alone may have no Server section.
         if !config.quorum_sasl.enable || crate::jaas::has_section(text, "Server") {
-            engine_cfg.sasl_users = crate::jaas::server_digest_users(text)
+            let logins = crate::jaas::server_logins(text)
                 .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?;
-            log::info!(
-                "SASL DIGEST-MD5 for {} user(s) from {}",
-                engine_cfg.sasl_users.len(),
-                path.display()
-            );
+            engine_cfg.sasl_users = logins.digest_users;
+            if !engine_cfg.sasl_users.is_empty() {
+                log::info!(
+                    "SASL DIGEST-MD5 for {} user(s) from {}",
+                    engine_cfg.sasl_users.len(),
+                    path.display()
+                );
+            }
+            if let Some(login) = logins.kerberos {
+                engine_cfg.gssapi = Some(
+                    gssapi_service(&config, &login)
+                        .map_err(|e| format!("jaasLoginConfig {}: {e}", path.display()))?,
+                );
+            }
         }
     }
     // Members' SASL, checked only where there are members (as before).
@@ -338,6 +348,33 @@ fn quorum_tls(config: &ServerConfig) -> Result<crate::peer::PeerTls, String> {
         connector: tokio_rustls::TlsConnector::from(client),
         dial_tls: config.ssl_quorum,
         accept_plain: config.quorum_port_unification,
+    })
+}
+
+/// SASL GSSAPI for clients: the JAAS Server section's Krb5LoginModule key,
+/// from its keytab, through MIT Kerberos.
+fn gssapi_service(
+    config: &ServerConfig,
+    login: &crate::jaas::KerberosLogin,
+) -> Result<stoa_core::sasl::GssapiService, String> {
+    let acceptor = crate::gssapi::KerberosAcceptor::new(&login.principal, &login.keytab)?;
+    let names = stoa_core::sasl::kerberos_name::KerberosNames {
+        default_realm: crate::gssapi::default_realm(),
+        remove_host: config.kerberos_remove_host,
+        remove_realm: config.kerberos_remove_realm,
+    };
+    log::info!(
+        "SASL GSSAPI (Kerberos) as {} from keytab {} (default realm {:?}, \
+         kerberos.removeHostFromPrincipal={}, kerberos.removeRealmFromPrincipal={})",
+        login.principal,
+        login.keytab.display(),
+        names.default_realm,
+        names.remove_host,
+        names.remove_realm
+    );
+    Ok(stoa_core::sasl::GssapiService {
+        acceptor: std::sync::Arc::new(acceptor),
+        names,
     })
 }
 

@@ -43,8 +43,8 @@ pub(crate) struct Conn {
     /// reading such a connection until then, would serve them.
     pub early: Vec<Vec<u8>>,
     pub early_bytes: usize,
-    /// A SASL exchange between its challenge and the client's response.
-    pub sasl: Option<crate::sasl::DigestMd5>,
+    /// A SASL exchange between two of the client's tokens.
+    pub sasl: Option<crate::sasl::Exchange>,
 }
 
 /// Packets the gate counted, for `srvr` and `mntr` (reset with the rest

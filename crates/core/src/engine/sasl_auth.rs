@@ -1,5 +1,6 @@
 //! SASL on a client connection (opcode 102): DIGEST-MD5 against the JAAS
-//! `Server` section's users (`crate::sasl`), and ZooKeeper 3.9's
+//! `Server` section's users (`crate::sasl`), GSSAPI (Kerberos) through the
+//! acceptor the server crate gives (`crate::sasl::gssapi`), and ZooKeeper 3.9's
 //! `enforce.auth.enabled`, which closes a connection that asks for
 //! anything before authenticating with a required scheme.
 
@@ -9,31 +10,52 @@ use stoa_proto::request::Request;
 use stoa_proto::response::Response;
 
 use super::Engine;
-use crate::sasl::DigestMd5;
+use crate::sasl::gssapi::{GssapiExchange, GssapiStep};
+use crate::sasl::{DigestMd5, Exchange};
 use crate::watch::ConnId;
 
 impl Engine {
-    /// A SASL token: an empty one opens an exchange (the challenge goes
-    /// back); the next is the client's response, checked. A failure is
-    /// AuthFailed and the connection closes, as ZooKeeper does.
+    /// A SASL token. The first of an exchange picks the mechanism, as the
+    /// client's first token shows it: DIGEST-MD5 opens with an empty one
+    /// (the challenge goes back), GSSAPI with its first context token.
+    /// A failure is AuthFailed and the connection closes, as ZooKeeper
+    /// does.
     pub(super) fn on_sasl(&mut self, conn: ConnId, xid: i32, token: &[u8]) {
-        if self.config.sasl_users.is_empty() {
-            log::warn!(
-                "connection {conn}: SASL asked for, but no JAAS Server section is configured"
-            );
-            return self.fail_auth(conn, xid);
-        }
         let Some(c) = self.gate.conns.get_mut(&conn) else {
             return;
         };
-        let Some(exchange) = c.sasl.take() else {
-            let nonce = self.next_nonce();
-            let (exchange, challenge) = DigestMd5::start(nonce);
-            if let Some(c) = self.gate.conns.get_mut(&conn) {
-                c.sasl = Some(exchange);
+        match c.sasl.take() {
+            Some(Exchange::DigestMd5(exchange)) => self.finish_digest(conn, xid, &exchange, token),
+            Some(Exchange::Gssapi(exchange)) => self.step_gssapi(conn, xid, exchange, token),
+            None => self.start_sasl(conn, xid, token),
+        }
+    }
+
+    fn start_sasl(&mut self, conn: ConnId, xid: i32, token: &[u8]) {
+        let digest = !self.config.sasl_users.is_empty();
+        match &self.config.gssapi {
+            Some(gssapi) if !token.is_empty() || !digest => match gssapi.acceptor.new_context() {
+                Ok(context) => self.step_gssapi(conn, xid, GssapiExchange::new(context), token),
+                Err(e) => self.refuse_sasl(conn, xid, &format!("GSS-API: {e}")),
+            },
+            _ if digest => {
+                let nonce = self.next_nonce();
+                let (exchange, challenge) = DigestMd5::start(nonce);
+                if let Some(c) = self.gate.conns.get_mut(&conn) {
+                    c.sasl = Some(Exchange::DigestMd5(exchange));
+                }
+                self.sasl_reply(conn, xid, Some(challenge));
             }
-            return self.sasl_reply(conn, xid, challenge);
-        };
+            _ => {
+                log::warn!(
+                    "connection {conn}: SASL asked for, but no JAAS Server section is configured"
+                );
+                self.fail_auth(conn, xid);
+            }
+        }
+    }
+
+    fn finish_digest(&mut self, conn: ConnId, xid: i32, exchange: &DigestMd5, token: &[u8]) {
         let users = &self.config.sasl_users;
         let password_of = |user: &str| {
             (users.iter())
@@ -43,25 +65,59 @@ impl Engine {
         match exchange.finish(token, password_of) {
             Ok((user, rspauth)) => {
                 log::info!("connection {conn}: SASL DIGEST-MD5 authenticated {user}");
-                let id = Id {
-                    scheme: "sasl".into(),
-                    id: user,
-                };
-                self.gate.add_identity(conn, id, false);
-                self.sasl_reply(conn, xid, rspauth);
+                self.add_sasl_identity(conn, user);
+                self.sasl_reply(conn, xid, Some(rspauth));
             }
-            Err(refusal) => {
-                log::warn!(
-                    "connection {conn}: SASL authentication failed: {}",
-                    refusal.0
-                );
-                self.stats.auth_failures += 1;
-                self.fail_auth(conn, xid);
-            }
+            Err(refusal) => self.refuse_sasl(conn, xid, &refusal.0),
         }
     }
 
-    fn sasl_reply(&mut self, conn: ConnId, xid: i32, token: Vec<u8>) {
+    fn step_gssapi(&mut self, conn: ConnId, xid: i32, mut exchange: GssapiExchange, token: &[u8]) {
+        let step = exchange.step(token);
+        let names = self.config.gssapi.as_ref().map(|g| &g.names);
+        match step {
+            Ok(GssapiStep::Reply(reply)) => {
+                if let Some(c) = self.gate.conns.get_mut(&conn) {
+                    c.sasl = Some(Exchange::Gssapi(exchange));
+                }
+                self.sasl_reply(conn, xid, Some(reply));
+            }
+            Ok(GssapiStep::Authenticated { initiator, authzid }) => {
+                match names.map(|n| n.sasl_id(&initiator)) {
+                    Some(Ok(id)) => {
+                        // ZooKeeper names the connection after the principal
+                        // whatever authorization id the client asks for
+                        // (its Java client sends its own principal).
+                        log::info!(
+                        "connection {conn}: SASL GSSAPI authenticated {initiator} as sasl:{id} \
+                         (authorization id {authzid:?})"
+                    );
+                        self.add_sasl_identity(conn, id);
+                        self.sasl_reply(conn, xid, None);
+                    }
+                    Some(Err(refusal)) => self.refuse_sasl(conn, xid, &refusal.0),
+                    None => self.refuse_sasl(conn, xid, "GSSAPI is not configured"),
+                }
+            }
+            Err(refusal) => self.refuse_sasl(conn, xid, &refusal.0),
+        }
+    }
+
+    fn add_sasl_identity(&mut self, conn: ConnId, name: String) {
+        let id = Id {
+            scheme: "sasl".into(),
+            id: name,
+        };
+        self.gate.add_identity(conn, id, false);
+    }
+
+    fn refuse_sasl(&mut self, conn: ConnId, xid: i32, why: &str) {
+        log::warn!("connection {conn}: SASL authentication failed: {why}");
+        self.stats.auth_failures += 1;
+        self.fail_auth(conn, xid);
+    }
+
+    fn sasl_reply(&mut self, conn: ConnId, xid: i32, token: Option<Vec<u8>>) {
         let response = Response::Sasl(SetSaslResponse { token });
         self.queue_reply(conn, xid, ErrorCode::Ok, response);
     }

@@ -9,7 +9,7 @@ use stoa_proto::frame::encode_connect_request;
 use stoa_proto::jute::Record;
 use stoa_proto::opcode::{EventType, OpCode};
 use stoa_proto::records::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, RequestHeader, SetDataRequest,
+    Acl, ConnectRequest, ConnectResponse, CreateRequest, Id, RequestHeader, SetDataRequest,
 };
 use stoa_proto::request::Request;
 use stoa_tree::DataTree;
@@ -42,6 +42,7 @@ pub(super) fn config() -> EngineConfig {
         fixed_election_ticks: None,
         zxid_counter_limit: None,
         sasl_users: Vec::new(),
+        gssapi: None,
         enforce_auth_schemes: None,
         nonce_seed: 0,
     }
@@ -604,4 +605,143 @@ fn a_used_up_zxid_counter_starts_a_new_epoch_without_losing_or_reordering_writes
     restarted.send(2, 1, create("/after"));
     restarted.settle();
     assert!(restarted.engine.tree().last_zxid() > last);
+}
+
+/// A GSS-API acceptor whose context completes on the token `ticket`
+/// (anything else is refused), replying `ap-rep`, and "wraps" by prefixing
+/// `W`: the engine's side of SASL GSSAPI without Kerberos.
+struct ScriptedAcceptor;
+
+struct ScriptedContext;
+
+impl crate::sasl::gssapi::GssAcceptor for ScriptedAcceptor {
+    fn new_context(&self) -> Result<Box<dyn crate::sasl::gssapi::GssAcceptContext>, String> {
+        Ok(Box::new(ScriptedContext))
+    }
+}
+
+impl crate::sasl::gssapi::GssAcceptContext for ScriptedContext {
+    fn accept(&mut self, token: &[u8]) -> Result<crate::sasl::gssapi::Accepted, String> {
+        match token {
+            b"ticket" => Ok(crate::sasl::gssapi::Accepted::Complete {
+                reply: b"ap-rep".to_vec(),
+                initiator: "app/web1@EXAMPLE.COM".into(),
+            }),
+            _ => Err("defective token".into()),
+        }
+    }
+    fn wrap(&mut self, message: &[u8]) -> Result<Vec<u8>, String> {
+        Ok([b"W".as_slice(), message].concat())
+    }
+    fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String> {
+        token
+            .strip_prefix(b"W")
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| "bad MIC".to_string())
+    }
+}
+
+fn gssapi_rig(digest_users: bool) -> Rig {
+    let mut config = config();
+    config.gssapi = Some(crate::sasl::GssapiService {
+        acceptor: std::sync::Arc::new(ScriptedAcceptor),
+        names: crate::sasl::kerberos_name::KerberosNames {
+            default_realm: Some("EXAMPLE.COM".into()),
+            remove_host: true,
+            remove_realm: false,
+        },
+    });
+    if digest_users {
+        config.sasl_users = vec![("bob".into(), "secret".into())];
+    }
+    config.enforce_auth_schemes = Some(vec!["sasl".into()]);
+    Rig::with_config(config, empty())
+}
+
+fn sasl(token: &[u8]) -> Request {
+    Request::Sasl(stoa_proto::records::GetSaslRequest {
+        token: token.to_vec(),
+    })
+}
+
+/// The (xid, error, token) of each SASL reply.
+fn sasl_replies(rig: &mut Rig, conn: u64) -> Vec<(i32, i32, Option<Vec<u8>>)> {
+    use stoa_proto::records::SetSaslResponse;
+    (rig.frames(conn).into_iter())
+        .filter_map(|f| match f {
+            Frame::Reply(h, body) if h.err == OK => Some((
+                h.xid,
+                h.err,
+                SetSaslResponse::from_bytes(&body).unwrap().token,
+            )),
+            Frame::Reply(h, _) => Some((h.xid, h.err, None)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn gssapi_authenticates_the_principal_as_its_sasl_identity() {
+    let mut rig = gssapi_rig(false);
+    rig.connect(1);
+    rig.send(1, 1, sasl(b"ticket"));
+    rig.send(1, 2, sasl(b""));
+    rig.send(1, 3, sasl(b"W\x01\x00\x00\x00app/web1@EXAMPLE.COM"));
+    let replies = sasl_replies(&mut rig, 1);
+    // The last token is null, which ZooKeeper's Java client waits for.
+    let want = [
+        (1, OK, Some(b"ap-rep".to_vec())),
+        (2, OK, Some(b"W\x01\x00\x00\x00".to_vec())),
+        (3, OK, None),
+    ];
+    assert_eq!(replies, want);
+    let id = rig.engine.gate.conns[&1].identity.ids.to_vec();
+    let sasl_id = Id {
+        scheme: "sasl".into(),
+        id: "app@EXAMPLE.COM".into(),
+    };
+    assert!(id.contains(&sasl_id), "{id:?}");
+    // enforce.auth.schemes=sasl: GSSAPI counts.
+    rig.send(1, 4, get("/", false));
+    rig.settle();
+    assert_eq!(rig.reply_codes(1), vec![(4, OK)]);
+    assert!(rig.closed.is_empty());
+}
+
+#[test]
+fn a_bad_gssapi_token_is_auth_failed_and_closes_the_connection() {
+    for tokens in [
+        &[&b"forged"[..]][..],
+        &[b"ticket", b"late"],
+        &[b"ticket", b"", b"unwrapped"],
+    ] {
+        let mut rig = gssapi_rig(false);
+        rig.connect(1);
+        for (xid, token) in tokens.iter().enumerate() {
+            rig.send(1, xid as i32 + 1, sasl(token));
+        }
+        let last = sasl_replies(&mut rig, 1).pop().unwrap();
+        assert_eq!(
+            (last.0, last.1),
+            (tokens.len() as i32, ErrorCode::AuthFailed as i32)
+        );
+        assert_eq!(rig.closed, vec![1], "{tokens:?}");
+    }
+}
+
+#[test]
+fn with_digest_users_too_an_empty_first_token_opens_digest_md5() {
+    let mut rig = gssapi_rig(true);
+    rig.connect(1);
+    rig.send(1, 1, sasl(b""));
+    let (_, err, challenge) = sasl_replies(&mut rig, 1).remove(0);
+    assert_eq!(err, OK);
+    let challenge = String::from_utf8(challenge.unwrap()).unwrap();
+    assert!(challenge.contains("realm=\"zk-sasl-md5\""));
+    rig.connect(2);
+    rig.send(2, 1, sasl(b"ticket"));
+    assert_eq!(
+        sasl_replies(&mut rig, 2),
+        vec![(1, OK, Some(b"ap-rep".to_vec()))]
+    );
 }
