@@ -95,6 +95,12 @@ pub enum TxnOp {
         extra: Vec<TxnOp>,
         events: Vec<(TreeEventKind, String)>,
     },
+    /// One transaction over several partitions (docs/partitions.md,
+    /// "Routing by placement"): each part is the op its partition's tree
+    /// applies, in the order listed, to distinct partitions. The reply is
+    /// the first part's: the partition of the node the client named.
+    /// Parts are never nested, seals or watched ops.
+    Parts(Vec<(u32, TxnOp)>),
 }
 
 impl TxnOp {
@@ -121,6 +127,7 @@ mod tag {
     pub const ERROR: u8 = 10;
     pub const SEAL: u8 = 11;
     pub const WATCHED: u8 = 12;
+    pub const PARTS: u8 = 13;
 }
 
 fn event_kind_code(kind: TreeEventKind) -> u8 {
@@ -249,6 +256,13 @@ impl TxnOp {
             }
             TxnOp::Error(_) => 4,
             TxnOp::Seal { voids } => LEN_PREFIX_BYTES + 16 * voids.len(),
+            TxnOp::Parts(parts) => {
+                LEN_PREFIX_BYTES
+                    + parts
+                        .iter()
+                        .map(|(_, op)| 4 + op.encoded_len())
+                        .sum::<usize>()
+            }
             TxnOp::Watched { op, extra, events } => {
                 op.encoded_len()
                     + LEN_PREFIX_BYTES
@@ -356,6 +370,14 @@ impl TxnOp {
                     codec::put_str(out, path);
                 }
             }
+            TxnOp::Parts(parts) => {
+                codec::put_u8(out, tag::PARTS);
+                codec::put_u32(out, parts.len() as u32);
+                for (partition, op) in parts {
+                    codec::put_u32(out, *partition);
+                    op.encode(out);
+                }
+            }
         }
     }
 
@@ -437,6 +459,26 @@ impl TxnOp {
                 }
             }
             tag::WATCHED => return Err(DecodeError::BadValue("watched op in a multi")),
+            tag::PARTS if top_level => {
+                let n = r.count(4 + OP_MIN_BYTES)?;
+                let mut parts: Vec<(u32, TxnOp)> = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let partition = r.u32()?;
+                    if parts.iter().any(|(p, _)| *p == partition) {
+                        return Err(DecodeError::BadValue("a partition's part twice"));
+                    }
+                    let op = TxnOp::decode(r, true)?;
+                    if matches!(
+                        op,
+                        TxnOp::Parts(_) | TxnOp::Seal { .. } | TxnOp::Watched { .. }
+                    ) {
+                        return Err(DecodeError::BadValue("part op"));
+                    }
+                    parts.push((partition, op));
+                }
+                TxnOp::Parts(parts)
+            }
+            tag::PARTS => return Err(DecodeError::BadValue("parts in a multi")),
             tag::ERROR => {
                 let code = r.i32()?;
                 TxnOp::Error(ErrorCode::from_i32(code).ok_or(DecodeError::BadValue("error code"))?)
@@ -532,7 +574,52 @@ mod tests {
                 TxnOp::Delete { path: "/x".into() },
                 TxnOp::Error(ErrorCode::Ok),
             ]),
+            TxnOp::Parts(vec![
+                (
+                    1,
+                    TxnOp::Delete {
+                        path: "/app".into(),
+                    },
+                ),
+                (
+                    0,
+                    TxnOp::Delete {
+                        path: "/app".into(),
+                    },
+                ),
+            ]),
+            TxnOp::Parts(vec![
+                (
+                    0,
+                    TxnOp::CloseSession {
+                        paths: vec!["/e".into()],
+                    },
+                ),
+                (2, TxnOp::Multi(vec![TxnOp::Check { path: "/q".into() }])),
+            ]),
         ]
+    }
+
+    #[test]
+    fn parts_are_refused_nested_twice_for_a_partition_or_inside_a_multi() {
+        let encode = |op: TxnOp| {
+            let mut buf = Vec::new();
+            Txn {
+                header: TxnHeader::default(),
+                op,
+            }
+            .encode(&mut buf);
+            buf
+        };
+        let delete = || TxnOp::Delete { path: "/a".into() };
+        for bad in [
+            TxnOp::Parts(vec![(0, delete()), (0, delete())]),
+            TxnOp::Parts(vec![(0, TxnOp::Parts(vec![(1, delete())]))]),
+            TxnOp::Parts(vec![(0, TxnOp::Seal { voids: vec![] })]),
+            TxnOp::Multi(vec![TxnOp::Parts(vec![(1, delete())])]),
+        ] {
+            assert!(Txn::decode(&encode(bad.clone())).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -586,7 +673,7 @@ mod tests {
         }
 
         #[test]
-        fn mutated_encodings_never_panic(i in 0usize..10, pos in any::<usize>(), byte in any::<u8>()) {
+        fn mutated_encodings_never_panic(i in 0usize..12, pos in any::<usize>(), byte in any::<u8>()) {
             // Proves single-byte corruption of valid txns is handled.
             let txn = Txn { header: TxnHeader::default(), op: sample()[i].clone() };
             let mut buf = Vec::new();

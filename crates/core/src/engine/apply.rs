@@ -134,6 +134,9 @@ impl Engine {
     }
 
     pub(super) fn apply_txn(&mut self, partition: usize, txn: Txn) {
+        if matches!(txn.op, TxnOp::Parts(_)) {
+            return self.apply_parts(partition, txn);
+        }
         let zxid = txn.header.zxid;
         let sid = txn.header.session_id;
         let applied = self.cores[partition].apply(&txn);
@@ -198,6 +201,59 @@ impl Engine {
         }
         if membership_changed {
             self.membership_applied();
+        }
+    }
+
+    /// A transaction of parts: each part to its partition's tree, in the
+    /// order listed; the reply (and a session's close) is the first
+    /// part's. A part's events about nodes of another partition (a group
+    /// root's link, a tree's own unserved `/`) are not that partition's to
+    /// fire: the node's own part reports them.
+    fn apply_parts(&mut self, partition: usize, txn: Txn) {
+        let TxnOp::Parts(parts) = txn.op else {
+            unreachable!("checked by the caller")
+        };
+        assert_eq!(
+            parts.first().map(|(p, _)| *p as usize),
+            Some(partition),
+            "a transaction of parts is applied through its first part's group"
+        );
+        let (header, zxid, sid) = (txn.header, txn.header.zxid, txn.header.session_id);
+        let closes_session = matches!(parts[0].1, TxnOp::CloseSession { .. });
+        let mut result = None;
+        for (part, op) in parts {
+            let part = part as usize;
+            let part_txn = Txn {
+                header: header.clone(),
+                op,
+            };
+            let applied = self.cores[part].apply(&part_txn);
+            let events: Vec<(ChangeKind, String)> = (applied.events.iter())
+                .map(|event| (change_of(event.kind), event.path.to_string()))
+                .collect();
+            result.get_or_insert(applied.result);
+            for (change, path) in events {
+                if self.partition_of(&path) == part {
+                    self.fire(part, zxid, change, &path);
+                }
+            }
+        }
+        self.stats.txns_applied += 1;
+        let session_change = closes_session.then(|| {
+            // Its writes are accepted from no connection any more.
+            self.cores[0].owners.remove(&sid);
+            SessionChange::Closed
+        });
+        self.hand_to_gate(Applied::Outcome(WriteOutcome {
+            session: sid,
+            cxid: header.cxid,
+            zxid,
+            result: result.expect("a transaction has a part"),
+            config: None,
+            session_change,
+        }));
+        if session_change.is_some() {
+            self.run_session_extensions(sid, false);
         }
     }
 

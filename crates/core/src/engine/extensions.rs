@@ -704,7 +704,7 @@ impl Engine {
         }
         match self.propose_extension_writes(ids, sid, xid, writes) {
             Ok(zxid) => (err, response, zxid),
-            Err(code) => (code, Response::Empty, self.cores[0].tree.last_zxid()),
+            Err(code) => (code, Response::Empty, self.applied_zxid()),
         }
     }
 

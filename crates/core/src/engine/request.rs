@@ -40,7 +40,7 @@ impl Engine {
                     self.gate.send_reply(
                         conn,
                         xid,
-                        self.cores[0].tree.last_zxid(),
+                        self.applied_zxid(),
                         ErrorCode::Ok,
                         &Response::Empty,
                     );
@@ -168,10 +168,29 @@ impl Engine {
         if let Request::Reconfig(r) = request {
             return self.propose_reconfig(&ctx, r);
         }
+        let (partition, root_spans) = self.write_route(request);
+        let spanning_multi = match request {
+            Request::Multi(ops) => self.multi_partition(ops).err().map(|at| (ops.len(), at)),
+            _ => None,
+        };
         let prepared = match self.check_registration(ids, is_super, request) {
-            Ok(()) => {
-                self.cores[0].preparing(|preparer, tree| preparer.prepare(tree, &ctx, request))
+            Ok(()) if spanning_multi.is_some() => {
+                let (ops, at) = spanning_multi.expect("checked");
+                log::info!(
+                    "session {sid:#x}: a multi over several partition groups (op {at}) is not \
+                     supported yet"
+                );
+                Err(stoa_tree::PrepError::failed_multi(
+                    ops,
+                    at,
+                    ErrorCode::Unimplemented,
+                ))
             }
+            Ok(()) => match root_spans {
+                Some(parents) => self.prepare_root_change(&ctx, request, partition, parents),
+                None => (self.cores[partition])
+                    .preparing(|preparer, tree| preparer.prepare(tree, &ctx, request)),
+            },
             Err(code) => Err(stoa_tree::PrepError::Code(code)),
         };
         let txn = match prepared {
@@ -189,7 +208,7 @@ impl Engine {
                 }
             }
         };
-        self.propose(txn);
+        self.propose_on(partition, txn);
     }
 
     /// addauth, as ZooKeeper's providers answer it. `digest` takes any
@@ -225,19 +244,22 @@ impl Engine {
         xid: i32,
         request: Request,
     ) {
-        let outcome = match self.gate.conns.get(&conn) {
-            Some(c) => self.cores[0].read(ReadCall {
+        let mut outcome = match self.gate.conns.get(&conn) {
+            Some(c) => self.read_routed(ReadCall {
                 conn,
                 session: sid,
                 identity: c.identity.clone(),
                 request,
             }),
             None => ReadOutcome {
-                zxid: self.cores[0].tree.last_zxid(),
+                zxid: 0,
                 result: Err(ErrorCode::ConnectionLoss),
                 fired: Vec::new(),
             },
         };
+        // The server's prefix, whichever partition answered: a reply's
+        // zxid never goes back.
+        outcome.zxid = self.applied_zxid();
         for (change, path) in &outcome.fired {
             self.gate.notify(conn, outcome.zxid, *change, path);
         }
