@@ -9,8 +9,6 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import (BadVersionError, NoNodeError, NodeExistsError,
-                              NotEmptyError, UnimplementedError)
 from kazoo.protocol.states import EventType
 
 import harness as h
@@ -181,25 +179,43 @@ def test_a_sessions_ephemerals_on_every_partition_go_at_once(request):
         b.stop()
 
 
-def test_a_multi_within_one_group_commits_and_one_across_groups_is_refused(request):
-    srv = start(request, GROUPS)
+def multi_trace(srv):
+    """Multis within one group and across groups and the root group: their
+    results in the ops' order, a failure anywhere rolling back every op."""
     c = client(srv)
+    shape = (lambda r: r if isinstance(r, (str, bool)) or r is None
+             else type(r).__name__ if isinstance(r, Exception) else stat_of(r))
+    trace = []
     try:
         c.create("/app", b"")
         c.create("/billing", b"")
-        t = c.transaction()
-        t.create("/app/m1", b"")
-        t.create("/app/m2", b"")
-        t.set_data("/app", b"x")
-        assert [r if isinstance(r, str) else "stat" for r in t.commit()] == ["/app/m1", "/app/m2", "stat"]
-        t = c.transaction()
-        t.create("/app/n", b"")
-        t.create("/billing/n", b"")
-        results = t.commit()
-        assert isinstance(results[1], UnimplementedError), results
-        assert c.exists("/app/n") is None and c.exists("/billing/n") is None
+        for ops in (
+            [("create", "/app/m1"), ("create", "/app/m2"), ("set", "/app")],
+            [("create", "/app/n"), ("create", "/billing/n"), ("create", "/plain-n"),
+             ("set", "/billing"), ("check", "/app/n")],
+            [("create", "/app/o"), ("create", "/billing/o"), ("create", "/billing/n")],
+            [("delete", "/billing/n"), ("delete", "/app/n"), ("set", "/app/missing")],
+            [("delete", "/billing/n"), ("delete", "/app/n"), ("delete", "/plain-n")],
+        ):
+            t = c.transaction()
+            for kind, path in ops:
+                {"create": lambda p: t.create(p, b"m"), "set": lambda p: t.set_data(p, b"s"),
+                 "check": lambda p: t.check(p, 0), "delete": lambda p: t.delete(p)}[kind](path)
+            trace.append([shape(r) for r in t.commit()])
+            trace.append(sorted(c.get_children("/")) + sorted(c.get_children("/app"))
+                         + sorted(c.get_children("/billing")))
     finally:
         c.stop()
+    return trace
+
+
+def test_a_multi_over_several_groups_is_atomic_and_answers_in_order(request):
+    one = multi_trace(start(request, ONE))
+    groups = multi_trace(start(request, GROUPS))
+    assert groups == one
+    # One of them failed and left nothing behind; the others committed.
+    assert any("NodeExistsError" in str(step) for step in groups)
+    assert any("NoNodeError" in str(step) for step in groups)
 
 
 def test_every_partition_comes_back_after_kill_9(request):

@@ -1000,7 +1000,7 @@ impl Engine {
     pub(crate) fn propose_on(&mut self, partition: usize, txn: Txn) {
         // Watch extensions see the root group's changes (they run on
         // partition 0's speculative tree).
-        let txn = if partition == 0 && !matches!(txn.op, TxnOp::Parts(_)) {
+        let txn = if partition == 0 && !matches!(txn.op, TxnOp::Parts { .. }) {
             self.decide_watches(txn)
         } else {
             txn
@@ -1008,7 +1008,7 @@ impl Engine {
         let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);
         debug_assert_eq!(data.len(), txn.encoded_len());
-        if let TxnOp::Parts(parts) = &txn.op {
+        if let TxnOp::Parts { parts, .. } = &txn.op {
             assert_eq!(
                 parts[0].0 as usize, partition,
                 "proposed through its first part's group"

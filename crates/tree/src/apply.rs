@@ -216,7 +216,7 @@ impl DataTree {
             TxnOp::Multi(_) => panic!("nested multi reached apply"),
             TxnOp::Watched { .. } => panic!("nested watched op reached apply"),
             // Each part is applied to its own partition's tree.
-            TxnOp::Parts(_) => panic!("a transaction of parts reached one tree whole"),
+            TxnOp::Parts { .. } => panic!("a transaction of parts reached one tree whole"),
         }
     }
 

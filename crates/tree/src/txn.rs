@@ -97,10 +97,17 @@ pub enum TxnOp {
     },
     /// One transaction over several partitions (docs/partitions.md,
     /// "Routing by placement"): each part is the op its partition's tree
-    /// applies, in the order listed, to distinct partitions. The reply is
-    /// the first part's: the partition of the node the client named.
-    /// Parts are never nested, seals or watched ops.
-    Parts(Vec<(u32, TxnOp)>),
+    /// applies, in the order listed, to distinct partitions. Parts are
+    /// never nested, seals or watched ops. The reply is the first part's
+    /// (the partition of the node the client named), except for a client's
+    /// multi over several partitions: then every part is a multi of its
+    /// partition's ops, and `order` gives the partition of each of the
+    /// client's ops in its order, so the results are put back in it.
+    Parts {
+        parts: Vec<(u32, TxnOp)>,
+        /// Empty unless the parts are a client's multi.
+        order: Vec<u32>,
+    },
 }
 
 impl TxnOp {
@@ -147,6 +154,15 @@ fn event_kind_of(code: u8) -> Option<TreeEventKind> {
         4 => TreeEventKind::NodeChildrenChanged,
         _ => return None,
     })
+}
+
+/// Whether every part is a multi holding as many ops as `order` gives
+/// its partition.
+fn parts_match_order(parts: &[(u32, TxnOp)], order: &[u32]) -> bool {
+    parts.iter().all(|(partition, op)| match op {
+        TxnOp::Multi(ops) => ops.len() == order.iter().filter(|&p| p == partition).count(),
+        _ => false,
+    }) && order.iter().all(|p| parts.iter().any(|(q, _)| q == p))
 }
 
 /// Smallest encoding of a path or other length-prefixed value.
@@ -256,12 +272,14 @@ impl TxnOp {
             }
             TxnOp::Error(_) => 4,
             TxnOp::Seal { voids } => LEN_PREFIX_BYTES + 16 * voids.len(),
-            TxnOp::Parts(parts) => {
+            TxnOp::Parts { parts, order } => {
                 LEN_PREFIX_BYTES
                     + parts
                         .iter()
                         .map(|(_, op)| 4 + op.encoded_len())
                         .sum::<usize>()
+                    + LEN_PREFIX_BYTES
+                    + 4 * order.len()
             }
             TxnOp::Watched { op, extra, events } => {
                 op.encoded_len()
@@ -370,12 +388,16 @@ impl TxnOp {
                     codec::put_str(out, path);
                 }
             }
-            TxnOp::Parts(parts) => {
+            TxnOp::Parts { parts, order } => {
                 codec::put_u8(out, tag::PARTS);
                 codec::put_u32(out, parts.len() as u32);
                 for (partition, op) in parts {
                     codec::put_u32(out, *partition);
                     op.encode(out);
+                }
+                codec::put_u32(out, order.len() as u32);
+                for partition in order {
+                    codec::put_u32(out, *partition);
                 }
             }
         }
@@ -470,13 +492,21 @@ impl TxnOp {
                     let op = TxnOp::decode(r, true)?;
                     if matches!(
                         op,
-                        TxnOp::Parts(_) | TxnOp::Seal { .. } | TxnOp::Watched { .. }
+                        TxnOp::Parts { .. } | TxnOp::Seal { .. } | TxnOp::Watched { .. }
                     ) {
                         return Err(DecodeError::BadValue("part op"));
                     }
                     parts.push((partition, op));
                 }
-                TxnOp::Parts(parts)
+                let n = r.count(4)?;
+                let mut order = Vec::with_capacity(n);
+                for _ in 0..n {
+                    order.push(r.u32()?);
+                }
+                if !order.is_empty() && !parts_match_order(&parts, &order) {
+                    return Err(DecodeError::BadValue("a multi's parts and order"));
+                }
+                TxnOp::Parts { parts, order }
             }
             tag::PARTS => return Err(DecodeError::BadValue("parts in a multi")),
             tag::ERROR => {
@@ -574,29 +604,36 @@ mod tests {
                 TxnOp::Delete { path: "/x".into() },
                 TxnOp::Error(ErrorCode::Ok),
             ]),
-            TxnOp::Parts(vec![
-                (
-                    1,
-                    TxnOp::Delete {
-                        path: "/app".into(),
-                    },
-                ),
-                (
-                    0,
-                    TxnOp::Delete {
-                        path: "/app".into(),
-                    },
-                ),
-            ]),
-            TxnOp::Parts(vec![
-                (
-                    0,
-                    TxnOp::CloseSession {
-                        paths: vec!["/e".into()],
-                    },
-                ),
-                (2, TxnOp::Multi(vec![TxnOp::Check { path: "/q".into() }])),
-            ]),
+            TxnOp::Parts {
+                parts: vec![
+                    (
+                        1,
+                        TxnOp::Delete {
+                            path: "/app".into(),
+                        },
+                    ),
+                    (
+                        0,
+                        TxnOp::Delete {
+                            path: "/app".into(),
+                        },
+                    ),
+                ],
+                order: vec![],
+            },
+            TxnOp::Parts {
+                parts: vec![
+                    (2, TxnOp::Multi(vec![TxnOp::Check { path: "/q".into() }])),
+                    (
+                        0,
+                        TxnOp::Multi(vec![
+                            TxnOp::Delete { path: "/a".into() },
+                            TxnOp::Delete { path: "/b".into() },
+                        ]),
+                    ),
+                ],
+                order: vec![0, 2, 0],
+            },
         ]
     }
 
@@ -612,11 +649,29 @@ mod tests {
             buf
         };
         let delete = || TxnOp::Delete { path: "/a".into() };
+        let parts = |parts: Vec<(u32, TxnOp)>| TxnOp::Parts {
+            parts,
+            order: vec![],
+        };
+        let multi = || TxnOp::Multi(vec![delete()]);
         for bad in [
-            TxnOp::Parts(vec![(0, delete()), (0, delete())]),
-            TxnOp::Parts(vec![(0, TxnOp::Parts(vec![(1, delete())]))]),
-            TxnOp::Parts(vec![(0, TxnOp::Seal { voids: vec![] })]),
-            TxnOp::Multi(vec![TxnOp::Parts(vec![(1, delete())])]),
+            parts(vec![(0, delete()), (0, delete())]),
+            parts(vec![(0, parts(vec![(1, delete())]))]),
+            parts(vec![(0, TxnOp::Seal { voids: vec![] })]),
+            TxnOp::Multi(vec![parts(vec![(1, delete())])]),
+            // A multi's order must match its parts' ops.
+            TxnOp::Parts {
+                parts: vec![(0, multi()), (1, multi())],
+                order: vec![0, 0],
+            },
+            TxnOp::Parts {
+                parts: vec![(0, multi())],
+                order: vec![0, 1],
+            },
+            TxnOp::Parts {
+                parts: vec![(0, delete())],
+                order: vec![0],
+            },
         ] {
             assert!(Txn::decode(&encode(bad.clone())).is_err(), "{bad:?}");
         }

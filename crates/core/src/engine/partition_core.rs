@@ -134,7 +134,7 @@ impl PartitionCore {
         // A transaction of parts reaches each speculative tree part by
         // part (`Engine::propose_on`).
         if let (Some(speculative), false) =
-            (&mut self.speculative, matches!(txn.op, TxnOp::Parts(_)))
+            (&mut self.speculative, matches!(txn.op, TxnOp::Parts { .. }))
         {
             speculative.apply(&txn);
         }

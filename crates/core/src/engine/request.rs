@@ -4,7 +4,7 @@
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
-use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader};
+use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader, TxnOp};
 
 use super::handoff::{Admitted, Identity, ReadCall, ReadOutcome};
 use super::Engine;
@@ -170,21 +170,12 @@ impl Engine {
         }
         let (partition, root_spans) = self.write_route(request);
         let spanning_multi = match request {
-            Request::Multi(ops) => self.multi_partition(ops).err().map(|at| (ops.len(), at)),
+            Request::Multi(ops) if self.multi_partition(ops).is_err() => Some(ops),
             _ => None,
         };
         let prepared = match self.check_registration(ids, is_super, request) {
             Ok(()) if spanning_multi.is_some() => {
-                let (ops, at) = spanning_multi.expect("checked");
-                log::info!(
-                    "session {sid:#x}: a multi over several partition groups (op {at}) is not \
-                     supported yet"
-                );
-                Err(stoa_tree::PrepError::failed_multi(
-                    ops,
-                    at,
-                    ErrorCode::Unimplemented,
-                ))
+                self.prepare_multi_across(&ctx, spanning_multi.expect("checked"))
             }
             Ok(()) => match root_spans {
                 Some(parents) => self.prepare_root_change(&ctx, request, partition, parents),
@@ -208,7 +199,11 @@ impl Engine {
                 }
             }
         };
-        self.propose_on(partition, txn);
+        let home = match &txn.op {
+            TxnOp::Parts { parts, .. } => parts[0].0 as usize,
+            _ => partition,
+        };
+        self.propose_on(home, txn);
     }
 
     /// addauth, as ZooKeeper's providers answer it. `digest` takes any

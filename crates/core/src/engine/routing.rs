@@ -143,12 +143,89 @@ impl Engine {
         let node = node.map_err(PrepError::Code)?;
         Ok(Txn {
             header: ctx.header(),
-            op: TxnOp::Parts(vec![(own as u32, node), (parents as u32, link)]),
+            op: TxnOp::Parts {
+                parts: vec![(own as u32, node), (parents as u32, link)],
+                order: Vec::new(),
+            },
         })
     }
 }
 
 impl Engine {
+    /// A client's multi whose ops go to several partitions: each op is
+    /// prepared on its partition's preparer, in the multi's order, inside
+    /// a multi mark on every one of them, so the first failure rolls all
+    /// back (and fails the multi as ZooKeeper reports it). One part per
+    /// partition holds its ops; `order` puts the results back. A group
+    /// root's create or delete inside such a multi is refused so far.
+    pub(super) fn prepare_multi_across(
+        &mut self,
+        ctx: &PrepContext<'_>,
+        ops: &[Request],
+    ) -> Result<Txn, PrepError> {
+        if !ops.iter().all(stoa_tree::is_multi_op) {
+            return Err(PrepError::Code(
+                stoa_proto::codes::ErrorCode::MarshallingError,
+            ));
+        }
+        let routes: Vec<(usize, Option<usize>)> =
+            ops.iter().map(|op| self.write_route(op)).collect();
+        if let Some(at) = routes.iter().position(|(_, spans)| spans.is_some()) {
+            log::info!(
+                "session {:#x}: a multi over several partitions creates or deletes a group root \
+                 (op {at}): not supported yet",
+                ctx.session_id
+            );
+            return Err(PrepError::failed_multi(
+                ops.len(),
+                at,
+                stoa_proto::codes::ErrorCode::Unimplemented,
+            ));
+        }
+        let mut involved: Vec<usize> = routes.iter().map(|&(p, _)| p).collect();
+        involved.sort_unstable();
+        involved.dedup();
+        let marks: Vec<(usize, stoa_tree::MultiMark)> = (involved.iter())
+            .map(|&p| (p, self.cores[p].preparer.begin_multi()))
+            .collect();
+        let mut per_part: Vec<(usize, Vec<TxnOp>)> =
+            involved.iter().map(|&p| (p, Vec::new())).collect();
+        let mut failed = None;
+        for (at, (op, &(partition, _))) in ops.iter().zip(&routes).enumerate() {
+            match self.cores[partition].preparing(|preparer, tree| preparer.multi_op(tree, ctx, op))
+            {
+                Ok(txn_op) => {
+                    let part = per_part.iter_mut().find(|(p, _)| *p == partition);
+                    part.expect("an involved partition").1.push(txn_op);
+                }
+                Err(code) => {
+                    failed = Some(PrepError::failed_multi(ops.len(), at, code));
+                    break;
+                }
+            }
+        }
+        for (partition, mark) in marks {
+            self.cores[partition]
+                .preparer
+                .end_multi(mark, failed.is_none());
+        }
+        if let Some(failed) = failed {
+            return Err(failed);
+        }
+        // The first op's partition carries the entry.
+        let first = routes[0].0;
+        per_part.sort_by_key(|&(p, _)| (p != first, p));
+        Ok(Txn {
+            header: ctx.header(),
+            op: TxnOp::Parts {
+                parts: (per_part.into_iter())
+                    .map(|(p, ops)| (p as u32, TxnOp::Multi(ops)))
+                    .collect(),
+                order: routes.iter().map(|&(p, _)| p as u32).collect(),
+            },
+        })
+    }
+
     /// A session's close: partition 0 forgets the session and deletes its
     /// ephemerals there; every other partition holding some (pending
     /// ones included) deletes its own, as parts of the same transaction,
@@ -173,7 +250,10 @@ impl Engine {
         }
         Txn {
             header: ctx.header(),
-            op: TxnOp::Parts(parts),
+            op: TxnOp::Parts {
+                parts,
+                order: Vec::new(),
+            },
         }
     }
 }
