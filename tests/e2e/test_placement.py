@@ -250,3 +250,25 @@ def test_a_nested_group_root_is_refused_at_start_with_a_clear_message(tmp_path):
         assert "not a top-level path" in srv.log_tail(20)
     finally:
         srv.cleanup()
+
+
+def test_an_extension_inside_a_group_on_another_partition_is_refused(request):
+    """Extensions run on partition 0 so far: registering one whose path lies in a
+    group placed elsewhere is refused with BadArguments; in the root group it works."""
+    import json
+    import os
+    from kazoo.exceptions import BadArgumentsError
+    source = open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions",
+                               "counter.lua")).read()
+    srv = start(request, GROUPS)
+    c = client(srv)
+    try:
+        c.ensure_path("/extensions")
+        c.create("/app", b"")
+        doc = {"kind": "node", "path": "/app/counter", "source": source}
+        with pytest.raises(BadArgumentsError):
+            c.create("/extensions/in-group", json.dumps(doc).encode())
+        doc["path"] = "/counter"
+        c.create("/extensions/in-root", json.dumps(doc).encode())
+    finally:
+        c.stop()
