@@ -1016,7 +1016,7 @@ impl Engine {
             for (part, op) in parts {
                 if let Some(speculative) = &mut self.cores[*part as usize].speculative {
                     speculative.apply(&Txn {
-                        header: txn.header.clone(),
+                        header: txn.header,
                         op: op.clone(),
                     });
                 }

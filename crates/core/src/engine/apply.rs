@@ -244,10 +244,7 @@ impl Engine {
         let mut results = Vec::with_capacity(parts.len());
         for (part, op) in parts {
             let part = part as usize;
-            let part_txn = Txn {
-                header: header.clone(),
-                op,
-            };
+            let part_txn = Txn { header, op };
             let applied = self.cores[part].apply(&part_txn);
             let events: Vec<(ChangeKind, String)> = (applied.events.iter())
                 .map(|event| (change_of(event.kind), event.path.to_string()))
