@@ -56,6 +56,7 @@ fn config() -> EngineConfig {
     EngineConfig {
         server_id: 1,
         partitions: env_or("PARTITIONS", 1) as u32,
+        partition_groups: Vec::new(),
         min_session_timeout_ms: 4000,
         max_session_timeout_ms: 40000,
         ttl_enabled: false,

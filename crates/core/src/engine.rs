@@ -18,7 +18,7 @@ use stoa_proto::frame::{
     decode_connect_request, decode_request_frame, FrameDecoder, RequestFrameError,
 };
 use stoa_proto::response::Response;
-use stoa_tree::{DataTree, Txn};
+use stoa_tree::{DataTree, Txn, TxnOp};
 
 use crate::ensemble::Role;
 use crate::raft_log::RaftLog;
@@ -48,6 +48,8 @@ mod partition_core;
 mod reconfig;
 mod replication;
 mod request;
+mod routed_reads;
+mod routing;
 mod sasl_auth;
 mod server_snapshots;
 
@@ -158,6 +160,23 @@ fn start_order(recovered: &[Recovered]) -> Result<crate::apply_order::ApplyOrder
     ))
 }
 
+/// The placement of the configured groups. Only top-level roots so far
+/// (docs/partitions.md, "Routing by placement").
+fn start_placement(config: &EngineConfig) -> Result<crate::placement::Placement, String> {
+    let groups = &config.partition_groups;
+    if let Some(nested) = groups
+        .iter()
+        .find(|root| root.rfind('/').is_some_and(|at| at > 0))
+    {
+        return Err(format!(
+            "partition.groups: {nested} is not a top-level path (nested group roots are not \
+             supported yet)"
+        ));
+    }
+    crate::placement::Placement::new(config.partitions, false, groups)
+        .map_err(|e| format!("partition.groups: {e}"))
+}
+
 /// Settings the engine needs, derived from the server config.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -166,6 +185,9 @@ pub struct EngineConfig {
     /// raft group and zxid counter (docs/partitions.md). Every member of an
     /// ensemble runs the same number.
     pub partitions: u32,
+    /// The roots of the configured groups (`crate::placement`), spread over
+    /// partitions 1..; the same on every member.
+    pub partition_groups: Vec<String>,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub ttl_enabled: bool,
@@ -396,6 +418,8 @@ pub struct Engine {
     pub(crate) cores: Vec<partition_core::PartitionCore>,
     /// Hands out the zxids of every partition (`crate::zxid`).
     zxids: crate::zxid::ZxidClock,
+    /// Which partition each path lives on (`crate::placement`).
+    placement: crate::placement::Placement,
     /// With several partitions: the one order their entries apply in
     /// (`crate::apply_order`). None with one: its log is the order.
     order: Option<crate::apply_order::ApplyOrder<Entry>>,
@@ -438,6 +462,7 @@ impl Engine {
         let order = (config.partitions > 1)
             .then(|| start_order(&recovered))
             .transpose()?;
+        let placement = start_placement(&config)?;
         let mut cores = Vec::with_capacity(recovered.len());
         for recovered in recovered {
             let Recovered {
@@ -459,6 +484,7 @@ impl Engine {
             cores,
             zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
             order,
+            placement,
             sealed: false,
             held_internal_writes: Vec::new(),
             gate,
@@ -687,7 +713,9 @@ impl Engine {
 
     fn on_closed(&mut self, conn: ConnId) {
         if self.gate.close(conn) {
-            self.cores[0].watches.remove_conn(conn);
+            for core in &mut self.cores {
+                core.watches.remove_conn(conn);
+            }
         }
     }
 
@@ -899,6 +927,7 @@ impl Engine {
     /// Sends every queued reply of `sid` that no longer waits for a write.
     pub(crate) fn pump(&mut self, sid: SessionId) {
         loop {
+            let applied_zxid = self.applied_zxid();
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
             };
@@ -915,9 +944,7 @@ impl Engine {
             };
             match s.queue.front() {
                 None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
-                Some(Pending::Decided { after_zxid, .. })
-                    if *after_zxid > self.cores[0].tree.last_zxid() =>
-                {
+                Some(Pending::Decided { after_zxid, .. }) if *after_zxid > applied_zxid => {
                     let waiting = self.gate.zxid_waiters.entry(*after_zxid).or_default();
                     if !waiting.contains(&sid) {
                         waiting.push(sid);
@@ -940,7 +967,7 @@ impl Engine {
                         .record_latency((self.now_ms - received_ms).max(0) as u64);
                 }
                 Pending::Reply { xid, err, response } => {
-                    let zxid = self.cores[0].tree.last_zxid();
+                    let zxid = self.applied_zxid();
                     self.gate.send_reply(conn, xid, zxid, err, &response);
                 }
                 Pending::Decided {
@@ -953,9 +980,10 @@ impl Engine {
                     // Set as the reply goes out: any change applied from
                     // here on fires it, and the read saw everything before.
                     if let Some((kind, path)) = watch {
-                        self.cores[0].watches.add(conn, kind, &path);
+                        let partition = self.partition_of(&path);
+                        self.cores[partition].watches.add(conn, kind, &path);
                     }
-                    let zxid = self.cores[0].tree.last_zxid();
+                    let zxid = self.applied_zxid();
                     self.gate.send_reply(conn, xid, zxid, err, &response);
                 }
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
@@ -963,12 +991,46 @@ impl Engine {
         }
     }
 
-    /// Proposes a transaction through raft.
+    /// Proposes a transaction through partition 0's group.
     pub(crate) fn propose(&mut self, txn: Txn) {
-        let txn = self.decide_watches(txn);
+        self.propose_on(0, txn);
+    }
+
+    /// Proposes a transaction through `partition`'s group: the partition
+    /// of the node it names, or of a transaction of parts, the first
+    /// part's.
+    pub(crate) fn propose_on(&mut self, partition: usize, txn: Txn) {
+        // Watch extensions see the root group's changes (they run on
+        // partition 0's speculative tree).
+        let txn = if partition == 0 && !matches!(txn.op, TxnOp::Parts { .. }) {
+            self.decide_watches(txn)
+        } else {
+            txn
+        };
         let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);
         debug_assert_eq!(data.len(), txn.encoded_len());
+        if let TxnOp::Parts { parts, .. } = &txn.op {
+            assert_eq!(
+                parts[0].0 as usize, partition,
+                "proposed through its first part's group"
+            );
+            for (part, op) in parts {
+                if let Some(speculative) = &mut self.cores[*part as usize].speculative {
+                    speculative.apply(&Txn {
+                        header: txn.header,
+                        op: op.clone(),
+                    });
+                }
+            }
+        }
+        if partition != 0 {
+            if let Err(e) = self.cores[partition].raft.propose(vec![], data) {
+                panic!("raft refused a proposal of partition {partition}: {e}");
+            }
+            self.cores[partition].proposed(txn);
+            return;
+        }
         if let Some(to) = self.cores[0].raft.raft.lead_transferee {
             // raft-rs drops proposals while it hands leadership over; client
             // writes are held meanwhile, and what cannot wait (a session's

@@ -85,6 +85,10 @@ pub struct ServerConfig {
     /// `stoa_core::placement::PARTITIONS_MAX`; `auto` takes the cores the
     /// process may use. Every member of an ensemble must run the same.
     pub partitions: u32,
+    /// `partition.groups`: the roots of the configured groups (top-level
+    /// paths, comma-separated), spread over partitions 1.. (docs/partitions.md).
+    /// Every member of an ensemble must list the same.
+    pub partition_groups: Vec<String>,
     /// `admin.enableServer`: the AdminServer (HTTP, ZooKeeper's JSON
     /// commands), on by default as in ZooKeeper.
     pub admin_enabled: bool,
@@ -163,6 +167,7 @@ impl Default for ServerConfig {
             read_only_enabled: false,
             reconfig_enabled: false,
             partitions: 1,
+            partition_groups: Vec::new(),
             admin_enabled: true,
             admin_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             admin_port: ADMIN_PORT_DEFAULT,
@@ -392,6 +397,13 @@ impl ServerConfig {
             }
             "reconfigEnabled" => self.reconfig_enabled = parse_bool(value).map_err(|e| bad(&e))?,
             "partitions" => self.partitions = parse_partitions(value).map_err(|e| bad(&e))?,
+            "partition.groups" => {
+                self.partition_groups = (value.split(','))
+                    .map(str::trim)
+                    .filter(|root| !root.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            }
             "secureClientPort" => {
                 self.secure_client_port = Some(value.parse().map_err(|_| bad("not a port"))?)
             }

@@ -67,6 +67,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
     EngineConfig {
         server_id: config.server_id,
         partitions: config.partitions,
+        partition_groups: config.partition_groups.clone(),
         min_session_timeout_ms: min,
         max_session_timeout_ms: max,
         ttl_enabled: config.extended_types_enabled,

@@ -215,6 +215,8 @@ impl DataTree {
             // Decoding and preparing never nest multis or watched ops.
             TxnOp::Multi(_) => panic!("nested multi reached apply"),
             TxnOp::Watched { .. } => panic!("nested watched op reached apply"),
+            // Each part is applied to its own partition's tree.
+            TxnOp::Parts { .. } => panic!("a transaction of parts reached one tree whole"),
         }
     }
 

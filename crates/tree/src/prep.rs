@@ -38,7 +38,7 @@ pub struct PrepContext<'a> {
 }
 
 impl PrepContext<'_> {
-    fn header(&self) -> TxnHeader {
+    pub fn header(&self) -> TxnHeader {
         TxnHeader {
             session_id: self.session_id,
             cxid: self.cxid,

@@ -124,7 +124,7 @@ impl DataTree {
 
     /// `DataTree.getAllChildrenNumber`: every descendant. For `/` ZooKeeper
     /// counts all nodes but the root; for its alias `""` it counts all.
-    fn all_children_number(&self, p: &str) -> usize {
+    pub fn all_children_number(&self, p: &str) -> usize {
         match p {
             path::ROOT => self.node_count() - 1,
             "" => self.node_count(),

@@ -95,6 +95,19 @@ pub enum TxnOp {
         extra: Vec<TxnOp>,
         events: Vec<(TreeEventKind, String)>,
     },
+    /// One transaction over several partitions (docs/partitions.md,
+    /// "Routing by placement"): each part is the op its partition's tree
+    /// applies, in the order listed, to distinct partitions. Parts are
+    /// never nested, seals or watched ops. The reply is the first part's
+    /// (the partition of the node the client named), except for a client's
+    /// multi over several partitions: then every part is a multi of its
+    /// partition's ops, and `order` gives the partition of each of the
+    /// client's ops in its order, so the results are put back in it.
+    Parts {
+        parts: Vec<(u32, TxnOp)>,
+        /// Empty unless the parts are a client's multi.
+        order: Vec<u32>,
+    },
 }
 
 impl TxnOp {
@@ -121,6 +134,7 @@ mod tag {
     pub const ERROR: u8 = 10;
     pub const SEAL: u8 = 11;
     pub const WATCHED: u8 = 12;
+    pub const PARTS: u8 = 13;
 }
 
 fn event_kind_code(kind: TreeEventKind) -> u8 {
@@ -140,6 +154,15 @@ fn event_kind_of(code: u8) -> Option<TreeEventKind> {
         4 => TreeEventKind::NodeChildrenChanged,
         _ => return None,
     })
+}
+
+/// Whether every part is a multi holding as many ops as `order` gives
+/// its partition.
+fn parts_match_order(parts: &[(u32, TxnOp)], order: &[u32]) -> bool {
+    parts.iter().all(|(partition, op)| match op {
+        TxnOp::Multi(ops) => ops.len() == order.iter().filter(|&p| p == partition).count(),
+        _ => false,
+    }) && order.iter().all(|p| parts.iter().any(|(q, _)| q == p))
 }
 
 /// Smallest encoding of a path or other length-prefixed value.
@@ -249,6 +272,15 @@ impl TxnOp {
             }
             TxnOp::Error(_) => 4,
             TxnOp::Seal { voids } => LEN_PREFIX_BYTES + 16 * voids.len(),
+            TxnOp::Parts { parts, order } => {
+                LEN_PREFIX_BYTES
+                    + parts
+                        .iter()
+                        .map(|(_, op)| 4 + op.encoded_len())
+                        .sum::<usize>()
+                    + LEN_PREFIX_BYTES
+                    + 4 * order.len()
+            }
             TxnOp::Watched { op, extra, events } => {
                 op.encoded_len()
                     + LEN_PREFIX_BYTES
@@ -356,6 +388,18 @@ impl TxnOp {
                     codec::put_str(out, path);
                 }
             }
+            TxnOp::Parts { parts, order } => {
+                codec::put_u8(out, tag::PARTS);
+                codec::put_u32(out, parts.len() as u32);
+                for (partition, op) in parts {
+                    codec::put_u32(out, *partition);
+                    op.encode(out);
+                }
+                codec::put_u32(out, order.len() as u32);
+                for partition in order {
+                    codec::put_u32(out, *partition);
+                }
+            }
         }
     }
 
@@ -437,6 +481,34 @@ impl TxnOp {
                 }
             }
             tag::WATCHED => return Err(DecodeError::BadValue("watched op in a multi")),
+            tag::PARTS if top_level => {
+                let n = r.count(4 + OP_MIN_BYTES)?;
+                let mut parts: Vec<(u32, TxnOp)> = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let partition = r.u32()?;
+                    if parts.iter().any(|(p, _)| *p == partition) {
+                        return Err(DecodeError::BadValue("a partition's part twice"));
+                    }
+                    let op = TxnOp::decode(r, true)?;
+                    if matches!(
+                        op,
+                        TxnOp::Parts { .. } | TxnOp::Seal { .. } | TxnOp::Watched { .. }
+                    ) {
+                        return Err(DecodeError::BadValue("part op"));
+                    }
+                    parts.push((partition, op));
+                }
+                let n = r.count(4)?;
+                let mut order = Vec::with_capacity(n);
+                for _ in 0..n {
+                    order.push(r.u32()?);
+                }
+                if !order.is_empty() && !parts_match_order(&parts, &order) {
+                    return Err(DecodeError::BadValue("a multi's parts and order"));
+                }
+                TxnOp::Parts { parts, order }
+            }
+            tag::PARTS => return Err(DecodeError::BadValue("parts in a multi")),
             tag::ERROR => {
                 let code = r.i32()?;
                 TxnOp::Error(ErrorCode::from_i32(code).ok_or(DecodeError::BadValue("error code"))?)
@@ -532,7 +604,77 @@ mod tests {
                 TxnOp::Delete { path: "/x".into() },
                 TxnOp::Error(ErrorCode::Ok),
             ]),
+            TxnOp::Parts {
+                parts: vec![
+                    (
+                        1,
+                        TxnOp::Delete {
+                            path: "/app".into(),
+                        },
+                    ),
+                    (
+                        0,
+                        TxnOp::Delete {
+                            path: "/app".into(),
+                        },
+                    ),
+                ],
+                order: vec![],
+            },
+            TxnOp::Parts {
+                parts: vec![
+                    (2, TxnOp::Multi(vec![TxnOp::Check { path: "/q".into() }])),
+                    (
+                        0,
+                        TxnOp::Multi(vec![
+                            TxnOp::Delete { path: "/a".into() },
+                            TxnOp::Delete { path: "/b".into() },
+                        ]),
+                    ),
+                ],
+                order: vec![0, 2, 0],
+            },
         ]
+    }
+
+    #[test]
+    fn parts_are_refused_nested_twice_for_a_partition_or_inside_a_multi() {
+        let encode = |op: TxnOp| {
+            let mut buf = Vec::new();
+            Txn {
+                header: TxnHeader::default(),
+                op,
+            }
+            .encode(&mut buf);
+            buf
+        };
+        let delete = || TxnOp::Delete { path: "/a".into() };
+        let parts = |parts: Vec<(u32, TxnOp)>| TxnOp::Parts {
+            parts,
+            order: vec![],
+        };
+        let multi = || TxnOp::Multi(vec![delete()]);
+        for bad in [
+            parts(vec![(0, delete()), (0, delete())]),
+            parts(vec![(0, parts(vec![(1, delete())]))]),
+            parts(vec![(0, TxnOp::Seal { voids: vec![] })]),
+            TxnOp::Multi(vec![parts(vec![(1, delete())])]),
+            // A multi's order must match its parts' ops.
+            TxnOp::Parts {
+                parts: vec![(0, multi()), (1, multi())],
+                order: vec![0, 0],
+            },
+            TxnOp::Parts {
+                parts: vec![(0, multi())],
+                order: vec![0, 1],
+            },
+            TxnOp::Parts {
+                parts: vec![(0, delete())],
+                order: vec![0],
+            },
+        ] {
+            assert!(Txn::decode(&encode(bad.clone())).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -586,7 +728,7 @@ mod tests {
         }
 
         #[test]
-        fn mutated_encodings_never_panic(i in 0usize..10, pos in any::<usize>(), byte in any::<u8>()) {
+        fn mutated_encodings_never_panic(i in 0usize..12, pos in any::<usize>(), byte in any::<u8>()) {
             // Proves single-byte corruption of valid txns is handled.
             let txn = Txn { header: TxnHeader::default(), op: sample()[i].clone() };
             let mut buf = Vec::new();

@@ -189,7 +189,7 @@ impl Engine {
             ];
         }
         let membership = self.membership();
-        let last_zxid = self.cores[0].tree.last_zxid();
+        let last_zxid = self.applied_zxid();
         let observers: Vec<Json> = (membership.members.values())
             .filter(|m| m.role == Role::Observer)
             .filter(|m| {
@@ -317,7 +317,7 @@ impl Engine {
         let Some(member) = self.membership().members.get(&me).filter(|_| in_quorum) else {
             return vec![("voting", Json::Bool(false)), ("zabstate", Json::str(""))];
         };
-        let zxid = self.cores[0].tree.last_zxid();
+        let zxid = self.applied_zxid();
         let client = member.client_address().unwrap_or_default();
         vec![
             ("myid", Json::Int(me as i64)),

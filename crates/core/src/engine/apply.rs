@@ -2,7 +2,7 @@
 //! and watches and hands the gate what it decided (`Applied`), in order.
 
 use raft::eraftpb::{Entry, EntryType};
-use stoa_tree::{TreeEventKind, Txn, TxnOp};
+use stoa_tree::{TreeEventKind, Txn, TxnOp, TxnResult};
 
 use super::handoff::{Applied, SessionChange, WriteOutcome};
 use super::Engine;
@@ -16,6 +16,27 @@ pub(super) fn change_of(kind: TreeEventKind) -> ChangeKind {
         TreeEventKind::NodeDataChanged => ChangeKind::DataChanged,
         TreeEventKind::NodeChildrenChanged => ChangeKind::ChildrenChanged,
     }
+}
+
+/// A client's multi over several partitions: each part's results, put
+/// back in the order of the client's ops (`order` names each op's part).
+fn multi_result_in_order(results: Vec<(u32, TxnResult)>, order: &[u32]) -> TxnResult {
+    let mut by_part: Vec<(u32, std::vec::IntoIter<TxnResult>)> = (results.into_iter())
+        .map(|(part, result)| match result {
+            TxnResult::Multi(ops) => (part, ops.into_iter()),
+            other => (part, vec![other].into_iter()),
+        })
+        .collect();
+    let ops = order
+        .iter()
+        .map(|part| {
+            let (_, ops) = (by_part.iter_mut())
+                .find(|(p, _)| p == part)
+                .expect("decoding checked every op has its part");
+            ops.next().expect("decoding checked each part's op count")
+        })
+        .collect();
+    TxnResult::Multi(ops)
 }
 
 impl Engine {
@@ -134,6 +155,9 @@ impl Engine {
     }
 
     pub(super) fn apply_txn(&mut self, partition: usize, txn: Txn) {
+        if matches!(txn.op, TxnOp::Parts { .. }) {
+            return self.apply_parts(partition, txn);
+        }
         let zxid = txn.header.zxid;
         let sid = txn.header.session_id;
         let applied = self.cores[partition].apply(&txn);
@@ -198,6 +222,61 @@ impl Engine {
         }
         if membership_changed {
             self.membership_applied();
+        }
+    }
+
+    /// A transaction of parts: each part to its partition's tree, in the
+    /// order listed; the reply (and a session's close) is the first
+    /// part's. A part's events about nodes of another partition (a group
+    /// root's link, a tree's own unserved `/`) are not that partition's to
+    /// fire: the node's own part reports them.
+    fn apply_parts(&mut self, partition: usize, txn: Txn) {
+        let TxnOp::Parts { parts, order } = txn.op else {
+            unreachable!("checked by the caller")
+        };
+        assert_eq!(
+            parts.first().map(|(p, _)| *p as usize),
+            Some(partition),
+            "a transaction of parts is applied through its first part's group"
+        );
+        let (header, zxid, sid) = (txn.header, txn.header.zxid, txn.header.session_id);
+        let closes_session = matches!(parts[0].1, TxnOp::CloseSession { .. });
+        let mut results = Vec::with_capacity(parts.len());
+        for (part, op) in parts {
+            let part = part as usize;
+            let part_txn = Txn { header, op };
+            let applied = self.cores[part].apply(&part_txn);
+            let events: Vec<(ChangeKind, String)> = (applied.events.iter())
+                .map(|event| (change_of(event.kind), event.path.to_string()))
+                .collect();
+            results.push((part as u32, applied.result));
+            for (change, path) in events {
+                if self.partition_of(&path) == part {
+                    self.fire(part, zxid, change, &path);
+                }
+            }
+        }
+        self.stats.txns_applied += 1;
+        let result = if order.is_empty() {
+            results.swap_remove(0).1
+        } else {
+            multi_result_in_order(results, &order)
+        };
+        let session_change = closes_session.then(|| {
+            // Its writes are accepted from no connection any more.
+            self.cores[0].owners.remove(&sid);
+            SessionChange::Closed
+        });
+        self.hand_to_gate(Applied::Outcome(WriteOutcome {
+            session: sid,
+            cxid: header.cxid,
+            zxid,
+            result,
+            config: None,
+            session_change,
+        }));
+        if session_change.is_some() {
+            self.run_session_extensions(sid, false);
         }
     }
 

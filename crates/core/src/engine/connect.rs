@@ -10,7 +10,7 @@ use crate::watch::ConnId;
 
 impl Engine {
     pub(super) fn on_connect(&mut self, conn: ConnId, req: ConnectRequest, sent_read_only: bool) {
-        let last_zxid = self.cores[0].tree.last_zxid();
+        let last_zxid = self.applied_zxid();
         if req.last_zxid_seen > last_zxid {
             // The client saw a newer tree than ours: serving it would go back in time.
             log::warn!(
@@ -164,7 +164,7 @@ impl Engine {
         };
         if let Some(conn) = s.conn {
             if let Some(xid) = reply_xid {
-                let zxid = self.cores[0].tree.last_zxid();
+                let zxid = self.applied_zxid();
                 self.gate.send_reply(
                     conn,
                     xid,
@@ -235,8 +235,7 @@ impl Engine {
         let zxid = self.next_zxid();
         let mut ctx = self.internal_ctx(sid, zxid);
         ctx.cxid = xid;
-        let txn: Txn =
-            self.cores[0].preparing(|preparer, tree| preparer.prepare_close_session(tree, &ctx));
+        let txn = self.prepare_close_everywhere(&ctx);
         self.propose(txn);
         zxid
     }

@@ -223,7 +223,7 @@ struct Sim {
     counted: BTreeMap<u64, usize>,
     /// Why clients lost connections: (closed by a server, gave up, crash).
     drops: (usize, usize, usize),
-    applied_states: HashMap<u64, ReplicaState>,
+    applied_states: HashMap<u64, Vec<ReplicaState>>,
     /// Reconfig replies: (done, refused, of several servers at once done).
     reconfigs: (usize, usize, usize),
     /// Steps run with 0, 1, .. servers down or cut off.
@@ -254,6 +254,11 @@ fn engine_config(seed: u64, voters: u64, partitions: u32, id: u64) -> super::Eng
     cfg.partitions = partitions;
     // Reconfiguring several groups is not built yet (issue 23).
     cfg.reconfig_enabled = partitions == 1;
+    // Two clients' keys live in groups of their own, on other partitions
+    // (their roots' creates and the sessions' closes span partitions).
+    if partitions > 1 {
+        cfg.partition_groups = vec!["/c1".into(), "/c3".into()];
+    }
     cfg.voters = (1..=voters).collect();
     cfg.learners = (voters + 1..=servers).collect();
     cfg.snap_count = SNAP_COUNT;
@@ -661,7 +666,9 @@ impl Sim {
             .iter()
             .position(|s| s.engine().is_some_and(Engine::is_leader))?;
         let leader_engine = self.servers[leader].engine()?;
-        let leader_last = leader_engine.cores[0].raft.store().last_index();
+        let leader_last: Vec<u64> = (leader_engine.cores.iter())
+            .map(|core| core.raft.store().last_index())
+            .collect();
         let members = &leader_engine.membership().members;
         // A server a reconfig removed may never hear that its removal
         // committed (the leader stops talking to it): it is left behind.
@@ -671,9 +678,10 @@ impl Sim {
                     .node()
                     .is_none_or(|n| n.log().queued() == 0 && n.snapshots().queued() == 0)
                     && (!members.contains_key(&s.id)
-                        || s.engine()
-                            .as_ref()
-                            .is_none_or(|e| e.cores[0].applied_index == leader_last))
+                        || s.engine().as_ref().is_none_or(|e| {
+                            (e.cores.iter().map(|core| core.applied_index))
+                                .eq(leader_last.iter().copied())
+                        }))
             });
         quiet.then_some(leader)
     }
@@ -712,12 +720,18 @@ impl Sim {
                     server.id
                 );
             }
-            let state = state_of(engine.tree());
-            let index = engine.cores[0].applied_index;
+            // Every partition's tree at the server's applied zxid: each
+            // prefix of the one order is one state, wherever it applies.
+            let state: Vec<ReplicaState> = engine
+                .cores
+                .iter()
+                .map(|core| state_of(&core.tree))
+                .collect();
+            let index = engine.applied_zxid() as u64;
             match self.applied_states.get(&index) {
                 Some(seen) => assert_eq!(
                     seen, &state,
-                    "seed {}: server {} diverged at applied index {index}",
+                    "seed {}: server {} diverged at applied zxid {index:#x}",
                     self.seed, server.id
                 ),
                 None => {
@@ -1193,7 +1207,14 @@ impl Sim {
         }
         let leader = leader.unwrap_or_else(|| panic!("seed {seed}: no quiet leader after healing"));
         self.check_replicas();
-        let expected = state_of(self.servers[leader].engine().expect("leader runs").tree());
+        let states = |engine: &Engine| -> Vec<ReplicaState> {
+            engine
+                .cores
+                .iter()
+                .map(|core| state_of(&core.tree))
+                .collect()
+        };
+        let expected = states(self.servers[leader].engine().expect("leader runs"));
         let members = self.servers[leader]
             .engine()
             .expect("leader runs")
@@ -1224,17 +1245,23 @@ impl Sim {
                 server.id
             );
             assert_eq!(
-                state_of(engine.tree()),
+                states(engine),
                 expected,
                 "seed {seed}: server {} differs after healing",
                 server.id
             );
-            engine
-                .tree()
-                .check_invariants()
-                .expect("tree invariants at the end");
+            for core in &engine.cores {
+                core.tree
+                    .check_invariants()
+                    .expect("tree invariants at the end");
+            }
         }
-        let tree = self.servers[leader].engine().expect("leader runs").tree();
+        let engine = self.servers[leader].engine().expect("leader runs");
+        if self.partitions > 1 {
+            let own = engine.cores[1].tree.node("/c1/k0").is_some();
+            assert!(own, "seed {seed}: the /c1 group's keys live on partition 1");
+        }
+        let tree = engine.tree();
         let counter: u64 = tree
             .node("/counter/shared")
             .and_then(|n| std::str::from_utf8(n.data()).ok()?.parse().ok())
@@ -1247,7 +1274,11 @@ impl Sim {
         }
         for (c, client) in self.clients.iter().enumerate() {
             let present: Vec<Option<usize>> = (0..KEYS_PER_CLIENT)
-                .map(|k| index_of(tree.node(&key_path(c, k)).expect("keys exist").data()))
+                .map(|k| {
+                    let path = key_path(c, k);
+                    let tree = &engine.cores[engine.partition_of(&path)].tree;
+                    index_of(tree.node(&path).expect("keys exist").data())
+                })
                 .collect();
             for (k, (found, acked)) in present.iter().zip(&client.acked).enumerate() {
                 assert!(

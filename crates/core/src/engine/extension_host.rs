@@ -49,10 +49,12 @@ impl ExtensionHost {
 
     /// The leader's check of a registration before it is proposed: the
     /// declaration parses and its source compiles.
-    pub fn check(&self, name: &str, declaration: &[u8]) -> Result<(), ExtError> {
-        self.manager
-            .parse(name, declaration)
-            .and_then(|spec| self.manager.check(&spec))
+    /// Checks a registration; returns the path the extension would own or
+    /// watch, if it names one.
+    pub fn check(&self, name: &str, declaration: &[u8]) -> Result<Option<String>, ExtError> {
+        let spec = self.manager.parse(name, declaration)?;
+        self.manager.check(&spec)?;
+        Ok(spec.path)
     }
 
     pub fn has_node_extensions(&self) -> bool {

@@ -193,10 +193,21 @@ impl Engine {
         stoa_tree::check_acl(&root_acl, perms::ADMIN, Caller { ids, is_super })?;
         // A registration with null data is as invalid as an empty one.
         let data = data.as_deref().unwrap_or_default();
-        self.extensions.check(name, data).map_err(|e| {
+        let owned = self.extensions.check(name, data).map_err(|e| {
             log::warn!("extension {name} refused: {e}");
             e.error_code()
-        })
+        })?;
+        // Extensions run on partition 0 (docs/partitions.md, "Routing by
+        // placement"): a path in a group placed elsewhere is refused.
+        if let Some(path) = owned.filter(|path| self.partition_of(path) != 0) {
+            log::warn!(
+                "extension {name} refused: {path} lies in a group on partition {} \
+                 (extensions run on partition 0's groups so far)",
+                self.partition_of(&path)
+            );
+            return Err(ErrorCode::BadArguments);
+        }
+        Ok(())
     }
 
     /// Leader: a registration change is proposed and not yet applied here.
@@ -704,7 +715,7 @@ impl Engine {
         }
         match self.propose_extension_writes(ids, sid, xid, writes) {
             Ok(zxid) => (err, response, zxid),
-            Err(code) => (code, Response::Empty, self.cores[0].tree.last_zxid()),
+            Err(code) => (code, Response::Empty, self.applied_zxid()),
         }
     }
 

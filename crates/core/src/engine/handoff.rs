@@ -115,7 +115,7 @@ pub(crate) enum SessionAdmitted {
 
 /// A read handed from the gate to the core, once every earlier write of
 /// its session is applied (`engine/core_read.rs`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ReadCall {
     pub conn: ConnId,
     pub session: SessionId,

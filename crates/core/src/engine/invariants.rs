@@ -24,7 +24,7 @@ impl Engine {
             }
         }
         self.gate
-            .check_invariants(self.cores[0].tree.last_zxid())
+            .check_invariants(self.applied_zxid())
             .map_err(|e| format!("gate: {e}"))?;
         Ok(())
     }

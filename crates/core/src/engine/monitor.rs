@@ -85,7 +85,7 @@ impl Engine {
                 })
                 .collect(),
             outstanding: self.outstanding(),
-            last_zxid: self.cores[0].tree.last_zxid(),
+            last_zxid: self.applied_zxid(),
             node_count: self.cores[0].tree.node_count(),
             approximate_data_size: self.cores[0].tree.approximate_data_size(),
             ephemerals: self.cores[0].tree.ephemeral_count(),

@@ -137,7 +137,7 @@ impl Engine {
         if self.gate.attaching.is_empty() {
             return;
         }
-        let applied = self.cores[0].tree.last_zxid();
+        let applied = self.applied_zxid();
         let ready: Vec<(ConnId, SessionId)> = self
             .gate
             .attaching

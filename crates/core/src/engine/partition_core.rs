@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use raft::RawNode;
-use stoa_tree::{Applied, DataTree, Preparer, Txn};
+use stoa_tree::{Applied, DataTree, Preparer, Txn, TxnOp};
 
 use super::handoff::Admission;
 use super::ownership::Owner;
@@ -131,7 +131,11 @@ impl PartitionCore {
 
     /// Bookkeeping for a transaction raft accepted.
     pub fn proposed(&mut self, txn: Txn) {
-        if let Some(speculative) = &mut self.speculative {
+        // A transaction of parts reaches each speculative tree part by
+        // part (`Engine::propose_on`).
+        if let (Some(speculative), false) =
+            (&mut self.speculative, matches!(txn.op, TxnOp::Parts { .. }))
+        {
             speculative.apply(&txn);
         }
         self.in_flight.push_back(txn);

@@ -339,8 +339,11 @@ impl Engine {
         self.cores[0].held_session_creates.clear();
         self.gate.zxid_waiters.clear();
         self.cores[0].held_writes.clear();
-        self.cores[0].preparer.clear();
-        self.cores[0].in_flight.clear();
+        for core in &mut self.cores {
+            core.preparer.clear();
+            core.in_flight.clear();
+            core.speculative = None;
+        }
         self.ensemble.membership_pending = None;
         self.drop_speculative();
     }

@@ -4,7 +4,7 @@
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
-use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader};
+use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader, TxnOp};
 
 use super::handoff::{Admitted, Identity, ReadCall, ReadOutcome};
 use super::Engine;
@@ -40,7 +40,7 @@ impl Engine {
                     self.gate.send_reply(
                         conn,
                         xid,
-                        self.cores[0].tree.last_zxid(),
+                        self.applied_zxid(),
                         ErrorCode::Ok,
                         &Response::Empty,
                     );
@@ -168,10 +168,20 @@ impl Engine {
         if let Request::Reconfig(r) = request {
             return self.propose_reconfig(&ctx, r);
         }
+        let (partition, root_spans) = self.write_route(request);
+        let spanning_multi = match request {
+            Request::Multi(ops) if self.multi_partition(ops).is_err() => Some(ops),
+            _ => None,
+        };
         let prepared = match self.check_registration(ids, is_super, request) {
-            Ok(()) => {
-                self.cores[0].preparing(|preparer, tree| preparer.prepare(tree, &ctx, request))
+            Ok(()) if spanning_multi.is_some() => {
+                self.prepare_multi_across(&ctx, spanning_multi.expect("checked"))
             }
+            Ok(()) => match root_spans {
+                Some(parents) => self.prepare_root_change(&ctx, request, partition, parents),
+                None => (self.cores[partition])
+                    .preparing(|preparer, tree| preparer.prepare(tree, &ctx, request)),
+            },
             Err(code) => Err(stoa_tree::PrepError::Code(code)),
         };
         let txn = match prepared {
@@ -189,7 +199,11 @@ impl Engine {
                 }
             }
         };
-        self.propose(txn);
+        let home = match &txn.op {
+            TxnOp::Parts { parts, .. } => parts[0].0 as usize,
+            _ => partition,
+        };
+        self.propose_on(home, txn);
     }
 
     /// addauth, as ZooKeeper's providers answer it. `digest` takes any
@@ -225,19 +239,22 @@ impl Engine {
         xid: i32,
         request: Request,
     ) {
-        let outcome = match self.gate.conns.get(&conn) {
-            Some(c) => self.cores[0].read(ReadCall {
+        let mut outcome = match self.gate.conns.get(&conn) {
+            Some(c) => self.read_routed(ReadCall {
                 conn,
                 session: sid,
                 identity: c.identity.clone(),
                 request,
             }),
             None => ReadOutcome {
-                zxid: self.cores[0].tree.last_zxid(),
+                zxid: 0,
                 result: Err(ErrorCode::ConnectionLoss),
                 fired: Vec::new(),
             },
         };
+        // The server's prefix, whichever partition answered: a reply's
+        // zxid never goes back.
+        outcome.zxid = self.applied_zxid();
         for (change, path) in &outcome.fired {
             self.gate.notify(conn, outcome.zxid, *change, path);
         }

@@ -130,7 +130,7 @@ impl Engine {
     /// Answers `xid` with `error` at once (ahead of anything queued, as
     /// ZooKeeper answers an authentication failure) and closes `conn`.
     fn refuse_and_close(&mut self, conn: ConnId, xid: i32, error: ErrorCode) {
-        let zxid = self.cores[0].tree.last_zxid();
+        let zxid = self.applied_zxid();
         self.gate
             .send_reply(conn, xid, zxid, error, &Response::Empty);
         self.out.closes.push(conn);

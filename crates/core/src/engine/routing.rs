@@ -1,0 +1,263 @@
+//! Which partition serves a request (docs/partitions.md, "Routing by
+//! placement"): the partition of its path's group. A group root's node
+//! lives on its group's partition and a link to it on its parent's, so
+//! creating or deleting a root is one transaction with a part on each.
+
+use stoa_proto::request::Request;
+use stoa_tree::{PrepContext, PrepError, Txn, TxnOp};
+
+use super::Engine;
+
+impl Engine {
+    /// The partition whose tree holds `path`'s node.
+    pub(super) fn partition_of(&self, path: &str) -> usize {
+        self.placement.partition_of(path) as usize
+    }
+
+    /// For a group root other than `/` whose parent lives on another
+    /// partition: (the root's partition, the parent's partition).
+    pub(super) fn spans_for_root(&self, path: &str) -> Option<(usize, usize)> {
+        if self.placement.group_of(path) != path || path == stoa_tree::ROOT {
+            return None;
+        }
+        let parent = stoa_tree::parent_of(path)?;
+        let (own, parents) = (self.partition_of(path), self.partition_of(parent));
+        (own != parents).then_some((own, parents))
+    }
+
+    /// The partition a read runs on: its path's. Reads without a path
+    /// (pings, whoami, a sync answered locally) and those that gather from
+    /// several partitions run on partition 0, the root group's.
+    pub(super) fn read_partition(&self, request: &Request) -> usize {
+        match request {
+            Request::GetEphemerals(_) | Request::GetAllChildrenNumber(_) => 0,
+            request => request.path().map_or(0, |path| self.partition_of(path)),
+        }
+    }
+
+    /// The partition a client write is prepared and proposed on, and for
+    /// the create or delete of a group root, its parent's partition (which
+    /// gets the link as a second part). A sequential create is named by its
+    /// parent's counter, never a configured root: it goes to its parent's
+    /// group. Writes without one path (a multi, a session's close) go to
+    /// partition 0.
+    pub(super) fn write_route(&self, request: &Request) -> (usize, Option<usize>) {
+        let path = match request {
+            Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r)
+                if r.flags & SEQUENTIAL_FLAG != 0 =>
+            {
+                return (self.parent_partition(&r.path), None);
+            }
+            Request::CreateTtl(r) if r.flags & SEQUENTIAL_FLAG != 0 => {
+                return (self.parent_partition(&r.path), None);
+            }
+            Request::Multi(ops) => {
+                return match self.multi_partition(ops) {
+                    Ok(partition) => (partition, None),
+                    Err(_) => (0, None),
+                }
+            }
+            Request::CloseSession | Request::Reconfig(_) => return (0, None),
+            request => match request.path() {
+                Some(path) => path,
+                None => return (0, None),
+            },
+        };
+        let creates_or_deletes = matches!(
+            request,
+            Request::Create(_)
+                | Request::Create2(_)
+                | Request::CreateContainer(_)
+                | Request::CreateTtl(_)
+                | Request::Delete(_)
+                | Request::DeleteContainer(_)
+        );
+        match self.spans_for_root(path) {
+            Some((own, parents)) if creates_or_deletes => (own, Some(parents)),
+            _ => (self.partition_of(path), None),
+        }
+    }
+
+    /// The one partition a multi's ops all go to; else the index of the
+    /// first op that goes elsewhere (or creates or deletes a group root).
+    pub(super) fn multi_partition(&self, ops: &[Request]) -> Result<usize, usize> {
+        let mut partition = None;
+        for (at, op) in ops.iter().enumerate() {
+            let (own, spans) = self.write_route(op);
+            if spans.is_some() || partition.is_some_and(|p| p != own) {
+                return Err(at);
+            }
+            partition = Some(own);
+        }
+        Ok(partition.unwrap_or(0))
+    }
+
+    fn parent_partition(&self, path: &str) -> usize {
+        stoa_tree::parent_of(path).map_or(0, |parent| self.partition_of(parent))
+    }
+
+    /// Prepares the create or delete of a group root: the link on its
+    /// parent's partition first (which decides the parent's existence and
+    /// ACL, and whether the node exists), then the node on its own (its
+    /// version and children). Each is prepared inside a multi mark, so a
+    /// failure of the second rolls the first back; the transaction's first
+    /// part is the node's, which the reply comes from.
+    pub(super) fn prepare_root_change(
+        &mut self,
+        ctx: &PrepContext<'_>,
+        request: &Request,
+        own: usize,
+        parents: usize,
+    ) -> Result<Txn, PrepError> {
+        // The link's own version and children are not the node's.
+        let link_request = match request {
+            Request::Delete(r) => Request::Delete(stoa_proto::records::DeleteRequest {
+                path: r.path.clone(),
+                version: -1,
+            }),
+            other => other.clone(),
+        };
+        let (first, second) = if own < parents {
+            let (a, b) = self.cores.split_at_mut(parents);
+            (&mut a[own], &mut b[0])
+        } else {
+            let (a, b) = self.cores.split_at_mut(own);
+            (&mut b[0], &mut a[parents])
+        };
+        let (node_core, link_core) = (first, second);
+        let link_mark = link_core.preparer.begin_multi();
+        let link =
+            link_core.preparing(|preparer, tree| preparer.multi_op(tree, ctx, &link_request));
+        let link = match link {
+            Ok(op) => op,
+            Err(code) => {
+                link_core.preparer.end_multi(link_mark, false);
+                return Err(PrepError::Code(code));
+            }
+        };
+        let node_mark = node_core.preparer.begin_multi();
+        let node = node_core.preparing(|preparer, tree| preparer.multi_op(tree, ctx, request));
+        let keep = node.is_ok();
+        node_core.preparer.end_multi(node_mark, keep);
+        link_core.preparer.end_multi(link_mark, keep);
+        let node = node.map_err(PrepError::Code)?;
+        Ok(Txn {
+            header: ctx.header(),
+            op: TxnOp::Parts {
+                parts: vec![(own as u32, node), (parents as u32, link)],
+                order: Vec::new(),
+            },
+        })
+    }
+}
+
+impl Engine {
+    /// A client's multi whose ops go to several partitions: each op is
+    /// prepared on its partition's preparer, in the multi's order, inside
+    /// a multi mark on every one of them, so the first failure rolls all
+    /// back (and fails the multi as ZooKeeper reports it). One part per
+    /// partition holds its ops; `order` puts the results back. A group
+    /// root's create or delete inside such a multi is refused so far.
+    pub(super) fn prepare_multi_across(
+        &mut self,
+        ctx: &PrepContext<'_>,
+        ops: &[Request],
+    ) -> Result<Txn, PrepError> {
+        if !ops.iter().all(stoa_tree::is_multi_op) {
+            return Err(PrepError::Code(
+                stoa_proto::codes::ErrorCode::MarshallingError,
+            ));
+        }
+        let routes: Vec<(usize, Option<usize>)> =
+            ops.iter().map(|op| self.write_route(op)).collect();
+        if let Some(at) = routes.iter().position(|(_, spans)| spans.is_some()) {
+            log::info!(
+                "session {:#x}: a multi over several partitions creates or deletes a group root \
+                 (op {at}): not supported yet",
+                ctx.session_id
+            );
+            return Err(PrepError::failed_multi(
+                ops.len(),
+                at,
+                stoa_proto::codes::ErrorCode::Unimplemented,
+            ));
+        }
+        let mut involved: Vec<usize> = routes.iter().map(|&(p, _)| p).collect();
+        involved.sort_unstable();
+        involved.dedup();
+        let marks: Vec<(usize, stoa_tree::MultiMark)> = (involved.iter())
+            .map(|&p| (p, self.cores[p].preparer.begin_multi()))
+            .collect();
+        let mut per_part: Vec<(usize, Vec<TxnOp>)> =
+            involved.iter().map(|&p| (p, Vec::new())).collect();
+        let mut failed = None;
+        for (at, (op, &(partition, _))) in ops.iter().zip(&routes).enumerate() {
+            match self.cores[partition].preparing(|preparer, tree| preparer.multi_op(tree, ctx, op))
+            {
+                Ok(txn_op) => {
+                    let part = per_part.iter_mut().find(|(p, _)| *p == partition);
+                    part.expect("an involved partition").1.push(txn_op);
+                }
+                Err(code) => {
+                    failed = Some(PrepError::failed_multi(ops.len(), at, code));
+                    break;
+                }
+            }
+        }
+        for (partition, mark) in marks {
+            self.cores[partition]
+                .preparer
+                .end_multi(mark, failed.is_none());
+        }
+        if let Some(failed) = failed {
+            return Err(failed);
+        }
+        // The first op's partition carries the entry.
+        let first = routes[0].0;
+        per_part.sort_by_key(|&(p, _)| (p != first, p));
+        Ok(Txn {
+            header: ctx.header(),
+            op: TxnOp::Parts {
+                parts: (per_part.into_iter())
+                    .map(|(p, ops)| (p as u32, TxnOp::Multi(ops)))
+                    .collect(),
+                order: routes.iter().map(|&(p, _)| p as u32).collect(),
+            },
+        })
+    }
+
+    /// A session's close: partition 0 forgets the session and deletes its
+    /// ephemerals there; every other partition holding some (pending
+    /// ones included) deletes its own, as parts of the same transaction,
+    /// so the client's ephemerals go at once everywhere.
+    pub(super) fn prepare_close_everywhere(&mut self, ctx: &PrepContext<'_>) -> Txn {
+        let mut parts = Vec::new();
+        for (partition, core) in self.cores.iter_mut().enumerate() {
+            let txn = core.preparing(|preparer, tree| preparer.prepare_close_session(tree, ctx));
+            let TxnOp::CloseSession { paths } = &txn.op else {
+                unreachable!("a close prepares a close")
+            };
+            if partition == 0 || !paths.is_empty() {
+                parts.push((partition as u32, txn.op));
+            }
+        }
+        if parts.len() == 1 {
+            let (_, op) = parts.pop().expect("partition 0's part");
+            return Txn {
+                header: ctx.header(),
+                op,
+            };
+        }
+        Txn {
+            header: ctx.header(),
+            op: TxnOp::Parts {
+                parts,
+                order: Vec::new(),
+            },
+        }
+    }
+}
+
+/// CreateMode's sequential bit (PERSISTENT_SEQUENTIAL, EPHEMERAL_SEQUENTIAL,
+/// PERSISTENT_SEQUENTIAL_WITH_TTL).
+const SEQUENTIAL_FLAG: i32 = 2;

@@ -1,0 +1,274 @@
+"""Routing by placement (docs/partitions.md): with partition.groups, the nodes of
+each configured group live on a partition of their own, and a client sees exactly
+what one partition would show it. Each scenario runs against a Stoa server of one
+partition and one of three partitions with two groups (on partitions 1 and 2),
+and the traces must be equal, stats, events and errors included."""
+
+import threading
+import time
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType
+
+import harness as h
+
+pytestmark = pytest.mark.skipif(h.target_name() not in ("stoa", "stoa-ensemble"),
+                                reason="Stoa's partitions")
+
+GROUPS = {"partitions": 3, "partition.groups": "/app,/billing"}
+ONE = {"partitions": 1}
+
+
+def stat_of(stat):
+    """The stat a client sees, without zxids and times (a server of several
+    partitions seals its first zxid, so its zxids run one ahead)."""
+    if stat is None:
+        return None
+    return (stat.version, stat.cversion, stat.aversion, stat.dataLength, stat.numChildren,
+            stat.ephemeralOwner != 0)
+
+
+def start(request, cfg):
+    srv = h.Server(kind="stoa", tick_time=500, extra_cfg=dict(cfg, snapCount=40))
+    request.addfinalizer(srv.cleanup)
+    srv.start()
+    return srv
+
+
+def client(srv):
+    c = KazooClient(hosts=srv.hosts, timeout=10)
+    c.start()
+    return c
+
+
+def outcome(call):
+    try:
+        return ("ok", call())
+    except Exception as e:  # noqa: BLE001 - the error class is the observable
+        return ("error", type(e).__name__)
+
+
+def crud_trace(srv):
+    """Creates and deletes group roots and nodes inside them, with every error a
+    client can meet on the way; reads each result back."""
+    c = client(srv)
+    trace = []
+    try:
+        for path in ("/app", "/billing", "/plain"):
+            trace.append(("create", path, outcome(lambda p=path: c.create(p, b"root"))))
+        trace.append(("create again", outcome(lambda: c.create("/app", b""))))
+        trace.append(("child", outcome(lambda: c.create("/app/a", b"A"))))
+        trace.append(("deep", outcome(lambda: c.create("/app/a/b/c", b""))))
+        trace.append(("makepath", outcome(lambda: c.ensure_path("/billing/x/y"))))
+        trace.append(("seq under root", outcome(lambda: c.create("/s-", b"", sequence=True))))
+        trace.append(("seq under group", outcome(lambda: c.create("/app/q-", b"", sequence=True))))
+        trace.append(("set root", outcome(lambda: stat_of(c.set("/app", b"v2")))))
+        trace.append(("set bad version", outcome(lambda: c.set("/app", b"v3", version=7))))
+        trace.append(("delete non-empty root", outcome(lambda: c.delete("/app"))))
+        for path in ("/", "/app", "/app/a", "/billing", "/billing/x", "/plain"):
+            data, stat = c.get(path)
+            trace.append(("get", path, data if path != "/" else None, stat_of(stat),
+                          sorted(c.get_children(path))))
+        trace.append(("root count", c.get_all_children_number("/") if hasattr(
+            c, "get_all_children_number") else None))
+        for child in c.get_children("/app"):
+            c.delete("/app/" + child, recursive=True)
+        trace.append(("delete root bad version", outcome(lambda: c.delete("/app", version=5))))
+        trace.append(("delete root", outcome(lambda: c.delete("/app", version=1))))
+        trace.append(("after", stat_of(c.exists("/")), sorted(c.get_children("/")),
+                      stat_of(c.exists("/app"))))
+        trace.append(("delete missing root", outcome(lambda: c.delete("/app"))))
+        trace.append(("recreate", outcome(lambda: c.create("/app", b"again")),
+                      stat_of(c.exists("/app"))))
+    finally:
+        c.stop()
+    return trace
+
+
+def znodes_per_partition(srv):
+    counts = {}
+    for line in srv.four_letter("mntr").splitlines():
+        key, _, value = line.partition("\t")
+        if key.startswith("stoa_partition_") and key.endswith("_znode_count"):
+            counts[int(key.split("_")[2])] = int(value)
+    return counts
+
+
+def test_group_roots_and_their_nodes_behave_as_on_one_partition(request):
+    one = crud_trace(start(request, ONE))
+    srv = start(request, GROUPS)
+    groups = crud_trace(srv)
+    assert groups == one
+    # The groups' nodes are on partitions 1 and 2: /app and its child, and
+    # /billing, /billing/x, /billing/x/y (each tree also has its own /,
+    # /zookeeper, /zookeeper/config and /zookeeper/quota).
+    assert znodes_per_partition(srv) == {0: 4 + 4, 1: 4 + 1, 2: 4 + 3}
+    # The errors did happen (the trace is not all successes).
+    assert ("create again", ("error", "NodeExistsError")) in groups
+    assert ("delete non-empty root", ("error", "NotEmptyError")) in groups
+    assert ("delete root bad version", ("error", "BadVersionError")) in groups
+
+
+def watch_trace(srv):
+    """The events a second session sees while the first creates, changes and
+    deletes group roots and their nodes; each exactly once, in order."""
+    a, b = client(srv), client(srv)
+    events = []
+    lock = threading.Lock()
+
+    def record(tag):
+        def on(e):
+            with lock:
+                events.append((tag, e.type, e.path))
+        return on
+    try:
+        b.get_children("/", watch=record("children /"))
+        b.exists("/app", watch=record("exists /app"))
+        b.add_watch("/", record("recursive /"), 1) if hasattr(b, "add_watch") else None
+        a.create("/app", b"")
+        b.exists("/app/x", watch=record("exists /app/x"))
+        a.create("/app/x", b"1")
+        b.get("/app/x", watch=record("data /app/x"))
+        a.set("/app/x", b"2")
+        b.get_children("/app", watch=record("children /app"))
+        a.delete("/app/x")
+        b.exists("/app", watch=record("exists /app again"))
+        a.delete("/app")
+        h.wait_until(lambda: any(t == "exists /app again" for t, _, _ in events), timeout=10,
+                     what="the delete's event")
+        time.sleep(0.3)  # room for a duplicate, were one sent
+    finally:
+        a.stop()
+        b.stop()
+    with lock:
+        return list(events)
+
+
+def test_watches_fire_once_each_in_order_across_partitions(request):
+    one = watch_trace(start(request, ONE))
+    groups = watch_trace(start(request, GROUPS))
+    assert groups == one
+    assert ("exists /app", EventType.CREATED, "/app") in groups
+    assert ("children /", EventType.CHILD, "/") in groups
+
+
+def test_a_sessions_ephemerals_on_every_partition_go_at_once(request):
+    srv = start(request, GROUPS)
+    a, b = client(srv), client(srv)
+    try:
+        b.create("/billing", b"")
+        a.create("/app", b"", ephemeral=True)
+        a.create("/billing/e", b"", ephemeral=True)
+        a.create("/plain-e", b"", ephemeral=True)
+        seen = []
+        b.get_children("/", watch=lambda e: seen.append(("/", e.type)))
+        b.get_children("/billing", watch=lambda e: seen.append(("/billing", e.type)))
+        b.exists("/app", watch=lambda e: seen.append(("/app", e.type)))
+        before = sorted(b.get_children("/"))
+        a.stop()
+        a.close()
+        h.wait_until(lambda: len(seen) == 3, timeout=10, what="three events")
+        assert before == ["app", "billing", "plain-e", "zookeeper"]
+        assert sorted(b.get_children("/")) == ["billing", "zookeeper"]
+        assert b.get_children("/billing") == []
+        assert b.exists("/app") is None
+        assert sorted(seen) == [("/", EventType.CHILD), ("/app", EventType.DELETED),
+                                ("/billing", EventType.CHILD)]
+    finally:
+        b.stop()
+
+
+def multi_trace(srv):
+    """Multis within one group and across groups and the root group: their
+    results in the ops' order, a failure anywhere rolling back every op."""
+    c = client(srv)
+    shape = (lambda r: r if isinstance(r, (str, bool)) or r is None
+             else type(r).__name__ if isinstance(r, Exception) else stat_of(r))
+    trace = []
+    try:
+        c.create("/app", b"")
+        c.create("/billing", b"")
+        for ops in (
+            [("create", "/app/m1"), ("create", "/app/m2"), ("set", "/app")],
+            [("create", "/app/n"), ("create", "/billing/n"), ("create", "/plain-n"),
+             ("set", "/billing"), ("check", "/app/n")],
+            [("create", "/app/o"), ("create", "/billing/o"), ("create", "/billing/n")],
+            [("delete", "/billing/n"), ("delete", "/app/n"), ("set", "/app/missing")],
+            [("delete", "/billing/n"), ("delete", "/app/n"), ("delete", "/plain-n")],
+        ):
+            t = c.transaction()
+            for kind, path in ops:
+                {"create": lambda p: t.create(p, b"m"), "set": lambda p: t.set_data(p, b"s"),
+                 "check": lambda p: t.check(p, 0), "delete": lambda p: t.delete(p)}[kind](path)
+            trace.append([shape(r) for r in t.commit()])
+            trace.append(sorted(c.get_children("/")) + sorted(c.get_children("/app"))
+                         + sorted(c.get_children("/billing")))
+    finally:
+        c.stop()
+    return trace
+
+
+def test_a_multi_over_several_groups_is_atomic_and_answers_in_order(request):
+    one = multi_trace(start(request, ONE))
+    groups = multi_trace(start(request, GROUPS))
+    assert groups == one
+    # One of them failed and left nothing behind; the others committed.
+    assert any("NodeExistsError" in str(step) for step in groups)
+    assert any("NoNodeError" in str(step) for step in groups)
+
+
+def test_every_partition_comes_back_after_kill_9(request):
+    srv = start(request, GROUPS)
+    c = client(srv)
+    try:
+        for root in ("/app", "/billing", "/plain"):
+            c.create(root, root.encode())
+            for i in range(60):
+                c.create("%s/n%02d" % (root, i), b"%d" % i)
+        expected = {root: sorted(c.get_children(root)) for root in ("/app", "/billing", "/plain")}
+    finally:
+        c.stop()
+    srv.kill9()
+    srv.start()
+    c = client(srv)
+    try:
+        assert sorted(c.get_children("/")) == ["app", "billing", "plain", "zookeeper"]
+        for root, children in expected.items():
+            assert sorted(c.get_children(root)) == children
+            assert c.get(root + "/n59")[0] == b"59"
+    finally:
+        c.stop()
+
+
+def test_a_nested_group_root_is_refused_at_start_with_a_clear_message(tmp_path):
+    srv = h.Server(kind="stoa", ensemble=False,
+                   extra_cfg={"partitions": 2, "partition.groups": "/app/inner"})
+    try:
+        srv.launch()
+        h.wait_until(lambda: not srv.running(), timeout=15, what="the server to refuse to start")
+        assert "not a top-level path" in srv.log_tail(20)
+    finally:
+        srv.cleanup()
+
+
+def test_an_extension_inside_a_group_on_another_partition_is_refused(request):
+    """Extensions run on partition 0 so far: registering one whose path lies in a
+    group placed elsewhere is refused with BadArguments; in the root group it works."""
+    import json
+    import os
+    from kazoo.exceptions import BadArgumentsError
+    source = open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions",
+                               "counter.lua")).read()
+    srv = start(request, GROUPS)
+    c = client(srv)
+    try:
+        c.ensure_path("/extensions")
+        c.create("/app", b"")
+        doc = {"kind": "node", "path": "/app/counter", "source": source}
+        with pytest.raises(BadArgumentsError):
+            c.create("/extensions/in-group", json.dumps(doc).encode())
+        doc["path"] = "/counter"
+        c.create("/extensions/in-root", json.dumps(doc).encode())
+    finally:
+        c.stop()
