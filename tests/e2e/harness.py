@@ -938,6 +938,22 @@ class RawClient:
         self._reader.join(timeout=5)
 
 
+def assert_enforce_auth_refuses_a_plain_client(srv):
+    """With enforce.auth.schemes=sasl, a client that did not authenticate is
+    refused its first request with SessionClosedRequireSasl."""
+    import pytest
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import SessionClosedRequireSaslError
+    plain = KazooClient(hosts=srv.hosts, timeout=10)
+    try:
+        plain.start(timeout=5)
+        with pytest.raises(SessionClosedRequireSaslError):
+            plain.get("/")
+    finally:
+        plain.stop()
+        plain.close()
+
+
 @contextlib.contextmanager
 def started_client(client, timeout=10.0):
     """`client` started; stopped and closed however the block ends."""

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import AuthFailedError, NoAuthError, SessionClosedRequireSaslError
+from kazoo.exceptions import AuthFailedError, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL, Id, Permissions
 
@@ -91,14 +91,7 @@ def test_a_wrong_password_fails_authentication(sasl_server):
 
 def test_enforce_auth_closes_a_connection_that_did_not_authenticate(sasl_server):
     srv = sasl_server(**{"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"})
-    plain = KazooClient(hosts=srv.hosts, timeout=10)
-    try:
-        plain.start(timeout=5)
-        with pytest.raises(SessionClosedRequireSaslError):
-            plain.get("/")
-    finally:
-        plain.stop()
-        plain.close()
+    harness.assert_enforce_auth_refuses_a_plain_client(srv)
     assert "enforce.auth.enabled" in srv.log_tail(200)
     with harness.started_client(sasl_client(srv)) as bob:
         bob.create("/through", b"")

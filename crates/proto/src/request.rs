@@ -254,6 +254,20 @@ impl Request {
         )
     }
 
+    /// Whether the request creates or deletes a node (adds it to or removes
+    /// it from its parent's children).
+    pub fn creates_or_deletes(&self) -> bool {
+        matches!(
+            self,
+            Request::Create(_)
+                | Request::Create2(_)
+                | Request::CreateContainer(_)
+                | Request::CreateTtl(_)
+                | Request::Delete(_)
+                | Request::DeleteContainer(_)
+        )
+    }
+
     /// Whether the request may be an op of a multi, and of which kind.
     fn multi_op_kind(&self) -> Option<OpKind> {
         match self {

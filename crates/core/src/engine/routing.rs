@@ -63,17 +63,8 @@ impl Engine {
                 None => return (0, None),
             },
         };
-        let creates_or_deletes = matches!(
-            request,
-            Request::Create(_)
-                | Request::Create2(_)
-                | Request::CreateContainer(_)
-                | Request::CreateTtl(_)
-                | Request::Delete(_)
-                | Request::DeleteContainer(_)
-        );
         match self.spans_for_root(path) {
-            Some((own, parents)) if creates_or_deletes => (own, Some(parents)),
+            Some((own, parents)) if request.creates_or_deletes() => (own, Some(parents)),
             _ => (self.partition_of(path), None),
         }
     }
