@@ -730,3 +730,75 @@ fn a_multi_prepared_op_by_op_is_rolled_back_whole_or_kept_whole() {
     w.commit(&refused);
     assert_eq!(w.stat("/q").num_children, 1);
 }
+
+mod pending_equals_applied {
+    //! A leader prepares a write against the tree plus the records of the
+    //! writes it prepared and has not applied yet. Whether an earlier write
+    //! is still pending or already applied depends on timing (its own disk
+    //! sync, a slow member), so both must give the same transaction. The
+    //! one exception is ZooKeeper's own: a pending setACL leaves the old ACL
+    //! in force (`set_acl_pending_record_keeps_old_acl`), so setACL is not
+    //! among the ops here.
+    use super::*;
+    use crate::txn::Txn;
+    use proptest::prelude::*;
+
+    const PATHS: [&str; 6] = ["/d", "/d/a", "/d/a/y", "/d/b", "/e", "/e/f"];
+
+    fn op_of(kind: u8, path: usize, arg: u8) -> Request {
+        let path = PATHS[path % PATHS.len()];
+        match kind % 6 {
+            0 => create_mode(path, i32::from(arg % 4)),
+            1 => delete(path, i32::from(arg % 3) - 1),
+            2 => set_data(path, b"v", i32::from(arg % 3) - 1),
+            3 => create_mode(path, 1),
+            4 => Request::Multi(vec![
+                create_mode(path, i32::from(arg % 4)),
+                set_data(PATHS[(usize::from(arg)) % PATHS.len()], b"m", -1),
+            ]),
+            _ => Request::Multi(vec![
+                delete(path, -1),
+                create_mode(PATHS[usize::from(arg) % PATHS.len()], 2),
+            ]),
+        }
+    }
+
+    /// Every op prepared, then applied in groups of `lag` (1: each applied
+    /// before the next is prepared).
+    fn run(ops: &[Request], lag: usize) -> (Vec<Txn>, u64) {
+        let mut w = World::new();
+        let mut txns = Vec::new();
+        let mut pending = std::collections::VecDeque::new();
+        for op in ops {
+            let txn = w.prepare(1, &[], op);
+            txns.push(txn.clone());
+            pending.push_back(txn);
+            if pending.len() >= lag {
+                while let Some(t) = pending.pop_front() {
+                    w.commit(&t);
+                }
+            }
+        }
+        while let Some(t) = pending.pop_front() {
+            w.commit(&t);
+        }
+        (txns, w.tree.digest())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+        #[test]
+        fn a_write_prepared_over_pending_records_is_the_one_prepared_over_the_applied_tree(
+            ops in proptest::collection::vec((any::<u8>(), 0usize..6, any::<u8>()), 1..40),
+            lag in 2usize..8,
+        ) {
+            let ops: Vec<Request> = ops.into_iter().map(|(k, p, a)| op_of(k, p, a)).collect();
+            let (applied_each, digest_each) = run(&ops, 1);
+            let (with_pending, digest_pending) = run(&ops, lag);
+            for (i, (a, b)) in applied_each.iter().zip(&with_pending).enumerate() {
+                prop_assert_eq!(&a.op, &b.op, "op {} {:?}", i, ops[i]);
+            }
+            prop_assert_eq!(digest_each, digest_pending);
+        }
+    }
+}
