@@ -272,3 +272,34 @@ def test_an_extension_inside_a_group_on_another_partition_is_refused(request):
         c.create("/extensions/in-root", json.dumps(doc).encode())
     finally:
         c.stop()
+
+
+def mntr_totals(srv):
+    keys = ("zk_znode_count", "zk_approximate_data_size", "zk_ephemerals_count", "zk_watch_count")
+    values = dict(line.split("\t", 1) for line in srv.four_letter("mntr").splitlines() if "\t" in line)
+    return {k: values[k] for k in keys}
+
+
+def totals_after_workload(request, cfg):
+    srv = start(request, cfg)
+    a, b = client(srv), client(srv)
+    try:
+        a.create("/app", b"root-data", ephemeral=True)
+        b.create("/billing", b"b")
+        b.create("/billing/x", b"xx", ephemeral=True)
+        b.create("/plain", b"p")
+        b.set("/billing", b"longer data")
+        a.exists("/app", watch=lambda e: None)
+        a.get_children("/", watch=lambda e: None)
+        a.get("/billing/x", watch=lambda e: None)
+        return mntr_totals(srv)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_mntr_counts_what_clients_see_whatever_the_partitions(request):
+    """zk_znode_count, the data size, ephemerals and watches count each node
+    once: a group root's link and each partition's own / and /zookeeper are
+    not the client's."""
+    assert totals_after_workload(request, GROUPS) == totals_after_workload(request, ONE)

@@ -2,6 +2,7 @@
 //! the WAL; entries come back committed once durable, and are applied.
 
 use raft::eraftpb::{Message, MessageType};
+use stoa_proto::request::Request;
 
 use super::{Engine, PersistJob, SnapshotContent, SnapshotJob, RAFT_MAX_MSG_BYTES};
 
@@ -382,23 +383,48 @@ impl Engine {
             return;
         }
         self.cores[0].last_container_check_ms = self.now_ms;
-        for path in self.cores[0].tree.expiry_candidates(self.now_ms, 0) {
-            if !self.may_prepare() {
-                // The zxid counter nears its end: the rest wait for the new
-                // epoch (the next check) rather than eat into the reserve.
-                break;
-            }
-            let zxid = self.next_zxid();
-            let ctx = self.internal_ctx(0, zxid);
-            match self.cores[0]
-                .preparing(|preparer, tree| preparer.prepare_delete_container(tree, &ctx, &path))
-            {
-                Ok(txn) => {
-                    self.propose(txn);
-                    self.stats.containers_deleted += 1;
+        for partition in 0..self.cores.len() {
+            // A group root's link is reaped with its node, by the node's
+            // partition (docs/partitions.md, "Routing by placement").
+            let candidates: Vec<String> = (self.cores[partition].tree)
+                .expiry_candidates(self.now_ms, 0)
+                .into_iter()
+                .filter(|p| self.partition_of(p) == partition)
+                .collect();
+            for path in candidates {
+                if !self.may_prepare() {
+                    // The zxid counter nears its end: the rest wait for the
+                    // new epoch (the next check) rather than eat into the
+                    // reserve.
+                    return;
                 }
-                // Raced with a client write (a child appeared): skip this round.
-                Err(_) => continue,
+                let zxid = self.next_zxid();
+                let ctx = self.internal_ctx(0, zxid);
+                let prepared = match self.spans_for_root(&path) {
+                    Some((own, parents)) => {
+                        let unlink = Request::Delete(stoa_proto::records::DeleteRequest {
+                            path: path.clone(),
+                            version: -1,
+                        });
+                        self.prepare_node_and_link(&ctx, own, parents, |node, link| {
+                            Ok((node.delete_container(&path)?, link.multi_op(&unlink)?))
+                        })
+                    }
+                    None => self.cores[partition].preparing(|preparer, tree| {
+                        preparer.prepare_delete_container(tree, &ctx, &path)
+                    }),
+                };
+                match prepared {
+                    Ok(txn) => {
+                        self.propose_on(partition, txn);
+                        self.stats.containers_deleted += 1;
+                    }
+                    // Raced with a client write (a child appeared): skip
+                    // this round. The zxid still commits, as a no-op: with
+                    // several partitions the one order waits for every
+                    // zxid handed out.
+                    Err(_) => self.propose_noop(0, 0, zxid),
+                }
             }
         }
     }

@@ -41,6 +41,7 @@ impl Engine {
 
     /// The server's state and counters now.
     pub fn monitor(&self) -> Monitor {
+        let served = self.served_totals();
         let mut configuration = self.config.conf_text.clone();
         if !self.standalone() {
             configuration.push_str(&self.membership().render());
@@ -86,10 +87,14 @@ impl Engine {
                 .collect(),
             outstanding: self.outstanding(),
             last_zxid: self.applied_zxid(),
-            node_count: self.cores[0].tree.node_count(),
-            approximate_data_size: self.cores[0].tree.approximate_data_size(),
-            ephemerals: self.cores[0].tree.ephemeral_count(),
-            watches: self.cores[0].watches.watch_count(),
+            node_count: served.nodes,
+            approximate_data_size: served.data_bytes,
+            ephemerals: served.ephemerals,
+            watches: self
+                .cores
+                .iter()
+                .map(|core| core.watches.watch_count())
+                .sum(),
             sessions: self.gate.sessions.len(),
             quorum_size: self.voter_count(),
             followers: self.follower_lag(SYNCED_LAG_ENTRIES_MAX),
@@ -109,27 +114,72 @@ impl Engine {
     }
 
     pub(super) fn watch_report(&self) -> WatchReport {
-        let w = &self.cores[0].watches;
+        // Each partition keeps the watches on its own paths.
+        let mut conns: Vec<ConnId> = (self.cores.iter())
+            .flat_map(|core| core.watches.conns())
+            .collect();
+        conns.sort_unstable();
+        conns.dedup();
         WatchReport {
-            connections: w.conns().count(),
-            paths: w.path_count(),
-            watches: w.watch_count(),
-            by_session: w
-                .conns()
-                .map(|conn| {
-                    let paths = w.of_conn(conn).map(|(_, path)| path.clone()).collect();
+            connections: conns.len(),
+            paths: self
+                .cores
+                .iter()
+                .map(|core| core.watches.path_count())
+                .sum(),
+            watches: self
+                .cores
+                .iter()
+                .map(|core| core.watches.watch_count())
+                .sum(),
+            by_session: (conns.iter())
+                .map(|&conn| {
+                    let paths = (self.cores.iter())
+                        .flat_map(|core| core.watches.of_conn(conn).map(|(_, path)| path.clone()))
+                        .collect();
                     (self.session_of(conn), paths)
                 })
                 .collect(),
-            by_path: w
-                .by_path()
-                .into_iter()
+            by_path: (self.cores.iter())
+                .flat_map(|core| core.watches.by_path())
                 .map(|(path, conns)| {
                     let sessions = conns.into_iter().map(|c| self.session_of(c)).collect();
                     (path.to_string(), sessions)
                 })
                 .collect(),
         }
+    }
+
+    /// The znodes, data bytes and ephemerals a client can see, over every
+    /// partition: each tree's own `/` and `/zookeeper` are served from
+    /// partition 0 only, and a group root's link is its node's copy
+    /// (docs/partitions.md, "Routing by placement").
+    fn served_totals(&self) -> ServedTotals {
+        let mut totals = ServedTotals::default();
+        for (partition, core) in self.cores.iter().enumerate() {
+            totals.nodes += core.tree.node_count();
+            totals.data_bytes += core.tree.approximate_data_size();
+            totals.ephemerals += core.tree.ephemeral_count();
+            if partition > 0 {
+                totals.nodes -= EMPTY_TREE.with(|t| t.node_count());
+                totals.data_bytes -= EMPTY_TREE.with(|t| t.approximate_data_size());
+            }
+        }
+        for (root, partition) in self.placement.groups() {
+            let Some(parent) = stoa_tree::parent_of(root) else {
+                continue;
+            };
+            let linked_on = self.partition_of(parent);
+            if linked_on == partition as usize {
+                continue;
+            }
+            if let Some(link) = self.cores[linked_on].tree.node(root) {
+                totals.nodes -= 1;
+                totals.data_bytes -= (root.len() + link.data().len()) as u64;
+                totals.ephemerals -= usize::from(link.stat().ephemeral_owner != 0);
+            }
+        }
+        totals
     }
 
     pub(super) fn session_report(&self) -> SessionReport {
@@ -145,17 +195,31 @@ impl Engine {
                 .sessions
                 .keys()
                 .map(|&sid| {
-                    (
-                        sid,
-                        self.cores[0]
-                            .tree
-                            .ephemerals(sid)
-                            .map(String::from)
-                            .collect(),
-                    )
+                    // Each partition's own, not the links of group roots.
+                    let paths = (self.cores.iter().enumerate())
+                        .flat_map(|(p, core)| {
+                            (core.tree.ephemerals(sid))
+                                .filter(move |path| self.partition_of(path) == p)
+                                .map(String::from)
+                        })
+                        .collect();
+                    (sid, paths)
                 })
                 .filter(|(_, paths): &(i64, Vec<String>)| !paths.is_empty())
                 .collect(),
         }
     }
+}
+
+#[derive(Default)]
+struct ServedTotals {
+    nodes: usize,
+    data_bytes: u64,
+    ephemerals: usize,
+}
+
+thread_local! {
+    /// What every partition's tree holds before any write (`/`,
+    /// `/zookeeper` and below), counted once for the server.
+    static EMPTY_TREE: stoa_tree::DataTree = stoa_tree::DataTree::new();
 }

@@ -108,30 +108,54 @@ impl Engine {
             }),
             other => other.clone(),
         };
-        let (first, second) = if own < parents {
+        // The link's partition decides first: the parent's existence and
+        // ACL, and whether the node exists.
+        self.prepare_node_and_link(ctx, own, parents, |node, link| {
+            let link = link.multi_op(&link_request)?;
+            let node = node.multi_op(request)?;
+            Ok((node, link))
+        })
+    }
+}
+
+impl Engine {
+    /// Prepares a change of a group root and its link as one transaction
+    /// of parts, the node's first: `prepare` gets the node's partition and
+    /// the link's, each inside a multi mark, so that an error anywhere
+    /// rolls both back.
+    pub(super) fn prepare_node_and_link(
+        &mut self,
+        ctx: &PrepContext<'_>,
+        own: usize,
+        parents: usize,
+        prepare: impl FnOnce(
+            &mut PartPreparer<'_, '_>,
+            &mut PartPreparer<'_, '_>,
+        ) -> Result<(TxnOp, TxnOp), stoa_proto::codes::ErrorCode>,
+    ) -> Result<Txn, PrepError> {
+        assert_ne!(own, parents, "a link lives on another partition");
+        let (node_core, link_core) = if own < parents {
             let (a, b) = self.cores.split_at_mut(parents);
             (&mut a[own], &mut b[0])
         } else {
             let (a, b) = self.cores.split_at_mut(own);
             (&mut b[0], &mut a[parents])
         };
-        let (node_core, link_core) = (first, second);
-        let link_mark = link_core.preparer.begin_multi();
-        let link =
-            link_core.preparing(|preparer, tree| preparer.multi_op(tree, ctx, &link_request));
-        let link = match link {
-            Ok(op) => op,
-            Err(code) => {
-                link_core.preparer.end_multi(link_mark, false);
-                return Err(PrepError::Code(code));
-            }
-        };
         let node_mark = node_core.preparer.begin_multi();
-        let node = node_core.preparing(|preparer, tree| preparer.multi_op(tree, ctx, request));
-        let keep = node.is_ok();
-        node_core.preparer.end_multi(node_mark, keep);
-        link_core.preparer.end_multi(link_mark, keep);
-        let node = node.map_err(PrepError::Code)?;
+        let link_mark = link_core.preparer.begin_multi();
+        let mut node = PartPreparer {
+            core: node_core,
+            ctx,
+        };
+        let mut link = PartPreparer {
+            core: link_core,
+            ctx,
+        };
+        let prepared = prepare(&mut node, &mut link);
+        let keep = prepared.is_ok();
+        node.core.preparer.end_multi(node_mark, keep);
+        link.core.preparer.end_multi(link_mark, keep);
+        let (node, link) = prepared.map_err(PrepError::Code)?;
         Ok(Txn {
             header: ctx.header(),
             op: TxnOp::Parts {
@@ -140,9 +164,7 @@ impl Engine {
             },
         })
     }
-}
 
-impl Engine {
     /// A client's multi whose ops go to several partitions: each op is
     /// prepared on its partition's preparer, in the multi's order, inside
     /// a multi mark on every one of them, so the first failure rolls all
@@ -246,6 +268,39 @@ impl Engine {
                 order: Vec::new(),
             },
         }
+    }
+}
+
+/// A partition's preparer and tree, to prepare one op of a transaction of
+/// parts (inside the multi mark `Engine::prepare_node_and_link` opened).
+pub(super) struct PartPreparer<'a, 'c> {
+    core: &'a mut super::partition_core::PartitionCore,
+    ctx: &'a PrepContext<'c>,
+}
+
+impl PartPreparer<'_, '_> {
+    pub(super) fn multi_op(
+        &mut self,
+        request: &Request,
+    ) -> Result<TxnOp, stoa_proto::codes::ErrorCode> {
+        let ctx = self.ctx;
+        self.core
+            .preparing(|preparer, tree| preparer.multi_op(tree, ctx, request))
+    }
+
+    pub(super) fn delete_container(
+        &mut self,
+        path: &str,
+    ) -> Result<TxnOp, stoa_proto::codes::ErrorCode> {
+        let ctx = self.ctx;
+        (self
+            .core
+            .preparing(|preparer, tree| preparer.prepare_delete_container(tree, ctx, path)))
+        .map(|txn| txn.op)
+        .map_err(|e| match e {
+            PrepError::Code(code) => code,
+            PrepError::Multi(_) => stoa_proto::codes::ErrorCode::MarshallingError,
+        })
     }
 }
 
