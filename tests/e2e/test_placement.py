@@ -303,3 +303,29 @@ def test_mntr_counts_what_clients_see_whatever_the_partitions(request):
     once: a group root's link and each partition's own / and /zookeeper are
     not the client's."""
     assert totals_after_workload(request, GROUPS) == totals_after_workload(request, ONE)
+
+
+def test_empty_containers_and_expired_ttl_nodes_are_reaped_in_groups_too(request):
+    """A container group root (its node and its link), a container inside a group
+    and a TTL node inside a group all go once empty or expired, as on one partition."""
+    srv = start(request, GROUPS)
+    c = client(srv)
+    raw = h.RawClient(srv.hosts)
+    try:
+        raw.create("/app", b"", mode=h.CreateMode.CONTAINER)
+        c.create("/app/child", b"")
+        c.create("/billing", b"")
+        raw.create("/billing/box", b"", mode=h.CreateMode.CONTAINER)
+        c.create("/billing/box/item", b"")
+        raw.create("/billing/ttl", b"", mode=h.CreateMode.PERSISTENT_WITH_TTL, ttl=500)
+        c.delete("/app/child")
+        c.delete("/billing/box/item")
+        h.wait_until(lambda: c.exists("/app") is None and c.exists("/billing/box") is None
+                     and c.exists("/billing/ttl") is None, timeout=20,
+                     what="the containers and the TTL node reaped")
+        assert sorted(c.get_children("/")) == ["billing", "zookeeper"]
+        assert c.get_children("/billing") == []
+        c.create("/app", b"again")  # its link went too
+    finally:
+        raw.close()
+        c.stop()
