@@ -412,9 +412,9 @@ pub struct Engine {
     /// Connections, sessions and their pending replies.
     gate: gate::SessionGate,
     /// Each partition's tree, raft group and what hangs on them, by
-    /// partition number. Until cross-partition operations land (issue 23,
-    /// slice 3) every node, session and extension lives on partition 0;
-    /// the other groups replicate, elect and snapshot alongside it.
+    /// partition number. Sessions and extensions live on partition 0, and
+    /// znodes too unless the placement puts their group elsewhere
+    /// (`engine/routing.rs`).
     pub(crate) cores: Vec<partition_core::PartitionCore>,
     /// Hands out the zxids of every partition (`crate::zxid`).
     zxids: crate::zxid::ZxidClock,
