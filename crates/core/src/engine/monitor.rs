@@ -27,7 +27,11 @@ impl Engine {
             }
             "wchs" | "wchc" | "wchp" => fourlw::watch_answer(word, &self.watch_report()),
             "dump" => fourlw::dump(&self.session_report()),
-            "hash" => format!("{:x}\n", self.cores[0].tree.digest()),
+            // Replicas compare it: with several partitions, one line per
+            // partition's tree.
+            "hash" => (self.cores.iter())
+                .map(|core| format!("{:x}\n", core.tree.digest()))
+                .collect(),
             _ => {
                 let mut monitor = self.monitor();
                 // ZooKeeper counts the word's own packet on the asking connection.
