@@ -11,7 +11,6 @@ bounded.
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -171,16 +170,8 @@ class Kdc:
         return "\n".join(lines)
 
     def stop(self, timeout=10.0):
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            except ProcessLookupError:
-                pass
         if self.proc is not None:
+            servers.terminate(self.proc, timeout)
             with servers._LIVE_LOCK:
                 servers._LIVE.discard(self.proc)
         if self._log:

@@ -233,6 +233,20 @@ def _atexit_kill():
 atexit.register(_atexit_kill)
 
 
+def terminate(proc, timeout=10.0):
+    """SIGTERM `proc` if it runs, wait up to timeout, then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
 class Process:
     """One server process with its own base dir and log file; subclasses
     give its command line (_argv) and how to tell it serves (wait_ready)."""
@@ -273,15 +287,7 @@ class Process:
         """SIGTERM, wait up to timeout, then SIGKILL."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            except ProcessLookupError:
-                pass
+        terminate(self.proc, timeout)
         self._reap()
 
     def kill9(self):

@@ -237,21 +237,16 @@ impl Request {
 
     /// Whether the request changes replicated state (goes through the log).
     pub fn is_write(&self) -> bool {
-        matches!(
-            self,
-            Request::Create(_)
-                | Request::Create2(_)
-                | Request::CreateContainer(_)
-                | Request::CreateTtl(_)
-                | Request::Delete(_)
-                | Request::DeleteContainer(_)
-                | Request::SetData(_)
-                | Request::SetAcl(_)
-                | Request::Check(_)
-                | Request::Multi(_)
-                | Request::Reconfig(_)
-                | Request::CloseSession
-        )
+        self.creates_or_deletes()
+            || matches!(
+                self,
+                Request::SetData(_)
+                    | Request::SetAcl(_)
+                    | Request::Check(_)
+                    | Request::Multi(_)
+                    | Request::Reconfig(_)
+                    | Request::CloseSession
+            )
     }
 
     /// Whether the request creates or deletes a node (adds it to or removes

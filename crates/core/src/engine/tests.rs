@@ -632,13 +632,10 @@ impl crate::sasl::gssapi::GssAcceptContext for ScriptedContext {
         }
     }
     fn wrap(&mut self, message: &[u8]) -> Result<Vec<u8>, String> {
-        Ok([b"W".as_slice(), message].concat())
+        crate::sasl::gssapi::scripted_layer::wrap(message)
     }
     fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String> {
-        token
-            .strip_prefix(b"W")
-            .map(<[u8]>::to_vec)
-            .ok_or_else(|| "bad MIC".to_string())
+        crate::sasl::gssapi::scripted_layer::unwrap(token)
     }
 }
 

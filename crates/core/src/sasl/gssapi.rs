@@ -171,6 +171,22 @@ impl GssapiExchange {
     }
 }
 
+/// The integrity layer of the scripted contexts tests use: a wrapped
+/// message is `W` and the message.
+#[cfg(test)]
+pub(crate) mod scripted_layer {
+    pub(crate) fn wrap(message: &[u8]) -> Result<Vec<u8>, String> {
+        Ok([b"W".as_slice(), message].concat())
+    }
+
+    pub(crate) fn unwrap(token: &[u8]) -> Result<Vec<u8>, String> {
+        token
+            .strip_prefix(b"W")
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| "bad MIC".to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,13 +215,10 @@ mod tests {
             })
         }
         fn wrap(&mut self, message: &[u8]) -> Result<Vec<u8>, String> {
-            Ok([b"W".as_slice(), message].concat())
+            super::scripted_layer::wrap(message)
         }
         fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String> {
-            token
-                .strip_prefix(b"W")
-                .map(<[u8]>::to_vec)
-                .ok_or_else(|| "bad MIC".to_string())
+            super::scripted_layer::unwrap(token)
         }
     }
 
