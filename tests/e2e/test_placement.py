@@ -329,3 +329,32 @@ def test_empty_containers_and_expired_ttl_nodes_are_reaped_in_groups_too(request
     finally:
         raw.close()
         c.stop()
+
+
+def test_a_data_directory_written_with_other_groups_is_refused_not_hidden(request):
+    """Adding /app to partition.groups over a directory that holds /app on partition
+    0 would hide it from clients; dropping a group would hide its partition's nodes.
+    Either way the server stops and says which, and starts again with the groups the
+    data was written with."""
+    no_groups = {"partitions": 3, "partition.groups": None}
+    for written, restarted, expected in (
+            (no_groups, GROUPS, "holds /app on partition 0"),
+            (GROUPS, no_groups, "no longer lists")):
+        srv = h.Server(kind="stoa", ensemble=False,
+                       extra_cfg={k: v for k, v in written.items() if v is not None})
+        request.addfinalizer(srv.cleanup)
+        srv.start()
+        c = client(srv)
+        c.create("/app", b"kept")
+        c.create("/app/child", b"")
+        c.stop()
+        srv.stop()
+        h.set_member_cfg(srv, restarted)
+        srv.launch()
+        h.wait_until(lambda: not srv.running(), timeout=15, what="the server to refuse its data")
+        assert expected in srv.log_tail(20), srv.log_tail(20)
+        h.set_member_cfg(srv, written)
+        srv.start()
+        c = client(srv)
+        assert c.get("/app")[0] == b"kept" and c.get_children("/app") == ["child"]
+        c.stop()

@@ -420,6 +420,9 @@ pub struct Engine {
     zxids: crate::zxid::ZxidClock,
     /// Which partition each path lives on (`crate::placement`).
     placement: crate::placement::Placement,
+    /// The data was checked against the placement once caught up
+    /// (`Engine::check_placement_matches_data`).
+    placement_checked: bool,
     /// With several partitions: the one order their entries apply in
     /// (`crate::apply_order`). None with one: its log is the order.
     order: Option<crate::apply_order::ApplyOrder<Entry>>,
@@ -485,6 +488,7 @@ impl Engine {
             zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
             order,
             placement,
+            placement_checked: false,
             sealed: false,
             held_internal_writes: Vec::new(),
             gate,
@@ -691,6 +695,7 @@ impl Engine {
         self.report_liveness();
         self.expire_sessions();
         self.check_containers();
+        self.check_placement_matches_data();
     }
 
     /// Runs raft until it has nothing more to do now, and returns everything

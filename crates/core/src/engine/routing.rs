@@ -271,6 +271,56 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Once every group has applied its log: the data must have been
+    /// written with the configured groups. A group added to (or dropped
+    /// from) `partition.groups` over a data directory that already holds
+    /// its subtree elsewhere would hide those znodes from every client, so
+    /// the server stops and says so instead.
+    pub(super) fn check_placement_matches_data(&mut self) {
+        if self.placement_checked || self.cores.len() == 1 {
+            return;
+        }
+        let caught_up = (self.cores.iter())
+            .all(|core| core.applied_index >= core.raft.raft.raft_log.last_index());
+        if !caught_up {
+            return;
+        }
+        self.placement_checked = true;
+        let empty = stoa_tree::DataTree::new().node_count();
+        let mut problem = None;
+        for (root, partition) in self.placement.groups() {
+            let Some(parent) = stoa_tree::parent_of(root) else {
+                continue;
+            };
+            let (own, parents) = (partition as usize, self.partition_of(parent));
+            if own != parents
+                && self.cores[parents].tree.node(root).is_some()
+                && self.cores[own].tree.node(root).is_none()
+            {
+                problem = Some(format!(
+                    "partition.groups lists {root}, but this data directory holds {root} on \
+                     partition {parents}: it was written without that group"
+                ));
+            }
+        }
+        for (partition, core) in self.cores.iter().enumerate().skip(1) {
+            let holds_groups = self.placement.groups_on(partition as u32).next().is_some();
+            if !holds_groups && core.tree.node_count() > empty {
+                problem = Some(format!(
+                    "partition {partition} holds znodes of a group partition.groups no longer \
+                     lists"
+                ));
+            }
+        }
+        if let Some(problem) = problem {
+            self.out.fatal = Some(format!(
+                "{problem}; start the server with the partition.groups its data was written with"
+            ));
+        }
+    }
+}
+
 /// A partition's preparer and tree, to prepare one op of a transaction of
 /// parts (inside the multi mark `Engine::prepare_node_and_link` opened).
 pub(super) struct PartPreparer<'a, 'c> {
