@@ -346,3 +346,39 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A multi's ops, split over parts by partition (each part keeping
+        /// its ops' relative order) and put back by `order`, come back in
+        /// the client's order.
+        #[test]
+        fn a_multis_results_come_back_in_the_ops_order(
+            partitions in proptest::collection::vec(0u32..4, 1..20),
+        ) {
+            // Op i's result names it: Created { path: i }.
+            let result = |i: usize| TxnResult::Created {
+                path: i.to_string(),
+                stat: Default::default(),
+            };
+            let mut parts: Vec<(u32, Vec<TxnResult>)> = Vec::new();
+            for (i, &p) in partitions.iter().enumerate() {
+                match parts.iter_mut().find(|(q, _)| *q == p) {
+                    Some((_, ops)) => ops.push(result(i)),
+                    None => parts.push((p, vec![result(i)])),
+                }
+            }
+            // The parts in any order: the first op's first, the rest sorted.
+            parts.sort_by_key(|&(p, _)| (p != partitions[0], p));
+            let results = (parts.into_iter())
+                .map(|(p, ops)| (p, TxnResult::Multi(ops)))
+                .collect();
+            let expected = TxnResult::Multi((0..partitions.len()).map(result).collect());
+            prop_assert_eq!(multi_result_in_order(results, &partitions), expected);
+        }
+    }
+}
