@@ -22,7 +22,7 @@ use stoa_tree::{DataTree, Txn, TxnOp};
 
 use crate::ensemble::Role;
 use crate::raft_log::RaftLog;
-use crate::session::{Pending, Session, SessionId};
+use crate::session::{Pending, SessionId};
 use crate::stats::Stats;
 use crate::watch::ConnId;
 
@@ -458,10 +458,7 @@ impl Engine {
         let membership = reconfig::initial_membership(&config, &recovered[0].tree)?;
         let mut gate =
             gate::SessionGate::new(crate::session::initial_session_id(config.server_id, now_ms));
-        for (id, timeout_ms) in recovered[0].tree.sessions() {
-            gate.sessions
-                .insert(id, Session::new(id, timeout_ms, now_ms));
-        }
+        gate.restore_sessions(&recovered[0].tree, now_ms);
         let order = (config.partitions > 1)
             .then(|| start_order(&recovered))
             .transpose()?;
@@ -1029,28 +1026,22 @@ impl Engine {
                 }
             }
         }
-        if partition != 0 {
-            if let Err(e) = self.cores[partition].raft.propose(vec![], data) {
-                panic!("raft refused a proposal of partition {partition}: {e}");
-            }
-            self.cores[partition].proposed(txn);
-            return;
+        if extensions::changes_registration(&txn.op) {
+            (self.cores[0].registrations_in_flight).push_back(txn.header.zxid);
         }
-        if let Some(to) = self.cores[0].raft.raft.lead_transferee {
+        let core = &mut self.cores[partition];
+        if let Some(to) = core.raft.raft.lead_transferee {
             // raft-rs drops proposals while it hands leadership over; client
             // writes are held meanwhile, and what cannot wait (a session's
             // creation or expiry) keeps this leader.
             log::info!("leader transfer to server {to} abandoned: a transaction must go out");
-            self.cores[0].raft.raft.abort_leader_transfer();
+            core.raft.raft.abort_leader_transfer();
         }
-        if let Err(e) = self.cores[0].raft.propose(vec![], data) {
+        if let Err(e) = core.raft.propose(vec![], data) {
             // Only a non-leader refuses; standalone is always leader once caught up.
-            panic!("raft refused a proposal: {e}");
+            panic!("raft refused a proposal of partition {partition}: {e}");
         }
-        if extensions::changes_registration(&txn.op) {
-            (self.cores[0].registrations_in_flight).push_back(txn.header.zxid);
-        }
-        self.cores[0].proposed(txn);
+        core.proposed(txn);
     }
 
     /// Stops maintaining the speculative tree (nothing reads it).

@@ -18,6 +18,15 @@ pub(super) fn change_of(kind: TreeEventKind) -> ChangeKind {
     }
 }
 
+/// The op a transaction's reply goes by: a transaction of parts answers
+/// with its first part's.
+fn reply_op(op: &TxnOp) -> &TxnOp {
+    match op {
+        TxnOp::Parts { parts, .. } => &parts[0].1,
+        op => op,
+    }
+}
+
 /// A client's multi over several partitions: each part's results, put
 /// back in the order of the client's ops (`order` names each op's part).
 fn multi_result_in_order(results: Vec<(u32, TxnResult)>, order: &[u32]) -> TxnResult {
@@ -155,12 +164,22 @@ impl Engine {
     }
 
     pub(super) fn apply_txn(&mut self, partition: usize, txn: Txn) {
-        if matches!(txn.op, TxnOp::Parts { .. }) {
-            return self.apply_parts(partition, txn);
-        }
-        let zxid = txn.header.zxid;
-        let sid = txn.header.session_id;
-        let applied = self.cores[partition].apply(&txn);
+        let (zxid, sid, header) = (txn.header.zxid, txn.header.session_id, txn.header);
+        // The op the reply and the session's life go by: a transaction of
+        // parts answers with its first part's.
+        let session_change = match reply_op(&txn.op).decided() {
+            TxnOp::CreateSession { timeout_ms } => Some(SessionChange::Created {
+                timeout_ms: *timeout_ms,
+            }),
+            TxnOp::CloseSession { .. } => Some(SessionChange::Closed),
+            _ => None,
+        };
+        let (result, membership_changed) = match txn.op {
+            TxnOp::Parts { parts, order } => {
+                (self.apply_parts(partition, header, parts, &order), false)
+            }
+            op => self.apply_whole(partition, Txn { header, op }),
+        };
         self.stats.txns_applied += 1;
         if self.is_leader() && self.log_applied() {
             // An entry of this leader's term: the header's time is this
@@ -168,8 +187,40 @@ impl Engine {
             // entries (and the WAL replayed at a restart) carry older
             // clocks and would read as minutes of commit latency.
             self.stats
-                .record_commit((self.now_ms - txn.header.time_ms).max(0) as u64);
+                .record_commit((self.now_ms - header.time_ms).max(0) as u64);
         }
+        if session_change == Some(SessionChange::Closed) {
+            // Its writes are accepted from no connection any more.
+            self.cores[partition].owners.remove(&sid);
+        }
+        let config = membership_changed.then(|| {
+            self.cores[partition]
+                .tree
+                .node(stoa_tree::CONFIG)
+                .map(|n| n.data().to_vec())
+                .unwrap_or_default()
+        });
+        self.hand_to_gate(Applied::Outcome(WriteOutcome {
+            session: sid,
+            cxid: header.cxid,
+            zxid,
+            result,
+            config,
+            session_change,
+        }));
+        if let Some(change) = session_change {
+            self.run_session_extensions(sid, change != SessionChange::Closed);
+        }
+        if membership_changed {
+            self.membership_applied();
+        }
+    }
+
+    /// A transaction on one partition's tree: its result, and whether it
+    /// changed the membership (`/zookeeper/config`).
+    fn apply_whole(&mut self, partition: usize, txn: Txn) -> (TxnResult, bool) {
+        let zxid = txn.header.zxid;
+        let applied = self.cores[partition].apply(&txn);
         let mut membership_changed = false;
         // A leader running watch extensions decided what watchers hear.
         let decided = match &txn.op {
@@ -191,56 +242,27 @@ impl Engine {
         for (kind, path) in decided.into_iter().flatten() {
             self.fire(partition, zxid, change_of(*kind), path);
         }
-        let session_change = match txn.op.decided() {
-            TxnOp::CreateSession { timeout_ms } => Some(SessionChange::Created {
-                timeout_ms: *timeout_ms,
-            }),
-            TxnOp::CloseSession { .. } => {
-                // Its writes are accepted from no connection any more.
-                self.cores[partition].owners.remove(&sid);
-                Some(SessionChange::Closed)
-            }
-            _ => None,
-        };
-        let config = membership_changed.then(|| {
-            self.cores[partition]
-                .tree
-                .node(stoa_tree::CONFIG)
-                .map(|n| n.data().to_vec())
-                .unwrap_or_default()
-        });
-        self.hand_to_gate(Applied::Outcome(WriteOutcome {
-            session: sid,
-            cxid: txn.header.cxid,
-            zxid,
-            result: applied.result,
-            config,
-            session_change,
-        }));
-        if let Some(change) = session_change {
-            self.run_session_extensions(sid, change != SessionChange::Closed);
-        }
-        if membership_changed {
-            self.membership_applied();
-        }
+        (applied.result, membership_changed)
     }
 
     /// A transaction of parts: each part to its partition's tree, in the
-    /// order listed; the reply (and a session's close) is the first
-    /// part's. A part's events about nodes of another partition (a group
-    /// root's link, a tree's own unserved `/`) are not that partition's to
-    /// fire: the node's own part reports them.
-    fn apply_parts(&mut self, partition: usize, txn: Txn) {
-        let TxnOp::Parts { parts, order } = txn.op else {
-            unreachable!("checked by the caller")
-        };
+    /// order listed; the result is the first part's, or for a client's
+    /// multi the parts' results in its ops' order. A part's events about
+    /// nodes of another partition (a group root's link, a tree's own
+    /// unserved `/`) are not that partition's to fire: the node's own part
+    /// reports them.
+    fn apply_parts(
+        &mut self,
+        partition: usize,
+        header: stoa_tree::TxnHeader,
+        parts: Vec<(u32, TxnOp)>,
+        order: &[u32],
+    ) -> TxnResult {
         assert_eq!(
             parts.first().map(|(p, _)| *p as usize),
             Some(partition),
             "a transaction of parts is applied through its first part's group"
         );
-        let (header, zxid, sid) = (txn.header, txn.header.zxid, txn.header.session_id);
-        let closes_session = matches!(parts[0].1, TxnOp::CloseSession { .. });
         let mut results = Vec::with_capacity(parts.len());
         for (part, op) in parts {
             let part = part as usize;
@@ -252,31 +274,14 @@ impl Engine {
             results.push((part as u32, applied.result));
             for (change, path) in events {
                 if self.partition_of(&path) == part {
-                    self.fire(part, zxid, change, &path);
+                    self.fire(part, header.zxid, change, &path);
                 }
             }
         }
-        self.stats.txns_applied += 1;
-        let result = if order.is_empty() {
+        if order.is_empty() {
             results.swap_remove(0).1
         } else {
-            multi_result_in_order(results, &order)
-        };
-        let session_change = closes_session.then(|| {
-            // Its writes are accepted from no connection any more.
-            self.cores[0].owners.remove(&sid);
-            SessionChange::Closed
-        });
-        self.hand_to_gate(Applied::Outcome(WriteOutcome {
-            session: sid,
-            cxid: header.cxid,
-            zxid,
-            result,
-            config: None,
-            session_change,
-        }));
-        if session_change.is_some() {
-            self.run_session_extensions(sid, false);
+            multi_result_in_order(results, order)
         }
     }
 

@@ -6,7 +6,6 @@ use raft::eraftpb::Snapshot;
 use raft::{ProgressState, SnapshotStatus};
 
 use super::{Engine, InstalledSnapshot, SnapshotContent, SnapshotJob};
-use crate::session::Session;
 
 /// Ticks a peer may sit on a sent snapshot without acknowledging it before
 /// the leader assumes it was lost and sends again (the transport drops
@@ -200,10 +199,7 @@ impl Engine {
         // changed since their last zxid).
         self.drop_clients();
         debug_assert_eq!(partition, 0, "a server of one partition");
-        self.gate.sessions = tree
-            .sessions()
-            .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
-            .collect();
+        self.gate.restore_sessions(&tree, self.now_ms);
         let core = &mut self.cores[partition];
         core.tree = tree;
         core.applied_index = meta.index;

@@ -85,13 +85,12 @@ impl Engine {
             core.term_or_vote_unsynced = Some(ready.number());
         }
         if core.term_or_vote_unsynced.is_none() {
-            after_persist.retain(|message| {
-                if message.get_msg_type() != MessageType::MsgHeartbeatResponse {
-                    return true;
-                }
-                self.out.messages.push((tag, message.clone()));
-                false
-            });
+            let (now, held) = (after_persist.into_iter())
+                .partition(|m| m.get_msg_type() == MessageType::MsgHeartbeatResponse);
+            after_persist = held;
+            self.out
+                .messages
+                .extend(now.into_iter().map(|m: Message| (tag, m)));
         }
         if let Some(hs) = ready.hs() {
             core.raft.mut_store().set_hard_state(hs.clone());

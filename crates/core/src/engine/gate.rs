@@ -118,6 +118,15 @@ pub(crate) struct SessionGate {
 }
 
 impl SessionGate {
+    /// The sessions are those a tree (partition 0's, which holds them)
+    /// records, each with a fresh deadline: after a restart or an
+    /// installed snapshot.
+    pub fn restore_sessions(&mut self, tree: &stoa_tree::DataTree, now_ms: i64) {
+        self.sessions = (tree.sessions())
+            .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, now_ms)))
+            .collect();
+    }
+
     pub fn new(first_session_id: SessionId) -> SessionGate {
         SessionGate {
             conns: FxHashMap::default(),

@@ -160,23 +160,20 @@ impl Engine {
     /// (docs/partitions.md, "Routing by placement").
     fn served_totals(&self) -> ServedTotals {
         let mut totals = ServedTotals::default();
+        let empty = stoa_tree::DataTree::new();
         for (partition, core) in self.cores.iter().enumerate() {
             totals.nodes += core.tree.node_count();
             totals.data_bytes += core.tree.approximate_data_size();
             totals.ephemerals += core.tree.ephemeral_count();
             if partition > 0 {
-                totals.nodes -= EMPTY_TREE.with(|t| t.node_count());
-                totals.data_bytes -= EMPTY_TREE.with(|t| t.approximate_data_size());
+                totals.nodes -= empty.node_count();
+                totals.data_bytes -= empty.approximate_data_size();
             }
         }
-        for (root, partition) in self.placement.groups() {
-            let Some(parent) = stoa_tree::parent_of(root) else {
+        for (root, _) in self.placement.groups() {
+            let Some((_, linked_on)) = self.spans_for_root(root) else {
                 continue;
             };
-            let linked_on = self.partition_of(parent);
-            if linked_on == partition as usize {
-                continue;
-            }
             if let Some(link) = self.cores[linked_on].tree.node(root) {
                 totals.nodes -= 1;
                 totals.data_bytes -= (root.len() + link.data().len()) as u64;
@@ -220,10 +217,4 @@ struct ServedTotals {
     nodes: usize,
     data_bytes: u64,
     ephemerals: usize,
-}
-
-thread_local! {
-    /// What every partition's tree holds before any write (`/`,
-    /// `/zookeeper` and below), counted once for the server.
-    static EMPTY_TREE: stoa_tree::DataTree = stoa_tree::DataTree::new();
 }

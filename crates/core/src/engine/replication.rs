@@ -345,6 +345,5 @@ impl Engine {
             core.speculative = None;
         }
         self.ensemble.membership_pending = None;
-        self.drop_speculative();
     }
 }

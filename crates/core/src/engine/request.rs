@@ -7,6 +7,7 @@ use stoa_proto::response::Response;
 use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader, TxnOp};
 
 use super::handoff::{Admitted, Identity, ReadCall, ReadOutcome};
+use super::routing::WriteRoute;
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::ConnId;
@@ -168,21 +169,20 @@ impl Engine {
         if let Request::Reconfig(r) = request {
             return self.propose_reconfig(&ctx, r);
         }
-        let (partition, root_spans) = self.write_route(request);
-        let spanning_multi = match request {
-            Request::Multi(ops) if self.multi_partition(ops).is_err() => Some(ops),
-            _ => None,
-        };
-        let prepared = match self.check_registration(ids, is_super, request) {
-            Ok(()) if spanning_multi.is_some() => {
-                self.prepare_multi_across(&ctx, spanning_multi.expect("checked"))
+        let route = self.write_route(request);
+        let prepared = match (self.check_registration(ids, is_super, request), route) {
+            (Err(code), _) => Err(stoa_tree::PrepError::Code(code)),
+            (Ok(()), WriteRoute::On(partition)) => (self.cores[partition])
+                .preparing(|preparer, tree| preparer.prepare(tree, &ctx, request)),
+            (Ok(()), WriteRoute::RootChange { own, parents }) => {
+                self.prepare_root_change(&ctx, request, own, parents)
             }
-            Ok(()) => match root_spans {
-                Some(parents) => self.prepare_root_change(&ctx, request, partition, parents),
-                None => (self.cores[partition])
-                    .preparing(|preparer, tree| preparer.prepare(tree, &ctx, request)),
-            },
-            Err(code) => Err(stoa_tree::PrepError::Code(code)),
+            (Ok(()), WriteRoute::MultiAcross) => {
+                let Request::Multi(ops) = request else {
+                    unreachable!("only a multi goes across partitions")
+                };
+                self.prepare_multi_across(&ctx, ops)
+            }
         };
         let txn = match prepared {
             Ok(txn) => txn,
@@ -201,7 +201,7 @@ impl Engine {
         };
         let home = match &txn.op {
             TxnOp::Parts { parts, .. } => parts[0].0 as usize,
-            _ => partition,
+            _ => route.partition(),
         };
         self.propose_on(home, txn);
     }

@@ -35,52 +35,51 @@ impl Engine {
         }
     }
 
-    /// The partition a client write is prepared and proposed on, and for
-    /// the create or delete of a group root, its parent's partition (which
-    /// gets the link as a second part). A sequential create is named by its
-    /// parent's counter, never a configured root: it goes to its parent's
-    /// group. Writes without one path (a multi, a session's close) go to
-    /// partition 0.
-    pub(super) fn write_route(&self, request: &Request) -> (usize, Option<usize>) {
+    /// Where a client write is prepared and proposed (see `WriteRoute`).
+    /// A sequential create is named by its parent's counter, never a
+    /// configured root: it goes to its parent's group. Writes without one
+    /// path (a session's close, a reconfig) go to partition 0.
+    pub(super) fn write_route(&self, request: &Request) -> WriteRoute {
         let path = match request {
             Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r)
                 if r.flags & SEQUENTIAL_FLAG != 0 =>
             {
-                return (self.parent_partition(&r.path), None);
+                return WriteRoute::On(self.parent_partition(&r.path));
             }
             Request::CreateTtl(r) if r.flags & SEQUENTIAL_FLAG != 0 => {
-                return (self.parent_partition(&r.path), None);
+                return WriteRoute::On(self.parent_partition(&r.path));
             }
             Request::Multi(ops) => {
                 return match self.multi_partition(ops) {
-                    Ok(partition) => (partition, None),
-                    Err(_) => (0, None),
+                    Some(partition) => WriteRoute::On(partition),
+                    None => WriteRoute::MultiAcross,
                 }
             }
-            Request::CloseSession | Request::Reconfig(_) => return (0, None),
+            Request::CloseSession | Request::Reconfig(_) => return WriteRoute::On(0),
             request => match request.path() {
                 Some(path) => path,
-                None => return (0, None),
+                None => return WriteRoute::On(0),
             },
         };
         match self.spans_for_root(path) {
-            Some((own, parents)) if request.creates_or_deletes() => (own, Some(parents)),
-            _ => (self.partition_of(path), None),
+            Some((own, parents)) if request.creates_or_deletes() => {
+                WriteRoute::RootChange { own, parents }
+            }
+            _ => WriteRoute::On(self.partition_of(path)),
         }
     }
 
-    /// The one partition a multi's ops all go to; else the index of the
-    /// first op that goes elsewhere (or creates or deletes a group root).
-    pub(super) fn multi_partition(&self, ops: &[Request]) -> Result<usize, usize> {
+    /// The one partition a multi's ops all go to, if they do (none of them
+    /// creating or deleting a group root).
+    fn multi_partition(&self, ops: &[Request]) -> Option<usize> {
         let mut partition = None;
-        for (at, op) in ops.iter().enumerate() {
-            let (own, spans) = self.write_route(op);
-            if spans.is_some() || partition.is_some_and(|p| p != own) {
-                return Err(at);
+        for op in ops {
+            match self.write_route(op) {
+                WriteRoute::On(own) if partition.is_none_or(|p| p == own) => partition = Some(own),
+                _ => return None,
             }
-            partition = Some(own);
         }
-        Ok(partition.unwrap_or(0))
+        Some(partition.unwrap_or(0))
     }
 
     fn parent_partition(&self, path: &str) -> usize {
@@ -181,9 +180,15 @@ impl Engine {
                 stoa_proto::codes::ErrorCode::MarshallingError,
             ));
         }
-        let routes: Vec<(usize, Option<usize>)> =
-            ops.iter().map(|op| self.write_route(op)).collect();
-        if let Some(at) = routes.iter().position(|(_, spans)| spans.is_some()) {
+        let mut routes = Vec::with_capacity(ops.len());
+        for op in ops {
+            match self.write_route(op) {
+                WriteRoute::On(partition) => routes.push(partition),
+                _ => break,
+            }
+        }
+        if routes.len() < ops.len() {
+            let at = routes.len();
             log::info!(
                 "session {:#x}: a multi over several partitions creates or deletes a group root \
                  (op {at}): not supported yet",
@@ -195,7 +200,7 @@ impl Engine {
                 stoa_proto::codes::ErrorCode::Unimplemented,
             ));
         }
-        let mut involved: Vec<usize> = routes.iter().map(|&(p, _)| p).collect();
+        let mut involved: Vec<usize> = routes.clone();
         involved.sort_unstable();
         involved.dedup();
         let marks: Vec<(usize, stoa_tree::MultiMark)> = (involved.iter())
@@ -204,7 +209,7 @@ impl Engine {
         let mut per_part: Vec<(usize, Vec<TxnOp>)> =
             involved.iter().map(|&p| (p, Vec::new())).collect();
         let mut failed = None;
-        for (at, (op, &(partition, _))) in ops.iter().zip(&routes).enumerate() {
+        for (at, (op, &partition)) in ops.iter().zip(&routes).enumerate() {
             match self.cores[partition].preparing(|preparer, tree| preparer.multi_op(tree, ctx, op))
             {
                 Ok(txn_op) => {
@@ -226,7 +231,7 @@ impl Engine {
             return Err(failed);
         }
         // The first op's partition carries the entry.
-        let first = routes[0].0;
+        let first = routes[0];
         per_part.sort_by_key(|&(p, _)| (p != first, p));
         Ok(Txn {
             header: ctx.header(),
@@ -234,7 +239,7 @@ impl Engine {
                 parts: (per_part.into_iter())
                     .map(|(p, ops)| (p as u32, TxnOp::Multi(ops)))
                     .collect(),
-                order: routes.iter().map(|&(p, _)| p as u32).collect(),
+                order: routes.iter().map(|&p| p as u32).collect(),
             },
         })
     }
@@ -289,13 +294,11 @@ impl Engine {
         self.placement_checked = true;
         let empty = stoa_tree::DataTree::new().node_count();
         let mut problem = None;
-        for (root, partition) in self.placement.groups() {
-            let Some(parent) = stoa_tree::parent_of(root) else {
+        for (root, _) in self.placement.groups() {
+            let Some((own, parents)) = self.spans_for_root(root) else {
                 continue;
             };
-            let (own, parents) = (partition as usize, self.partition_of(parent));
-            if own != parents
-                && self.cores[parents].tree.node(root).is_some()
+            if self.cores[parents].tree.node(root).is_some()
                 && self.cores[own].tree.node(root).is_none()
             {
                 problem = Some(format!(
@@ -317,6 +320,29 @@ impl Engine {
             self.out.fatal = Some(format!(
                 "{problem}; start the server with the partition.groups its data was written with"
             ));
+        }
+    }
+}
+
+/// Where a client write goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WriteRoute {
+    /// Prepared and proposed on this partition.
+    On(usize),
+    /// The create or delete of a group root: its node on `own`, its link
+    /// on its parent's partition, one transaction of parts.
+    RootChange { own: usize, parents: usize },
+    /// A multi whose ops go to several partitions (or create or delete a
+    /// group root): a part per partition.
+    MultiAcross,
+}
+
+impl WriteRoute {
+    /// The group a failed write's error transaction goes through.
+    pub(super) fn partition(self) -> usize {
+        match self {
+            WriteRoute::On(partition) | WriteRoute::RootChange { own: partition, .. } => partition,
+            WriteRoute::MultiAcross => 0,
         }
     }
 }

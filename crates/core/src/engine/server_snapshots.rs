@@ -19,7 +19,6 @@ use raft::eraftpb::Snapshot;
 use super::{Engine, InstalledSnapshot, SnapshotContent, SnapshotJob};
 use crate::apply_order::Cut;
 use crate::node::server_snapshot::{self, PartSnapshot, ServerSnapshot};
-use crate::session::Session;
 
 impl Engine {
     /// Every partition's tree now, at the order's cut (the trees clone
@@ -102,22 +101,16 @@ impl Engine {
             meta.index,
             meta.term
         );
-        let data = if server.zxid > applied {
+        let (data, (name_index, name_term)) = if server.zxid > applied {
             self.take_server_trees(server, &snapshot.data)
         } else {
             // Only entries outside the order (a new leader's empty ones)
             // were missing here: the trees stand, the group moves on.
             self.skip_through(partition, meta.index, meta.term);
-            let mut data = Vec::new();
-            server_snapshot::write_server_snapshot(&self.server_snapshot_now(), &mut data)
-                .expect("in memory");
-            data.into()
+            self.own_server_snapshot_file()
         };
         self.cores[partition].raft.mut_store().install(meta);
         self.stats.snapshots_installed += 1;
-        let stored =
-            server_snapshot::read_server_snapshot_head(&mut &data[..]).expect("written here");
-        let (name_index, name_term) = name_of_head(stored.zxid, &stored.positions);
         Some(InstalledSnapshot {
             index: meta.index,
             term: meta.term,
@@ -127,13 +120,13 @@ impl Engine {
     }
 
     /// Replaces every tree with the snapshot's, and returns the snapshot
-    /// as this server then stands: each partition at the snapshot's
-    /// index or its own, if higher (entries outside the order).
+    /// as this server then stands, with its name: each partition at the
+    /// snapshot's index or its own, if higher (entries outside the order).
     fn take_server_trees(
         &mut self,
         server: ServerSnapshot,
         received: &bytes::Bytes,
-    ) -> bytes::Bytes {
+    ) -> (bytes::Bytes, (u64, u64)) {
         // Clients' watches and pending calls refer to the trees being
         // replaced: they reconnect and re-register.
         self.drop_clients();
@@ -155,9 +148,7 @@ impl Engine {
             core.snapshot_index = core.applied_index;
             core.log_bytes_since_snapshot = 0;
         }
-        self.gate.sessions = (self.cores[0].tree.sessions())
-            .map(|(id, timeout_ms)| (id, Session::new(id, timeout_ms, self.now_ms)))
-            .collect();
+        self.gate.restore_sessions(&self.cores[0].tree, self.now_ms);
         self.order
             .as_mut()
             .expect("several partitions")
@@ -166,12 +157,17 @@ impl Engine {
         self.membership_applied();
         self.publish_members();
         if !own_ahead {
-            return received.clone();
+            return (received.clone(), name_of_cut(&cut));
         }
+        self.own_server_snapshot_file()
+    }
+
+    /// This server's whole snapshot now, serialized, and its name.
+    fn own_server_snapshot_file(&self) -> (bytes::Bytes, (u64, u64)) {
+        let snapshot = self.server_snapshot_now();
         let mut data = Vec::new();
-        server_snapshot::write_server_snapshot(&self.server_snapshot_now(), &mut data)
-            .expect("in memory");
-        data.into()
+        server_snapshot::write_server_snapshot(&snapshot, &mut data).expect("in memory");
+        (data.into(), name_of(&snapshot))
     }
 
     /// Moves partition `partition` to `index` without touching its tree:
@@ -195,13 +191,13 @@ impl Engine {
 
 /// The name a whole server snapshot is stored under (see the module).
 fn name_of(snapshot: &ServerSnapshot) -> (u64, u64) {
-    let positions: Vec<(u64, u64)> = (snapshot.parts.iter())
-        .map(|part| (part.index, part.term))
-        .collect();
-    name_of_head(snapshot.zxid, &positions)
+    name_of_cut(&Cut {
+        zxid: snapshot.zxid,
+        indices: snapshot.parts.iter().map(|part| part.index).collect(),
+    })
 }
 
-fn name_of_head(zxid: i64, positions: &[(u64, u64)]) -> (u64, u64) {
-    assert!(zxid >= 0, "a cut at zxid {zxid:#x}");
-    (zxid as u64, positions.iter().map(|&(index, _)| index).sum())
+fn name_of_cut(cut: &Cut) -> (u64, u64) {
+    assert!(cut.zxid >= 0, "a cut at zxid {:#x}", cut.zxid);
+    (cut.zxid as u64, cut.indices.iter().sum())
 }

@@ -58,20 +58,30 @@ pub trait SnapshotStore {
 
     /// Reads one back; an error names the snapshot and what is wrong.
     fn load(&self, index: u64, term: u64) -> Result<StoredSnapshot, String> {
-        let mut input = self.reader(index, term)?;
-        let unreadable = |e: String| format!("{} is unreadable ({e})", self.describe(index, term));
-        let starts_as_server = (input.fill_buf())
-            .map(server_snapshot::is_server_snapshot)
-            .map_err(|e| unreadable(e.to_string()))?;
-        if starts_as_server {
+        let (mut input, is_server) = self.open_sniffed(index, term)?;
+        if is_server {
             server_snapshot::read_server_snapshot(&mut input)
                 .map(StoredSnapshot::Server)
-                .map_err(unreadable)
+                .map_err(|e| self.unreadable(index, term, e))
         } else {
             stoa_tree::read_snapshot(&mut input)
                 .map(StoredSnapshot::Tree)
-                .map_err(|e| unreadable(e.to_string()))
+                .map_err(|e| self.unreadable(index, term, e))
         }
+    }
+
+    /// Its bytes from the start, and whether they are a whole server's
+    /// snapshot (told by its first bytes) rather than a tree's.
+    fn open_sniffed(&self, index: u64, term: u64) -> Result<(Box<dyn BufRead + '_>, bool), String> {
+        let mut input = self.reader(index, term)?;
+        let is_server = (input.fill_buf())
+            .map(server_snapshot::is_server_snapshot)
+            .map_err(|e| self.unreadable(index, term, e))?;
+        Ok((input, is_server))
+    }
+
+    fn unreadable(&self, index: u64, term: u64, why: impl std::fmt::Display) -> String {
+        format!("{} is unreadable ({why})", self.describe(index, term))
     }
 
     /// Reads one back that must be a partition's own tree.
@@ -89,24 +99,18 @@ pub trait SnapshotStore {
 
     /// The head of a whole server's snapshot; None for a tree's.
     fn server_head(&self, index: u64, term: u64) -> Result<Option<ServerSnapshotHead>, String> {
-        let mut input = self.reader(index, term)?;
-        let unreadable = |e: String| format!("{} is unreadable ({e})", self.describe(index, term));
-        let starts_as_server = (input.fill_buf())
-            .map(server_snapshot::is_server_snapshot)
-            .map_err(|e| unreadable(e.to_string()))?;
-        if !starts_as_server {
+        let (mut input, is_server) = self.open_sniffed(index, term)?;
+        if !is_server {
             return Ok(None);
         }
         server_snapshot::read_server_snapshot_head(&mut input)
             .map(Some)
-            .map_err(unreadable)
+            .map_err(|e| self.unreadable(index, term, e))
     }
 }
 
-/// Writes a snapshot and removes all but the newest `SNAPSHOTS_RETAINED`.
-/// Returns the index up to which the WAL may be compacted: the oldest
-/// retained snapshot's, per partition, for a store of `partition`'s
-/// snapshots (a whole server's snapshot names every partition's).
+/// `write_snapshot_of` a store whose snapshots are partition 0's: the
+/// index up to which its WAL may be compacted.
 pub fn write_snapshot(
     store: &mut impl SnapshotStore,
     index: u64,
@@ -118,8 +122,10 @@ pub fn write_snapshot(
         .map(|&(_, upto)| upto))
 }
 
-/// As `write_snapshot`, in the store of `partition`: each partition's
-/// compaction point, from the oldest retained snapshot.
+/// Writes a snapshot into the store of `partition`'s snapshots and
+/// removes all but the newest `SNAPSHOTS_RETAINED`. Returns each
+/// partition's compaction point: where the oldest retained snapshot
+/// stands (a whole server's names every partition).
 pub fn write_snapshot_of(
     store: &mut impl SnapshotStore,
     partition: u32,
