@@ -70,8 +70,11 @@ def crud_trace(srv):
             data, stat = c.get(path)
             trace.append(("get", path, data if path != "/" else None, stat_of(stat),
                           sorted(c.get_children(path))))
-        trace.append(("root count", c.get_all_children_number("/") if hasattr(
-            c, "get_all_children_number") else None))
+        raw = h.RawClient(srv.hosts)
+        try:
+            trace.append(("counts", [raw.get_all_children_number(p) for p in ("/", "/app", "/billing/x")]))
+        finally:
+            raw.close()
         for child in c.get_children("/app"):
             c.delete("/app/" + child, recursive=True)
         trace.append(("delete root bad version", outcome(lambda: c.delete("/app", version=5))))

@@ -26,13 +26,11 @@ impl Engine {
     }
 
     /// The partition a read runs on: its path's. Reads without a path
-    /// (pings, whoami, a sync answered locally) and those that gather from
-    /// several partitions run on partition 0, the root group's.
+    /// (pings, whoami, a sync answered locally) run on partition 0, the
+    /// root group's; those that gather from several partitions are
+    /// `Engine::read_routed`'s.
     pub(super) fn read_partition(&self, request: &Request) -> usize {
-        match request {
-            Request::GetEphemerals(_) | Request::GetAllChildrenNumber(_) => 0,
-            request => request.path().map_or(0, |path| self.partition_of(path)),
-        }
+        request.path().map_or(0, |path| self.partition_of(path))
     }
 
     /// Where a client write is prepared and proposed (see `WriteRoute`).
