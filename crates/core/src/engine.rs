@@ -27,6 +27,7 @@ use crate::stats::Stats;
 use crate::watch::ConnId;
 
 mod admin_commands;
+mod admin_snapshots;
 mod admission;
 mod apply;
 mod catch_up;
@@ -435,6 +436,8 @@ pub struct Engine {
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
+    /// The AdminServer's restores (`engine/admin_snapshots.rs`).
+    restore: admin_snapshots::RestoreState,
     out: Output,
     pub(crate) stats: Stats,
 }
@@ -491,6 +494,7 @@ impl Engine {
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),
+            restore: Default::default(),
             out: Output::default(),
             stats: Stats {
                 started_at_ms: now_ms,

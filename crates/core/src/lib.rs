@@ -16,6 +16,7 @@ pub mod monitor;
 pub mod node;
 pub mod placement;
 pub mod raft_log;
+pub mod restore_image;
 pub mod sasl;
 pub mod session;
 pub mod stats;

@@ -13,6 +13,8 @@ pub fn version_line() -> String {
 
 #[derive(Debug, Default, Clone)]
 pub struct Stats {
+    /// Restores applied (the AdminServer's `restore`).
+    pub restores: u64,
     pub packets_received: u64,
     pub packets_sent: u64,
     pub notifications_sent: u64,

@@ -4,28 +4,53 @@
 //! (`stoa_core::admin`); this side parses HTTP, answers what needs the
 //! disk (`dirs`) and bounds how long a request may wait for the engine.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use stoa_core::admin::{self, AdminAnswer, AdminCall, Json};
+use stoa_core::node::server_snapshot::ServerSnapshot;
 
 use crate::dashboard;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-/// A command for the engine's thread, answered on `reply`.
-pub struct AdminRequest {
-    pub call: AdminCall,
-    pub reply: oneshot::Sender<AdminAnswer>,
+/// Work for the engine's thread, each answered on its `reply`.
+pub enum AdminRequest {
+    /// A command answered with JSON (or a health probe).
+    Call {
+        call: AdminCall,
+        reply: oneshot::Sender<AdminAnswer>,
+    },
+    /// May the request run `requested` (`snapshot`, `restore`)? None: yes.
+    Authorize {
+        requested: String,
+        authorization: Option<String>,
+        peer: Option<IpAddr>,
+        reply: oneshot::Sender<Option<AdminAnswer>>,
+    },
+    /// The state now, for `snapshot` to write out.
+    Snapshot {
+        reply: oneshot::Sender<ServerSnapshot>,
+    },
+    /// `restore`: answered once every member applied it, or refused.
+    Restore {
+        token: u64,
+        zxid: i64,
+        parts: Vec<Vec<u8>>,
+        reply: oneshot::Sender<AdminAnswer>,
+    },
 }
 
 /// Bytes of a request head read before answering; a longer one is refused.
 const REQUEST_HEAD_BYTES_MAX: usize = 16 * 1024;
 /// How long a request waits for its head, and for the engine's answer.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may last: a snapshot or a restore moves a whole
+/// tree through it.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What the AdminServer serves, from the configuration.
 #[derive(Clone)]
@@ -40,6 +65,8 @@ pub struct AdminSite {
     /// QuorumPeerMain answers null).
     pub initial_configuration: Option<String>,
     pub host_name: String,
+    /// `snapshot` and `restore`.
+    pub transfers: crate::admin_transfer::TransferSettings,
 }
 
 /// ZooKeeper's trace mask (`get_trace_mask`, `set_trace_mask`): kept and
@@ -92,9 +119,10 @@ pub async fn serve(site: AdminSite, engine: mpsc::Sender<AdminRequest>, transpor
         site.command_url
     );
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
+        let peer = Some(peer.ip());
         let (site, engine) = (site.clone(), engine.clone());
         let acceptor = tls
             .as_mut()
@@ -102,20 +130,20 @@ pub async fn serve(site: AdminSite, engine: mpsc::Sender<AdminRequest>, transpor
         tokio::task::spawn_local(async move {
             let served = async {
                 let Some(acceptor) = acceptor else {
-                    return answer(stream, &site, &engine).await;
+                    return answer(stream, &site, &engine, peer).await;
                 };
                 let mut first = [0u8; 1];
                 let https = https_only
                     || matches!(stream.peek(&mut first).await, Ok(1) if first[0] == TLS_HANDSHAKE_BYTE);
                 if !https {
-                    return answer(stream, &site, &engine).await;
+                    return answer(stream, &site, &engine, peer).await;
                 }
                 match acceptor.accept(stream).await {
-                    Ok(stream) => answer(stream, &site, &engine).await,
+                    Ok(stream) => answer(stream, &site, &engine, peer).await,
                     Err(e) => log::info!("AdminServer: TLS handshake failed: {e}"),
                 }
             };
-            let _ = tokio::time::timeout(REQUEST_TIMEOUT, served).await;
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, served).await;
         });
     }
 }
@@ -124,30 +152,55 @@ async fn answer(
     mut stream: impl AsyncRead + AsyncWrite + Unpin,
     site: &AdminSite,
     engine: &mpsc::Sender<AdminRequest>,
+    peer: Option<IpAddr>,
 ) {
-    let mut head = Vec::new();
+    let mut received = Vec::new();
     let mut buf = [0u8; 2048];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() > REQUEST_HEAD_BYTES_MAX {
+    let read_head = async {
+        loop {
+            if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+                return Some(end + 4);
+            }
+            if received.len() > REQUEST_HEAD_BYTES_MAX {
+                return None;
+            }
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return Some(0),
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let head_end = match tokio::time::timeout(REQUEST_TIMEOUT, read_head).await {
+        Ok(Some(0)) | Err(_) => return,
+        Ok(Some(end)) => end,
+        Ok(None) => {
             let _ = write_response(&mut stream, &too_large(), false, "").await;
             return;
         }
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
+    };
+    // What came after the head: the start of a request's body.
+    let body_start = received.split_off(head_end);
+    let head = String::from_utf8_lossy(&received);
     let request_line = head.lines().next().unwrap_or_default();
-    let authorization = head
-        .lines()
-        .skip(1)
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
-        .map(|(_, value)| value.trim().to_string());
+    let authorization = header(&head, "authorization").map(str::to_string);
     let (response, head_only, headers) = match parse_request_line(request_line) {
         Some((method, target)) => {
             let route = route(site, &method, &target);
+            if let Route::Command { name, args } = &route {
+                if let Some(transfer) = crate::admin_transfer::transfer_of(name) {
+                    let request = crate::admin_transfer::TransferRequest {
+                        transfer,
+                        requested: name,
+                        method: &method,
+                        args,
+                        head: &head,
+                        body_start,
+                        peer,
+                    };
+                    crate::admin_transfer::serve(request, stream, site, engine).await;
+                    return;
+                }
+            }
             let headers = match route {
                 Route::Dashboard(_) => dashboard::HEADERS,
                 _ => "",
@@ -165,6 +218,15 @@ async fn answer(
         ),
     };
     let _ = write_response(&mut stream, &response, head_only, headers).await;
+}
+
+/// The value of the head's header `name` (any case), trimmed.
+pub(crate) fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    head.lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .find(|(key, _)| key.trim().eq_ignore_ascii_case(name))
+        .map(|(_, value)| value.trim())
 }
 
 fn too_large() -> AdminAnswer {
@@ -314,14 +376,32 @@ async fn respond(
 
 /// Runs `call` on the engine's thread; a stopped or stuck engine is a 503.
 async fn ask(engine: &mpsc::Sender<AdminRequest>, call: AdminCall) -> AdminAnswer {
+    let asked = ask_engine(
+        engine,
+        |reply| AdminRequest::Call { call, reply },
+        REQUEST_TIMEOUT,
+    );
+    asked
+        .await
+        .unwrap_or_else(|why| AdminAnswer::error(503, "", why))
+}
+
+/// Sends the engine's thread the request `make` builds around a reply
+/// channel, and waits up to `wait` for the reply.
+pub(crate) async fn ask_engine<T>(
+    engine: &mpsc::Sender<AdminRequest>,
+    make: impl FnOnce(oneshot::Sender<T>) -> AdminRequest,
+    wait: Duration,
+) -> Result<T, &'static str> {
     let (reply, answer) = oneshot::channel();
-    if engine.send(AdminRequest { call, reply }).await.is_err() {
-        return AdminAnswer::error(503, "", "the server is stopping");
-    }
-    match answer.await {
-        Ok(answer) => answer,
-        Err(_) => AdminAnswer::error(503, "", "the server is stopping"),
-    }
+    let asked = async {
+        engine
+            .send(make(reply))
+            .await
+            .map_err(|_| "the server is stopping")?;
+        answer.await.map_err(|_| "the server is stopping")
+    };
+    (tokio::time::timeout(wait, asked).await).unwrap_or(Err("the server did not answer in time"))
 }
 
 /// The commands about the process and its disk rather than the engine.
@@ -436,7 +516,7 @@ fn dir_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-async fn write_response(
+pub(crate) async fn write_response(
     stream: &mut (impl AsyncWrite + Unpin),
     response: &AdminAnswer,
     head_only: bool,
@@ -449,8 +529,13 @@ async fn write_response(
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
+        500 => "Server Error",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
         _ => "Status",
     };
     let content_type = match response.content_type {

@@ -123,6 +123,14 @@ pub struct ServerConfig {
     pub admin_force_https: bool,
     pub admin_port_unification: bool,
     pub admin_need_client_auth: bool,
+    /// `admin.snapshot.enabled`, `admin.restore.enabled` (ZooKeeper's
+    /// `zookeeper.admin.*` properties, which its zoo.cfg sets too): the
+    /// AdminServer's `snapshot` and `restore`.
+    pub admin_snapshot_enabled: bool,
+    pub admin_restore_enabled: bool,
+    /// `admin.rateLimiterIntervalInMS`: at most one `snapshot` and one
+    /// `restore` per interval.
+    pub admin_rate_limit_interval_ms: u64,
     /// `clientPort` was set: with `secureClientPort` too, both are
     /// served; with only `secureClientPort`, only TLS clients are.
     pub client_port_set: bool,
@@ -183,6 +191,9 @@ impl Default for ServerConfig {
             admin_force_https: false,
             admin_port_unification: false,
             admin_need_client_auth: false,
+            admin_snapshot_enabled: true,
+            admin_restore_enabled: true,
+            admin_rate_limit_interval_ms: 300_000,
             client_port_set: false,
             jaas_login_config: None,
             enforce_auth_enabled: false,
@@ -368,6 +379,17 @@ impl ServerConfig {
             }
             "admin.needClientAuth" | "zookeeper.admin.needClientAuth" => {
                 self.admin_need_client_auth = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "admin.snapshot.enabled" | "zookeeper.admin.snapshot.enabled" => {
+                self.admin_snapshot_enabled = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "admin.restore.enabled" | "zookeeper.admin.restore.enabled" => {
+                self.admin_restore_enabled = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "admin.rateLimiterIntervalInMS" | "zookeeper.admin.rateLimiterIntervalInMS" => {
+                self.admin_rate_limit_interval_ms = value
+                    .parse()
+                    .map_err(|_| bad("not a count of milliseconds"))?
             }
             "admin.commandURL" | "zookeeper.admin.commandURL" => {
                 if !value.starts_with('/') || value.contains(char::is_whitespace) {

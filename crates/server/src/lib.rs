@@ -4,6 +4,7 @@
 //! are the long-lived other threads.
 
 pub mod admin;
+pub mod admin_transfer;
 pub mod config;
 pub mod dashboard;
 pub mod ensemble;

@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
+use std::collections::HashMap;
 use stoa_core::ensemble::Member;
 use stoa_core::node::{
     coalesce_snapshot_tasks, run_snapshot_task, write_snapshot, LogSink, Node, SnapshotDone,
@@ -17,7 +18,9 @@ use stoa_core::node::{
 };
 use stoa_wal::{Record, WalWriter};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+
+use stoa_core::admin::AdminAnswer;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ServerConfig;
 use crate::engine::forward::EngineMessage;
@@ -111,6 +114,13 @@ fn admin_site(
             .then(|| config.initial_configuration.clone())
             .flatten(),
         host_name: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+        transfers: crate::admin_transfer::TransferSettings::new(
+            config.admin_snapshot_enabled,
+            config.admin_restore_enabled,
+            Duration::from_millis(config.admin_rate_limit_interval_ms),
+            config.partitions as usize,
+            !config.partition_groups.is_empty(),
+        ),
     }
 }
 
@@ -617,6 +627,8 @@ async fn serve(
     // A leader asked to stop first hands leadership over (rolling
     // restarts): the ensemble then does not wait out an election timeout.
     let mut stopping: Option<tokio::time::Instant> = None;
+    // The AdminServer's restores waiting to apply, by token.
+    let mut restores: HashMap<u64, oneshot::Sender<AdminAnswer>> = HashMap::new();
     loop {
         tokio::select! {
             event = net_rx.recv() => {
@@ -653,7 +665,7 @@ async fn serve(
             Some(request) = admin_rx.recv() => {
                 let engine = node.engine_mut();
                 engine.set_time(wall_clock_ms());
-                let _ = request.reply.send(engine.admin(request.call));
+                on_admin(engine, request, &mut restores);
             }
             Some(reply) = scrapes.recv() => {
                 let engine = node.engine_mut();
@@ -671,6 +683,11 @@ async fn serve(
         // Nothing else waits: this thread may as well sync a batch itself.
         node.set_host_idle(net_rx.is_empty() && peer_rx.is_empty());
         flush(node, sockets)?;
+        for (token, answer) in node.engine_mut().take_admin_answers() {
+            if let Some(reply) = restores.remove(&token) {
+                let _ = reply.send(answer);
+            }
+        }
         if let Some(deadline) = stopping {
             // raft abandons a transfer the successor does not take up
             // within an election timeout (e.g. it is stopping too).
@@ -689,6 +706,44 @@ async fn serve(
                 return Ok(());
             }
         }
+    }
+}
+
+/// An AdminServer request on the engine's thread.
+fn on_admin(
+    engine: &mut Engine,
+    request: crate::admin::AdminRequest,
+    restores: &mut HashMap<u64, oneshot::Sender<AdminAnswer>>,
+) {
+    use crate::admin::AdminRequest;
+    match request {
+        AdminRequest::Call { call, reply } => {
+            let _ = reply.send(engine.admin(call));
+        }
+        AdminRequest::Authorize {
+            requested,
+            authorization,
+            peer,
+            reply,
+        } => {
+            let _ = reply.send(engine.admin_authorize(&requested, authorization.as_deref(), peer));
+        }
+        AdminRequest::Snapshot { reply } => {
+            let _ = reply.send(engine.admin_snapshot());
+        }
+        AdminRequest::Restore {
+            token,
+            zxid,
+            parts,
+            reply,
+        } => match engine.admin_restore(token, zxid, parts) {
+            Some(refused) => {
+                let _ = reply.send(refused);
+            }
+            None => {
+                restores.insert(token, reply);
+            }
+        },
     }
 }
 

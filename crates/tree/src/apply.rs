@@ -102,6 +102,7 @@ impl DataTree {
                 }
                 result
             }
+            TxnOp::Restore { tree, .. } => self.restore(tree),
             op => self.apply_top(&txn.header, op, &mut events),
         };
         self.last_zxid = txn.header.zxid;
@@ -112,6 +113,23 @@ impl DataTree {
             result,
             events,
         }
+    }
+
+    /// Becomes the tree `snapshot` holds, keeping this one's configuration
+    /// node: the ensemble's membership is its own, whatever ensemble the
+    /// snapshot came from. The leader checked the bytes before proposing;
+    /// bytes that do not read back change nothing, on every member alike.
+    fn restore(&mut self, snapshot: &[u8]) -> TxnResult {
+        let mut restored = match crate::read_snapshot(&mut &snapshot[..]) {
+            Ok(tree) => tree,
+            Err(_) => return TxnResult::Error(ErrorCode::SystemError),
+        };
+        if let Some(config) = self.node(path::CONFIG) {
+            let data = config.data.map(<[u8]>::to_vec);
+            restored.keep_config(config.stat, data.as_deref(), config.acl.clone());
+        }
+        *self = restored;
+        TxnResult::Checked
     }
 
     fn apply_top<'t>(
@@ -212,6 +230,7 @@ impl DataTree {
             TxnOp::Check { .. } => TxnResult::Checked,
             TxnOp::Error(code) => TxnResult::Error(*code),
             TxnOp::Seal { .. } => TxnResult::Error(ErrorCode::Ok),
+            TxnOp::Restore { .. } => panic!("a restore reached apply inside another op"),
             // Decoding and preparing never nest multis or watched ops.
             TxnOp::Multi(_) => panic!("nested multi reached apply"),
             TxnOp::Watched { .. } => panic!("nested watched op reached apply"),
@@ -320,4 +339,79 @@ impl DataTree {
 
 fn event(kind: TreeEventKind, path: Cow<'_, str>) -> TreeEvent<'_> {
     TreeEvent { kind, path }
+}
+
+#[cfg(test)]
+mod restore_tests {
+    use super::*;
+    use crate::testutil::{create, set_data, World};
+    use crate::txn::TxnHeader;
+
+    fn restore_txn(zxid: i64, snapshot: Vec<u8>) -> Txn {
+        Txn {
+            header: TxnHeader {
+                session_id: 0,
+                cxid: 0,
+                zxid,
+                time_ms: 5_000,
+            },
+            op: TxnOp::Restore {
+                origin: 1,
+                token: 1,
+                tree: snapshot,
+            },
+        }
+    }
+
+    fn snapshot_of(tree: &DataTree) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        crate::write_snapshot(tree, &mut bytes).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn a_restore_becomes_the_snapshot_and_keeps_the_config_node() {
+        let mut source = World::new();
+        source.run(&create("/kept")).unwrap();
+        source.run(&set_data("/kept", b"v1", -1)).unwrap();
+        let snapshot = snapshot_of(&source.tree);
+
+        let mut target = World::new();
+        target.run(&create("/gone")).unwrap();
+        let config = b"server.1=127.0.0.1:2888:3888:participant".to_vec();
+        target.tree.keep_config(
+            PersistedStat {
+                mzxid: 2,
+                version: 1,
+                ..PersistedStat::default()
+            },
+            Some(&config),
+            shared_acl(&[]),
+        );
+        let txn = restore_txn(0x5_0000_0001, snapshot);
+        let applied = target.tree.apply(&txn);
+        assert_eq!(applied.result, TxnResult::Checked);
+        assert!(applied.events.is_empty(), "a restore fires no watch itself");
+        assert!(target.tree.node("/gone").is_none());
+        let kept = target.tree.node("/kept").expect("restored");
+        assert_eq!(kept.data(), b"v1");
+        assert_eq!(kept.stat, source.tree.node("/kept").unwrap().stat);
+        let node = target.tree.node(path::CONFIG).unwrap();
+        assert_eq!(node.data(), &config[..]);
+        assert_eq!(node.stat.version, 1);
+        assert_eq!(target.tree.last_zxid(), 0x5_0000_0001);
+        assert_eq!(target.tree.node_count(), source.tree.node_count());
+    }
+
+    #[test]
+    fn bytes_that_are_no_snapshot_change_nothing() {
+        let mut target = World::new();
+        target.run(&create("/stays")).unwrap();
+        let digest = target.tree.digest();
+        let txn = restore_txn(9, b"not a snapshot".to_vec());
+        let applied = target.tree.apply(&txn);
+        assert_eq!(applied.result, TxnResult::Error(ErrorCode::SystemError));
+        assert!(target.tree.node("/stays").is_some());
+        assert_eq!(target.tree.digest(), digest);
+    }
 }

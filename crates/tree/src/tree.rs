@@ -105,6 +105,23 @@ impl DataTree {
         }
     }
 
+    /// Makes the configuration node `stat`, `data` and `acl` (a restore
+    /// keeps the ensemble's own), creating it if the tree lacks it.
+    pub(crate) fn keep_config(&mut self, stat: PersistedStat, data: Option<&[u8]>, acl: SharedAcl) {
+        let new_len = data.map_or(0, <[u8]>::len) as u64;
+        match self.update_node(CONFIG, &|s| *s = stat, Some(data), Some(&acl)) {
+            Some(updated) => {
+                self.data_bytes = self.data_bytes - updated.old_data_len as u64 + new_len;
+            }
+            None if self.node(ZOOKEEPER).is_some() => {
+                self.attach(CONFIG, Node::new(shared_bytes(data), acl, stat));
+            }
+            // A tree without /zookeeper is no ZooKeeper tree: the restore
+            // refused it before proposing.
+            None => debug_assert!(false, "a restored tree without /zookeeper"),
+        }
+    }
+
     /// Puts in the root of an empty tree.
     pub(crate) fn set_root(&mut self, root: Node) {
         assert_eq!(self.node_count, 0, "the tree has a root");

@@ -108,6 +108,17 @@ pub enum TxnOp {
         /// Empty unless the parts are a client's multi.
         order: Vec<u32>,
     },
+    /// Replaces the partition's tree by `tree` (`write_snapshot`'s format)
+    /// at this transaction's zxid: the AdminServer's `restore`
+    /// (docs/operations.md). The configuration node stays the ensemble's
+    /// own. `origin` is the member whose AdminServer took the request and
+    /// `token` its number there (both 0 on the parts after the first), so
+    /// that member answers the request once it applied the restore.
+    Restore {
+        origin: u64,
+        token: u64,
+        tree: Vec<u8>,
+    },
 }
 
 impl TxnOp {
@@ -135,6 +146,7 @@ mod tag {
     pub const SEAL: u8 = 11;
     pub const WATCHED: u8 = 12;
     pub const PARTS: u8 = 13;
+    pub const RESTORE: u8 = 14;
 }
 
 fn event_kind_code(kind: TreeEventKind) -> u8 {
@@ -272,6 +284,7 @@ impl TxnOp {
             }
             TxnOp::Error(_) => 4,
             TxnOp::Seal { voids } => LEN_PREFIX_BYTES + 16 * voids.len(),
+            TxnOp::Restore { tree, .. } => 16 + LEN_PREFIX_BYTES + tree.len(),
             TxnOp::Parts { parts, order } => {
                 LEN_PREFIX_BYTES
                     + parts
@@ -361,6 +374,16 @@ impl TxnOp {
             TxnOp::Error(code) => {
                 codec::put_u8(out, tag::ERROR);
                 codec::put_i32(out, code.as_i32());
+            }
+            TxnOp::Restore {
+                origin,
+                token,
+                tree,
+            } => {
+                codec::put_u8(out, tag::RESTORE);
+                codec::put_u64(out, *origin);
+                codec::put_u64(out, *token);
+                codec::put_bytes(out, tree);
             }
             TxnOp::Seal { voids } => {
                 codec::put_u8(out, tag::SEAL);
@@ -458,9 +481,18 @@ impl TxnOp {
                 TxnOp::Seal { voids }
             }
             tag::SEAL => return Err(DecodeError::BadValue("seal in a multi")),
+            tag::RESTORE if top_level => TxnOp::Restore {
+                origin: r.u64()?,
+                token: r.u64()?,
+                tree: r.bytes()?.to_vec(),
+            },
+            tag::RESTORE => return Err(DecodeError::BadValue("restore in a multi")),
             tag::WATCHED if top_level => {
                 let op = TxnOp::decode(r, true)?;
-                if matches!(op, TxnOp::Watched { .. } | TxnOp::Seal { .. }) {
+                if matches!(
+                    op,
+                    TxnOp::Watched { .. } | TxnOp::Seal { .. } | TxnOp::Restore { .. }
+                ) {
                     return Err(DecodeError::BadValue("watched op"));
                 }
                 let n = r.count(OP_MIN_BYTES)?;
@@ -573,6 +605,11 @@ mod tests {
             TxnOp::Seal { voids: vec![] },
             TxnOp::Seal {
                 voids: vec![(1, 0x1_0000_0000), (0x1_0000_0003, 0x1_0000_0003)],
+            },
+            TxnOp::Restore {
+                origin: 2,
+                token: 7,
+                tree: b"a snapshot".to_vec(),
             },
             TxnOp::Watched {
                 op: Box::new(TxnOp::SetData {

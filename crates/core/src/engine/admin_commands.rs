@@ -10,7 +10,7 @@ use crate::ensemble::{Member, Role};
 use crate::monitor::Monitor;
 
 /// ZooKeeper's answer from a member that is not serving.
-const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
+pub(super) const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
 
 impl Engine {
     /// Runs an AdminServer call on the engine's thread.
@@ -37,7 +37,7 @@ impl Engine {
 
     /// Serving clients: a leader is known (standalone: caught up), or
     /// serving read-only sessions while cut off.
-    fn serving_clients(&self) -> bool {
+    pub(super) fn serving_clients(&self) -> bool {
         let serving = if self.standalone() {
             self.caught_up()
         } else {
@@ -101,12 +101,10 @@ impl Engine {
                 "voting_view" => vec![("current_config", self.voting_view())],
                 "watch_summary" | "watches" | "watches_by_path" => self.admin_watches(command),
                 "zabstate" => self.admin_zabstate(),
-                "snapshot" | "restore" => {
-                    return snapshot_refused(command, requested, authorization);
-                }
                 // dirs, environment, initial_configuration, system_properties
                 // and the trace mask are the HTTP side's (they read the
-                // process and its disk, not the engine).
+                // process and its disk, not the engine); snapshot and
+                // restore move trees through it (`admin_snapshots.rs`).
                 other => {
                     let error = format!("{other} is answered by the AdminServer itself");
                     return AdminAnswer::error(200, other, &error);
@@ -467,16 +465,4 @@ fn addresses(host: &str, port: u16) -> Json {
         ("reachable_or_one", Json::str(one.clone())),
         ("one", Json::str(one)),
     ])
-}
-
-/// `snapshot` and `restore`: ZooKeeper asks for an `Authorization` header
-/// first (401 without one, with the name as requested); Stoa does not
-/// serve either over HTTP (its snapshots are its own format; `stoa
-/// import` brings ZooKeeper's), and says so.
-fn snapshot_refused(command: &str, requested: &str, authorization: Option<&str>) -> AdminAnswer {
-    if authorization.is_none_or(|a| a.trim().is_empty()) {
-        return AdminAnswer::error(401, requested, "Auth info is missing for the command");
-    }
-    let error = format!("{command} over the AdminServer is not supported by Stoa");
-    AdminAnswer::error(503, command, &error)
 }

@@ -164,6 +164,12 @@ impl Engine {
     /// proposals), and a reconfig has not removed or demoted it. Otherwise
     /// writes are held.
     pub(super) fn may_prepare(&self) -> bool {
+        self.may_prepare_unless_restoring() && self.restore.quiet()
+    }
+
+    /// `may_prepare`, but for a restore under way (a barrier: nothing is
+    /// prepared from when it is taken until it applied).
+    pub(super) fn may_prepare_unless_restoring(&self) -> bool {
         self.log_applied()
             && (self.cores.iter()).all(|core| core.raft.raft.lead_transferee.is_none())
             // A reconfig of several servers is done only once raft left

@@ -174,6 +174,7 @@ impl Engine {
             TxnOp::CloseSession { .. } => Some(SessionChange::Closed),
             _ => None,
         };
+        let restore = super::admin_snapshots::restore_origin(&txn.op);
         let (result, membership_changed) = match txn.op {
             TxnOp::Parts { parts, order } => {
                 (self.apply_parts(partition, header, parts, &order), false)
@@ -200,6 +201,9 @@ impl Engine {
                 .map(|n| n.data().to_vec())
                 .unwrap_or_default()
         });
+        if let Some((origin, token)) = restore {
+            self.on_restore_applied(origin, token, zxid, &result);
+        }
         self.hand_to_gate(Applied::Outcome(WriteOutcome {
             session: sid,
             cxid: header.cxid,

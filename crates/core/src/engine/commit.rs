@@ -27,6 +27,7 @@ impl Engine {
             self.report_applied(partition);
         }
         self.maybe_seal();
+        self.drive_restore();
         self.serve_snapshot_requests();
         self.complete_attaches();
         self.release_held_writes();

@@ -787,7 +787,10 @@ impl Engine {
         if !self.extensions.has_watch_extensions()
             || matches!(
                 txn.op,
-                TxnOp::Seal { .. } | TxnOp::Error(_) | TxnOp::Watched { .. }
+                TxnOp::Seal { .. }
+                    | TxnOp::Error(_)
+                    | TxnOp::Watched { .. }
+                    | TxnOp::Restore { .. }
             )
         {
             return txn;

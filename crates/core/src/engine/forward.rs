@@ -12,6 +12,8 @@ use stoa_proto::request::Request;
 /// Sessions in one liveness report at most (a report is per tick).
 const TOUCH_SESSIONS_MAX: usize = 1 << 20;
 const IDS_MAX: usize = 64;
+/// Partitions a forwarded restore may carry.
+const PARTS_MAX: usize = crate::placement::PARTITIONS_MAX as usize;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineMessage {
@@ -68,6 +70,22 @@ pub enum EngineMessage {
         /// The encoded response body (empty on error).
         response: Vec<u8>,
     },
+    /// The AdminServer's `restore` taken by a follower: the snapshot's
+    /// trees, one per partition (`crate::restore_image`), and the highest
+    /// zxid they hold. The leader proposes them; the sender answers its
+    /// request `token` when it applies the restore, or on `RestoreRefused`.
+    Restore {
+        token: u64,
+        zxid: i64,
+        parts: Vec<Vec<u8>>,
+    },
+    /// The leader could not take the restore `token`: the HTTP status and
+    /// why.
+    RestoreRefused {
+        token: u64,
+        status: u16,
+        error: String,
+    },
 }
 
 mod tag {
@@ -78,6 +96,8 @@ mod tag {
     pub const ATTACHED: u8 = 5;
     pub const REJECTED: u8 = 6;
     pub const EXTENSION_REPLY: u8 = 7;
+    pub const RESTORE: u8 = 8;
+    pub const RESTORE_REFUSED: u8 = 9;
 }
 
 impl EngineMessage {
@@ -158,6 +178,25 @@ impl EngineMessage {
                 write_i64(&mut out, *after_zxid);
                 write_i32(&mut out, *err);
                 write_buffer(&mut out, response);
+            }
+            EngineMessage::Restore { token, zxid, parts } => {
+                out.push(tag::RESTORE);
+                write_i64(&mut out, *token as i64);
+                write_i64(&mut out, *zxid);
+                write_i32(&mut out, parts.len() as i32);
+                for part in parts {
+                    write_buffer(&mut out, part);
+                }
+            }
+            EngineMessage::RestoreRefused {
+                token,
+                status,
+                error,
+            } => {
+                out.push(tag::RESTORE_REFUSED);
+                write_i64(&mut out, *token as i64);
+                write_i32(&mut out, i32::from(*status));
+                write_string(&mut out, error);
             }
             EngineMessage::Touch { sessions } => {
                 out.push(tag::TOUCH);
@@ -245,6 +284,22 @@ impl EngineMessage {
                 err: r.read_i32().map_err(e)?,
                 response: r.read_buffer().map_err(e)?,
             }),
+            tag::RESTORE => {
+                let token = r.read_i64().map_err(e)? as u64;
+                let zxid = r.read_i64().map_err(e)?;
+                let n = count(r.read_i32().map_err(e)?, PARTS_MAX, 4, r.remaining())?;
+                let mut parts = Vec::with_capacity(n);
+                for _ in 0..n {
+                    parts.push(r.read_buffer().map_err(e)?);
+                }
+                Ok(EngineMessage::Restore { token, zxid, parts })
+            }
+            tag::RESTORE_REFUSED => Ok(EngineMessage::RestoreRefused {
+                token: r.read_i64().map_err(e)? as u64,
+                status: u16::try_from(r.read_i32().map_err(e)?)
+                    .map_err(|_| "restore refusal: status out of range".to_string())?,
+                error: r.read_string().map_err(e)?,
+            }),
             tag::TOUCH => {
                 let n = count(
                     r.read_i32().map_err(e)?,
@@ -331,6 +386,16 @@ mod tests {
             },
             EngineMessage::Touch {
                 sessions: vec![1, 2, 3],
+            },
+            EngineMessage::Restore {
+                token: 3,
+                zxid: 0x7_0000_0002,
+                parts: vec![b"tree 0".to_vec(), vec![]],
+            },
+            EngineMessage::RestoreRefused {
+                token: 3,
+                status: 503,
+                error: "not the leader".into(),
             },
         ] {
             assert_eq!(EngineMessage::decode(&m.encode()).unwrap(), m);

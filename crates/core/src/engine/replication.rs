@@ -46,8 +46,22 @@ impl Engine {
                 err,
                 response,
             } => self.on_extension_reply(session_id, conn, xid, after_zxid, err, &response),
+            EngineMessage::RestoreRefused {
+                token,
+                status,
+                error,
+            } => self.on_restore_refused(token, status, &error),
+            EngineMessage::Restore { token, .. } if !self.is_leader() => {
+                let error = "the server it went to no longer leads".to_string();
+                self.answer_restore(from, token, 503, error);
+            }
             _ if !self.is_leader() => {
                 log::debug!("dropping work forwarded by server {from}: not the leader");
+            }
+            EngineMessage::Restore { token, zxid, parts } => {
+                if let Some((status, error)) = self.take_restore(from, token, zxid, parts) {
+                    self.answer_restore(from, token, status, error);
+                }
             }
             EngineMessage::Attach { session_id, conn } => {
                 self.answer_attach(from, session_id, conn)
@@ -123,6 +137,19 @@ impl Engine {
     /// the votes come back within a round trip (or another server wins).
     /// Client writes are held meanwhile (`may_prepare`).
     pub(super) fn roll_epoch(&mut self) {
+        if !self.wants_new_epoch() || !self.may_campaign_for_epoch() {
+            return;
+        }
+        log::info!(
+            "zxid counter of epoch {} near its end: starting a new term",
+            self.epoch()
+        );
+        self.campaign_for_epoch(self.epoch() + 1);
+        self.stats.epoch_rollovers += 1;
+    }
+
+    /// This leader may campaign for a new epoch now.
+    pub(super) fn may_campaign_for_epoch(&self) -> bool {
         let ready = |core: &super::partition_core::PartitionCore| {
             let log = &core.raft.raft.raft_log;
             core.raft.raft.lead_transferee.is_none()
@@ -130,26 +157,25 @@ impl Engine {
                 // raft-rs campaigns only with its whole log durable.
                 && log.persisted == log.last_index()
         };
-        if !self.is_leader()
-            || !self.wants_new_epoch()
-            || !self.log_applied()
-            || self.in_joint_config()
-            || !self.cores.iter().all(ready)
-        {
-            return;
-        }
-        log::info!(
-            "zxid counter of epoch {} near its end: starting a new term",
-            self.epoch()
-        );
-        // Every group's term rises, so the highest (the epoch) does.
+        self.is_leader()
+            && self.log_applied()
+            && !self.in_joint_config()
+            && self.cores.iter().all(ready)
+    }
+
+    /// Campaigns every group at term `epoch` (at least the next), so the
+    /// highest term, the epoch, becomes `epoch`: as a leader transfer to
+    /// itself, so that its peers vote at once. Raising a term is always
+    /// safe in raft; a server at a higher term has only to be heard.
+    pub(super) fn campaign_for_epoch(&mut self, epoch: u64) {
+        debug_assert!(epoch > self.epoch());
         for core in &mut self.cores {
             let raft = &mut core.raft.raft;
-            let term = raft.term;
+            // campaign() steps the term by one.
+            let term = raft.term.max(epoch - 1);
             raft.become_follower(term, raft::INVALID_ID);
             raft.campaign(raft::CAMPAIGN_TRANSFER);
         }
-        self.stats.epoch_rollovers += 1;
     }
 
     /// Followers tell the leader which sessions had traffic (once a tick).
@@ -177,6 +203,9 @@ impl Engine {
             self.config.server_id
         );
         let kept = self.drop_clients_in_doubt();
+        // A new leader applies its whole log before it prepares anything,
+        // a restore in it included.
+        self.forget_restore_in_flight();
         for s in self.gate.sessions.values_mut() {
             // The new leader gives every session a full timeout to find it.
             s.touch(self.now_ms);
