@@ -200,12 +200,10 @@ pub fn response(command: &str, mut data: Vec<(String, Json)>, error: Option<&str
 /// What the HTTP side asks of the engine's thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminCall {
-    /// A command by any of its names, with its query arguments and the
-    /// request's `Authorization` header (snapshot and restore need one).
+    /// A command by any of its names, with its query arguments.
     Command {
         name: String,
         args: Vec<(String, String)>,
-        authorization: Option<String>,
     },
     /// Ready: serving clients.
     Ready,

@@ -182,7 +182,6 @@ async fn answer(
     let body_start = received.split_off(head_end);
     let head = String::from_utf8_lossy(&received);
     let request_line = head.lines().next().unwrap_or_default();
-    let authorization = header(&head, "authorization").map(str::to_string);
     let (response, head_only, headers) = match parse_request_line(request_line) {
         Some((method, target)) => {
             let route = route(site, &method, &target);
@@ -206,7 +205,7 @@ async fn answer(
                 _ => "",
             };
             (
-                respond(route, site, engine, authorization).await,
+                respond(route, site, engine).await,
                 method == "HEAD",
                 headers,
             )
@@ -334,7 +333,6 @@ async fn respond(
     route: Route,
     site: &AdminSite,
     engine: &mpsc::Sender<AdminRequest>,
-    authorization: Option<String>,
 ) -> AdminAnswer {
     match route {
         Route::Listing => AdminAnswer {
@@ -352,11 +350,7 @@ async fn respond(
             if let Some(answer) = answer_here(site, &name, &args) {
                 return answer;
             }
-            let call = AdminCall::Command {
-                name,
-                args,
-                authorization,
-            };
+            let call = AdminCall::Command { name, args };
             ask(engine, call).await
         }
         Route::Dashboard(asset) => {
@@ -568,6 +562,13 @@ mod tests {
             log_dir: PathBuf::from("data/wal"),
             initial_configuration: None,
             host_name: "h".into(),
+            transfers: crate::admin_transfer::TransferSettings::new(
+                true,
+                true,
+                Duration::from_secs(1),
+                1,
+                false,
+            ),
         }
     }
 

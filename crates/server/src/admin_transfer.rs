@@ -324,14 +324,16 @@ async fn restore(
     if !settings.restore_limiter.allow() {
         return bare(429, name);
     }
-    if header(request.head, "expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
-        if stream
+    // curl asks before sending a large body, and waits a second unless told.
+    let expects_go_ahead =
+        header(request.head, "expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
+    if expects_go_ahead
+        && stream
             .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
             .await
             .is_err()
-        {
-            return bare(400, name);
-        }
+    {
+        return bare(400, name);
     }
     let mut body = request.body_start;
     body.truncate(length as usize);

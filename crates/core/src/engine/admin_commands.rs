@@ -27,11 +27,7 @@ impl Engine {
                 ]);
                 AdminAnswer::json(if ready { 200 } else { 503 }, &body)
             }
-            AdminCall::Command {
-                name,
-                args: _,
-                authorization,
-            } => self.admin_command(&name, authorization.as_deref()),
+            AdminCall::Command { name, args: _ } => self.admin_command(&name),
         }
     }
 
@@ -46,7 +42,7 @@ impl Engine {
         self.is_member() && serving
     }
 
-    fn admin_command(&mut self, requested: &str, authorization: Option<&str>) -> AdminAnswer {
+    fn admin_command(&mut self, requested: &str) -> AdminAnswer {
         let Some((command, needs_server)) = admin::resolve(requested) else {
             let error = format!("Unknown command: {requested}");
             return AdminAnswer::error(200, requested, &error);
