@@ -12,7 +12,8 @@
 //! one part per partition) that every member applies at one zxid, whichever
 //! member took the request (a follower forwards it to the leader). It is a
 //! barrier: the leader holds new writes, lets those in flight apply, then
-//! proposes it, and prepares nothing else until it applied. Its zxid is
+//! proposes it, and prepares nothing else until it applied; the writes
+//! held meanwhile go with their connections, closed by the restore. Its zxid is
 //! above every zxid in the snapshot (the leader starts a new epoch first
 //! when it must), so no client ever sees zxids go back. Clients are
 //! disconnected as after a snapshot install, and the restored sessions
@@ -373,8 +374,12 @@ impl Engine {
         if !failed {
             self.drop_clients();
             self.gate.restore_sessions(&self.cores[0].tree, self.now_ms);
+            // Writes held through the restore came from connections just
+            // closed: they end in ConnectionLoss, unapplied, as writes in
+            // flight at a change of leader may.
             for core in &mut self.cores {
                 core.owners.clear();
+                core.held_writes.clear();
             }
             self.reload_extensions();
             self.stats.restores += 1;

@@ -667,3 +667,122 @@ fn an_extension_call_routed_by_a_follower_behind_an_unregistration_is_refused_no
         assert!(e.tree().node("/made").is_none());
     }
 }
+
+/// A snapshot (a tree's bytes) holding `/restored` created at `zxid`.
+fn snapshot_with_node_at(zxid: i64) -> Vec<u8> {
+    let mut tree = stoa_tree::DataTree::new();
+    tree.apply(&stoa_tree::Txn {
+        header: stoa_tree::TxnHeader {
+            session_id: 0,
+            cxid: 0,
+            zxid,
+            time_ms: T0_MS,
+        },
+        op: stoa_tree::TxnOp::Create(stoa_tree::CreateTxn {
+            path: "/restored".into(),
+            data: Some(b"from the snapshot".to_vec()),
+            acl: vec![stoa_proto::records::Acl::open_unsafe()],
+            ephemeral_owner: 0,
+            parent_cversion: 1,
+        }),
+    });
+    let mut bytes = Vec::new();
+    stoa_tree::write_snapshot(&tree, &mut bytes).unwrap();
+    bytes
+}
+
+/// Ticks until engine `i` has an AdminServer answer; returns them.
+fn admin_answers(cluster: &mut Cluster, i: usize) -> Vec<(u64, crate::admin::AdminAnswer)> {
+    for _ in 0..ROUNDS_MAX {
+        let answers = cluster.engines[i].take_admin_answers();
+        if !answers.is_empty() {
+            return answers;
+        }
+        cluster.tick();
+    }
+    panic!("no answer from engine {i}");
+}
+
+#[test]
+fn a_restore_through_a_follower_applies_on_every_member_above_the_snapshots_epoch() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    let follower = (leader + 1) % 3;
+    cluster.connect_client(leader);
+    cluster.send_create(leader, 1, "/before", vec![]);
+    cluster.tick();
+    assert!(cluster.engines[follower].tree().node("/before").is_some());
+    // A snapshot from a later epoch than this ensemble's.
+    let snapshot_zxid = 0x9_0000_0005;
+    let snapshot = snapshot_with_node_at(snapshot_zxid);
+    let refused = cluster.engines[follower].admin_restore(7, snapshot_zxid, vec![snapshot]);
+    assert!(refused.is_none(), "{refused:?}");
+    cluster.pump();
+    let answers = admin_answers(&mut cluster, follower);
+    assert_eq!(answers.len(), 1);
+    let (token, answer) = &answers[0];
+    assert_eq!((*token, answer.status), (7, 200), "{}", answer.body);
+    assert!(answer.body.contains("\"last_zxid\""), "{}", answer.body);
+    for _ in 0..5 {
+        cluster.tick();
+    }
+    let digest = cluster.engines[leader].tree().digest();
+    for engine in &cluster.engines {
+        let tree = engine.tree();
+        assert!(
+            tree.node("/before").is_none(),
+            "the restore replaced the tree"
+        );
+        assert_eq!(tree.node("/restored").unwrap().data(), b"from the snapshot");
+        assert!(tree.last_zxid() > snapshot_zxid, "zxids never go back");
+        assert_eq!(tree.digest(), digest, "every member restored alike");
+    }
+    // Writes go on above the snapshot's zxids (the client reconnects).
+    let leader = cluster.elect();
+    assert!(
+        cluster.client_closed[leader],
+        "clients reconnect after a restore"
+    );
+    cluster.engines[leader].handle(Input::Closed { conn: 1 });
+    cluster.connect_client(leader);
+    cluster.send_create(leader, 1, "/after", vec![]);
+    cluster.tick();
+    let after = cluster.engines[follower]
+        .tree()
+        .node("/after")
+        .expect("replicated");
+    assert!(after.stat().czxid > snapshot_zxid);
+    assert_eq!(cluster.engines[leader].stats.restores, 1);
+}
+
+#[test]
+fn a_restore_is_a_barrier_and_one_at_a_time() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    cluster.connect_client(leader);
+    // A snapshot of this epoch: no new epoch needed.
+    let snapshot = snapshot_with_node_at(1);
+    assert!(cluster.engines[leader]
+        .admin_restore(1, 1, vec![snapshot.clone()])
+        .is_none());
+    let second = cluster.engines[leader].admin_restore(2, 1, vec![snapshot]);
+    assert_eq!(second.map(|a| a.status), Some(429), "one restore at a time");
+    // A write sent while the restore is under way waits, and goes with
+    // its connection when the restore closes every client's.
+    cluster.send_create(leader, 2, "/during", vec![]);
+    let answers = admin_answers(&mut cluster, leader);
+    assert_eq!(answers.len(), 1);
+    assert_eq!((answers[0].0, answers[0].1.status), (1, 200));
+    for _ in 0..5 {
+        cluster.tick();
+    }
+    assert!(cluster.client_closed[leader]);
+    for engine in &cluster.engines {
+        let tree = engine.tree();
+        assert!(tree.node("/restored").is_some());
+        assert!(
+            tree.node("/during").is_none(),
+            "held, then dropped unapplied"
+        );
+    }
+}
