@@ -31,7 +31,7 @@ pub use node::{Name, Node, NodeRef, PersistedStat};
 pub use path::{parent_of, validate_path, CONFIG, QUOTA, ROOT, ZOOKEEPER};
 pub use prep::{is_multi_op, MultiMark, PrepContext, PrepError, Preparer};
 pub use response::{reply_for, response_for, ReplyShape};
-pub use snapshot::{read_snapshot, write_snapshot, SnapshotError};
+pub use snapshot::{read_embedded_snapshot, read_snapshot, write_snapshot, SnapshotError};
 pub use snapshot_load::{tree_from_nodes, ImportedNode};
 pub use tree::DataTree;
 pub use txn::{CreateTxn, Txn, TxnHeader, TxnOp};

@@ -300,7 +300,7 @@ impl Chunk {
     }
 }
 
-pub use crate::snapshot_load::read_snapshot;
+pub use crate::snapshot_load::{read_embedded_snapshot, read_snapshot};
 
 #[cfg(test)]
 mod tests {

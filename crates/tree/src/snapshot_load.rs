@@ -21,8 +21,20 @@ use crate::tree::DataTree;
 
 /// Reads a snapshot, verifying every checksum, the structure of the tree,
 /// the counts and the digest. Memory use is bounded by the input's size.
+/// Bytes after the snapshot's end make it unreadable.
 pub fn read_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
-    let (format, last_zxid) = read_header(input)?;
+    read_snapshot_ending(input, true)
+}
+
+/// `read_snapshot` of a snapshot inside a larger file: reads exactly up to
+/// its end chunk and leaves what follows.
+pub fn read_embedded_snapshot(input: &mut impl Read) -> Result<DataTree, SnapshotError> {
+    read_snapshot_ending(input, false)
+}
+
+fn read_snapshot_ending(input: &mut impl Read, alone: bool) -> Result<DataTree, SnapshotError> {
+    let (mut format, last_zxid) = read_header(input)?;
+    format.alone = alone;
     let mut builder = Builder {
         scheme: format.scheme,
         open: Vec::new(),
@@ -59,6 +71,8 @@ struct Format {
     /// ACLS chunks may follow NODES chunks (version 3): each list comes
     /// ahead of the first node that names it, not all before any node.
     acls_between_nodes: bool,
+    /// Nothing may follow the end chunk.
+    alone: bool,
 }
 
 /// The header's format and last zxid.
@@ -79,6 +93,7 @@ fn read_header(input: &mut impl Read) -> Result<(Format, i64), SnapshotError> {
     let format = Format {
         scheme,
         acls_between_nodes: version >= 3,
+        alone: true,
     };
     let _flags = r.u32()?;
     let last_zxid = r.i64()?;
@@ -165,7 +180,11 @@ fn decode(
             let (nodes, sessions_count, acl_lists, digest) =
                 (r.u64()?, r.u64()?, r.u32()?, r.u64()?);
             let mut probe = [0u8; 1];
-            match input.read(&mut probe) {
+            match if format.alone {
+                input.read(&mut probe)
+            } else {
+                Ok(0)
+            } {
                 Ok(0) => {}
                 Ok(_) => return Err(corrupt("bytes after the end chunk")),
                 Err(e) => return Err(SnapshotError::Io(e)),
