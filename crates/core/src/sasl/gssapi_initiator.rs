@@ -36,6 +36,15 @@ pub trait GssInitContext: Send {
     fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String>;
 }
 
+/// This side's Kerberos credentials, which make one initiator context per
+/// exchange: the server crate's over MIT Kerberos.
+pub trait GssInitiator: Send + Sync {
+    /// The principal the credentials are of (`learner@REALM`).
+    fn principal(&self) -> &str;
+    /// A context toward `target` (`service/host@REALM`).
+    fn new_context(&self, target: &str) -> Result<Box<dyn GssInitContext>, String>;
+}
+
 /// The acceptor's security-layer offer, unwrapped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerOffer {
