@@ -669,7 +669,7 @@ mod tests {
 
     #[test]
     fn kerberos_authenticates_the_learner_toward_the_dialled_members_host() {
-        for learner in ["learner@EXAMPLE.COM", "zkquorum/zk1@EXAMPLE.COM"] {
+        for learner in ["learner/zk1@EXAMPLE.COM", "zkquorum/ZK2@EXAMPLE.COM"] {
             let me = kerberos(learner, "kdc-key", "zkquorum/_HOST");
             let (dialed, accepted) = exchange(Some(me.clone()), Some(me));
             assert!(dialed.is_ok(), "{dialed:?}");
@@ -680,8 +680,16 @@ mod tests {
     #[test]
     fn a_wrong_key_or_service_is_refused_on_both_sides() {
         let (dialed, accepted) = exchange(
-            Some(kerberos("learner@EXAMPLE.COM", "stale", "zkquorum/_HOST")),
-            Some(kerberos("learner@EXAMPLE.COM", "kdc-key", "zkquorum/_HOST")),
+            Some(kerberos(
+                "learner/zk1@EXAMPLE.COM",
+                "stale",
+                "zkquorum/_HOST",
+            )),
+            Some(kerberos(
+                "learner/zk1@EXAMPLE.COM",
+                "kdc-key",
+                "zkquorum/_HOST",
+            )),
         );
         let dialed = dialed.unwrap_err();
         assert!(dialed.refused_credentials(), "{dialed:?}");
@@ -691,7 +699,7 @@ mod tests {
         );
         assert!(accepted.unwrap_err().0.contains("GSS-API: Decrypt"));
         // The default service principal names another host's service.
-        let me = kerberos("learner@EXAMPLE.COM", "kdc-key", "zkquorum/localhost");
+        let me = kerberos("learner/zk1@EXAMPLE.COM", "kdc-key", "zkquorum/localhost");
         let (dialed, accepted) = exchange(Some(me.clone()), Some(me));
         assert!(dialed
             .unwrap_err()
@@ -701,26 +709,30 @@ mod tests {
     }
 
     #[test]
-    fn a_learner_principal_of_a_host_outside_the_ensemble_is_refused_on_both_sides() {
-        let stranger = kerberos(
-            "zkquorum/elsewhere@EXAMPLE.COM",
-            "kdc-key",
-            "zkquorum/_HOST",
-        );
-        let me = kerberos("learner@EXAMPLE.COM", "kdc-key", "zkquorum/_HOST");
-        let (dialed, accepted) = exchange(Some(stranger), Some(me));
-        let dialed = dialed.unwrap_err();
-        assert!(dialed.refused_credentials(), "{dialed:?}");
-        assert!(dialed.0.contains("elsewhere is not the host of a member"));
-        assert!(accepted
-            .unwrap_err()
-            .0
-            .contains("zkquorum/elsewhere@EXAMPLE.COM is not authorized"));
+    fn a_learner_principal_of_no_members_host_is_refused_on_both_sides() {
+        let me = kerberos("learner/zk1@EXAMPLE.COM", "kdc-key", "zkquorum/_HOST");
+        for (stranger, why) in [
+            (
+                "zkquorum/elsewhere@EXAMPLE.COM",
+                "elsewhere is not the host of a member",
+            ),
+            (
+                "learner@EXAMPLE.COM",
+                "a member's principal is NAME/HOST@REALM",
+            ),
+        ] {
+            let stranger = kerberos(stranger, "kdc-key", "zkquorum/_HOST");
+            let (dialed, accepted) = exchange(Some(stranger), Some(me.clone()));
+            let dialed = dialed.unwrap_err();
+            assert!(dialed.refused_credentials(), "{dialed:?}");
+            assert!(dialed.0.contains(why), "{dialed:?}");
+            assert!(accepted.unwrap_err().0.contains("is not authorized"));
+        }
     }
 
     #[test]
     fn different_mechanisms_on_the_two_sides_are_named_on_both() {
-        let krb = kerberos("learner@EXAMPLE.COM", "kdc-key", "zkquorum/_HOST");
+        let krb = kerberos("learner/zk1@EXAMPLE.COM", "kdc-key", "zkquorum/_HOST");
         let (dialed, accepted) = exchange(Some(krb.clone()), Some(settings("s3cret")));
         let dialed = dialed.unwrap_err();
         assert!(

@@ -3,8 +3,8 @@
 //! (`quorum.auth.kerberos.servicePrincipal`, `_HOST` standing for the
 //! dialled member's host; its SecurityUtils) and which authenticated
 //! learners the dialled member lets in (its
-//! SaslQuorumServerCallbackHandler: a principal `name/host@REALM` only
-//! when `host` is one of the members' hosts).
+//! SaslQuorumServerCallbackHandler in 3.9: a principal `name/host@REALM`
+//! whose `host` is one of the members' hosts, and no other).
 
 use super::SaslRefusal;
 
@@ -60,10 +60,11 @@ pub fn realm_of(principal: &str) -> Option<&str> {
 
 /// Whether the member dialled lets in a learner that authenticated as
 /// `authenticated` asking to act as `authzid` (empty: as itself). As
-/// ZooKeeper's quorum callback handler does: the two must be the same
-/// principal, and a principal of three components (`name/host@REALM`, cut
-/// at `/` and `@`) must name one of `member_hosts`, the hosts of the
-/// `server.N` lines. The identity let in, or why not.
+/// ZooKeeper 3.9's quorum callback handler does with Kerberos: the two
+/// must be the same principal, of exactly three components
+/// (`name/host@REALM`, cut at `/` and `@`), whose host is one of
+/// `member_hosts`, the hosts of the `server.N` lines. The identity let in,
+/// or why not.
 pub fn authorize_learner(
     authenticated: &str,
     authzid: &str,
@@ -79,14 +80,17 @@ pub fn authorize_learner(
             "{authenticated} asked to act as {authzid}, another principal"
         )));
     }
-    if let [_, host, _] = java_split(authenticated)[..] {
-        if !member_hosts.iter().any(|h| h == host) {
-            return Err(SaslRefusal(format!(
-                "{authenticated} is not authorized: {host} is not the host of a member \
-                 (server.N lines: {})",
-                member_hosts.join(", ")
-            )));
-        }
+    let [_, host, _] = java_split(authenticated)[..] else {
+        return Err(SaslRefusal(format!(
+            "{authenticated} is not authorized: a member's principal is NAME/HOST@REALM"
+        )));
+    };
+    if !member_hosts.iter().any(|h| h == host) {
+        return Err(SaslRefusal(format!(
+            "{authenticated} is not authorized: {host} is not the host of a member \
+             (server.N lines: {})",
+            member_hosts.join(", ")
+        )));
     }
     Ok(authenticated.to_string())
 }
@@ -156,12 +160,10 @@ mod tests {
     #[test]
     fn learners_are_let_in_as_zookeeper_lets_them_in() {
         let hosts = vec!["127.0.0.1".to_string(), "zk2.example.com".to_string()];
-        // Two components: no host to check.
         assert_eq!(
-            authorize_learner("learner@EXAMPLE.COM", "", &hosts).unwrap(),
-            "learner@EXAMPLE.COM"
+            authorize_learner("zkquorum/zk2.example.com@EXAMPLE.COM", "", &hosts).unwrap(),
+            "zkquorum/zk2.example.com@EXAMPLE.COM"
         );
-        assert!(authorize_learner("zkquorum/zk2.example.com@EXAMPLE.COM", "", &hosts).is_ok());
         assert!(authorize_learner(
             "zkquorum/127.0.0.1@EXAMPLE.COM",
             "zkquorum/127.0.0.1@EXAMPLE.COM",
@@ -174,10 +176,26 @@ mod tests {
                 && e.0.contains("127.0.0.1, zk2.example.com"),
             "{e:?}"
         );
-        let e = authorize_learner("learner@EXAMPLE.COM", "admin@EXAMPLE.COM", &hosts).unwrap_err();
+        let e = authorize_learner(
+            "zkquorum/127.0.0.1@EXAMPLE.COM",
+            "admin@EXAMPLE.COM",
+            &hosts,
+        )
+        .unwrap_err();
         assert!(e.0.contains("asked to act as admin@EXAMPLE.COM"), "{e:?}");
-        // Four components are not three: ZooKeeper checks no host then.
-        assert!(authorize_learner("a/b/c@EXAMPLE.COM", "", &hosts).is_ok());
+        // Not NAME/HOST@REALM: no host to let in.
+        for principal in [
+            "learner@EXAMPLE.COM",
+            "a/127.0.0.1/c@EXAMPLE.COM",
+            "a/127.0.0.1",
+            "a/127.0.0.1@",
+        ] {
+            let e = authorize_learner(principal, "", &hosts).unwrap_err();
+            assert!(
+                e.0.contains("a member's principal is NAME/HOST@REALM"),
+                "{e:?}"
+            );
+        }
         assert_eq!(java_split("a/b@"), vec!["a", "b"]);
     }
 }
