@@ -525,15 +525,18 @@ fn oid(bytes: &'static [u8]) -> Oid {
     }
 }
 
-/// The service's credentials (a keytab's key), shared by every
-/// connection's context and released after the last.
+/// Acceptor credentials (a keytab's key) or initiator ones (a
+/// principal's tickets), shared by every connection's context and
+/// released after the last.
 struct Credential {
     gss: Arc<Gss>,
     cred: Cred,
 }
 
 // SAFETY: MIT's GSS-API is thread-safe; its credential handle carries its
-// own lock, and the engine uses it from one thread at a time anyway.
+// own lock (the acceptor's is used from the engine's thread only; the
+// initiator's from the blocking threads of dials that may overlap, and
+// MIT refreshes its tickets under that lock).
 unsafe impl Send for Credential {}
 unsafe impl Sync for Credential {}
 
