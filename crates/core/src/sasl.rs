@@ -5,12 +5,16 @@
 //! challenge; the client's response proves it knows the user's password
 //! and the server's `rspauth` proves the server does. Pure: the nonce is
 //! given, the users are looked up through a closure. GSSAPI (Kerberos)
-//! is `gssapi`, the identity a principal becomes `kerberos_name`.
+//! is `gssapi` (the acceptor) and `gssapi_initiator`, the identity a
+//! principal becomes `kerberos_name`, the principals between members
+//! `quorum_kerberos`.
 
 use md5::{Digest, Md5};
 
 pub mod gssapi;
+pub mod gssapi_initiator;
 pub mod kerberos_name;
+pub mod quorum_kerberos;
 
 /// SASL GSSAPI (Kerberos, RFC 4752) as the server is configured for it:
 /// its acceptor (the JAAS `Server` section's Krb5LoginModule keytab and

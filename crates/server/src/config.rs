@@ -22,8 +22,8 @@ pub const SNAP_COUNT_DEFAULT: u64 = 100_000;
 /// The longest TTL ZooKeeper's EphemeralType.TTL can encode (40 bits).
 pub const TTL_MS_MAX: i64 = (1 << 40) - 1;
 
-/// ZooKeeper's `quorum.auth.*` keys: SASL DIGEST-MD5 between members, with
-/// the JAAS file's sections (`crate::peer_sasl`).
+/// ZooKeeper's `quorum.auth.*` keys: SASL between members (DIGEST-MD5 or
+/// Kerberos, as the JAAS file's sections say; `crate::peer_sasl`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuorumSaslSettings {
     pub enable: bool,
@@ -33,6 +33,10 @@ pub struct QuorumSaslSettings {
     pub learner_context: String,
     /// The section listing the members that may connect.
     pub server_context: String,
+    /// `quorum.auth.kerberos.servicePrincipal`: the service a member asks
+    /// tickets for when it dials another with Kerberos (`_HOST`: the
+    /// dialled member's host).
+    pub kerberos_service_principal: String,
 }
 
 impl Default for QuorumSaslSettings {
@@ -43,6 +47,8 @@ impl Default for QuorumSaslSettings {
             server_require: false,
             learner_context: "QuorumLearner".into(),
             server_context: "QuorumServer".into(),
+            kerberos_service_principal: stoa_core::sasl::quorum_kerberos::SERVICE_PRINCIPAL_DEFAULT
+                .into(),
         }
     }
 }
@@ -115,7 +121,7 @@ pub struct ServerConfig {
     /// `portUnification`: the quorum port takes TLS and plain connections
     /// side by side (a rolling switch to or from `sslQuorum`).
     pub quorum_port_unification: bool,
-    /// `quorum.auth.*`: SASL DIGEST-MD5 between members.
+    /// `quorum.auth.*`: SASL between members.
     pub quorum_sasl: QuorumSaslSettings,
     /// `admin.forceHttps`: the AdminServer speaks HTTPS only;
     /// `admin.portUnification`: HTTP and HTTPS on its one port;
@@ -475,6 +481,11 @@ impl ServerConfig {
             "quorum.auth.server.saslLoginContext" => {
                 self.quorum_sasl.server_context = value.to_string()
             }
+            "quorum.auth.kerberos.servicePrincipal" => {
+                stoa_core::sasl::quorum_kerberos::check_service_principal(value)
+                    .map_err(|e| bad(&e))?;
+                self.quorum_sasl.kerberos_service_principal = value.to_string()
+            }
             "readonlymode.enabled" | "zookeeper.readonlymode.enabled" => {
                 self.read_only_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }
@@ -673,6 +684,26 @@ mod tests {
             .set("kerberos.removeRealmFromPrincipal", "maybe")
             .unwrap_err();
         assert!(err.0.contains("kerberos.removeRealmFromPrincipal"), "{err}");
+    }
+
+    #[test]
+    fn the_quorum_kerberos_service_principal_defaults_to_zookeepers() {
+        let mut cfg = ServerConfig::default();
+        assert_eq!(
+            cfg.quorum_sasl.kerberos_service_principal,
+            "zkquorum/localhost"
+        );
+        cfg.set("quorum.auth.kerberos.servicePrincipal", "zkquorum/_HOST")
+            .unwrap();
+        assert_eq!(cfg.quorum_sasl.kerberos_service_principal, "zkquorum/_HOST");
+        let err = cfg
+            .set("quorum.auth.kerberos.servicePrincipal", "zkquorum")
+            .unwrap_err();
+        assert!(
+            err.0.contains("quorum.auth.kerberos.servicePrincipal")
+                && err.0.contains("not service/host"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,16 +1,21 @@
-//! The acceptor side of GSS-API (RFC 2743, C bindings RFC 2744) over MIT
-//! Kerberos, for SASL GSSAPI clients: `stoa_core::sasl::gssapi` runs the
-//! SASL exchange, this module the Kerberos calls beneath it.
+//! GSS-API (RFC 2743, C bindings RFC 2744) over MIT Kerberos, both ways:
+//! the acceptor for SASL GSSAPI clients and for members that dial this
+//! one, the initiator for this member dialling the others (quorum SASL
+//! with Kerberos). `stoa_core::sasl::gssapi` and `gssapi_initiator` run
+//! the SASL exchanges, this module the Kerberos calls beneath them.
 //!
-//! MIT's `libgssapi_krb5.so.2` is loaded when a JAAS `Server` section asks
-//! for Kerberos, not linked: the server builds and runs without Kerberos
+//! MIT's `libgssapi_krb5.so.2` is loaded when a JAAS section asks for
+//! Kerberos, not linked: the server builds and runs without Kerberos
 //! installed, and only a server configured for it needs the library (it
 //! stops at start, saying so, when the library is missing). The few
 //! functions used are declared here.
 //!
-//! The calls run on the engine's thread. They touch the local keytab and
-//! replay cache only, never the KDC (the client brings its ticket), once
-//! per connection that authenticates.
+//! Accepting touches the local keytab and replay cache only, never the
+//! KDC (the peer brings its ticket), and runs on the engine's thread.
+//! Initiating asks the KDC: for this member's ticket-granting ticket when
+//! its credentials are acquired (from its keytab, at start and whenever
+//! MIT refreshes them) and for a service ticket per member dialled, so the
+//! dialling side runs these calls off the engine's thread.
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::Path;
@@ -18,6 +23,7 @@ use std::sync::Arc;
 
 use libloading::Library;
 use stoa_core::sasl::gssapi::{Accepted, GssAcceptContext, GssAcceptor};
+use stoa_core::sasl::gssapi_initiator::{GssInitContext, GssInitiator, Initiated};
 
 /// MIT Kerberos' GSS-API library, as Debian's libgssapi-krb5-2 installs it.
 pub const GSSAPI_LIBRARY: &str = "libgssapi_krb5.so.2";
@@ -80,7 +86,10 @@ const KRB5_MECHANISM: &[u8] = b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02";
 /// 1.2.840.113554.1.2.2.1, a Kerberos principal name.
 const KRB5_PRINCIPAL_NAME: &[u8] = b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02\x01";
 
+const GSS_C_INITIATE: c_int = 1;
 const GSS_C_ACCEPT: c_int = 2;
+const GSS_C_MUTUAL_FLAG: u32 = 2;
+const GSS_C_INTEG_FLAG: u32 = 32;
 const GSS_C_INDEFINITE: u32 = u32::MAX;
 const GSS_C_GSS_CODE: c_int = 1;
 const GSS_C_MECH_CODE: c_int = 2;
@@ -127,6 +136,21 @@ type AcceptSecContext = unsafe extern "C" fn(
     *mut u32,
     *mut Cred,
 ) -> u32;
+type InitSecContext = unsafe extern "C" fn(
+    *mut u32,
+    Cred,
+    *mut Context,
+    Name,
+    *const Oid,
+    u32,
+    u32,
+    *const c_void,
+    *const Buffer,
+    *mut *const Oid,
+    *mut Buffer,
+    *mut u32,
+    *mut u32,
+) -> u32;
 type DisplayName = unsafe extern "C" fn(*mut u32, Name, *mut Buffer, *mut *const Oid) -> u32;
 type Wrap = unsafe extern "C" fn(
     *mut u32,
@@ -167,6 +191,7 @@ struct Gss {
     acquire_cred_from: Option<AcquireCredFrom>,
     register_acceptor_identity: Option<RegisterAcceptorIdentity>,
     accept_sec_context: AcceptSecContext,
+    init_sec_context: InitSecContext,
     display_name: DisplayName,
     wrap: Wrap,
     unwrap: Unwrap,
@@ -202,6 +227,7 @@ impl Gss {
             acquire_cred_from: get(&library, "gss_acquire_cred_from").ok(),
             register_acceptor_identity: get(&library, "krb5_gss_register_acceptor_identity").ok(),
             accept_sec_context: get(&library, "gss_accept_sec_context")?,
+            init_sec_context: get(&library, "gss_init_sec_context")?,
             display_name: get(&library, "gss_display_name")?,
             wrap: get(&library, "gss_wrap")?,
             unwrap: get(&library, "gss_unwrap")?,
@@ -362,6 +388,134 @@ impl Gss {
         }
         Ok(cred)
     }
+
+    /// Initiator credentials of `principal`, its key from `keytab`
+    /// (MIT's `client_keytab`, 1.11 on): MIT asks the KDC for the
+    /// principal's ticket-granting ticket now, which proves the key, and
+    /// again before it expires. The tickets stay in this process's memory,
+    /// never in a ticket cache another process reads.
+    fn acquire_initiator(&self, principal: &str, keytab: &Path) -> Result<Cred, String> {
+        let Some(acquire_cred_from) = self.acquire_cred_from else {
+            return Err(format!(
+                "{GSSAPI_LIBRARY} cannot acquire credentials from a client keytab \
+                 (no gss_acquire_cred_from): is it MIT Kerberos 1.11 or later?"
+            ));
+        };
+        let keytab_text = CString::new(keytab.as_os_str().as_encoded_bytes())
+            .map_err(|_| "a keyTab path with a NUL byte".to_string())?;
+        let ccache_name = initiator_ccache(principal)?;
+        let name = self.import_principal(principal)?;
+        let mechanism = oid(KRB5_MECHANISM);
+        let mechanisms = OidSet {
+            count: 1,
+            elements: &mechanism,
+        };
+        let (client_keytab, ccache) = (c"client_keytab", c"ccache");
+        let store = [
+            KeyValue {
+                key: client_keytab.as_ptr(),
+                value: keytab_text.as_ptr(),
+            },
+            KeyValue {
+                key: ccache.as_ptr(),
+                value: ccache_name.as_ptr(),
+            },
+        ];
+        let store = KeyValueSet {
+            count: store.len() as u32,
+            elements: store.as_ptr(),
+        };
+        let (mut minor, mut cred) = (0, std::ptr::null_mut());
+        // SAFETY: every pointer outlives the call; out-parameters of the
+        // right types.
+        let major = unsafe {
+            acquire_cred_from(
+                &mut minor,
+                name,
+                GSS_C_INDEFINITE,
+                &mechanisms,
+                GSS_C_INITIATE,
+                &store,
+                &mut cred,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        self.release_name(name);
+        if is_error(major) {
+            return Err(self.describe(
+                &format!(
+                    "a ticket for {principal} with its key from keyTab {}",
+                    keytab.display()
+                ),
+                major,
+                minor,
+            ));
+        }
+        Ok(cred)
+    }
+
+    /// `gss_wrap` on an established context, integrity only (conf_req_flag
+    /// 0), the default protection.
+    fn wrap(&self, context: Context, message: &[u8]) -> Result<Vec<u8>, String> {
+        let (mut minor, mut wrapped) = (0, Buffer::empty());
+        // SAFETY: the message is lent for the call; out-parameters of the
+        // right types.
+        let major = unsafe {
+            (self.wrap)(
+                &mut minor,
+                context,
+                0,
+                0,
+                &Buffer::lend(message),
+                std::ptr::null_mut(),
+                &mut wrapped,
+            )
+        };
+        let wrapped = self.take(wrapped);
+        if is_error(major) {
+            return Err(self.describe("gss_wrap", major, minor));
+        }
+        Ok(wrapped)
+    }
+
+    /// `gss_unwrap` on an established context.
+    fn unwrap(&self, context: Context, token: &[u8]) -> Result<Vec<u8>, String> {
+        let (mut minor, mut message) = (0, Buffer::empty());
+        // SAFETY: as in wrap.
+        let major = unsafe {
+            (self.unwrap)(
+                &mut minor,
+                context,
+                &Buffer::lend(token),
+                &mut message,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        let message = self.take(message);
+        if is_error(major) {
+            return Err(self.describe("gss_unwrap", major, minor));
+        }
+        Ok(message)
+    }
+
+    fn delete_context(&self, context: &mut Context) {
+        if !context.is_null() {
+            let mut minor = 0;
+            // SAFETY: a context the library made, deleted once; no output
+            // token wanted.
+            unsafe { (self.delete_sec_context)(&mut minor, context, std::ptr::null_mut()) };
+        }
+    }
+}
+
+/// Where `principal`'s tickets live when this process initiates: its own
+/// memory (MIT's MEMORY ccache), one cache per principal, so members
+/// sharing a machine share no tickets.
+fn initiator_ccache(principal: &str) -> Result<CString, String> {
+    CString::new(format!("MEMORY:stoa-initiator-{principal}"))
+        .map_err(|_| "a principal with a NUL byte".to_string())
 }
 
 fn oid(bytes: &'static [u8]) -> Oid {
@@ -371,15 +525,18 @@ fn oid(bytes: &'static [u8]) -> Oid {
     }
 }
 
-/// The service's credentials (a keytab's key), shared by every
-/// connection's context and released after the last.
+/// Acceptor credentials (a keytab's key) or initiator ones (a
+/// principal's tickets), shared by every connection's context and
+/// released after the last.
 struct Credential {
     gss: Arc<Gss>,
     cred: Cred,
 }
 
 // SAFETY: MIT's GSS-API is thread-safe; its credential handle carries its
-// own lock, and the engine uses it from one thread at a time anyway.
+// own lock (the acceptor's is used from the engine's thread only; the
+// initiator's from the blocking threads of dials that may overlap, and
+// MIT refreshes its tickets under that lock).
 unsafe impl Send for Credential {}
 unsafe impl Sync for Credential {}
 
@@ -485,62 +642,128 @@ impl GssAcceptContext for KerberosContext {
     }
 
     fn wrap(&mut self, message: &[u8]) -> Result<Vec<u8>, String> {
-        let (mut minor, mut wrapped) = (0, Buffer::empty());
-        // SAFETY: an established context; the message is lent for the
-        // call; integrity only (conf_req_flag 0), the default protection.
-        let major = unsafe {
-            (self.credential.gss.wrap)(
-                &mut minor,
-                self.context,
-                0,
-                0,
-                &Buffer::lend(message),
-                std::ptr::null_mut(),
-                &mut wrapped,
-            )
-        };
-        let wrapped = self.credential.gss.take(wrapped);
-        if is_error(major) {
-            return Err(self.credential.gss.describe("gss_wrap", major, minor));
-        }
-        Ok(wrapped)
+        self.credential.gss.wrap(self.context, message)
     }
 
     fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String> {
-        let (mut minor, mut message) = (0, Buffer::empty());
-        // SAFETY: as in wrap.
-        let major = unsafe {
-            (self.credential.gss.unwrap)(
-                &mut minor,
-                self.context,
-                &Buffer::lend(token),
-                &mut message,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        let message = self.credential.gss.take(message);
-        if is_error(major) {
-            return Err(self.credential.gss.describe("gss_unwrap", major, minor));
-        }
-        Ok(message)
+        self.credential.gss.unwrap(self.context, token)
     }
 }
 
 impl Drop for KerberosContext {
     fn drop(&mut self) {
-        if !self.context.is_null() {
-            let mut minor = 0;
-            // SAFETY: this connection's context, deleted once; no output
-            // token wanted.
-            unsafe {
-                (self.credential.gss.delete_sec_context)(
-                    &mut minor,
-                    &mut self.context,
-                    std::ptr::null_mut(),
-                )
-            };
+        self.credential.gss.delete_context(&mut self.context);
+    }
+}
+
+/// This member's credentials as an initiator: a ticket-granting ticket
+/// for its principal, from its keytab, as ZooKeeper's learner logs in
+/// with its JAAS Krb5LoginModule.
+pub struct KerberosInitiator {
+    credential: Arc<Credential>,
+    principal: String,
+}
+
+impl KerberosInitiator {
+    /// Loads MIT Kerberos and gets `principal`'s ticket-granting ticket
+    /// with its key from `keytab`: an error (the library's words) when
+    /// the library is missing, the keytab lacks the principal or its key
+    /// is not the KDC's.
+    pub fn new(principal: &str, keytab: &Path) -> Result<KerberosInitiator, String> {
+        let gss = Arc::new(Gss::load(GSSAPI_LIBRARY)?);
+        let cred = gss.acquire_initiator(principal, keytab)?;
+        Ok(KerberosInitiator {
+            credential: Arc::new(Credential { gss, cred }),
+            principal: principal.to_string(),
+        })
+    }
+}
+
+impl GssInitiator for KerberosInitiator {
+    fn principal(&self) -> &str {
+        &self.principal
+    }
+
+    /// A security context toward `target` (a principal,
+    /// `service/host@REALM`), asking for mutual authentication.
+    fn new_context(&self, target: &str) -> Result<Box<dyn GssInitContext>, String> {
+        let target = self.credential.gss.import_principal(target)?;
+        Ok(Box::new(KerberosInitContext {
+            credential: self.credential.clone(),
+            target,
+            context: std::ptr::null_mut(),
+        }))
+    }
+}
+
+/// One dial's security context toward one member.
+struct KerberosInitContext {
+    credential: Arc<Credential>,
+    target: Name,
+    context: Context,
+}
+
+// SAFETY: a context is used by one thread at a time (the dial's blocking
+// task); MIT's contexts and names may move between threads.
+unsafe impl Send for KerberosInitContext {}
+
+impl GssInitContext for KerberosInitContext {
+    fn init(&mut self, token: &[u8]) -> Result<Initiated, String> {
+        let gss = &self.credential.gss;
+        let mut minor = 0;
+        let mut output = Buffer::empty();
+        let input = Buffer::lend(token);
+        // The first call has no token (GSS_C_NO_BUFFER).
+        let input: *const Buffer = if token.is_empty() {
+            std::ptr::null()
+        } else {
+            &input
+        };
+        let mechanism = oid(KRB5_MECHANISM);
+        // SAFETY: the token is lent for the call; out-parameters of the
+        // right types; no channel bindings, actual mechanism, flags or
+        // time wanted back.
+        let major = unsafe {
+            (gss.init_sec_context)(
+                &mut minor,
+                self.credential.cred,
+                &mut self.context,
+                self.target,
+                &mechanism,
+                GSS_C_MUTUAL_FLAG | GSS_C_INTEG_FLAG,
+                0,
+                std::ptr::null(),
+                input,
+                std::ptr::null_mut(),
+                &mut output,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        let output = gss.take(output);
+        if is_error(major) {
+            return Err(gss.describe("gss_init_sec_context", major, minor));
         }
+        Ok(if major & GSS_S_CONTINUE_NEEDED != 0 {
+            Initiated::ContinueNeeded(output)
+        } else {
+            Initiated::Complete(output)
+        })
+    }
+
+    fn wrap(&mut self, message: &[u8]) -> Result<Vec<u8>, String> {
+        self.credential.gss.wrap(self.context, message)
+    }
+
+    fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String> {
+        self.credential.gss.unwrap(self.context, token)
+    }
+}
+
+impl Drop for KerberosInitContext {
+    fn drop(&mut self) {
+        self.credential.gss.delete_context(&mut self.context);
+        self.credential.gss.release_name(self.target);
     }
 }
 

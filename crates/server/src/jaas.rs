@@ -2,7 +2,9 @@
 //! `Server` section's `org.apache.zookeeper.server.auth.DigestLoginModule`
 //! lists the SASL DIGEST-MD5 users as `user_NAME="PASSWORD"` options; its
 //! `com.sun.security.auth.module.Krb5LoginModule` names the keytab and
-//! principal of the Kerberos service (SASL GSSAPI).
+//! principal of the Kerberos service (SASL GSSAPI). The `QuorumServer` and
+//! `QuorumLearner` sections name, with either module, what members
+//! authenticate each other with.
 
 use std::path::PathBuf;
 
@@ -40,13 +42,33 @@ pub fn server_logins(text: &str) -> Result<ServerLogins, String> {
             Some(options) => users("Server", options)?,
             None => Vec::new(),
         },
-        kerberos: kerberos.map(kerberos_login).transpose()?,
+        kerberos: kerberos
+            .map(|options| kerberos_login("Server", options))
+            .transpose()?,
     })
 }
 
-/// A service login from Krb5LoginModule options, which must take the key
-/// from a keytab (`useKeyTab=true`, `keyTab`) for a named `principal`.
-fn kerberos_login(options: Vec<(String, String)>) -> Result<KerberosLogin, String> {
+/// The Krb5LoginModule login of section `name` (`QuorumServer`,
+/// `QuorumLearner`), if that is its module: ZooKeeper picks Kerberos for a
+/// quorum section whose login yields a principal, DIGEST-MD5 otherwise.
+/// Between members the principal is a named one (no `*`).
+pub fn section_kerberos_login(text: &str, name: &str) -> Result<Option<KerberosLogin>, String> {
+    let Some(options) = module_options(text, name, KRB5_MODULE)? else {
+        return Ok(None);
+    };
+    let login = kerberos_login(name, options)?;
+    if login.principal == "*" {
+        return Err(format!(
+            "the {name} section's {KRB5_MODULE} needs a named principal, not *"
+        ));
+    }
+    Ok(Some(login))
+}
+
+/// A login from section `section`'s Krb5LoginModule options, which must
+/// take the key from a keytab (`useKeyTab=true`, `keyTab`) for a named
+/// `principal`.
+fn kerberos_login(section: &str, options: Vec<(String, String)>) -> Result<KerberosLogin, String> {
     let get = |key: &str| {
         (options.iter())
             .find(|(k, _)| k == key)
@@ -54,14 +76,14 @@ fn kerberos_login(options: Vec<(String, String)>) -> Result<KerberosLogin, Strin
     };
     if get("useKeyTab") != Some("true") {
         return Err(format!(
-            "the Server section's {KRB5_MODULE} needs useKeyTab=true: the server's key comes \
+            "the {section} section's {KRB5_MODULE} needs useKeyTab=true: the key comes \
              from a keytab"
         ));
     }
     let (Some(keytab), Some(principal)) = (get("keyTab"), get("principal")) else {
         return Err(format!(
-            "the Server section's {KRB5_MODULE} needs keyTab=\"FILE\" and \
-             principal=\"zookeeper/HOST@REALM\""
+            "the {section} section's {KRB5_MODULE} needs keyTab=\"FILE\" and \
+             principal=\"NAME/HOST@REALM\""
         ));
     };
     Ok(KerberosLogin {
@@ -283,5 +305,41 @@ mod tests {
         ] {
             assert!(server_logins(&refused).is_err(), "{refused}");
         }
+    }
+
+    #[test]
+    fn reads_the_quorum_sections_kerberos_logins() {
+        let text = r#"
+            QuorumServer {
+                   com.sun.security.auth.module.Krb5LoginModule required
+                   useKeyTab=true
+                   keyTab="/etc/zookeeper/quorum.keytab"
+                   storeKey=true
+                   principal="zkquorum/zk1.example.com@EXAMPLE.COM";
+            };
+            QuorumLearner {
+                   org.apache.zookeeper.server.auth.DigestLoginModule required
+                   username="member"
+                   password="s3cret";
+            };
+        "#;
+        assert_eq!(
+            section_kerberos_login(text, "QuorumServer").unwrap(),
+            Some(KerberosLogin {
+                keytab: PathBuf::from("/etc/zookeeper/quorum.keytab"),
+                principal: "zkquorum/zk1.example.com@EXAMPLE.COM".into(),
+            })
+        );
+        assert_eq!(section_kerberos_login(text, "QuorumLearner").unwrap(), None);
+        assert!(section_kerberos_login(text, "Elsewhere").is_err());
+        let star = text.replace("zkquorum/zk1.example.com@EXAMPLE.COM", "*");
+        let e = section_kerberos_login(&star, "QuorumServer").unwrap_err();
+        assert!(
+            e.contains("QuorumServer section's") && e.contains("not *"),
+            "{e}"
+        );
+        let no_keytab = text.replace("useKeyTab=true", "");
+        let e = section_kerberos_login(&no_keytab, "QuorumServer").unwrap_err();
+        assert!(e.contains("the QuorumServer section's"), "{e}");
     }
 }

@@ -174,7 +174,11 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     }
     // Members' SASL, checked only where there are members (as before).
     let peer_sasl = match &ensemble {
-        Some(_) => quorum_sasl(&config, jaas.as_ref().map(|(p, t)| (*p, t.as_str())))?,
+        Some(e) => quorum_sasl(
+            &config,
+            jaas.as_ref().map(|(p, t)| (*p, t.as_str())),
+            &e.members,
+        )?,
         None => None,
     };
     if config.enforce_auth_enabled && config.enforce_auth_schemes.is_empty() {
@@ -390,10 +394,12 @@ fn gssapi_service(
 }
 
 /// `quorum.auth.enableSasl=true`: the JAAS file's (path, text) learner and
-/// server sections, as ZooKeeper checks the keys against each other.
+/// server sections, as ZooKeeper checks the keys against each other;
+/// `members` are the `server.N` lines.
 fn quorum_sasl(
     config: &ServerConfig,
     jaas: Option<(&std::path::Path, &str)>,
+    members: &[stoa_core::ensemble::Member],
 ) -> Result<Option<crate::peer_sasl::PeerSasl>, String> {
     let settings = &config.quorum_sasl;
     if !settings.enable {
@@ -420,12 +426,82 @@ fn quorum_sasl(
     };
     let in_file = |e: String| format!("jaasLoginConfig {}: {e}", path.display());
     Ok(Some(crate::peer_sasl::PeerSasl {
-        learner: crate::jaas::section_credentials(text, &settings.learner_context)
-            .map_err(in_file)?,
-        server_users: crate::jaas::section_digest_users(text, &settings.server_context)
-            .map_err(in_file)?,
+        learner: quorum_learner_login(settings, text, members).map_err(in_file)?,
+        server: quorum_server_login(settings, text, members).map_err(in_file)?,
         learner_require: settings.learner_require,
         server_require: settings.server_require,
+    }))
+}
+
+/// The `QuorumLearner` section's login: with Kerberos, this member's
+/// ticket-granting ticket now (as ZooKeeper's learner logs in at start,
+/// so a missing library, principal or key stops the member here).
+fn quorum_learner_login(
+    settings: &crate::config::QuorumSaslSettings,
+    text: &str,
+    members: &[stoa_core::ensemble::Member],
+) -> Result<crate::peer_sasl::LearnerLogin, String> {
+    use crate::peer_sasl::{KerberosLearner, LearnerLogin};
+    let section = &settings.learner_context;
+    let Some(login) = crate::jaas::section_kerberos_login(text, section)? else {
+        let (user, password) = crate::jaas::section_credentials(text, section)?;
+        return Ok(LearnerLogin::Digest(user, password));
+    };
+    let initiator = crate::gssapi::KerberosInitiator::new(&login.principal, &login.keytab)
+        .map_err(|e| format!("the {section} section: {e}"))?;
+    let realm = match stoa_core::sasl::quorum_kerberos::realm_of(&login.principal) {
+        Some(realm) => Some(realm.to_string()),
+        None => crate::gssapi::default_realm(),
+    };
+    log::info!(
+        "quorum SASL: dialling members with Kerberos as {} from keytab {}, asking tickets \
+         for {} (quorum.auth.kerberos.servicePrincipal)",
+        login.principal,
+        login.keytab.display(),
+        settings.kerberos_service_principal
+    );
+    Ok(LearnerLogin::Kerberos(KerberosLearner {
+        initiator: std::sync::Arc::new(initiator),
+        service_principal: settings.kerberos_service_principal.clone(),
+        realm,
+        member_hosts: members.iter().map(|m| (m.id, m.host.clone())).collect(),
+    }))
+}
+
+/// The `QuorumServer` section's login: with Kerberos, the service key to
+/// accept members' tickets with, checked with the KDC now (as ZooKeeper's
+/// server section logs in at start).
+fn quorum_server_login(
+    settings: &crate::config::QuorumSaslSettings,
+    text: &str,
+    members: &[stoa_core::ensemble::Member],
+) -> Result<crate::peer_sasl::ServerLogin, String> {
+    use crate::peer_sasl::{KerberosServer, ServerLogin};
+    let section = &settings.server_context;
+    let Some(login) = crate::jaas::section_kerberos_login(text, section)? else {
+        return Ok(ServerLogin::Digest(crate::jaas::section_digest_users(
+            text, section,
+        )?));
+    };
+    let in_section = |e: String| format!("the {section} section: {e}");
+    let acceptor = crate::gssapi::KerberosAcceptor::new(&login.principal, &login.keytab)
+        .map_err(in_section)?;
+    // A key the keytab holds may still be an old one: a ticket of the
+    // principal's own, got with it, proves it is the KDC's.
+    drop(
+        crate::gssapi::KerberosInitiator::new(&login.principal, &login.keytab)
+            .map_err(in_section)?,
+    );
+    let member_hosts: Vec<String> = members.iter().map(|m| m.host.clone()).collect();
+    log::info!(
+        "quorum SASL: accepting members' Kerberos tickets for {} from keytab {}; a learner \
+         principal NAME/HOST@REALM must name one of the hosts {member_hosts:?}",
+        login.principal,
+        login.keytab.display()
+    );
+    Ok(ServerLogin::Kerberos(KerberosServer {
+        acceptor: std::sync::Arc::new(acceptor),
+        member_hosts,
     }))
 }
 

@@ -645,7 +645,8 @@ impl Connection<'_> {
         }
         if let Some(sasl) = self.sasl {
             let mut both = tokio::io::join(&mut from_peer, &mut to_peer);
-            let authenticated = crate::peer_sasl::authenticate(&mut both, sasl).await;
+            let authenticated =
+                crate::peer_sasl::authenticate(&mut both, sasl, peer, address).await;
             self.note_credentials(peer, &authenticated);
             if let Err(e) = authenticated {
                 let delay = *self.delay;
