@@ -291,6 +291,42 @@ def test_the_admin_server_over_https_with_the_quorum_keys(certs, started):
                 admin_get(admin_port, False, ca)
 
 
+def test_admin_snapshot_takes_the_x509_identity_of_the_client_certificate(certs, started):
+    """`Authorization: x509` on the AdminServer over HTTPS with
+    admin.needClientAuth: the client certificate's subject is the identity
+    checked against the root's ACL (ZooKeeper's x509 scheme)."""
+    import json
+    import urllib.error
+    import urllib.request
+    admin_port = free_port()
+    srv = harness.Server(kind="stoa", extra_cfg={
+        "admin.enableServer": "true", "admin.serverAddress": "127.0.0.1",
+        "admin.serverPort": admin_port, "admin.forceHttps": "true",
+        "admin.needClientAuth": "true", "admin.rateLimiterIntervalInMS": "0",
+        "ssl.quorum.keyStore.location": os.path.join(certs, "server.pem"),
+        "ssl.quorum.trustStore.location": os.path.join(certs, "ca.crt")})
+    started(srv)
+    with harness.started_client(KazooClient(hosts=srv.hosts, timeout=10)) as c:
+        c.set_acls("/", [ACL(Permissions.ALL, Id("x509", CLIENT_SUBJECT))])
+
+    def snapshot(cert):
+        context = ssl.create_default_context(cafile=os.path.join(certs, "ca.crt"))
+        context.load_cert_chain(os.path.join(certs, cert + ".crt"), os.path.join(certs, cert + ".key"))
+        request = urllib.request.Request(
+            "https://127.0.0.1:%d/commands/snapshot?streaming=false" % admin_port,
+            headers={"Authorization": "x509"})
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    status, headers, _ = snapshot("client")
+    assert status == 200 and headers["last_zxid"].startswith("0x")
+    status, _, body = snapshot("other")
+    assert (status, json.loads(body)["error"]) == (403, "Not authorized")
+
+
 def quorum_tls_cfg(certs, key_store="server.pem"):
     return {"sslQuorum": "true", "reconfigEnabled": "false",
             "ssl.quorum.keyStore.location": os.path.join(certs, key_store),

@@ -211,6 +211,18 @@ pub enum AdminCall {
     Live,
 }
 
+/// Who sent an AdminServer request, for the commands that ask
+/// (`snapshot`, `restore`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AdminCaller<'a> {
+    /// The `Authorization` header.
+    pub authorization: Option<&'a str>,
+    /// The connection's address.
+    pub peer: Option<std::net::IpAddr>,
+    /// The subject of the client certificate an HTTPS request showed.
+    pub certificate: Option<&'a str>,
+}
+
 /// An HTTP answer from the engine's thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminAnswer {

@@ -29,6 +29,8 @@ pub enum AdminRequest {
         requested: String,
         authorization: Option<String>,
         peer: Option<IpAddr>,
+        /// The subject of the client certificate an HTTPS request showed.
+        certificate: Option<String>,
         reply: oneshot::Sender<Option<AdminAnswer>>,
     },
     /// The state now, for `snapshot` to write out.
@@ -130,16 +132,21 @@ pub async fn serve(site: AdminSite, engine: mpsc::Sender<AdminRequest>, transpor
         tokio::task::spawn_local(async move {
             let served = async {
                 let Some(acceptor) = acceptor else {
-                    return answer(stream, &site, &engine, peer).await;
+                    return answer(stream, &site, &engine, peer, None).await;
                 };
                 let mut first = [0u8; 1];
                 let https = https_only
                     || matches!(stream.peek(&mut first).await, Ok(1) if first[0] == TLS_HANDSHAKE_BYTE);
                 if !https {
-                    return answer(stream, &site, &engine, peer).await;
+                    return answer(stream, &site, &engine, peer, None).await;
                 }
                 match acceptor.accept(stream).await {
-                    Ok(stream) => answer(stream, &site, &engine, peer).await,
+                    Ok(stream) => {
+                        let certificate = (stream.get_ref().1.peer_certificates())
+                            .and_then(|chain| chain.first())
+                            .and_then(|cert| crate::tls::x509_subject(cert));
+                        answer(stream, &site, &engine, peer, certificate).await
+                    }
                     Err(e) => log::info!("AdminServer: TLS handshake failed: {e}"),
                 }
             };
@@ -153,6 +160,7 @@ async fn answer(
     site: &AdminSite,
     engine: &mpsc::Sender<AdminRequest>,
     peer: Option<IpAddr>,
+    certificate: Option<String>,
 ) {
     let mut received = Vec::new();
     let mut buf = [0u8; 2048];
@@ -195,6 +203,7 @@ async fn answer(
                         head: &head,
                         body_start,
                         peer,
+                        certificate,
                     };
                     crate::admin_transfer::serve(request, stream, site, engine).await;
                     return;

@@ -127,6 +127,8 @@ pub struct TransferRequest<'a> {
     /// Bytes of the body read with the head.
     pub body_start: Vec<u8>,
     pub peer: Option<IpAddr>,
+    /// The subject of the client certificate an HTTPS request showed.
+    pub certificate: Option<String>,
 }
 
 pub async fn serve(
@@ -173,10 +175,12 @@ async fn authorize(
     let authorization = header(request.head, "authorization").map(str::to_string);
     let requested = request.requested.to_string();
     let peer = request.peer;
+    let certificate = request.certificate.clone();
     let make = |reply| AdminRequest::Authorize {
         requested,
         authorization,
         peer,
+        certificate,
         reply,
     };
     (ask_engine(engine, make, REQUEST_TIMEOUT).await)

@@ -800,9 +800,15 @@ fn on_admin(
             requested,
             authorization,
             peer,
+            certificate,
             reply,
         } => {
-            let _ = reply.send(engine.admin_authorize(&requested, authorization.as_deref(), peer));
+            let who = stoa_core::admin::AdminCaller {
+                authorization: authorization.as_deref(),
+                peer,
+                certificate: certificate.as_deref(),
+            };
+            let _ = reply.send(engine.admin_authorize(&requested, who));
         }
         AdminRequest::Snapshot { reply } => {
             let _ = reply.send(engine.admin_snapshot());

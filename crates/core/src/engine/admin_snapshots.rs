@@ -19,15 +19,13 @@
 //! disconnected as after a snapshot install, and the restored sessions
 //! start their timeouts afresh.
 
-use std::net::IpAddr;
-
 use stoa_proto::opcode::perms;
 use stoa_proto::records::Id;
 use stoa_tree::{Caller, Txn, TxnHeader, TxnOp, TxnResult};
 
 use super::forward::EngineMessage;
 use super::Engine;
-use crate::admin::{self, AdminAnswer, Json};
+use crate::admin::{self, AdminAnswer, AdminCaller, Json};
 use crate::node::server_snapshot::{PartSnapshot, ServerSnapshot};
 
 /// Bytes a restore may carry in an ensemble: it travels to the members as
@@ -80,12 +78,7 @@ impl Engine {
     /// `restore`)? None if so; otherwise ZooKeeper's answer: 401 without
     /// an `Authorization` header or with one no scheme accepts, 403 when
     /// the identity lacks a right on `/`.
-    pub fn admin_authorize(
-        &self,
-        requested: &str,
-        authorization: Option<&str>,
-        peer: Option<IpAddr>,
-    ) -> Option<AdminAnswer> {
+    pub fn admin_authorize(&self, requested: &str, caller: AdminCaller<'_>) -> Option<AdminAnswer> {
         let Some((command, needs_server)) = admin::resolve(requested) else {
             let error = format!("Unknown command: {requested}");
             return Some(AdminAnswer::error(200, requested, &error));
@@ -97,14 +90,14 @@ impl Engine {
                 super::admin_commands::NOT_SERVING,
             ));
         }
-        let Some(authorization) = authorization.filter(|a| !a.trim().is_empty()) else {
+        let Some(authorization) = caller.authorization.filter(|a| !a.trim().is_empty()) else {
             return Some(AdminAnswer::error(
                 401,
                 requested,
                 "Auth info is missing for the command",
             ));
         };
-        let Some(ids) = self.admin_identity(authorization, peer) else {
+        let Some(ids) = self.admin_identity(authorization, caller) else {
             return Some(AdminAnswer::error(401, command, "Not authenticated"));
         };
         let is_super = ids.iter().any(|id| id.scheme == "super");
@@ -130,10 +123,10 @@ impl Engine {
     }
 
     /// The identities an `Authorization` header proves, as ZooKeeper's
-    /// AdminServer reads it: `digest user:password`, or `ip` (the
-    /// connection's address). `x509` would need the client certificate,
-    /// which the AdminServer does not ask for: refused, as any other.
-    fn admin_identity(&self, authorization: &str, peer: Option<IpAddr>) -> Option<Vec<Id>> {
+    /// AdminServer reads it: `digest user:password`, `ip` (the
+    /// connection's address) or `x509` (the subject of the client
+    /// certificate an HTTPS request showed, as the client port's `x509`).
+    fn admin_identity(&self, authorization: &str, caller: AdminCaller<'_>) -> Option<Vec<Id>> {
         let words: Vec<&str> = authorization.split(' ').collect();
         match words[..] {
             ["digest", credentials] => {
@@ -148,10 +141,16 @@ impl Engine {
                 ids.push(id);
                 Some(ids)
             }
-            ["ip"] | ["ip", _] => peer.map(|ip| {
+            ["ip"] | ["ip", _] => caller.peer.map(|ip| {
                 vec![Id {
                     scheme: "ip".into(),
                     id: ip.to_string(),
+                }]
+            }),
+            ["x509"] | ["x509", _] => caller.certificate.map(|subject| {
+                vec![Id {
+                    scheme: "x509".into(),
+                    id: subject.to_string(),
                 }]
             }),
             _ => None,
