@@ -72,14 +72,19 @@ impl Engine {
                 }
                 "dump" => self.admin_dump(),
                 "hash" => {
-                    let tree = &self.cores[0].tree;
-                    let digest = Json::object(vec![
-                        ("zxid", Json::Int(tree.last_zxid())),
-                        // Stoa's digest, comparable between Stoa servers only.
-                        ("digest", Json::Int(tree.digest() as i64)),
-                        ("digest_version", Json::Int(STOA_DIGEST_VERSION)),
-                    ]);
-                    vec![("digests", Json::Array(vec![digest]))]
+                    // One digest per partition's tree, in partition order
+                    // (a server of one partition: ZooKeeper's single entry).
+                    let digests = (self.cores.iter())
+                        .map(|core| {
+                            Json::object(vec![
+                                ("zxid", Json::Int(core.tree.last_zxid())),
+                                // Stoa's digest, comparable between Stoa servers only.
+                                ("digest", Json::Int(core.tree.digest() as i64)),
+                                ("digest_version", Json::Int(STOA_DIGEST_VERSION)),
+                            ])
+                        })
+                        .collect();
+                    vec![("digests", Json::Array(digests))]
                 }
                 "is_read_only" => vec![("read_only", Json::Bool(self.read_only()))],
                 "last_snapshot" => {
