@@ -22,6 +22,20 @@ TOOLS = ("kdb5_util", "krb5kdc", "kadmin.local", "kinit")
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
+def jaas_section(section, keytab, principal):
+    """A JAAS section logging in with Kerberos from `keytab` as ZooKeeper's
+    Java side reads it (Krb5LoginModule)."""
+    return """%s {
+       com.sun.security.auth.module.Krb5LoginModule required
+       useKeyTab=true
+       keyTab="%s"
+       storeKey=true
+       useTicketCache=false
+       principal="%s";
+};
+""" % (section, keytab, principal)
+
+
 def _tool(name):
     found = shutil.which(name)
     if found:

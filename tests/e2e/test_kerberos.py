@@ -31,16 +31,6 @@ import servers
 REALM = "STOA.TEST"
 SERVICE = "zookeeper/localhost@" + REALM
 
-JAAS = """
-Server {
-       com.sun.security.auth.module.Krb5LoginModule required
-       useKeyTab=true
-       keyTab="%s"
-       storeKey=true
-       useTicketCache=false
-       principal="%s";
-};
-"""
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +69,7 @@ def kerberos_server(request, realm, tmp_path):
     JAAS Server section logs in as `principal` from the service keytab."""
     def start(principal=SERVICE, **cfg):
         jaas = tmp_path / "jaas.conf"
-        jaas.write_text(JAAS % (realm.service_keytab, principal))
+        jaas.write_text(kdc.jaas_section("Server", realm.service_keytab, principal))
         if harness.target() == "zookeeper":
             flags = servers.TEST_JVM_FLAGS + (
                 "-Djava.security.auth.login.config=%s" % jaas,
@@ -169,7 +159,7 @@ def test_a_principal_of_three_components_is_refused(kerberos_server):
 @pytest.mark.skipif(harness.target() != "stoa", reason="ZooKeeper serves GSSAPI alone then")
 def test_with_digest_users_beside_kerberos_both_mechanisms_are_served(realm, request, tmp_path):
     jaas = tmp_path / "jaas.conf"
-    jaas.write_text((JAAS % (realm.service_keytab, SERVICE)).replace(
+    jaas.write_text((kdc.jaas_section("Server", realm.service_keytab, SERVICE)).replace(
         "};", "org.apache.zookeeper.server.auth.DigestLoginModule required\n"
               "       user_bob=\"bobsecret\";\n};"))
     srv = harness.Server(kind="stoa", extra_cfg={"jaasLoginConfig": str(jaas)})
@@ -253,7 +243,7 @@ def test_the_java_client_authenticates_with_its_jaas_client_section(kerberos_ser
 @pytest.mark.skipif(harness.target() != "stoa", reason="Stoa's start-up message")
 def test_a_principal_missing_from_the_keytab_stops_the_server_saying_so(realm, tmp_path):
     jaas = tmp_path / "jaas.conf"
-    jaas.write_text(JAAS % (realm.service_keytab, "zookeeper/elsewhere@" + REALM))
+    jaas.write_text(kdc.jaas_section("Server", realm.service_keytab, "zookeeper/elsewhere@" + REALM))
     srv = harness.Server(kind="stoa", ensemble=False, extra_cfg={"jaasLoginConfig": str(jaas)})
     srv.launch()
     try:

@@ -32,15 +32,6 @@ REALM = "STOA.TEST"
 
 pytestmark = pytest.mark.skipif(harness.ensemble_target(), reason="starts its own ensembles")
 
-KRB5_SECTION = """%s {
-       com.sun.security.auth.module.Krb5LoginModule required
-       useKeyTab=true
-       keyTab="%s"
-       storeKey=true
-       useTicketCache=false
-       principal="%s";
-};
-"""
 
 QUORUM_SASL = {"quorum.auth.enableSasl": "true", "quorum.auth.learnerRequireSasl": "true",
                "quorum.auth.serverRequireSasl": "true", "reconfigEnabled": "false"}
@@ -74,8 +65,8 @@ def jaas(realm, path, server, learner, learner_keytab=None):
     """A JAAS file with QuorumServer logging in as `server` and
     QuorumLearner as `learner` (from `learner_keytab`, else its own)."""
     server, learner = server + "@" + REALM, learner + "@" + REALM
-    path.write_text(KRB5_SECTION % ("QuorumServer", realm.keytab(server), server)
-                    + KRB5_SECTION % ("QuorumLearner", learner_keytab or realm.keytab(learner),
+    path.write_text(kdc.jaas_section("QuorumServer", realm.keytab(server), server)
+                    + kdc.jaas_section("QuorumLearner", learner_keytab or realm.keytab(learner),
                                       learner))
     return str(path)
 
@@ -207,7 +198,7 @@ def test_a_member_without_valid_keys_does_not_start_and_says_why(realm, tmp_path
                                   realm.keytab("learner/127.0.0.1@" + REALM))}
     sections[section] = (principal, keytab)
     path = tmp_path / "quorum.conf"
-    path.write_text("".join(KRB5_SECTION % (name, tab, who + "@" + REALM)
+    path.write_text("".join(kdc.jaas_section(name, tab, who + "@" + REALM)
                             for name, (who, tab) in sections.items()))
     srv = harness.Server(kind="stoa", ensemble=False, extra_cfg={
         **QUORUM_SASL, "jaasLoginConfig": str(path),
