@@ -22,12 +22,52 @@ use crate::mix::{OpKind, Rng};
 use crate::options::Cell;
 use crate::report::{CellResult, CpuUse};
 
-/// Where the benchmark keeps its nodes.
+/// Where the benchmark keeps its nodes (the mixes' unless `--root` moves
+/// them; the scenarios' always).
 pub const ROOT: &str = "/stoa-bench";
-/// The keyspace: `KEYS_DIR/k0000000` ..; the same strings are the etcd keys.
-pub const KEYS_DIR: &str = "/stoa-bench/keys";
-/// Where creates go (`WRITES_DIR/<nonce>-<worker>-<seq>`).
-pub const WRITES_DIR: &str = "/stoa-bench/w";
+
+/// The mixes' nodes: the keyspace (`<root>/keys/k0000000` ..; the same
+/// strings are the etcd keys) and where creates go (`<root>/w/<nonce>-
+/// <worker>-<seq>`).
+struct TreePaths {
+    root: String,
+    keys: String,
+    writes: String,
+}
+
+impl TreePaths {
+    fn under(root: &str) -> TreePaths {
+        TreePaths {
+            root: root.to_string(),
+            keys: format!("{root}/keys"),
+            writes: format!("{root}/w"),
+        }
+    }
+}
+
+/// Set once, by `--root`, before anything runs.
+static TREE_PATHS: std::sync::OnceLock<TreePaths> = std::sync::OnceLock::new();
+
+/// Moves the mixes' nodes under `root` (`--root`): several load
+/// generators, each with its own root, drive the groups of a server of
+/// several partitions (docs/partitions.md).
+pub fn set_root(root: &str) -> Result<(), String> {
+    if !root.starts_with('/') || root.ends_with('/') || root.contains("//") {
+        return Err(format!(
+            "--root {root}: expected an absolute path such as /g1"
+        ));
+    }
+    (TREE_PATHS.set(TreePaths::under(root))).map_err(|_| "--root given twice".to_string())
+}
+
+fn tree_paths() -> &'static TreePaths {
+    TREE_PATHS.get_or_init(|| TreePaths::under(ROOT))
+}
+
+/// The keyspace's parent.
+pub fn keys_dir() -> &'static str {
+    &tree_paths().keys
+}
 /// Calls in flight while creating the keyspace.
 pub const SETUP_WINDOW: usize = 256;
 /// Largest latency the histograms hold (longer ones are clamped).
@@ -48,7 +88,7 @@ pub enum Call<'a> {
     Exists(&'a str),
     /// Overwrite one key (ZooKeeper setData, etcd put).
     Set(&'a str),
-    /// List the keyspace (ZooKeeper getChildren of [`KEYS_DIR`], etcd
+    /// List the keyspace (ZooKeeper getChildren of [`keys_dir`], etcd
     /// keys-only prefix range).
     Children,
     /// Make a new key (ZooKeeper create, etcd put).
@@ -258,7 +298,7 @@ async fn clean_up<B: Backend>(
 
 /// The `i`th key of the keyspace.
 pub fn key_path(i: usize) -> String {
-    format!("{KEYS_DIR}/k{i:07}")
+    format!("{}/k{i:07}", keys_dir())
 }
 
 fn nonce() -> u64 {
@@ -319,7 +359,13 @@ fn rotated(servers: &str, s: usize) -> String {
 /// (rewritten when a previous run left another size).
 async fn setup(client: &Client, keys: usize, payload: &[u8]) -> Result<(), String> {
     let acl = open_acl_unsafe();
-    for dir in [ROOT, KEYS_DIR, WRITES_DIR] {
+    let paths = tree_paths();
+    // The root's ancestors first, where it is nested.
+    let ancestors = (paths.root.match_indices('/').skip(1)).map(|(at, _)| &paths.root[..at]);
+    let dirs: Vec<&str> = ancestors
+        .chain([&*paths.root, &paths.keys, &paths.writes])
+        .collect();
+    for dir in dirs {
         match client.create(dir, b"", &acl, CreateMode::Persistent).await {
             Ok(_) | Err(Error::NodeExists { .. }) => {}
             Err(e) => return Err(format!("setup: create {dir}: {e}")),
@@ -469,7 +515,7 @@ async fn call<B: Backend>(
         OpKind::Children => session.call(Call::Children, payload).await,
         OpKind::Create => {
             *seq += 1;
-            let path = format!("{WRITES_DIR}/{:08x}-{id}-{seq}", plan.nonce);
+            let path = format!("{}/{:08x}-{id}-{seq}", tree_paths().writes, plan.nonce);
             session.call(Call::Create(&path), payload).await?;
             created.push_back(path);
             Ok(())
@@ -496,7 +542,7 @@ impl Backend for Zk {
             Call::Get(key) => client.get_data(key, false).await.map(|_| ()),
             Call::Exists(key) => client.exists(key, false).await.map(|_| ()),
             Call::Set(key) => client.set_data(key, payload, -1).await.map(|_| ()),
-            Call::Children => client.get_children(KEYS_DIR, false).await.map(|_| ()),
+            Call::Children => client.get_children(keys_dir(), false).await.map(|_| ()),
             Call::Create(path) => client
                 .create(path, payload, &self.acl, self.create_mode)
                 .await

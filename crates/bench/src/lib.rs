@@ -77,6 +77,9 @@ pub fn main(args: &[String]) -> ExitCode {
 
 fn main_inner(args: &[String]) -> Result<(), String> {
     let args = Args::parse(args).map_err(|e| format!("{e}\n{USAGE}"))?;
+    if let Some(root) = &args.root {
+        driver::set_root(root)?;
+    }
     let cells = match &args.scenario {
         Some(name) => scenario::cells(name, &args)?,
         None => vec![args.cell()],

@@ -37,6 +37,9 @@ pub const USAGE: &str = "usage: stoa bench [options]
   --rate OPS                 offered load in ops/s over all sessions (default: closed loop);
                              latency then counts from the scheduled start
   --ephemeral                creates make ephemeral nodes
+  --root PATH                where the keyspace and the creates go (default /stoa-bench):
+                             one load generator per group drives a server of several
+                             partitions (partition.groups)
   --clean-up                 once measured, delete what the run's creates left (not
                              counted in any figure): the next run finds the tree as
                              this one did
@@ -205,6 +208,8 @@ pub struct Args {
     pub serializable: bool,
     pub scenario: Option<String>,
     pub label: Option<String>,
+    /// `--root`: where the mixes' nodes go.
+    pub root: Option<String>,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub quiet: bool,
@@ -309,6 +314,7 @@ impl Args {
                 "--poll-ms" => out.poll = Some(millis(flag, value, 1.0)?),
                 "--scenario" => out.scenario = Some(value.to_owned()),
                 "--label" => out.label = Some(value.to_owned()),
+                "--root" => out.root = Some(value.to_owned()),
                 "--json" => out.json = Some(PathBuf::from(value)),
                 "--csv" => out.csv = Some(PathBuf::from(value)),
                 _ => return Err(format!("unknown option {flag}")),

@@ -31,7 +31,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use stoa_client::tokio;
 
-use crate::driver::{self, Backend, Call, KEYS_DIR, SETUP_WINDOW};
+use crate::driver::{self, keys_dir, Backend, Call, SETUP_WINDOW};
 use crate::options::Cell;
 use crate::report::CellResult;
 use rpc::{DeleteRangeRequest, EtcdClient, PutRequest, RangeRequest, RequestOp, TxnRequest};
@@ -103,7 +103,7 @@ pub async fn run(endpoint_list: &str, cell: &Cell) -> Result<CellResult, String>
     }
     setup(&clients[0], cell.keys, cell.payload_bytes).await?;
 
-    let prefix = format!("{KEYS_DIR}/");
+    let prefix = format!("{}/", keys_dir());
     let children_end = rpc::prefix_end(prefix.as_bytes());
     let mut sessions = Vec::with_capacity(clients.len());
     for client in clients {
