@@ -26,6 +26,9 @@ pub struct Placement {
     /// Root -> partition; holds `/` on 0, every partition < `partitions`,
     /// and no root at or under `/zookeeper`.
     roots: BTreeMap<String, u32>,
+    /// Components in the deepest root (0: only `/`): no deeper ancestor
+    /// of a path can be a root, so `group_of` starts its walk there.
+    deepest_root: usize,
 }
 
 /// A change or a text form refused; the message names what to fix.
@@ -117,6 +120,19 @@ fn check_count(partitions: u32) -> Result<(), PlacementError> {
     Err(PlacementError::PartitionCount(partitions))
 }
 
+/// `path` cut to its first `components` components (`/` for 0); `path`
+/// itself when it has no more, or is no path.
+fn ancestor_within(path: &str, components: usize) -> &str {
+    if !path.starts_with('/') {
+        return path;
+    }
+    match path.match_indices('/').nth(components) {
+        Some((0, _)) => ROOT,
+        Some((at, _)) => &path[..at],
+        None => path,
+    }
+}
+
 /// The parent by whole components; `None` for `/` (and for non-paths).
 fn parent(path: &str) -> Option<&str> {
     match path.rfind('/') {
@@ -153,6 +169,7 @@ impl Placement {
             auto_top_level,
             version: 0,
             roots,
+            deepest_root: 0,
         })
     }
 
@@ -191,7 +208,7 @@ impl Placement {
     }
 
     fn owner(&self, path: &str) -> (&str, u32) {
-        let mut candidate = path;
+        let mut candidate = ancestor_within(path, self.deepest_root);
         loop {
             if let Some((root, &partition)) = self.roots.get_key_value(candidate) {
                 return (root, partition);
@@ -288,6 +305,14 @@ impl Placement {
 
     fn changed(&mut self) {
         self.version += 1;
+        let components = |root: &String| {
+            if root == ROOT {
+                0
+            } else {
+                root.matches('/').count()
+            }
+        };
+        self.deepest_root = self.roots.keys().map(components).max().unwrap_or(0);
         if cfg!(debug_assertions) {
             self.assert_invariants();
         }
