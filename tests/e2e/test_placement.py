@@ -9,6 +9,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType
 
 import harness as h
@@ -182,6 +183,13 @@ def test_a_sessions_ephemerals_on_every_partition_go_at_once(request):
         b.stop()
 
 
+def children_or_none(c, path):
+    try:
+        return sorted(c.get_children(path))
+    except NoNodeError:
+        return ["<no " + path + ">"]
+
+
 def multi_trace(srv):
     """Multis within one group and across groups and the root group: their
     results in the ops' order, a failure anywhere rolling back every op."""
@@ -199,6 +207,16 @@ def multi_trace(srv):
             [("create", "/app/o"), ("create", "/billing/o"), ("create", "/billing/n")],
             [("delete", "/billing/n"), ("delete", "/app/n"), ("set", "/app/missing")],
             [("delete", "/billing/n"), ("delete", "/app/n"), ("delete", "/plain-n")],
+            # Group roots created and deleted inside multis over several
+            # partitions (the root's node on its group's partition, its
+            # link on the parent's).
+            [("delete", "/billing"), ("set", "/app")],
+            [("create", "/billing"), ("create", "/billing/x"), ("create", "/app/x")],
+            [("create", "/billing/y"), ("delete", "/billing")],
+            [("create", "/app/z"), ("create", "/billing")],
+            [("delete", "/billing/x"), ("delete", "/billing")],
+            [("create", "/billing")],
+            [("check", "/billing"), ("delete", "/billing")],
         ):
             t = c.transaction()
             for kind, path in ops:
@@ -206,7 +224,9 @@ def multi_trace(srv):
                  "check": lambda p: t.check(p, 0), "delete": lambda p: t.delete(p)}[kind](path)
             trace.append([shape(r) for r in t.commit()])
             trace.append(sorted(c.get_children("/")) + sorted(c.get_children("/app"))
-                         + sorted(c.get_children("/billing")))
+                         + children_or_none(c, "/billing"))
+            trace.append([stat_of(c.exists(path)) if c.exists(path) else None
+                          for path in ("/", "/app", "/billing")])
     finally:
         c.stop()
     return trace

@@ -34,7 +34,7 @@ pub use response::{reply_for, response_for, ReplyShape};
 pub use snapshot::{read_embedded_snapshot, read_snapshot, write_snapshot, SnapshotError};
 pub use snapshot_load::{tree_from_nodes, ImportedNode};
 pub use tree::DataTree;
-pub use txn::{CreateTxn, Txn, TxnHeader, TxnOp};
+pub use txn::{CreateTxn, Txn, TxnHeader, TxnOp, SILENT_PART};
 
 #[cfg(test)]
 mod model_tests;

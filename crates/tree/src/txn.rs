@@ -102,7 +102,9 @@ pub enum TxnOp {
     /// (the partition of the node the client named), except for a client's
     /// multi over several partitions: then every part is a multi of its
     /// partition's ops, and `order` gives the partition of each of the
-    /// client's ops in its order, so the results are put back in it.
+    /// client's ops in its order, so the results are put back in it; an
+    /// entry with `SILENT_PART` set is an op the client did not send (a
+    /// group root's link), whose result is dropped.
     Parts {
         parts: Vec<(u32, TxnOp)>,
         /// Empty unless the parts are a client's multi.
@@ -171,11 +173,26 @@ fn event_kind_of(code: u8) -> Option<TreeEventKind> {
 /// Whether every part is a multi holding as many ops as `order` gives
 /// its partition.
 fn parts_match_order(parts: &[(u32, TxnOp)], order: &[u32]) -> bool {
+    let partition_of = |entry: &u32| entry & !SILENT_PART;
     parts.iter().all(|(partition, op)| match op {
-        TxnOp::Multi(ops) => ops.len() == order.iter().filter(|&p| p == partition).count(),
+        TxnOp::Multi(ops) => {
+            ops.len()
+                == order
+                    .iter()
+                    .filter(|e| partition_of(e) == *partition)
+                    .count()
+        }
         _ => false,
-    }) && order.iter().all(|p| parts.iter().any(|(q, _)| q == p))
+    }) && order
+        .iter()
+        .all(|e| parts.iter().any(|(q, _)| *q == partition_of(e)))
 }
+
+/// In a client's multi's `order` (`TxnOp::Parts`), this bit on a
+/// partition marks an op of that partition's part the client did not send:
+/// the link of a group root the multi creates or deletes. Its result is
+/// not the client's. (Partitions number far below it.)
+pub const SILENT_PART: u32 = 1 << 31;
 
 /// Smallest encoding of a path or other length-prefixed value.
 const LEN_PREFIX_BYTES: usize = 4;
@@ -670,6 +687,14 @@ mod tests {
                     ),
                 ],
                 order: vec![0, 2, 0],
+            },
+            // A group root's create in a multi: its link (silent) on 0.
+            TxnOp::Parts {
+                parts: vec![
+                    (1, TxnOp::Multi(vec![TxnOp::Delete { path: "/g".into() }])),
+                    (0, TxnOp::Multi(vec![TxnOp::Delete { path: "/g".into() }])),
+                ],
+                order: vec![SILENT_PART, 1],
             },
         ]
     }

@@ -36,15 +36,19 @@ fn multi_result_in_order(results: Vec<(u32, TxnResult)>, order: &[u32]) -> TxnRe
             other => (part, vec![other].into_iter()),
         })
         .collect();
-    let ops = order
-        .iter()
-        .map(|part| {
-            let (_, ops) = (by_part.iter_mut())
-                .find(|(p, _)| p == part)
-                .expect("decoding checked every op has its part");
-            ops.next().expect("decoding checked each part's op count")
-        })
-        .collect();
+    let mut ops = Vec::with_capacity(order.len());
+    for entry in order {
+        let part = entry & !stoa_tree::SILENT_PART;
+        let (_, results) = (by_part.iter_mut())
+            .find(|(p, _)| *p == part)
+            .expect("decoding checked every op has its part");
+        let result = results
+            .next()
+            .expect("decoding checked each part's op count");
+        if entry & stoa_tree::SILENT_PART == 0 {
+            ops.push(result);
+        }
+    }
     TxnResult::Multi(ops)
 }
 
@@ -364,30 +368,35 @@ mod tests {
     proptest! {
         /// A multi's ops, split over parts by partition (each part keeping
         /// its ops' relative order) and put back by `order`, come back in
-        /// the client's order.
+        /// the client's order; ops marked silent (group roots' links)
+        /// leave no result.
         #[test]
         fn a_multis_results_come_back_in_the_ops_order(
-            partitions in proptest::collection::vec(0u32..4, 1..20),
+            ops in proptest::collection::vec((0u32..4, any::<bool>()), 1..20),
         ) {
             // Op i's result names it: Created { path: i }.
             let result = |i: usize| TxnResult::Created {
                 path: i.to_string(),
                 stat: Default::default(),
             };
+            let order: Vec<u32> = (ops.iter())
+                .map(|&(p, silent)| if silent { p | stoa_tree::SILENT_PART } else { p })
+                .collect();
             let mut parts: Vec<(u32, Vec<TxnResult>)> = Vec::new();
-            for (i, &p) in partitions.iter().enumerate() {
+            for (i, &(p, _)) in ops.iter().enumerate() {
                 match parts.iter_mut().find(|(q, _)| *q == p) {
-                    Some((_, ops)) => ops.push(result(i)),
+                    Some((_, results)) => results.push(result(i)),
                     None => parts.push((p, vec![result(i)])),
                 }
             }
             // The parts in any order: the first op's first, the rest sorted.
-            parts.sort_by_key(|&(p, _)| (p != partitions[0], p));
+            parts.sort_by_key(|&(p, _)| (p != ops[0].0, p));
             let results = (parts.into_iter())
-                .map(|(p, ops)| (p, TxnResult::Multi(ops)))
+                .map(|(p, results)| (p, TxnResult::Multi(results)))
                 .collect();
-            let expected = TxnResult::Multi((0..partitions.len()).map(result).collect());
-            prop_assert_eq!(multi_result_in_order(results, &partitions), expected);
+            let heard = (0..ops.len()).filter(|&i| !ops[i].1).map(result).collect();
+            let expected = TxnResult::Multi(heard);
+            prop_assert_eq!(multi_result_in_order(results, &order), expected);
         }
     }
 }

@@ -97,14 +97,7 @@ impl Engine {
         own: usize,
         parents: usize,
     ) -> Result<Txn, PrepError> {
-        // The link's own version and children are not the node's.
-        let link_request = match request {
-            Request::Delete(r) => Request::Delete(stoa_proto::records::DeleteRequest {
-                path: r.path.clone(),
-                version: -1,
-            }),
-            other => other.clone(),
-        };
+        let link_request = link_request(request);
         // The link's partition decides first: the parent's existence and
         // ACL, and whether the node exists.
         self.prepare_node_and_link(ctx, own, parents, |node, link| {
@@ -112,6 +105,19 @@ impl Engine {
             let node = node.multi_op(request)?;
             Ok((node, link))
         })
+    }
+}
+
+/// The request a group root's link on its parent's partition gets for the
+/// root's create or delete: the same, but a delete's version is the
+/// node's, not the link's.
+fn link_request(request: &Request) -> Request {
+    match request {
+        Request::Delete(r) => Request::Delete(stoa_proto::records::DeleteRequest {
+            path: r.path.clone(),
+            version: -1,
+        }),
+        other => other.clone(),
     }
 }
 
@@ -167,7 +173,9 @@ impl Engine {
     /// a multi mark on every one of them, so the first failure rolls all
     /// back (and fails the multi as ZooKeeper reports it). One part per
     /// partition holds its ops; `order` puts the results back. A group
-    /// root's create or delete inside such a multi is refused so far.
+    /// root's create or delete is two ops, as alone: its link's on the
+    /// parent's partition first (silent in `order`: the client gets one
+    /// result per op), then the node's.
     pub(super) fn prepare_multi_across(
         &mut self,
         ctx: &PrepContext<'_>,
@@ -178,27 +186,18 @@ impl Engine {
                 stoa_proto::codes::ErrorCode::MarshallingError,
             ));
         }
-        let mut routes = Vec::with_capacity(ops.len());
-        for op in ops {
-            match self.write_route(op) {
-                WriteRoute::On(partition) => routes.push(partition),
-                _ => break,
-            }
-        }
-        if routes.len() < ops.len() {
-            let at = routes.len();
-            log::info!(
-                "session {:#x}: a multi over several partitions creates or deletes a group root \
-                 (op {at}): not supported yet",
-                ctx.session_id
-            );
-            return Err(PrepError::failed_multi(
-                ops.len(),
-                at,
-                stoa_proto::codes::ErrorCode::Unimplemented,
-            ));
-        }
-        let mut involved: Vec<usize> = routes.clone();
+        // Each op's partition; a group root's create or delete also its
+        // link's, on its parent's partition (decided first, as alone).
+        let routes: Vec<(usize, Option<usize>)> = (ops.iter())
+            .map(|op| match self.write_route(op) {
+                WriteRoute::On(partition) => (partition, None),
+                WriteRoute::RootChange { own, parents } => (own, Some(parents)),
+                WriteRoute::MultiAcross => unreachable!("a multi's ops are no multis"),
+            })
+            .collect();
+        let mut involved: Vec<usize> = (routes.iter())
+            .flat_map(|&(own, link)| std::iter::once(own).chain(link))
+            .collect();
         involved.sort_unstable();
         involved.dedup();
         let marks: Vec<(usize, stoa_tree::MultiMark)> = (involved.iter())
@@ -206,17 +205,24 @@ impl Engine {
             .collect();
         let mut per_part: Vec<(usize, Vec<TxnOp>)> =
             involved.iter().map(|&p| (p, Vec::new())).collect();
+        let mut order = Vec::with_capacity(ops.len());
         let mut failed = None;
-        for (at, (op, &partition)) in ops.iter().zip(&routes).enumerate() {
-            match self.cores[partition].preparing(|preparer, tree| preparer.multi_op(tree, ctx, op))
-            {
-                Ok(txn_op) => {
-                    let part = per_part.iter_mut().find(|(p, _)| *p == partition);
-                    part.expect("an involved partition").1.push(txn_op);
-                }
-                Err(code) => {
-                    failed = Some(PrepError::failed_multi(ops.len(), at, code));
-                    break;
+        'ops: for (at, (op, &(own, link))) in ops.iter().zip(&routes).enumerate() {
+            let link_step = link.map(|parents| (parents, link_request(op), stoa_tree::SILENT_PART));
+            let steps = link_step.into_iter().chain([(own, op.clone(), 0)]);
+            for (partition, request, silent) in steps {
+                let prepared = self.cores[partition]
+                    .preparing(|preparer, tree| preparer.multi_op(tree, ctx, &request));
+                match prepared {
+                    Ok(txn_op) => {
+                        let part = per_part.iter_mut().find(|(p, _)| *p == partition);
+                        part.expect("an involved partition").1.push(txn_op);
+                        order.push(partition as u32 | silent);
+                    }
+                    Err(code) => {
+                        failed = Some(PrepError::failed_multi(ops.len(), at, code));
+                        break 'ops;
+                    }
                 }
             }
         }
@@ -229,7 +235,7 @@ impl Engine {
             return Err(failed);
         }
         // The first op's partition carries the entry.
-        let first = routes[0];
+        let first = routes[0].0;
         per_part.sort_by_key(|&(p, _)| (p != first, p));
         Ok(Txn {
             header: ctx.header(),
@@ -237,7 +243,7 @@ impl Engine {
                 parts: (per_part.into_iter())
                     .map(|(p, ops)| (p as u32, TxnOp::Multi(ops)))
                     .collect(),
-                order: routes.iter().map(|&p| p as u32).collect(),
+                order,
             },
         })
     }
