@@ -28,9 +28,9 @@ use super::Engine;
 use crate::admin::{self, AdminAnswer, AdminCaller, Json};
 use crate::node::server_snapshot::{PartSnapshot, ServerSnapshot};
 
-/// Bytes a restore may carry in an ensemble: it travels to the members as
-/// one raft entry, and a peer frame holds at most 64 MiB.
-pub const RESTORE_BYTES_MAX_IN_ENSEMBLE: usize = 60 << 20;
+/// Bytes a restore's trees may take: it is one raft entry, so one WAL
+/// record and, in an ensemble, one peer frame, each at most 64 MiB.
+pub const RESTORE_BYTES_MAX: usize = 60 << 20;
 /// How long a restore may wait to be proposed (a new epoch campaigned
 /// for, the writes in flight applied) before it is given up, unrestored.
 const RESTORE_PROPOSE_WAIT_MS: i64 = 10_000;
@@ -188,10 +188,10 @@ impl Engine {
             return refuse(500, "the snapshot's partitions do not match this server's");
         }
         let bytes: usize = parts.iter().map(Vec::len).sum();
-        if !self.standalone() && bytes > RESTORE_BYTES_MAX_IN_ENSEMBLE {
+        if bytes > RESTORE_BYTES_MAX {
             let error = format!(
-                "the snapshot's trees take {bytes} bytes; an ensemble restores at most \
-                 {RESTORE_BYTES_MAX_IN_ENSEMBLE} (one raft entry)"
+                "the snapshot's trees take {bytes} bytes; a restore takes at most \
+                 {RESTORE_BYTES_MAX} (one raft entry)"
             );
             return refuse(413, &error);
         }

@@ -786,3 +786,14 @@ fn a_restore_is_a_barrier_and_one_at_a_time() {
         );
     }
 }
+
+#[test]
+fn a_restore_larger_than_one_raft_entry_is_refused_before_anything_happens() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.elect();
+    let too_big = vec![0u8; super::admin_snapshots::RESTORE_BYTES_MAX + 1];
+    let refused = cluster.engines[leader].admin_restore(1, 1, vec![too_big]);
+    assert_eq!(refused.map(|a| a.status), Some(413));
+    cluster.tick();
+    assert!(cluster.engines[leader].take_admin_answers().is_empty());
+}
