@@ -9,6 +9,7 @@ only), runs in the foreground and is stopped by its PID; every wait is
 bounded.
 """
 
+import contextlib
 import os
 import shutil
 import socket
@@ -20,6 +21,26 @@ import servers
 
 TOOLS = ("kdb5_util", "krb5kdc", "kadmin.local", "kinit")
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+@contextlib.contextmanager
+def running(realm):
+    """A started KDC for `realm`, its variables set (KRB5_CONFIG and the
+    rest) for the processes started meanwhile; stopped and removed after.
+    Skips the test, saying why, where no KDC can run."""
+    import pytest
+    why = unavailable_reason()
+    if why is not None:
+        pytest.skip(why)
+    k = Kdc(realm)
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in k.env().items():
+            env.setenv(key, value)
+        try:
+            k.start()
+            yield k
+        finally:
+            k.cleanup()
 
 
 def jaas_section(section, keytab, principal):

@@ -45,22 +45,15 @@ def realm():
         import kerberos  # noqa: F401  (pure-sasl's GSSAPI needs it)
     except ImportError:
         pytest.skip("the python kerberos package is missing (scripts/setup-test-env installs it)")
-    k = kdc.Kdc(REALM)
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in k.env().items():
-            env.setenv(key, value)
-        try:
-            k.start()
-            k.add_principal("zookeeper/localhost")
-            k.service_keytab = k.keytab(SERVICE)
-            # Known to the KDC, so a client gets a ticket for it, but not in
-            # the server's keytab.
-            k.add_principal("zookeeper/127.0.0.1")
-            for client in ("alice", "app/localhost", "app/localhost/extra"):
-                k.kinit(k.add_principal(client))
-            yield k
-        finally:
-            k.cleanup()
+    with kdc.running(REALM) as k:
+        k.add_principal("zookeeper/localhost")
+        k.service_keytab = k.keytab(SERVICE)
+        # Known to the KDC, so a client gets a ticket for it, but not in
+        # the server's keytab.
+        k.add_principal("zookeeper/127.0.0.1")
+        for client in ("alice", "app/localhost", "app/localhost/extra"):
+            k.kinit(k.add_principal(client))
+        yield k
 
 
 @pytest.fixture

@@ -41,24 +41,14 @@ QUORUM_SASL = {"quorum.auth.enableSasl": "true", "quorum.auth.learnerRequireSasl
 def realm():
     """A running KDC with the members' principals, its variables set for
     the servers this module starts."""
-    why = kdc.unavailable_reason()
-    if why is not None:
-        pytest.skip(why)
-    k = kdc.Kdc(REALM)
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in k.env().items():
-            env.setenv(key, value)
-        try:
-            k.start()
-            for name in ("zkquorum/localhost", "zkquorum/127.0.0.1", "learner/127.0.0.1",
-                         "learner", "zkquorum/elsewhere", "stale"):
-                k.add_principal(name)
-            # A keytab with stale's key of the moment, which then changes.
-            k.keytab("stale@" + REALM)
-            k.kadmin("cpw -randkey stale")
-            yield k
-        finally:
-            k.cleanup()
+    with kdc.running(REALM) as k:
+        for name in ("zkquorum/localhost", "zkquorum/127.0.0.1", "learner/127.0.0.1",
+                     "learner", "zkquorum/elsewhere", "stale"):
+            k.add_principal(name)
+        # A keytab with stale's key of the moment, which then changes.
+        k.keytab("stale@" + REALM)
+        k.kadmin("cpw -randkey stale")
+        yield k
 
 
 def jaas(realm, path, server, learner, learner_keytab=None):
