@@ -10,6 +10,7 @@ own AdminServer restores into Stoa (a migration).
 
 import json
 import os
+import socket
 import urllib.error
 import urllib.request
 
@@ -125,6 +126,11 @@ def test_auth_switches_and_rate_limit_are_zookeepers(request, make_client):
     assert call(port, "restore", method="GET")[0] == 405
     status, _, body = call(port, "restore", method="POST", body=b"no snapshot at all")
     assert status == 500 and "not a snapshot" in json.loads(body)["error"]
+    # A body too large to restore is refused from its head, before it is sent.
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"POST /commands/restore HTTP/1.1\r\nAuthorization: " + SUPER.encode()
+                  + b"\r\nContent-Length: 1000000000\r\nExpect: 100-continue\r\n\r\n")
+        assert s.recv(200).startswith(b"HTTP/1.1 413")
 
     limited, limited_port = start(request, {"admin.rateLimiterIntervalInMS": 300000,
                                             "admin.restore.enabled": "false"})

@@ -24,8 +24,12 @@ use tokio::sync::mpsc;
 
 use crate::admin::{ask_engine, header, write_response, AdminRequest, AdminSite, REQUEST_TIMEOUT};
 
-/// Bytes a restore's body may hold.
-const RESTORE_BODY_BYTES_MAX: u64 = 1 << 30;
+/// Bytes a restore's body may hold. Its trees may take 60 MiB once
+/// serialized (one raft entry), and a snapshot's bytes are about its
+/// trees' size in either format, so a larger body cannot restore; twice
+/// that leaves room for the formats' differences without parsing what
+/// will be refused.
+const RESTORE_BODY_BYTES_MAX: u64 = 128 << 20;
 /// How long a restore waits for its members to apply it.
 const RESTORE_WAIT: Duration = Duration::from_secs(60);
 /// Bytes of the snapshot file sent per read.
