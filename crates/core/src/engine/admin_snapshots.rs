@@ -97,18 +97,20 @@ impl Engine {
                 "Auth info is missing for the command",
             ));
         };
-        let Some(ids) = self.admin_identity(authorization, caller) else {
+        let Some((id, is_super)) = self.admin_identity(authorization, caller) else {
             return Some(AdminAnswer::error(401, command, "Not authenticated"));
         };
-        let is_super = ids.iter().any(|id| id.scheme == "super");
+        let ids = [id];
         let root = self.cores[0]
             .tree
             .node(stoa_tree::ROOT)
             .expect("a tree has a root");
         let acl = root.acl();
         // ZooKeeper checks each right on its own.
-        let every_right = (0..5).map(|bit| 1 << bit).all(|right| {
-            debug_assert!(perms::ALL & right != 0);
+        let mut rights = (0..i32::BITS)
+            .map(|bit| 1 << bit)
+            .filter(|&r| perms::ALL & r != 0);
+        let every_right = rights.all(|right| {
             stoa_tree::check_acl(
                 acl,
                 right,
@@ -125,34 +127,20 @@ impl Engine {
     /// The identities an `Authorization` header proves, as ZooKeeper's
     /// AdminServer reads it: `digest user:password`, `ip` (the
     /// connection's address) or `x509` (the subject of the client
-    /// certificate an HTTPS request showed, as the client port's `x509`).
-    fn admin_identity(&self, authorization: &str, caller: AdminCaller<'_>) -> Option<Vec<Id>> {
+    /// certificate an HTTPS request showed, as the client port's `x509`),
+    /// and whether it is the super user.
+    fn admin_identity(&self, authorization: &str, caller: AdminCaller<'_>) -> Option<(Id, bool)> {
         let words: Vec<&str> = authorization.split(' ').collect();
+        let id = |scheme: &str, id: String| Id {
+            scheme: scheme.into(),
+            id,
+        };
         match words[..] {
-            ["digest", credentials] => {
-                let id = stoa_tree::digest_id(credentials);
-                let mut ids = vec![];
-                if self.config.super_digest.as_deref() == Some(id.id.as_str()) {
-                    ids.push(Id {
-                        scheme: "super".into(),
-                        id: String::new(),
-                    });
-                }
-                ids.push(id);
-                Some(ids)
-            }
-            ["ip"] | ["ip", _] => caller.peer.map(|ip| {
-                vec![Id {
-                    scheme: "ip".into(),
-                    id: ip.to_string(),
-                }]
-            }),
-            ["x509"] | ["x509", _] => caller.certificate.map(|subject| {
-                vec![Id {
-                    scheme: "x509".into(),
-                    id: subject.to_string(),
-                }]
-            }),
+            ["digest", credentials] => Some(self.digest_identity(credentials)),
+            ["ip"] | ["ip", _] => caller.peer.map(|ip| (id("ip", ip.to_string()), false)),
+            ["x509"] | ["x509", _] => caller
+                .certificate
+                .map(|subject| (id("x509", subject.to_string()), false)),
             _ => None,
         }
     }
@@ -184,9 +172,6 @@ impl Engine {
         parts: Vec<Vec<u8>>,
     ) -> Option<AdminAnswer> {
         let refuse = |status, error: &str| Some(AdminAnswer::error(status, "restore", error));
-        if parts.len() != self.cores.len() {
-            return refuse(500, "the snapshot's partitions do not match this server's");
-        }
         let bytes: usize = parts.iter().map(Vec::len).sum();
         if bytes > RESTORE_BYTES_MAX {
             let error = format!(

@@ -215,8 +215,7 @@ impl Engine {
     fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8]) {
         match scheme {
             "digest" => {
-                let id = digest_id(&String::from_utf8_lossy(auth));
-                let is_super = self.config.super_digest.as_deref() == Some(id.id.as_str());
+                let (id, is_super) = self.digest_identity(&String::from_utf8_lossy(auth));
                 self.gate.add_identity(conn, id, is_super);
                 self.queue_reply(conn, xid, ErrorCode::Ok, Response::Empty);
             }
@@ -227,6 +226,14 @@ impl Engine {
                 self.fail_auth(conn, xid);
             }
         }
+    }
+
+    /// The `digest` identity `user:password` proves, and whether it is the
+    /// super user's (`DigestAuthenticationProvider.superDigest`).
+    pub(super) fn digest_identity(&self, credentials: &str) -> (stoa_proto::records::Id, bool) {
+        let id = digest_id(credentials);
+        let is_super = self.config.super_digest.as_deref() == Some(id.id.as_str());
+        (id, is_super)
     }
 
     /// Hands a read (or an ordered no-op like ping/sync) to the core once

@@ -3,6 +3,8 @@
 //! lives on its group's partition and a link to it on its parent's, so
 //! creating or deleting a root is one transaction with a part on each.
 
+use std::borrow::Cow;
+
 use stoa_proto::request::Request;
 use stoa_tree::{PrepContext, PrepError, Txn, TxnOp};
 
@@ -208,8 +210,14 @@ impl Engine {
         let mut order = Vec::with_capacity(ops.len());
         let mut failed = None;
         'ops: for (at, (op, &(own, link))) in ops.iter().zip(&routes).enumerate() {
-            let link_step = link.map(|parents| (parents, link_request(op), stoa_tree::SILENT_PART));
-            let steps = link_step.into_iter().chain([(own, op.clone(), 0)]);
+            let link_step = link.map(|parents| {
+                (
+                    parents,
+                    Cow::Owned(link_request(op)),
+                    stoa_tree::SILENT_PART,
+                )
+            });
+            let steps = link_step.into_iter().chain([(own, Cow::Borrowed(op), 0)]);
             for (partition, request, silent) in steps {
                 let prepared = self.cores[partition]
                     .preparing(|preparer, tree| preparer.multi_op(tree, ctx, &request));
