@@ -47,6 +47,13 @@ def stoa_partitions():
     return int(os.environ.get("STOA_PARTITIONS", "1"))
 
 
+def stoa_io_threads():
+    """STOA_IO_THREADS=N: every Stoa server the suite starts runs its
+    client connections on N I/O threads (zoo.cfg io.threads=N); unset,
+    the server's default."""
+    return os.environ.get("STOA_IO_THREADS")
+
+
 def digest(user, password):
     """The ZooKeeper digest id for user:password (base64 of SHA1)."""
     raw = ("%s:%s" % (user, password)).encode()
@@ -425,6 +432,8 @@ class Server(Process):
         if (kind == "stoa" and partitions > 1 and "partitions" not in extra
                 and extra.get("reconfigEnabled") != "true"):
             cfg.append(("partitions", partitions))
+        if kind == "stoa" and stoa_io_threads() is not None and "io.threads" not in extra:
+            cfg.append(("io.threads", stoa_io_threads()))
         with open(self.cfg_path, "w") as f:
             for k, v in cfg:
                 f.write("%s=%s\n" % (k, v))

@@ -91,6 +91,11 @@ pub struct ServerConfig {
     /// `stoa_core::placement::PARTITIONS_MAX`; `auto` takes the cores the
     /// process may use. Every member of an ensemble must run the same.
     pub partitions: u32,
+    /// `io.threads`: threads that run the client connections' socket
+    /// reads and writes; 0 (the default) keeps them on the engine's own
+    /// thread; `auto` picks by the cores the process may use
+    /// (`io_threads_auto`).
+    pub io_threads: u32,
     /// `partition.groups`: the roots of the configured groups (top-level
     /// paths, comma-separated), spread over partitions 1.. (docs/partitions.md).
     /// Every member of an ensemble must list the same.
@@ -181,6 +186,7 @@ impl Default for ServerConfig {
             read_only_enabled: false,
             reconfig_enabled: false,
             partitions: 1,
+            io_threads: 0,
             partition_groups: Vec::new(),
             admin_enabled: true,
             admin_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -425,6 +431,7 @@ impl ServerConfig {
             }
             "reconfigEnabled" => self.reconfig_enabled = parse_bool(value).map_err(|e| bad(&e))?,
             "partitions" => self.partitions = parse_partitions(value).map_err(|e| bad(&e))?,
+            "io.threads" => self.io_threads = parse_io_threads(value).map_err(|e| bad(&e))?,
             "partition.groups" => {
                 self.partition_groups = (value.split(','))
                     .map(str::trim)
@@ -583,6 +590,34 @@ fn comma_list(value: &str) -> Vec<String> {
         .collect()
 }
 
+/// The most I/O threads `io.threads` takes.
+pub const IO_THREADS_MAX: u32 = 64;
+
+/// `io.threads=auto`: none below 4 cores, where a hand-off to another
+/// thread costs more than the socket calls it moves (docs/performance.md);
+/// above, a quarter of the cores, at most 4.
+pub fn io_threads_auto() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    if cores < 4 {
+        0
+    } else {
+        (cores / 4).min(4)
+    }
+}
+
+/// `N` (0 to `IO_THREADS_MAX`) or `auto`.
+pub fn parse_io_threads(value: &str) -> Result<u32, String> {
+    if value == "auto" {
+        return Ok(io_threads_auto());
+    }
+    match value.parse::<u32>() {
+        Ok(n) if n <= IO_THREADS_MAX => Ok(n),
+        _ => Err(format!(
+            "expected auto or a number of I/O threads from 0 to {IO_THREADS_MAX}"
+        )),
+    }
+}
+
 /// `N` (1 to `PARTITIONS_MAX`) or `auto`: the cores this process may use.
 pub fn parse_partitions(value: &str) -> Result<u32, String> {
     let max = stoa_core::placement::PARTITIONS_MAX;
@@ -704,6 +739,22 @@ mod tests {
                 && err.0.contains("not service/host"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn io_threads_are_a_count_or_auto() {
+        let mut cfg = ServerConfig::default();
+        assert_eq!(cfg.io_threads, 0);
+        cfg.set("io.threads", "0").unwrap();
+        assert_eq!(cfg.io_threads, 0);
+        cfg.set("io.threads", "3").unwrap();
+        assert_eq!(cfg.io_threads, 3);
+        cfg.set("io.threads", "auto").unwrap();
+        assert!(cfg.io_threads <= 4);
+        for bad in ["-1", "65", "many", ""] {
+            let err = cfg.set("io.threads", bad).unwrap_err();
+            assert!(err.0.contains("io.threads"), "{err}");
+        }
     }
 
     #[test]

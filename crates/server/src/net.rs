@@ -1,12 +1,21 @@
 //! Client connections: a reader task that cuts frames (or spots a
-//! four-letter word) and hands them to the engine loop by a channel;
-//! replies written by the engine loop straight into the socket, with a
-//! writer task for what the socket does not take at once. All run on the
-//! partition thread's runtime.
+//! four-letter word) and hands them to the engine loop by a channel, and a
+//! writer. Where the connections live is the server's choice
+//! ([`ConnThreads`]):
+//!
+//! - on the partition thread's own runtime (`io.threads=0`): replies are
+//!   written by the engine loop straight into the socket, with a writer
+//!   task for what the socket does not take at once;
+//! - on a pool of I/O threads: each connection's reader and writer tasks
+//!   run there, so the socket system calls, the frame cutting and the TLS
+//!   work leave the engine's thread; the engine loop hands each reply
+//!   batch to the connection's writer task.
 
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use stoa_proto::frame::{FrameDecoder, FrameError, FRAME_LENGTH_BYTES};
@@ -50,28 +59,32 @@ enum Outgoing {
     Close,
 }
 
-/// The sending side of a connection. Replies go straight into the socket
-/// from the partition loop when it takes them whole, the usual case: a
-/// hand-off to the connection's writer task cost a wake-up and a copy per
-/// flush. What the socket does not take (its send buffer full) goes to
-/// the writer task, and so does everything after it until the task has
-/// written it all, so the bytes keep their order.
+/// The sending side of a connection. On the partition thread, replies go
+/// straight into the socket from the partition loop when it takes them
+/// whole, the usual case: a hand-off to the connection's writer task cost
+/// a wake-up and a copy per flush. What the socket does not take (its send
+/// buffer full) goes to the writer task, and so does everything after it
+/// until the task has written it all, so the bytes keep their order.
 pub struct ConnWriter {
     /// The socket, for writes straight from the partition loop; `None`
-    /// for TLS, whose writes all go through the writer task.
-    side: Option<Rc<WriteSide>>,
+    /// for TLS and for connections on the I/O threads, whose writes all
+    /// go through the writer task.
+    side: Option<Arc<WriteSide>>,
     tasks: mpsc::UnboundedSender<Outgoing>,
 }
 
+/// Shared by the partition loop and the connection's writer task, both on
+/// the partition thread (an `Arc` only so that `NetEvent` may cross from
+/// the I/O threads, whose connections never have one).
 struct WriteSide {
     socket: OwnedWriteHalf,
     /// The writer task holds bytes not yet written: send through it.
-    backlogged: Cell<bool>,
+    backlogged: AtomicBool,
 }
 
 impl ConnWriter {
     pub fn send(&self, mut bytes: Vec<u8>) {
-        if let Some(side) = self.side.as_ref().filter(|s| !s.backlogged.get()) {
+        if let Some(side) = (self.side.as_ref()).filter(|s| !s.backlogged.load(Ordering::Relaxed)) {
             match side.socket.try_write(&bytes) {
                 Ok(n) if n == bytes.len() => return,
                 Ok(n) => {
@@ -81,7 +94,7 @@ impl ConnWriter {
                 // the error and ends.
                 Err(_) => {}
             }
-            side.backlogged.set(true);
+            side.backlogged.store(true, Ordering::Relaxed);
         }
         let _ = self.tasks.send(Outgoing::Bytes(bytes));
     }
@@ -103,6 +116,28 @@ const WRITE_COALESCE_BYTES_MAX: usize = 256 * 1024;
 
 /// Hands out connection numbers to every listener of the thread.
 pub type ConnIds = Rc<Cell<ConnId>>;
+
+/// Where connections' tasks run: on the partition thread that accepted
+/// them, or on the pool of I/O threads (`io.threads`).
+#[derive(Clone)]
+pub enum ConnThreads {
+    Partition,
+    Pool(tokio::runtime::Handle),
+}
+
+impl ConnThreads {
+    /// Runs a connection's task where its connections live. The task
+    /// needs `Send` for the pool; on the partition thread it runs local.
+    fn spawn<F>(&self, task: F) -> tokio::task::AbortHandle
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match self {
+            ConnThreads::Partition => tokio::task::spawn_local(task).abort_handle(),
+            ConnThreads::Pool(pool) => pool.spawn(task).abort_handle(),
+        }
+    }
+}
 
 fn next_id(ids: &ConnIds) -> ConnId {
     let conn = ids.get();
@@ -132,12 +167,13 @@ pub async fn accept_loop(
     events: mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
     ids: ConnIds,
+    threads: ConnThreads,
 ) {
     loop {
         let (stream, peer) = accept_next(&listener).await;
         let conn = next_id(&ids);
         let (read_half, write_half) = stream.into_split();
-        let writer = spawn_writer(write_half);
+        let writer = spawn_writer(write_half, &threads);
         let connection = (conn, peer, None);
         spawn_reader(
             connection,
@@ -145,6 +181,7 @@ pub async fn accept_loop(
             writer,
             events.clone(),
             max_frame_bytes,
+            &threads,
         )
         .await;
     }
@@ -161,13 +198,16 @@ pub async fn tls_accept_loop(
     events: mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
     ids: ConnIds,
+    threads: ConnThreads,
 ) {
     loop {
         let (stream, peer) = accept_next(&listener).await;
         let acceptor = tokio_rustls::TlsAcceptor::from(config.current());
         let conn = next_id(&ids);
         let events = events.clone();
-        tokio::task::spawn_local(async move {
+        let on = threads.clone();
+        // The handshake runs where the connection will live.
+        threads.spawn(async move {
             let stream =
                 match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => stream,
@@ -180,9 +220,9 @@ pub async fn tls_accept_loop(
                 .and_then(|chain| chain.first())
                 .and_then(|cert| crate::tls::x509_subject(cert));
             let (read_half, write_half) = tokio::io::split(stream);
-            let writer = spawn_tls_writer(write_half);
+            let writer = spawn_tls_writer(write_half, &on);
             let connection = (conn, peer, subject);
-            spawn_reader(connection, read_half, writer, events, max_frame_bytes).await;
+            spawn_reader(connection, read_half, writer, events, max_frame_bytes, &on).await;
         });
     }
 }
@@ -191,13 +231,21 @@ pub async fn tls_accept_loop(
 /// subject) and tells the engine loop of it.
 async fn spawn_reader(
     (conn, peer, client_certificate): (ConnId, SocketAddr, Option<String>),
-    read_half: impl AsyncRead + Unpin + 'static,
+    read_half: impl AsyncRead + Send + Unpin + 'static,
     writer: ConnWriter,
     events: mpsc::Sender<NetEvent>,
     max_frame_bytes: usize,
+    threads: &ConnThreads,
 ) {
     let reader_events = events.clone();
-    let reader = tokio::task::spawn_local(async move {
+    // The engine must hear of the connection before its first frames: on
+    // the I/O threads the reader could otherwise read and hand them over
+    // before `Accepted` is queued.
+    let (announced, wait_announced) = tokio::sync::oneshot::channel::<()>();
+    let reader = threads.spawn(async move {
+        if wait_announced.await.is_err() {
+            return;
+        }
         match read_loop(conn, read_half, &reader_events, max_frame_bytes).await {
             // The engine answers the word and closes the connection itself.
             Ok(ReadEnd::FourLetterWord) => return,
@@ -209,12 +257,14 @@ async fn spawn_reader(
         conn,
         peer,
         writer,
-        reader: reader.abort_handle(),
+        reader: reader.clone(),
         client_certificate,
     };
     if events.send(accepted).await.is_err() {
         reader.abort();
+        return;
     }
+    let _ = announced.send(());
 }
 
 enum ReadEnd {
@@ -291,68 +341,81 @@ fn whole_frames(buf: &[u8], decoder: &FrameDecoder) -> Result<(usize, usize), Fr
     Ok((complete, next))
 }
 
-/// A connection's sending side, its writer task started on this thread.
-fn spawn_writer(socket: OwnedWriteHalf) -> ConnWriter {
+/// A connection's sending side and its writer task: on the partition
+/// thread, with the socket shared for direct writes; on the pool, with the
+/// socket the task's alone.
+fn spawn_writer(socket: OwnedWriteHalf, threads: &ConnThreads) -> ConnWriter {
     let (tasks, outgoing) = mpsc::unbounded_channel();
-    let side = Rc::new(WriteSide {
-        socket,
-        backlogged: Cell::new(false),
-    });
-    tokio::task::spawn_local(write_loop(Sink::Plain(Rc::clone(&side)), outgoing));
-    ConnWriter {
-        side: Some(side),
-        tasks,
-    }
-}
-
-/// A TLS connection's sending side: every write goes through its task.
-fn spawn_tls_writer(socket: WriteHalf<TlsStream<TcpStream>>) -> ConnWriter {
-    let (tasks, outgoing) = mpsc::unbounded_channel();
-    tokio::task::spawn_local(write_loop(Sink::Tls(socket), outgoing));
-    ConnWriter { side: None, tasks }
-}
-
-/// Where a writer task writes.
-enum Sink {
-    Plain(Rc<WriteSide>),
-    Tls(WriteHalf<TlsStream<TcpStream>>),
-}
-
-impl Sink {
-    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        match self {
-            Sink::Plain(side) => write_all(&side.socket, bytes).await,
-            Sink::Tls(socket) => {
-                socket.write_all(bytes).await?;
-                socket.flush().await
+    match threads {
+        ConnThreads::Partition => {
+            let side = Arc::new(WriteSide {
+                socket,
+                backlogged: AtomicBool::new(false),
+            });
+            tokio::task::spawn_local(shared_write_loop(Arc::clone(&side), outgoing));
+            ConnWriter {
+                side: Some(side),
+                tasks,
             }
+        }
+        ConnThreads::Pool(_) => {
+            threads.spawn(write_loop(Sink::Plain(socket), outgoing));
+            ConnWriter { side: None, tasks }
         }
     }
 }
 
-/// Writes what [`ConnWriter::send`] could not, in order; clears the
-/// backlog mark once nothing waits. Dropping the last reference to the
+/// A TLS connection's sending side: every write goes through its task.
+fn spawn_tls_writer(socket: WriteHalf<TlsStream<TcpStream>>, threads: &ConnThreads) -> ConnWriter {
+    let (tasks, outgoing) = mpsc::unbounded_channel();
+    threads.spawn(write_loop(Sink::Tls(socket), outgoing));
+    ConnWriter { side: None, tasks }
+}
+
+/// What a writer task writes into, its alone.
+enum Sink {
+    Plain(OwnedWriteHalf),
+    Tls(WriteHalf<TlsStream<TcpStream>>),
+}
+
+/// Takes what is queued after `first`, up to the coalescing bound: the
+/// bytes to write next (`first`'s own buffer when nothing else waited) and
+/// whether the connection closes after them.
+fn gather(
+    first: Outgoing,
+    outgoing: &mut mpsc::UnboundedReceiver<Outgoing>,
+    buf: &mut Vec<u8>,
+) -> bool {
+    let mut next = Some(first);
+    while let Some(item) = next.take() {
+        match item {
+            Outgoing::Bytes(bytes) if buf.is_empty() => *buf = bytes,
+            Outgoing::Bytes(bytes) => buf.extend_from_slice(&bytes),
+            Outgoing::Close => return true,
+        }
+        if buf.len() < WRITE_COALESCE_BYTES_MAX {
+            next = outgoing.try_recv().ok();
+        }
+    }
+    false
+}
+
+/// Writes everything handed to a connection, in order. Dropping the
 /// write half shuts the sending side of the socket (TLS: after its
 /// close_notify).
 async fn write_loop(mut sink: Sink, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
     let mut buf = Vec::new();
     while let Some(first) = outgoing.recv().await {
-        let mut close = false;
-        let mut next = Some(first);
-        while let Some(item) = next.take() {
-            match item {
-                Outgoing::Bytes(bytes) => buf.extend_from_slice(&bytes),
-                Outgoing::Close => {
-                    close = true;
-                    break;
-                }
-            }
-            if buf.len() < WRITE_COALESCE_BYTES_MAX {
-                next = outgoing.try_recv().ok();
-            }
-        }
+        let close = gather(first, &mut outgoing, &mut buf);
         if !buf.is_empty() {
-            if sink.write(&buf).await.is_err() {
+            let written = match &mut sink {
+                Sink::Plain(socket) => write_all(socket, &buf).await,
+                Sink::Tls(socket) => match socket.write_all(&buf).await {
+                    Ok(()) => socket.flush().await,
+                    Err(e) => Err(e),
+                },
+            };
+            if written.is_err() {
                 return;
             }
             buf.clear();
@@ -363,10 +426,29 @@ async fn write_loop(mut sink: Sink, mut outgoing: mpsc::UnboundedReceiver<Outgoi
             }
             return;
         }
+    }
+}
+
+/// Writes what [`ConnWriter::send`] could not, in order; clears the
+/// backlog mark once nothing waits. Dropping the last reference to the
+/// write half shuts the sending side of the socket.
+async fn shared_write_loop(side: Arc<WriteSide>, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
+    let mut buf = Vec::new();
+    while let Some(first) = outgoing.recv().await {
+        let close = gather(first, &mut outgoing, &mut buf);
+        if !buf.is_empty() {
+            if write_all(&side.socket, &buf).await.is_err() {
+                return;
+            }
+            buf.clear();
+        }
+        if close {
+            return;
+        }
         // No await between this check and the mark: the partition loop,
         // on this same thread, cannot send in between.
-        if let (Sink::Plain(side), true) = (&sink, outgoing.is_empty()) {
-            side.backlogged.set(false);
+        if outgoing.is_empty() {
+            side.backlogged.store(false, Ordering::Relaxed);
         }
     }
 }
@@ -464,7 +546,7 @@ mod tests {
                 .set_recv_buffer_size(32 * 1024)
                 .expect("SO_RCVBUF");
             let (_read_half, write_half) = stream.into_split();
-            let writer = spawn_writer(write_half);
+            let writer = spawn_writer(write_half, &ConnThreads::Partition);
             // Sends numbered 4-byte words; the peer reads a little at a
             // time, so the buffer fills and drains many times over.
             let words = 4_000_000u32;
@@ -485,9 +567,9 @@ mod tests {
             let mut send = |count: u32| {
                 let end = (next + count).min(words);
                 let bytes: Vec<u8> = (next..end).flat_map(u32::to_be_bytes).collect();
-                let was_backlogged = writer.side.as_ref().unwrap().backlogged.get();
+                let was_backlogged = writer.side.as_ref().unwrap().backlogged.load(Ordering::Relaxed);
                 writer.send(bytes);
-                if writer.side.as_ref().unwrap().backlogged.get() {
+                if writer.side.as_ref().unwrap().backlogged.load(Ordering::Relaxed) {
                     queued += 1;
                 } else if queued > 0 && !was_backlogged {
                     direct_after_backlog += 1;
@@ -509,6 +591,72 @@ mod tests {
             send(words);
             assert!(queued > 0, "the socket buffer never filled");
             assert!(direct_after_backlog > 0, "the writer task never caught up");
+            writer.close();
+            drop(writer);
+            let got = tokio::time::timeout(std::time::Duration::from_secs(30), reader)
+                .await
+                .expect("the stream ends after the close")
+                .expect("reader");
+            assert_eq!(got.len(), words as usize * 4);
+            for (i, word) in got.chunks_exact(4).enumerate() {
+                let word = u32::from_be_bytes(word.try_into().expect("four bytes"));
+                assert_eq!(word, i as u32, "word {i}");
+            }
+        });
+    }
+
+    /// On the I/O threads every send goes through the connection's writer
+    /// task, on another thread than the sender: the peer, reading slowly,
+    /// still gets every byte once, in order, then the end of the stream.
+    #[test]
+    fn sends_from_another_thread_arrive_whole_and_in_order() {
+        let pool = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("pool");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let threads = ConnThreads::Pool(pool.handle().clone());
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("address");
+            let mut peer = TcpStream::connect(addr).await.expect("connect");
+            let (stream, _) = listener.accept().await.expect("accept");
+            socket2::SockRef::from(&stream)
+                .set_send_buffer_size(32 * 1024)
+                .expect("SO_SNDBUF");
+            let (_read_half, write_half) = stream.into_split();
+            let writer = spawn_writer(write_half, &threads);
+            assert!(writer.side.is_none(), "no direct writes from another thread");
+            let words = 2_000_000u32;
+            let reader = tokio::task::spawn_local(async move {
+                let mut got = Vec::new();
+                let mut piece = vec![0u8; 8 * 1024];
+                loop {
+                    let n = peer.read(&mut piece).await.expect("read");
+                    if n == 0 {
+                        return got;
+                    }
+                    got.extend_from_slice(&piece[..n]);
+                    tokio::task::yield_now().await;
+                }
+            });
+            let mut next = 0u32;
+            for k in 0.. {
+                let end = (next + [3, 100, 16_000][k % 3]).min(words);
+                writer.send((next..end).flat_map(u32::to_be_bytes).collect());
+                next = end;
+                if next == words {
+                    break;
+                }
+                if k % 7 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
             writer.close();
             drop(writer);
             let got = tokio::time::timeout(std::time::Duration::from_secs(30), reader)

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::ServerConfig;
 use crate::engine::forward::EngineMessage;
 use crate::engine::{Engine, EngineConfig, Input};
-use crate::net::{accept_loop, ConnWriter, NetEvent};
+use crate::net::{accept_loop, ConnThreads, ConnWriter, NetEvent};
 use crate::peer::{PeerMessage, PeerNetwork};
 use crate::storage::{self, FileSnapshotStore};
 use crate::watch::ConnId;
@@ -196,6 +196,12 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         );
     }
     let engine = Engine::new(engine_cfg, recovered, wall_clock_ms())?;
+    // Outlives the engine loop: dropped after `block_on` returns.
+    let io_pool = start_io_threads(config.io_threads)?;
+    let conn_threads = match &io_pool {
+        Some(pool) => ConnThreads::Pool(pool.handle().clone()),
+        None => ConnThreads::Partition,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -278,7 +284,13 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             );
             let max_frame = config.max_frame_bytes;
             let ids = ids.clone();
-            tokio::task::spawn_local(accept_loop(listener, net_tx.clone(), max_frame, ids));
+            tokio::task::spawn_local(accept_loop(
+                listener,
+                net_tx.clone(),
+                max_frame,
+                ids,
+                conn_threads.clone(),
+            ));
         }
         if let Some(port) = config.secure_client_port {
             let tls = crate::tls::ReloadingConfig::new(config.tls.clone())?;
@@ -301,6 +313,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
                 net_tx.clone(),
                 max_frame,
                 ids,
+                conn_threads.clone(),
             ));
         }
         drop(net_tx);
@@ -338,6 +351,22 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         std::mem::forget(engine);
         result
     })
+}
+
+/// The pool of threads the client connections run on (`io.threads`);
+/// none for 0, where they run on the engine's thread.
+fn start_io_threads(threads: u32) -> Result<Option<tokio::runtime::Runtime>, String> {
+    if threads == 0 {
+        return Ok(None);
+    }
+    let pool = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads as usize)
+        .thread_name("stoa-io")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start {threads} I/O thread(s): {e}"))?;
+    log::info!("client connections on {threads} I/O thread(s)");
+    Ok(Some(pool))
 }
 
 /// `sslQuorum=true`: TLS both ways between members, with the
