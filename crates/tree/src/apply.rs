@@ -170,6 +170,30 @@ impl DataTree {
         TxnResult::Multi(ops.iter().map(|o| self.apply_op(h, o, ev)).collect())
     }
 
+    fn set_data<'t>(
+        &mut self,
+        h: &TxnHeader,
+        path: &'t str,
+        data: Option<&[u8]>,
+        version: i32,
+        ev: &mut Vec<TreeEvent<'t>>,
+    ) -> TxnResult {
+        let change = |s: &mut PersistedStat| {
+            s.mtime = h.time_ms;
+            s.mzxid = h.zxid;
+            s.version = version;
+        };
+        let Some(updated) = self.update_node(path, &change, Some(data), None) else {
+            return TxnResult::Error(ErrorCode::NoNode);
+        };
+        let new_len = data.map_or(0, <[u8]>::len);
+        self.data_bytes = self.data_bytes - updated.old_data_len as u64 + new_len as u64;
+        ev.push(event(TreeEventKind::NodeDataChanged, Cow::Borrowed(path)));
+        TxnResult::SetData {
+            stat: client_stat(&updated.stat, new_len, updated.child_count),
+        }
+    }
+
     fn apply_op<'t>(
         &mut self,
         h: &TxnHeader,
@@ -196,22 +220,11 @@ impl DataTree {
                 path,
                 data,
                 version,
-            } => {
-                let change = |s: &mut PersistedStat| {
-                    s.mtime = h.time_ms;
-                    s.mzxid = h.zxid;
-                    s.version = *version;
-                };
-                let data = data.as_deref();
-                let Some(updated) = self.update_node(path, &change, Some(data), None) else {
-                    return TxnResult::Error(ErrorCode::NoNode);
-                };
-                let new_len = data.map_or(0, <[u8]>::len);
-                self.data_bytes = self.data_bytes - updated.old_data_len as u64 + new_len as u64;
-                ev.push(event(TreeEventKind::NodeDataChanged, Cow::Borrowed(path)));
-                TxnResult::SetData {
-                    stat: client_stat(&updated.stat, new_len, updated.child_count),
-                }
+            } => self.set_data(h, path, data.as_deref(), *version, ev),
+            // The engine moves the groups' subtrees between the trees; this
+            // one (partition 0's) records where they went.
+            TxnOp::MoveGroups { data, version, .. } => {
+                self.set_data(h, path::PARTITIONS, Some(data), *version, ev)
             }
             TxnOp::SetAcl {
                 path,

@@ -28,17 +28,20 @@ pub use apply::{Applied, TreeEvent, TreeEventKind, TxnResult};
 pub use codec::DecodeError;
 pub use ephemeral::{client_owner, ttl_owner, EphemeralKind, CONTAINER_OWNER, TTL_MAX_MS};
 pub use node::{Name, Node, NodeRef, PersistedStat};
-pub use path::{parent_of, validate_path, CONFIG, QUOTA, ROOT, ZOOKEEPER};
+pub use path::{parent_of, validate_path, CONFIG, PARTITIONS, QUOTA, ROOT, ZOOKEEPER};
 pub use prep::{is_multi_op, MultiMark, PrepContext, PrepError, Preparer};
 pub use response::{reply_for, response_for, ReplyShape};
 pub use snapshot::{read_embedded_snapshot, read_snapshot, write_snapshot, SnapshotError};
 pub use snapshot_load::{tree_from_nodes, ImportedNode};
 pub use tree::DataTree;
-pub use txn::{CreateTxn, Txn, TxnHeader, TxnOp, SILENT_PART};
+pub use tree::Subtree;
+pub use txn::{CreateTxn, GroupMove, Txn, TxnHeader, TxnOp, SILENT_PART};
 
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
 mod prep_tests;
+#[cfg(test)]
+mod move_tests;
 #[cfg(test)]
 mod testutil;

@@ -11,6 +11,10 @@ pub const ZOOKEEPER: &str = "/zookeeper";
 pub const QUOTA: &str = "/zookeeper/quota";
 /// The ensemble configuration node (read-only by default, ZOOKEEPER-2014).
 pub const CONFIG: &str = "/zookeeper/config";
+/// A server of several partitions: which partition each group of the tree
+/// lives on (`stoa_core::placement`'s text form), read-only but to the
+/// super user, whose setData moves groups.
+pub const PARTITIONS: &str = "/zookeeper/partitions";
 
 /// `PathUtils.validatePath`: `BadArguments` for anything ZooKeeper rejects.
 ///
@@ -103,7 +107,7 @@ pub fn canonical(path: &str) -> &str {
 
 /// `DataTree.isSpecialPath`: nodes a client may never delete.
 pub fn is_special(path: &str) -> bool {
-    matches!(path, ROOT | ZOOKEEPER | QUOTA | CONFIG)
+    matches!(path, ROOT | ZOOKEEPER | QUOTA | CONFIG | PARTITIONS)
 }
 
 /// The path of `name` under `parent` (`parent` in canonical form).

@@ -278,30 +278,46 @@ impl DataTree {
     /// Calls `visit` with every node and its path in depth-first order,
     /// each parent before its children, siblings sorted: the order of a
     /// snapshot.
-    pub fn walk<'a>(&'a self, mut visit: impl FnMut(&str, NodeRef<'a>)) {
+    pub fn walk<'a>(&'a self, visit: impl FnMut(&str, NodeRef<'a>)) {
         if self.node_count == 0 {
             return;
         }
-        let root = self.root.as_ref();
-        visit(ROOT, root);
-        // Explicit stack: paths may nest deeper than a thread's stack.
-        let mut path = String::new();
-        let mut stack: Vec<(child_map::Iter<'a>, usize)> = Vec::new();
-        stack.extend(root.children.map(|c| (c.iter(), 0)));
-        while let Some((siblings, parent_len)) = stack.last_mut() {
-            let Some((prefix, suffix, node)) = siblings.next_entry() else {
-                stack.pop();
-                continue;
-            };
-            path.truncate(*parent_len);
-            path.push('/');
-            path.push_str(prefix);
-            path.push_str(suffix);
-            visit(&path, node);
-            if let Some(children) = node.children.filter(|c| !c.is_empty()) {
-                stack.push((children.iter(), path.len()));
-            }
-        }
+        walk_from(ROOT, self.root.as_ref(), visit);
+    }
+
+    /// Takes the subtree at `root` (not `/`) out of the tree, its nodes
+    /// out of every count and index, as of `zxid`: a group leaving this
+    /// partition. The parent's stat stays as it is (the node moves; it is
+    /// neither created nor deleted). None if there is no such node.
+    pub fn evict(&mut self, root: &str, zxid: i64) -> Option<Subtree> {
+        assert!(
+            zxid >= self.last_zxid,
+            "evict at {zxid:#x}, before {:#x}",
+            self.last_zxid
+        );
+        let parent = path::canonical(path::parent_of(root)?);
+        let node = self.children_mut(parent)?.remove(path::name_of(root))?;
+        walk_from(root, node.as_ref(), |p, n| self.note_removed(p, n));
+        self.last_zxid = zxid;
+        Some(Subtree(node))
+    }
+
+    /// Puts `subtree` in at `root`, under its existing parent, where no
+    /// node is, as of `zxid`: a group joining this partition. The parent's
+    /// stat stays as it is.
+    pub fn adopt(&mut self, root: &str, subtree: Subtree, zxid: i64) {
+        assert!(
+            zxid >= self.last_zxid,
+            "adopt at {zxid:#x}, before {:#x}",
+            self.last_zxid
+        );
+        walk_from(root, subtree.0.as_ref(), |p, n| self.note_added(p, n));
+        let parent = path::canonical(path::parent_of(root).expect("not the root"));
+        let siblings = self.children_mut(parent);
+        let siblings = siblings.unwrap_or_else(|| panic!("adopt {root}: parent missing"));
+        let fresh = siblings.insert_new(path::name_of(root), subtree.0);
+        assert!(fresh, "adopt {root}: a node is there");
+        self.last_zxid = zxid;
     }
 
     /// Paths in [`DataTree::walk`] order.
@@ -350,8 +366,15 @@ impl DataTree {
                 .expect("the parent is there");
         }
         assert!(node.children.is_empty(), "detach {p}: node has children");
+        self.note_removed(p, node.as_ref());
+        Some(node)
+    }
+
+    /// Uncounts a node leaving the tree and takes it out of its owner's
+    /// index.
+    fn note_removed(&mut self, p: &str, node: NodeRef<'_>) {
         self.node_count -= 1;
-        self.data_bytes -= node_bytes(p, node.as_ref());
+        self.data_bytes -= node_bytes(p, node);
         let owner = node.stat.ephemeral_owner;
         match EphemeralKind::of(owner) {
             EphemeralKind::Void => {}
@@ -373,7 +396,6 @@ impl DataTree {
                 }
             }
         }
-        Some(node)
     }
 
     /// Checks every structural invariant; returns the first violation.
@@ -464,6 +486,47 @@ fn check_node(tree: &DataTree, p: &str, n: NodeRef<'_>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Calls `visit` with `node` at `start` and every node below it, each
+/// parent before its children, siblings sorted.
+fn walk_from<'a>(start: &str, node: NodeRef<'a>, mut visit: impl FnMut(&str, NodeRef<'a>)) {
+    visit(start, node);
+    // Explicit stack: paths may nest deeper than a thread's stack.
+    let mut path = String::from(if start == ROOT { "" } else { start });
+    let mut stack: Vec<(child_map::Iter<'a>, usize)> = Vec::new();
+    stack.extend(node.children.map(|c| (c.iter(), path.len())));
+    while let Some((siblings, parent_len)) = stack.last_mut() {
+        let Some((prefix, suffix, node)) = siblings.next_entry() else {
+            stack.pop();
+            continue;
+        };
+        path.truncate(*parent_len);
+        path.push('/');
+        path.push_str(prefix);
+        path.push_str(suffix);
+        visit(&path, node);
+        if let Some(children) = node.children.filter(|c| !c.is_empty()) {
+            stack.push((children.iter(), path.len()));
+        }
+    }
+}
+
+/// A group's nodes between leaving one partition's tree and joining
+/// another's ([`DataTree::evict`], [`DataTree::adopt`]).
+#[derive(Debug)]
+pub struct Subtree(Node);
+
+impl Subtree {
+    /// A childless copy of the subtree's root (data, ACL, stat): the link
+    /// a group root leaves on its parent's partition (docs/partitions.md).
+    pub fn link(&self) -> Subtree {
+        Subtree(Node::new(
+            self.0.data.clone(),
+            self.0.acl.clone(),
+            self.0.stat,
+        ))
+    }
 }
 
 /// What a node adds to ZooKeeper's approximate data size.

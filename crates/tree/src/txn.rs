@@ -121,6 +121,25 @@ pub enum TxnOp {
         token: u64,
         tree: Vec<u8>,
     },
+    /// Moves whole groups between partitions (the load balancer's or an
+    /// operator's move, docs/partitions.md): the engine takes each group's
+    /// subtree out of `from`'s tree and puts it into `to`'s, and the tree
+    /// of partition 0, through whose group the transaction goes, sets
+    /// `/zookeeper/partitions` to `data` at `version` (the reply is that
+    /// setData's). Every member moves the same nodes at the same zxid.
+    MoveGroups {
+        moves: Vec<GroupMove>,
+        data: Vec<u8>,
+        version: i32,
+    },
+}
+
+/// One group's move: its root and the partitions it leaves and joins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMove {
+    pub root: String,
+    pub from: u32,
+    pub to: u32,
 }
 
 impl TxnOp {
@@ -149,6 +168,7 @@ mod tag {
     pub const WATCHED: u8 = 12;
     pub const PARTS: u8 = 13;
     pub const RESTORE: u8 = 14;
+    pub const MOVE_GROUPS: u8 = 15;
 }
 
 fn event_kind_code(kind: TreeEventKind) -> u8 {
@@ -302,6 +322,13 @@ impl TxnOp {
             TxnOp::Error(_) => 4,
             TxnOp::Seal { voids } => LEN_PREFIX_BYTES + 16 * voids.len(),
             TxnOp::Restore { tree, .. } => 16 + LEN_PREFIX_BYTES + tree.len(),
+            TxnOp::MoveGroups { moves, data, .. } => {
+                LEN_PREFIX_BYTES
+                    + moves.iter().map(|m| str_len(&m.root) + 8).sum::<usize>()
+                    + LEN_PREFIX_BYTES
+                    + data.len()
+                    + 4
+            }
             TxnOp::Parts { parts, order } => {
                 LEN_PREFIX_BYTES
                     + parts
@@ -401,6 +428,21 @@ impl TxnOp {
                 codec::put_u64(out, *origin);
                 codec::put_u64(out, *token);
                 codec::put_bytes(out, tree);
+            }
+            TxnOp::MoveGroups {
+                moves,
+                data,
+                version,
+            } => {
+                codec::put_u8(out, tag::MOVE_GROUPS);
+                codec::put_u32(out, moves.len() as u32);
+                for m in moves {
+                    codec::put_str(out, &m.root);
+                    codec::put_u32(out, m.from);
+                    codec::put_u32(out, m.to);
+                }
+                codec::put_bytes(out, data);
+                codec::put_i32(out, *version);
             }
             TxnOp::Seal { voids } => {
                 codec::put_u8(out, tag::SEAL);
@@ -504,11 +546,31 @@ impl TxnOp {
                 tree: r.bytes()?.to_vec(),
             },
             tag::RESTORE => return Err(DecodeError::BadValue("restore in a multi")),
+            tag::MOVE_GROUPS if top_level => {
+                let n = r.count(LEN_PREFIX_BYTES + 8)?;
+                let mut moves = Vec::with_capacity(n);
+                for _ in 0..n {
+                    moves.push(GroupMove {
+                        root: r.string()?,
+                        from: r.u32()?,
+                        to: r.u32()?,
+                    });
+                }
+                TxnOp::MoveGroups {
+                    moves,
+                    data: r.bytes()?.to_vec(),
+                    version: r.i32()?,
+                }
+            }
+            tag::MOVE_GROUPS => return Err(DecodeError::BadValue("group move in a multi")),
             tag::WATCHED if top_level => {
                 let op = TxnOp::decode(r, true)?;
                 if matches!(
                     op,
-                    TxnOp::Watched { .. } | TxnOp::Seal { .. } | TxnOp::Restore { .. }
+                    TxnOp::Watched { .. }
+                        | TxnOp::Seal { .. }
+                        | TxnOp::Restore { .. }
+                        | TxnOp::MoveGroups { .. }
                 ) {
                     return Err(DecodeError::BadValue("watched op"));
                 }
@@ -627,6 +689,22 @@ mod tests {
                 origin: 2,
                 token: 7,
                 tree: b"a snapshot".to_vec(),
+            },
+            TxnOp::MoveGroups {
+                moves: vec![
+                    GroupMove {
+                        root: "/app".into(),
+                        from: 1,
+                        to: 2,
+                    },
+                    GroupMove {
+                        root: "/b".into(),
+                        from: 0,
+                        to: 3,
+                    },
+                ],
+                data: b"partitions=4".to_vec(),
+                version: 3,
             },
             TxnOp::Watched {
                 op: Box::new(TxnOp::SetData {
