@@ -9,7 +9,8 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import (BadArgumentsError, BadVersionError, NoAuthError,
+                              NoNodeError)
 from kazoo.protocol.states import EventType
 
 import harness as h
@@ -106,8 +107,9 @@ def test_group_roots_and_their_nodes_behave_as_on_one_partition(request):
     assert groups == one
     # The groups' nodes are on partitions 1 and 2: /app and its child, and
     # /billing, /billing/x, /billing/x/y (each tree also has its own /,
-    # /zookeeper, /zookeeper/config and /zookeeper/quota).
-    assert znodes_per_partition(srv) == {0: 4 + 4, 1: 4 + 1, 2: 4 + 3}
+    # /zookeeper, /zookeeper/config and /zookeeper/quota, and partition 1's
+    # /zookeeper/partitions, the placement).
+    assert znodes_per_partition(srv) == {0: 4 + 4, 1: 4 + 1 + 1, 2: 4 + 3}
     # The errors did happen (the trace is not all successes).
     assert ("create again", ("error", "NodeExistsError")) in groups
     assert ("delete non-empty root", ("error", "NotEmptyError")) in groups
@@ -381,3 +383,154 @@ def test_a_data_directory_written_with_other_groups_is_refused_not_hidden(reques
         c = client(srv)
         assert c.get("/app")[0] == b"kept" and c.get_children("/app") == ["child"]
         c.stop()
+
+
+# --------------------------------------------------------------------------
+# Moving groups (docs/partitions.md, "Moving a group")
+
+PLACEMENT = "/zookeeper/partitions"
+
+
+def super_client(srv):
+    c = KazooClient(hosts=srv.hosts, timeout=10, auth_data=[("digest", "super:%s" % h.SUPER_PASSWORD)])
+    c.start()
+    return c
+
+
+def placed(text):
+    """{root: partition} from the placement's text."""
+    out = {}
+    for line in text.decode().splitlines():
+        if line.startswith("group="):
+            partition, root = line[len("group="):].split(" ", 1)
+            out[root] = int(partition)
+    return out
+
+
+def move(admin, root, to):
+    """Moves `root`'s group to partition `to` by writing the placement."""
+    text, stat = admin.get(PLACEMENT)
+    lines = [("group=%d %s" % (to, root)) if line.endswith(" " + root) else line
+             for line in text.decode().splitlines()]
+    return admin.set(PLACEMENT, ("\n".join(lines) + "\n").encode(), version=stat.version)
+
+
+def test_a_group_moves_between_partitions_while_a_client_writes_to_it(request):
+    """The super user moves /app from partition 1 to 2, to 0 (where its link
+    was) and back to 1 by writing /zookeeper/partitions, while another session
+    keeps writing under /app: no write fails or is lost, every node keeps its
+    data and stat, watches set before a move fire after it, the session's
+    ephemeral under /app still goes with the session, and the placement
+    survives a restart."""
+    srv = start(request, GROUPS)
+    owner, reader, admin = client(srv), client(srv), super_client(srv)
+    try:
+        assert placed(admin.get(PLACEMENT)[0]) == {"/app": 1, "/billing": 2}
+        assert sorted(reader.get_children("/zookeeper")) == ["config", "quota"]
+        owner.create("/app", b"root")
+        owner.create("/app/x", b"x-data")
+        owner.create("/app/e", b"", ephemeral=True)
+        for i in range(20):
+            owner.create("/app/n%02d" % i, b"%d" % i)
+        owner.create("/app/counter", b"0")
+        before = {p: reader.get(p) for p in ["/app", "/app/x", "/app/n07"]}
+        children_before = sorted(reader.get_children("/app"))
+        root_children = sorted(reader.get_children("/"))
+        assert znodes_per_partition(srv)[1] > znodes_per_partition(srv)[2]
+
+        fired = []
+        reader.get("/app/x", watch=fired.append)
+        acknowledged, errors, stop = [], [], threading.Event()
+
+        def write():
+            for i in range(1, 100000):
+                if stop.is_set():
+                    return
+                try:
+                    owner.set("/app/counter", b"%d" % i)
+                    acknowledged.append(i)
+                except Exception as e:  # noqa: BLE001 (recorded, asserted below)
+                    errors.append(repr(e))
+                    return
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        h.wait_until(lambda: len(acknowledged) > 20, timeout=10, what="writes under /app")
+        for to in (2, 0, 1, 2):
+            stat = move(admin, "/app", to)
+            assert placed(admin.get(PLACEMENT)[0])["/app"] == to
+            assert stat.version >= 1
+            seen = len(acknowledged)
+            h.wait_until(lambda: len(acknowledged) > seen + 10, timeout=10,
+                         what="writes after the move to %d" % to)
+        stop.set()
+        writer.join(timeout=20)
+        assert not errors, errors
+        assert reader.get("/app/counter")[0] == b"%d" % acknowledged[-1]
+        for path, (data, stat) in before.items():
+            now_data, now_stat = reader.get(path)
+            assert now_data == data, path
+            assert stat_of(now_stat) == stat_of(stat) or path == "/app", path
+        assert sorted(reader.get_children("/app")) == children_before
+        assert sorted(reader.get_children("/")) == root_children
+        assert znodes_per_partition(srv)[2] > znodes_per_partition(srv)[1]
+
+        owner.set("/app/x", b"changed")
+        h.wait_until(lambda: fired, timeout=10, what="the watch set before the moves")
+        assert fired[0].type == "CHANGED" and fired[0].path == "/app/x"
+
+        owner.stop()
+        owner = None
+        h.wait_until(lambda: reader.exists("/app/e") is None, timeout=10,
+                     what="the moved ephemeral gone with its session")
+        count = len(reader.get_children("/app"))
+    finally:
+        for c in (owner, reader, admin):
+            if c is not None:
+                c.stop()
+    srv.stop()
+    srv.start()
+    c, admin = client(srv), super_client(srv)
+    try:
+        assert placed(admin.get(PLACEMENT)[0]) == {"/app": 2, "/billing": 2}
+        assert c.get("/app/x")[0] == b"changed"
+        assert len(c.get_children("/app")) == count
+        assert znodes_per_partition(srv)[1] < znodes_per_partition(srv)[2]
+        c.set("/app/x", b"after restart")
+    finally:
+        c.stop()
+        admin.stop()
+
+
+def test_the_placement_refuses_what_is_not_a_move(request):
+    """Only the super user writes /zookeeper/partitions; a text that is not a
+    placement, or that adds, drops or renames a group, changes the partition
+    count or puts a group on a partition that does not exist, is BadArguments;
+    the node is neither deleted nor written in a multi; nothing moves."""
+    srv = start(request, GROUPS)
+    c, admin = client(srv), super_client(srv)
+    try:
+        text, stat = admin.get(PLACEMENT)
+        with pytest.raises(NoAuthError):
+            c.set(PLACEMENT, text.replace(b"group=1 /app", b"group=2 /app"))
+        for bad in (b"nonsense",
+                    text.replace(b"group=1 /app\n", b""),
+                    text + b"group=1 /new\n",
+                    text.replace(b"partitions=3", b"partitions=4"),
+                    text.replace(b"group=1 /app", b"group=7 /app")):
+            with pytest.raises(BadArgumentsError):
+                admin.set(PLACEMENT, bad)
+        with pytest.raises(BadVersionError):
+            admin.set(PLACEMENT, text, version=stat.version + 5)
+        with pytest.raises(BadArgumentsError):
+            admin.delete(PLACEMENT)
+        with pytest.raises(BadArgumentsError):
+            admin.create(PLACEMENT + "/child", b"")
+        t = admin.transaction()
+        t.set_data(PLACEMENT, text.replace(b"group=1 /app", b"group=2 /app"))
+        results = t.commit()
+        assert any(isinstance(r, BadArgumentsError) for r in results), results
+        assert admin.get(PLACEMENT)[0] == text
+    finally:
+        c.stop()
+        admin.stop()

@@ -39,6 +39,7 @@ mod extension_host;
 mod extensions;
 pub mod forward;
 mod gate;
+mod group_moves;
 mod groups;
 mod handoff;
 mod invariants;
@@ -430,6 +431,9 @@ pub struct Engine {
     /// Leader with several partitions: its seal is proposed, so it may
     /// hand out zxids (`Engine::maybe_seal`).
     sealed: bool,
+    /// Leader: the zxid of a group move proposed and not yet applied;
+    /// nothing else is prepared meanwhile (`engine/group_moves.rs`).
+    group_moves_in_flight: Option<i64>,
     /// Extensions' writes made by the entries a new leader applied before
     /// its seal: (extension, session, writes), proposed right after it.
     held_internal_writes: Vec<(String, SessionId, Vec<stoa_ext::WriteOp>)>,
@@ -490,6 +494,7 @@ impl Engine {
             placement,
             placement_checked: false,
             sealed: false,
+            group_moves_in_flight: None,
             held_internal_writes: Vec::new(),
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
@@ -505,6 +510,7 @@ impl Engine {
         // A lone voter is leader from the start; that is no change of leader.
         engine.ensemble.known_leader = engine.leader_id();
         engine.ensemble.known_leader_terms = engine.cores.iter().map(|c| c.term()).collect();
+        engine.settle_placement()?;
         engine.load_extensions();
         engine.publish_members();
         Ok(engine)

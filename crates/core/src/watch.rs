@@ -91,6 +91,22 @@ impl WatchTable {
         removed
     }
 
+    /// Every registration whose kind and path `keep` selects, as (conn,
+    /// kind, path), sorted.
+    pub fn select(
+        &self,
+        keep: impl Fn(WatchKind, &str) -> bool,
+    ) -> Vec<(ConnId, WatchKind, String)> {
+        let mut out = Vec::new();
+        for (&kind, paths) in &self.by_kind {
+            for (path, conns) in paths.iter().filter(|(path, _)| keep(kind, path)) {
+                out.extend(conns.iter().map(|&conn| (conn, kind, path.clone())));
+            }
+        }
+        out.sort();
+        out
+    }
+
     pub fn remove_conn(&mut self, conn: ConnId) {
         for (kind, path) in self.by_conn.remove(&conn).unwrap_or_default() {
             if let Some(paths) = self.by_kind.get_mut(&kind) {

@@ -567,9 +567,20 @@ mod tests {
             let mut send = |count: u32| {
                 let end = (next + count).min(words);
                 let bytes: Vec<u8> = (next..end).flat_map(u32::to_be_bytes).collect();
-                let was_backlogged = writer.side.as_ref().unwrap().backlogged.load(Ordering::Relaxed);
+                let was_backlogged = writer
+                    .side
+                    .as_ref()
+                    .unwrap()
+                    .backlogged
+                    .load(Ordering::Relaxed);
                 writer.send(bytes);
-                if writer.side.as_ref().unwrap().backlogged.load(Ordering::Relaxed) {
+                if writer
+                    .side
+                    .as_ref()
+                    .unwrap()
+                    .backlogged
+                    .load(Ordering::Relaxed)
+                {
                     queued += 1;
                 } else if queued > 0 && !was_backlogged {
                     direct_after_backlog += 1;
@@ -631,7 +642,10 @@ mod tests {
                 .expect("SO_SNDBUF");
             let (_read_half, write_half) = stream.into_split();
             let writer = spawn_writer(write_half, &threads);
-            assert!(writer.side.is_none(), "no direct writes from another thread");
+            assert!(
+                writer.side.is_none(),
+                "no direct writes from another thread"
+            );
             let words = 2_000_000u32;
             let reader = tokio::task::spawn_local(async move {
                 let mut got = Vec::new();

@@ -40,8 +40,8 @@ pub use txn::{CreateTxn, GroupMove, Txn, TxnHeader, TxnOp, SILENT_PART};
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
-mod prep_tests;
-#[cfg(test)]
 mod move_tests;
+#[cfg(test)]
+mod prep_tests;
 #[cfg(test)]
 mod testutil;

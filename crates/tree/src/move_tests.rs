@@ -12,7 +12,12 @@ fn nodes_under(tree: &DataTree, root: &str) -> Vec<(String, Vec<u8>, String, Str
     tree.walk(|p, n| {
         if p == root || p.starts_with(&prefix) {
             let acl = format!("{:?}", n.acl());
-            out.push((p.to_string(), n.data().to_vec(), acl, format!("{:?}", n.stat())));
+            out.push((
+                p.to_string(),
+                n.data().to_vec(),
+                acl,
+                format!("{:?}", n.stat()),
+            ));
         }
     });
     out

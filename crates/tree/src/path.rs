@@ -13,7 +13,8 @@ pub const QUOTA: &str = "/zookeeper/quota";
 pub const CONFIG: &str = "/zookeeper/config";
 /// A server of several partitions: which partition each group of the tree
 /// lives on (`stoa_core::placement`'s text form), read-only but to the
-/// super user, whose setData moves groups.
+/// super user, whose setData moves groups. Kept in partition 1's tree,
+/// whose `/zookeeper` is not the one clients list.
 pub const PARTITIONS: &str = "/zookeeper/partitions";
 
 /// `PathUtils.validatePath`: `BadArguments` for anything ZooKeeper rejects.
@@ -107,7 +108,7 @@ pub fn canonical(path: &str) -> &str {
 
 /// `DataTree.isSpecialPath`: nodes a client may never delete.
 pub fn is_special(path: &str) -> bool {
-    matches!(path, ROOT | ZOOKEEPER | QUOTA | CONFIG | PARTITIONS)
+    matches!(path, ROOT | ZOOKEEPER | QUOTA | CONFIG)
 }
 
 /// The path of `name` under `parent` (`parent` in canonical form).

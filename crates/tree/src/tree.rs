@@ -12,7 +12,7 @@ use crate::ephemeral::EphemeralKind;
 use crate::node::{
     shared_acl, shared_bytes, NewData, Node, NodeRef, PersistedStat, SharedAcl, Updated,
 };
-use crate::path::{self, CONFIG, QUOTA, ROOT, ZOOKEEPER};
+use crate::path::{self, CONFIG, PARTITIONS, QUOTA, ROOT, ZOOKEEPER};
 
 type PathSet = RedBlackTreeSetSync<Arc<str>>;
 
@@ -119,6 +119,40 @@ impl DataTree {
             // A tree without /zookeeper is no ZooKeeper tree: the restore
             // refused it before proposing.
             None => debug_assert!(false, "a restored tree without /zookeeper"),
+        }
+    }
+
+    /// A server of several partitions keeps its placement in
+    /// [`PARTITIONS`], read-only to all but the super user (as the
+    /// configuration node is). Creates the node with `text` and zeroed
+    /// stats, or gives it `text` while no move has written it (its
+    /// version is 0): until then it mirrors the configuration.
+    pub fn mirror_partitions_node(&mut self, text: &[u8]) {
+        let new_len = text.len() as u64;
+        match self.node(PARTITIONS).map(|n| n.stat.version) {
+            Some(0) => {
+                let keep = |_: &mut PersistedStat| {};
+                let updated = self.update_node(PARTITIONS, &keep, Some(Some(text)), None);
+                let updated = updated.expect("the node is there");
+                self.data_bytes = self.data_bytes - updated.old_data_len as u64 + new_len;
+            }
+            Some(_) => {}
+            None if self.node(ZOOKEEPER).is_some() => {
+                let read_only = shared_acl(&[Acl {
+                    perms: perms::READ,
+                    id: Id {
+                        scheme: "world".to_owned(),
+                        id: "anyone".to_owned(),
+                    },
+                }]);
+                let node = Node::new(
+                    shared_bytes(Some(text)),
+                    read_only,
+                    PersistedStat::default(),
+                );
+                self.attach(PARTITIONS, node);
+            }
+            None => debug_assert!(false, "a tree without /zookeeper"),
         }
     }
 

@@ -218,6 +218,9 @@ impl Engine {
                 "the snapshot's partitions do not match this server's".into(),
             ));
         }
+        if let Some(why) = self.restored_placement_differs(&parts) {
+            return Some((400, why));
+        }
         if crate::zxid::epoch_of(zxid) >= u64::from(u32::MAX - 1) {
             return Some((
                 500,
@@ -364,6 +367,9 @@ impl Engine {
             for core in &mut self.cores {
                 core.owners.clear();
                 core.held_writes.clear();
+            }
+            if let Err(why) = self.settle_placement() {
+                self.out.fatal = Some(format!("restored at zxid {zxid:#x}: {why}"));
             }
             self.reload_extensions();
             self.stats.restores += 1;

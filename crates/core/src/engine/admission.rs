@@ -164,7 +164,9 @@ impl Engine {
     /// proposals), and a reconfig has not removed or demoted it. Otherwise
     /// writes are held.
     pub(super) fn may_prepare(&self) -> bool {
-        self.may_prepare_unless_restoring() && self.restore.quiet()
+        self.may_prepare_unless_restoring()
+            && self.restore.quiet()
+            && self.group_moves_in_flight.is_none()
     }
 
     /// `may_prepare`, but for a restore under way (a barrier: nothing is

@@ -183,6 +183,35 @@ impl Engine {
             TxnOp::Parts { parts, order } => {
                 (self.apply_parts(partition, header, parts, &order), false)
             }
+            TxnOp::MoveGroups {
+                moves,
+                data,
+                version,
+            } => {
+                assert_eq!(
+                    partition,
+                    super::group_moves::PLACEMENT_PARTITION,
+                    "group moves go through the placement's group"
+                );
+                // The placement's tree records it first: the moves may
+                // take nodes out of that same tree at the same zxid.
+                let record = TxnOp::MoveGroups {
+                    moves: Vec::new(),
+                    data,
+                    version,
+                };
+                let applied = self.apply_whole(partition, Txn { header, op: record });
+                self.move_groups(zxid, &moves);
+                debug_assert_eq!(
+                    Some(self.placement.render().as_str()),
+                    self.cores[partition]
+                        .tree
+                        .node(stoa_tree::PARTITIONS)
+                        .and_then(|n| std::str::from_utf8(n.data()).ok()),
+                    "the placement the leader rendered"
+                );
+                applied
+            }
             op => self.apply_whole(partition, Txn { header, op }),
         };
         self.stats.txns_applied += 1;

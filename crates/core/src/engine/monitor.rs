@@ -170,6 +170,13 @@ impl Engine {
                 totals.data_bytes -= empty.approximate_data_size();
             }
         }
+        // The placement is the server's, not a client's node.
+        let placement = (self.cores.get(super::group_moves::PLACEMENT_PARTITION))
+            .and_then(|core| core.tree.node(stoa_tree::PARTITIONS));
+        if let Some(node) = placement {
+            totals.nodes -= 1;
+            totals.data_bytes -= (stoa_tree::PARTITIONS.len() + node.data().len()) as u64;
+        }
         for (root, _) in self.placement.groups() {
             let Some((_, linked_on)) = self.spans_for_root(root) else {
                 continue;

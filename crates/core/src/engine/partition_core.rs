@@ -133,9 +133,9 @@ impl PartitionCore {
     pub fn proposed(&mut self, txn: Txn) {
         // A transaction of parts reaches each speculative tree part by
         // part (`Engine::propose_on`).
-        if let (Some(speculative), false) =
-            (&mut self.speculative, matches!(txn.op, TxnOp::Parts { .. }))
-        {
+        // A group move reaches them at apply, which drops them.
+        let partial = matches!(txn.op, TxnOp::Parts { .. } | TxnOp::MoveGroups { .. });
+        if let (Some(speculative), false) = (&mut self.speculative, partial) {
             speculative.apply(&txn);
         }
         self.in_flight.push_back(txn);

@@ -374,5 +374,6 @@ impl Engine {
             core.speculative = None;
         }
         self.ensemble.membership_pending = None;
+        self.group_moves_in_flight = None;
     }
 }

@@ -169,6 +169,32 @@ impl Engine {
         if let Request::Reconfig(r) = request {
             return self.propose_reconfig(&ctx, r);
         }
+        if self.cores.len() > 1 && touches_placement(request) {
+            // Only a setData of the node itself moves groups: it is
+            // neither deleted, nor given children, nor set in a multi.
+            let prepared = match request {
+                Request::SetData(r) if r.path == stoa_tree::PARTITIONS => {
+                    self.prepare_group_moves(&ctx, request)
+                }
+                Request::Multi(ops) => {
+                    let at = ops.iter().position(touches_placement).unwrap_or(0);
+                    let code = stoa_proto::codes::ErrorCode::BadArguments;
+                    Err(stoa_tree::PrepError::failed_multi(ops.len(), at, code))
+                }
+                _ => Err(stoa_tree::PrepError::Code(
+                    stoa_proto::codes::ErrorCode::BadArguments,
+                )),
+            };
+            let txn = prepared.unwrap_or_else(|e| {
+                self.stats.request_errors += 1;
+                Txn {
+                    header: ctx.header(),
+                    op: e.into_txn_op(),
+                }
+            });
+            self.propose_on(super::group_moves::PLACEMENT_PARTITION, txn);
+            return;
+        }
         let route = self.write_route(request);
         let prepared = match (self.check_registration(ids, is_super, request), route) {
             (Err(code), _) => Err(stoa_tree::PrepError::Code(code)),
@@ -274,5 +300,15 @@ impl Engine {
         }
         self.gate
             .send_reply(conn, xid, outcome.zxid, err, &response);
+    }
+}
+
+/// Whether a write names `/zookeeper/partitions` or a path below it.
+fn touches_placement(request: &Request) -> bool {
+    match request {
+        Request::Multi(ops) => ops.iter().any(touches_placement),
+        other => other
+            .path()
+            .is_some_and(super::group_moves::is_placement_path),
     }
 }

@@ -13,6 +13,12 @@ use super::Engine;
 impl Engine {
     /// The partition whose tree holds `path`'s node.
     pub(super) fn partition_of(&self, path: &str) -> usize {
+        if path.len() >= stoa_tree::PARTITIONS.len()
+            && self.cores.len() > 1
+            && super::group_moves::is_placement_path(path)
+        {
+            return super::group_moves::PLACEMENT_PARTITION;
+        }
         self.placement.partition_of(path) as usize
     }
 
@@ -321,7 +327,8 @@ impl Engine {
         }
         for (partition, core) in self.cores.iter().enumerate().skip(1) {
             let holds_groups = self.placement.groups_on(partition as u32).next().is_some();
-            if !holds_groups && core.tree.node_count() > empty {
+            let own = usize::from(core.tree.node(stoa_tree::PARTITIONS).is_some());
+            if !holds_groups && core.tree.node_count() > empty + own {
                 problem = Some(format!(
                     "partition {partition} holds znodes of a group partition.groups no longer \
                      lists"

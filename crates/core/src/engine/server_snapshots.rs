@@ -149,6 +149,9 @@ impl Engine {
             core.log_bytes_since_snapshot = 0;
         }
         self.gate.restore_sessions(&self.cores[0].tree, self.now_ms);
+        if let Err(why) = self.settle_placement() {
+            self.out.fatal = Some(format!("a snapshot from the leader: {why}"));
+        }
         self.order
             .as_mut()
             .expect("several partitions")
