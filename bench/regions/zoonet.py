@@ -696,6 +696,7 @@ def main(argv=None):
 
     def on_alarm(signum, frame):
         raise Overrun("ran past --max-seconds %d" % args.max_seconds)
+    signal.signal(signal.SIGINT, on_signal)  # also where a shell started us ignoring it
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(args.max_seconds)
@@ -745,6 +746,7 @@ def main(argv=None):
             for _ in range(3 * bool(comp) + bool(span) + bool(obsd)):
                 w.receive()
         b = Bench(args, workers)
+        load_before = os.getloadavg()[0]
         for fig in args.figures:
             t0 = time.monotonic()
             if fig == "modes":
@@ -756,6 +758,8 @@ def main(argv=None):
             elif fig == "observer":
                 observer_figure(b, args.rounds, args.read_ratios)
             print("zoonet: %s done in %.0f s" % (fig, time.monotonic() - t0), flush=True)
+        setups.append("load average (1 min) before / after the cells: %.2f / %.2f"
+                      % (load_before, os.getloadavg()[0]))
         text = report(args, b.results, setups)
         print()
         print(text)
