@@ -23,7 +23,7 @@ worker processes of their own. Four figures:
   observer  (Fig. 4) one observer's throughput vs read ratio (with Stoa's
             per-session isolation; there is no server here without it).
 
-    sudo .venv/bin/python bench/regions/zoonet.py            # about 10 min
+    sudo .venv/bin/python bench/regions/zoonet.py            # about 7 min here
     sudo .venv/bin/python bench/regions/zoonet.py --quick    # a smoke run
 
 Prints every figure as a table (low / middle / high of the rounds, which

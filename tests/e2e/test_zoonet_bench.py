@@ -19,7 +19,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ZOONET = os.path.join(ROOT, "bench", "regions", "zoonet.py")
 
 pytestmark = [
-    pytest.mark.skipif(h.target() != "stoa",
+    pytest.mark.skipif(h.target() != "stoa" or h.ensemble_target(),
                        reason="starts its own Stoa ensembles: runs under STOA_TARGET=stoa"),
     pytest.mark.skipif(h.stoa_partitions() > 1,
                        reason="starts its own ensembles: runs in the partitions=1 pass"),
