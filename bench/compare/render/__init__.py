@@ -1,6 +1,9 @@
 """docs/benchmarks.md from a run's figures: the head, the targets (the
 summary), then a section per part of the run (render/*.py, one each), the
-plots, the method, the TODO."""
+sections other benchmarks keep beside it (EXTRA_SECTIONS, copied as they
+are), the plots, the method, the TODO."""
+
+import os
 
 from ..systems import SYSTEMS, note_versions, of_family
 from .ensemble import ensemble_report
@@ -11,6 +14,22 @@ from .matrix import group_tables
 from .resources import resource_report
 from .targets import targets
 from .text import have_matplotlib, present_systems
+
+
+# Sections written by other benchmarks (by hand from their output), kept in
+# files of their own under bench/ next to the report so that a re-run of
+# this one does not drop them: copied verbatim where present.
+EXTRA_SECTIONS = [
+    "zoonet.md",  # bench/regions/zoonet.py: composition across regions (issue 24)
+]
+
+
+def extra_sections(L, path):
+    for name in EXTRA_SECTIONS:
+        section = os.path.join(os.path.dirname(os.path.abspath(path)), "bench", name)
+        if os.path.exists(section):
+            with open(section) as f:
+                L.append(f.read().strip() + "\n")
 
 
 def write_report(path, cells, med, ctx):
@@ -33,6 +52,7 @@ def write_report(path, cells, med, ctx):
         L.append("The EZK experiments below are ZooKeeper-protocol recipes and server-side "
                  "extensions; they do not run on etcd.\n")
     ezk_report(L, ctx.get("ezk_points", []), ctx.get("ezk_med", {}), ctx)
+    extra_sections(L, path)
     if ctx["plots"]:
         L.append("## Plots\n")
         for png, title in ctx["plots"]:

@@ -1,0 +1,803 @@
+#!/usr/bin/env python3
+"""Composition across regions: ZooNet's Figures 4-8 on one machine.
+
+Lev-Ari et al., "Modular Composition of Coordination Services" (USENIX ATC
+2016), section 5, with real `stoa server` processes in network namespaces
+(tests/e2e/regions.py: two regions, a WAN round trip apart, made by netem
+or wanlink.py) and real clients (kazoo, stoa_compose.ComposedClient) in
+worker processes of their own. Four figures:
+
+  modes     (Figs. 5/6) composed ensembles, one per region, each with an
+            observer in the other region. Region-B clients mix reads and
+            writes over their local mount /b (B's participants) and the
+            remote mount /a (A's observer in region B) in bursts; modes:
+            composed (Algorithm 1), never-sync (Algorithm 1 without its
+            syncs: not sequentially consistent), sync-all (a sync before
+            every read), local-only (every op on /b).
+  overhead  a client that stays on one mount: plain KazooClient vs
+            ComposedClient on the same ensemble, same load, alternating.
+  remote    (Figs. 7b/8b) region-B clients writing: (a) composed, to their
+            own region's ensemble; (b) one ensemble spanning the regions (2
+            participants in A with the leader, 1 in B); (c) one ensemble in
+            A with an observer in B.
+  observer  (Fig. 4) one observer's throughput vs read ratio (with Stoa's
+            per-session isolation; there is no server here without it).
+
+    sudo .venv/bin/python bench/regions/zoonet.py            # about 7 min here
+    sudo .venv/bin/python bench/regions/zoonet.py --quick    # a smoke run
+
+Prints every figure as a table (low / middle / high of the rounds, which
+alternate between the variants compared) and, with --out DIR, writes
+zoonet_*.png plots and zoonet.json there. Root only (namespaces). Bounded:
+every cell runs a fixed time and op count, the whole run stops at
+--max-seconds, and every server, relay and worker it started is stopped by
+PID, its namespaces and links deleted, however it ends (Ctrl-C included).
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+
+MODES = ["composed", "never-sync", "sync-all", "local-only"]
+LOCAL, REMOTE = "/b", "/a"
+
+# ---------------------------------------------------------------- the worker
+#
+# `zoonet.py worker` reads one JSON command a line on stdin and answers one
+# JSON line on stdout. It exits when stdin closes (its parent is gone).
+
+
+def _no_sync_client_class():
+    from stoa_compose import ComposedClient
+    from stoa_compose.sequencer import READ, Sequencer
+
+    class NoSyncSequencer(Sequencer):
+        """Algorithm 1 without its syncs (lines 15-17): requests to a new
+        target are still held until the old target answered (FIFO order),
+        but a read after a switch goes out alone. Never-sync, the paper's
+        inconsistent baseline."""
+
+        def _dispatch(self, request):
+            if request.target != self._current:
+                self._current = request.target
+                self.stats["switches"] += 1
+            self._outstanding += 1
+            self.stats["requests"] += 1
+            self.stats["reads" if request.kind == READ else "updates"] += 1
+            request.send(self._complete)
+
+    class NeverSyncClient(ComposedClient):
+        def __init__(self, mounts, **kw):
+            super().__init__(mounts, **kw)
+            self._sequencer = NoSyncSequencer(self._inject_sync, self.stats)
+
+    return NeverSyncClient
+
+
+def _connect(spec):
+    import logging
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    from kazoo.client import KazooClient
+    from stoa_compose import ComposedClient
+    if spec["kind"] == "plain":
+        c = KazooClient(hosts=spec["hosts"], timeout=10)
+    elif spec["kind"] == "composed":
+        c = ComposedClient(spec["mounts"], timeout=10)
+    elif spec["kind"] == "never-sync":
+        c = _no_sync_client_class()(spec["mounts"], timeout=10)
+    else:
+        raise ValueError(spec["kind"])
+    c.start(timeout=20)
+    return c
+
+
+def op_stream(seed, burst, locality, read_ratio, keys):
+    """(mount, is_read, path) forever: `burst` consecutive ops on one mount,
+    the mount of each burst local with probability `locality`."""
+    rng = random.Random(seed)
+    while True:
+        mount = LOCAL if rng.random() < locality else REMOTE
+        for _ in range(burst):
+            yield mount, rng.random() < read_ratio, "%s/k%d" % (mount, rng.randrange(keys))
+
+
+def run_load(client, spec):
+    """Keeps spec["window"] ops in flight on `client` for warmup + seconds
+    (at most max_ops issued); counts the ops answered in the measured
+    window. sync_all: a sync on the read's path goes just before every read
+    (pipelined: the pair takes one slot)."""
+    window, seconds, warmup = spec["window"], spec["seconds"], spec["warmup"]
+    data = b"w" * spec["size"]
+    slots = threading.Semaphore(window)
+    lock = threading.Lock()
+    n = {"ops": 0, "reads": 0, "writes": 0, "errors": 0, "issued": 0}
+    errors = []
+    stats0 = dict(getattr(client, "stats", {}))
+    t0 = time.monotonic()
+    measure_from, end = t0 + warmup, t0 + warmup + seconds
+
+    def finished(is_read):
+        def cb(result):
+            now = time.monotonic()
+            with lock:
+                if not result.successful():
+                    n["errors"] += 1
+                    if len(errors) < 3:
+                        errors.append(repr(result.exception))
+                elif measure_from <= now < end:
+                    n["ops"] += 1
+                    n["reads" if is_read else "writes"] += 1
+            slots.release()
+        return cb
+
+    stream = op_stream(spec["seed"], spec["burst"], spec["locality"], spec["read_ratio"],
+                       spec["keys"])
+    while n["issued"] < spec["max_ops"]:
+        left = end - time.monotonic()
+        if left <= 0 or not slots.acquire(timeout=left):
+            break
+        mount, is_read, path = next(stream)
+        n["issued"] += 1
+        if is_read:
+            if spec["sync_all"]:
+                client.sync_async(path)
+            r = client.get_async(path)
+        else:
+            r = client.set_async(path, data)
+        r.rawlink(finished(is_read))
+    drained = all(slots.acquire(timeout=max(5.0, 60.0 - (time.monotonic() - end)))
+                  for _ in range(window))
+    stats = getattr(client, "stats", {})
+    out = dict(n, throughput=n["ops"] / seconds, drained=drained, error_samples=errors,
+               stopped_early=n["issued"] >= spec["max_ops"] and time.monotonic() < end,
+               syncs=stats.get("syncs_injected", 0) - stats0.get("syncs_injected", 0),
+               switches=stats.get("switches", 0) - stats0.get("switches", 0),
+               held=stats.get("requests_held", 0) - stats0.get("requests_held", 0))
+    return out
+
+
+def worker_main():
+    clients = {}
+    out = sys.stdout
+    sys.stdout = sys.stderr  # nothing else may write on the answer channel
+    for line in sys.stdin:
+        msg = json.loads(line)
+        try:
+            if msg["cmd"] == "connect":
+                clients[msg["name"]] = _connect(msg)
+                answer = {"ok": True}
+            elif msg["cmd"] == "run":
+                start_at = msg.get("start_at")
+                if start_at:  # every worker of a cell starts together
+                    time.sleep(max(0.0, start_at - time.time()))
+                answer = dict(run_load(clients[msg["name"]], msg), ok=True)
+            elif msg["cmd"] == "quit":
+                break
+            else:
+                answer = {"ok": False, "error": "unknown command %r" % msg["cmd"]}
+        except Exception as e:  # reported to the parent, which stops
+            answer = {"ok": False, "error": repr(e)}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+    for c in clients.values():
+        try:
+            c.stop()
+            c.close()
+        except Exception:
+            pass
+
+
+class Worker:
+    """One `zoonet.py worker` process, stopped by PID."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.lock = threading.Lock()
+
+    def send(self, msg):
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def receive(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("worker %d exited (%s)" % (self.proc.pid, self.proc.poll()))
+        answer = json.loads(line)
+        if not answer.pop("ok"):
+            raise RuntimeError("worker %d: %s" % (self.proc.pid, answer.get("error")))
+        return answer
+
+    def call(self, msg):
+        self.send(msg)
+        return self.receive()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                self.send({"cmd": "quit"})
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except Exception:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except Exception:
+                pass
+
+
+# ------------------------------------------------------------- deployments
+
+
+def composed_deployment(request, rtt_ms, jitter_ms):
+    """Two 3-participant ensembles, A in region 0 and B in region 1, each
+    with an observer in the other region. Members (0-based) 0-2: A's
+    participants, 3: B's observer (region 0); 4-6: B's participants, 7: A's
+    observer (region 1). Server ids are member index + 1 in both."""
+    import harness as h
+    import netns
+    import regions
+    topo = regions.Regions([4, 4], rtt_ms, jitter_ms)
+    request.addfinalizer(topo.destroy)
+    topo.setup()
+
+    def line(i, observer=False):
+        return "%s:%d:%d%s" % (topo.quorum_ip(i), netns.QUORUM_PORT, netns.ELECTION_PORT,
+                               ":observer" if observer else "")
+    ens = {"A": ([0, 1, 2], 7), "B": ([4, 5, 6], 3)}
+    servers = [None] * 8
+    request.addfinalizer(lambda: [s.cleanup() for s in servers if s])
+    for name, (parts, obs) in ens.items():
+        cfg = {"server.%d" % (i + 1): line(i) for i in parts}
+        cfg["server.%d" % (obs + 1)] = line(obs, observer=True)
+        for i in parts:
+            servers[i] = netns.NsServer(topo, i, tick_time=200, extra_cfg=cfg)
+        servers[obs] = netns.NsServer(topo, obs, tick_time=200,
+                                      extra_cfg=dict(cfg, peerType="observer"))
+    _start_all(servers)
+    for name, (parts, obs) in ens.items():
+        members = [servers[i] for i in parts]
+        h.wait_until(lambda: netns.leader_of(members) is not None, timeout=60,
+                     what="a leader of ensemble %s" % name)
+        h.wait_until(lambda: h.srvr_mode(servers[obs]) == "observer", timeout=60,
+                     what="ensemble %s's observer" % name)
+    return {"topo": topo, "servers": servers,
+            "a_participant": servers[0], "b_participants": servers[4:7],
+            "a_observer_in_b": servers[7]}
+
+
+def _start_all(servers):
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(len(servers)) as pool:
+        list(pool.map(lambda s: s.start(timeout=60), servers))
+
+
+def one_ensemble(request, regions_layout, rtt_ms, jitter_ms):
+    """regions.start_deployment, with the leader moved into region 0 if the
+    election put it elsewhere (restarting that member: the others elect
+    one of theirs, it comes back as a follower)."""
+    import harness as h
+    import regions
+    d = regions.start_deployment(request, regions_layout, kind="stoa", wan_rtt_ms=rtt_ms,
+                                 wan_jitter_ms=jitter_ms)
+    for _ in range(5):
+        leader = d.leader()
+        if leader in d.in_region(0):
+            return d
+        leader.stop()
+        h.wait_until(lambda: d.leader() is not None and d.leader() in d.in_region(0),
+                     timeout=30, what="a leader in region 0")
+        leader.start(timeout=60)
+    h.wait_until(lambda: d.leader() in d.in_region(0), timeout=30, what="a leader in region 0")
+    return d
+
+
+def populate(hosts, prefix, keys, size):
+    from kazoo.client import KazooClient
+    c = KazooClient(hosts=hosts, timeout=10)
+    c.start(timeout=20)
+    try:
+        c.ensure_path(prefix)
+        for k in range(keys):
+            path = "%s/k%d" % (prefix, k)
+            if c.exists(path) is None:
+                c.create(path, b"x" * size)
+    finally:
+        c.stop()
+        c.close()
+
+
+# ------------------------------------------------------------------ the run
+
+
+class Bench:
+    def __init__(self, args, workers):
+        self.args, self.workers = args, workers
+        self.results = []  # every cell of every round
+        self.seed = 0
+
+    def run_cell(self, figure, variant, client, **spec):
+        """All workers run `client` with spec at once; one result row."""
+        a = self.args
+        self.seed += 1
+        msg = dict(cmd="run", name=client, window=a.window, seconds=a.seconds,
+                   warmup=a.warmup, max_ops=a.max_ops, size=a.size, keys=a.keys,
+                   burst=1, locality=1.0, read_ratio=a.read_ratio, sync_all=False,
+                   start_at=time.time() + 0.2)
+        msg.update(spec)
+        for i, w in enumerate(self.workers):
+            w.send(dict(msg, seed=self.seed * 100 + i))
+        parts = [w.receive() for w in self.workers]
+        row = {"figure": figure, "variant": variant, "client": client,
+               "spec": {k: msg[k] for k in ("window", "burst", "locality", "read_ratio",
+                                            "sync_all")},
+               "throughput": sum(p["throughput"] for p in parts),
+               "ops": sum(p["ops"] for p in parts), "errors": sum(p["errors"] for p in parts),
+               "syncs": sum(p["syncs"] for p in parts),
+               "switches": sum(p["switches"] for p in parts),
+               "drained": all(p["drained"] for p in parts),
+               "error_samples": [e for p in parts for e in p["error_samples"]][:3]}
+        self.results.append(row)
+        if row["errors"] or not row["drained"]:
+            print("  ! %s %s: %d errors %s, drained %s" % (figure, variant, row["errors"],
+                                                          row["error_samples"], row["drained"]),
+                  file=sys.stderr, flush=True)
+        if a.verbose:
+            print("  %-9s %-40s %9.0f ops/s  syncs %d" % (figure, variant, row["throughput"],
+                                                         row["syncs"]), flush=True)
+        return row
+
+
+def modes_figure(b, rounds, bursts, localities):
+    for r in range(rounds):
+        cells = []
+        for burst in bursts:
+            for loc in localities:
+                for mode in ("composed", "never-sync", "sync-all"):
+                    cells.append((mode, burst, loc))
+        cells.append(("local-only", 1, 1.0))
+        if r % 2:
+            cells.reverse()
+        for mode, burst, loc in cells:
+            client = "nosync" if mode == "never-sync" else "composed"
+            b.run_cell("modes", "%s b=%d loc=%.2f" % (mode, burst, loc), client, burst=burst,
+                       locality=loc, sync_all=mode == "sync-all")
+            b.results[-1].update(mode=mode, burst=burst, locality=loc)
+
+
+def overhead_figure(b, rounds, windows):
+    for r in range(rounds):
+        for window in windows:
+            order = ["plain-b", "composed"] if r % 2 == 0 else ["composed", "plain-b"]
+            for client in order:
+                b.run_cell("overhead", "%s w=%d" % (client, window), client, window=window,
+                           locality=1.0)
+                b.results[-1].update(kind=client, window=window)
+
+
+def remote_figure(b, rounds, windows):
+    deployments = [("composed", "composed"), ("spanning", "plain-span"),
+                   ("observer", "plain-obs")]
+    for r in range(rounds):
+        order = deployments if r % 2 == 0 else list(reversed(deployments))
+        for window in windows:
+            for name, client in order:
+                b.run_cell("remote", "%s w=%d" % (name, window), client, window=window,
+                           locality=1.0, read_ratio=0.0)
+                b.results[-1].update(deployment=name, window=window)
+
+
+def observer_figure(b, rounds, read_ratios):
+    for r in range(rounds):
+        order = read_ratios if r % 2 == 0 else list(reversed(read_ratios))
+        for rr in order:
+            b.run_cell("observer", "reads=%.2f" % rr, "plain-obs", locality=1.0, read_ratio=rr)
+            b.results[-1].update(read_ratio=rr)
+
+
+# ------------------------------------------------------------------ output
+
+
+def lmh(values):
+    """low / middle / high of the rounds."""
+    v = sorted(values)
+    return v[0], statistics.median(v), v[-1]
+
+
+def fmt_lmh(values, digits=0):
+    return " / ".join("%.*f" % (digits, x) for x in lmh(values))
+
+
+def pick(results, **match):
+    return [r for r in results if all(r.get(k) == v for k, v in match.items())]
+
+
+def paired_ratios(num, den):
+    """num[i] / den[i], rounds paired in the order they ran."""
+    return [a["throughput"] / d["throughput"] for a, d in zip(num, den) if d["throughput"] > 0]
+
+
+def report(args, results, setups):
+    L = []
+    out = L.append
+    out("Setup: %s" % "; ".join(setups))
+    out("Each cell: %d client processes, %d ops in flight each, %.1f s measured after %.1f s "
+        "warm-up, 1 KiB values over %d keys per mount; figures are low / middle / high of "
+        "%d rounds (variants alternating)." % (args.clients, args.window, args.seconds,
+                                                args.warmup, args.keys, args.rounds))
+    out("")
+    modes = pick(results, figure="modes")
+    if modes:
+        out("### Figs. 5/6: region-B clients over /b (local) and /a (remote), %d%% reads "
+            "(ops/s)" % round(args.read_ratio * 100))
+        out("")
+        out("| burst | local ops | composed | never-sync | sync-all | composed / never-sync |"
+            " syncs per 1000 ops (composed) |")
+        out("|---:|---:|---:|---:|---:|---:|---:|")
+        for burst in args.bursts:
+            for loc in args.localities:
+                cells = {m: pick(modes, mode=m, burst=burst, locality=loc)
+                         for m in ("composed", "never-sync", "sync-all")}
+                if not all(cells.values()):
+                    continue
+                syncs = sum(r["syncs"] for r in cells["composed"])
+                ops = sum(r["ops"] for r in cells["composed"]) or 1
+                out("| %d | %d%% | %s | %s | %s | %s | %.0f |" % (
+                    burst, round(loc * 100),
+                    *(fmt_lmh([r["throughput"] for r in cells[m]])
+                      for m in ("composed", "never-sync", "sync-all")),
+                    fmt_lmh(paired_ratios(cells["composed"], cells["never-sync"]), 2),
+                    1000.0 * syncs / ops))
+        lo = pick(modes, mode="local-only")
+        if lo:
+            out("")
+            out("local-only (every op on /b): %s ops/s" % fmt_lmh([r["throughput"] for r in lo]))
+        out("")
+    over = pick(results, figure="overhead")
+    if over:
+        out("### Staying on one mount: plain KazooClient vs ComposedClient (ops/s)")
+        out("")
+        out("| ops in flight per client | plain | composed | composed / plain |")
+        out("|---:|---:|---:|---:|")
+        for w in args.overhead_windows:
+            p, c = pick(over, kind="plain-b", window=w), pick(over, kind="composed", window=w)
+            if p and c:
+                out("| %d | %s | %s | %s |" % (w, fmt_lmh([r["throughput"] for r in p]),
+                                               fmt_lmh([r["throughput"] for r in c]),
+                                               fmt_lmh(paired_ratios(c, p), 3)))
+        out("")
+    rem = pick(results, figure="remote")
+    if rem:
+        out("### Figs. 7b/8b: region-B clients writing (100% setData of 1 KiB, ops/s)")
+        out("")
+        out("| ops in flight per client | (a) composed, own ensemble | (b) one ensemble "
+            "spanning | (c) one ensemble + observer in B | a / b | a / c |")
+        out("|---:|---:|---:|---:|---:|---:|")
+        for w in args.remote_windows:
+            a, s, o = (pick(rem, deployment=d, window=w)
+                       for d in ("composed", "spanning", "observer"))
+            if a and s and o:
+                out("| %d | %s | %s | %s | %s | %s |" % (
+                    w, *(fmt_lmh([r["throughput"] for r in x]) for x in (a, s, o)),
+                    fmt_lmh(paired_ratios(a, s), 1), fmt_lmh(paired_ratios(a, o), 1)))
+        out("")
+    obs = pick(results, figure="observer")
+    if obs:
+        out("### Fig. 4: one observer in region B, its clients' throughput vs read ratio "
+            "(with isolation; ops/s)")
+        out("")
+        out("| reads | ops/s |")
+        out("|---:|---:|")
+        for rr in args.read_ratios:
+            cells = pick(obs, read_ratio=rr)
+            if cells:
+                out("| %d%% | %s |" % (round(rr * 100),
+                                       fmt_lmh([r["throughput"] for r in cells])))
+        out("")
+    bad = [r for r in results if r["errors"] or not r["drained"]]
+    if bad:
+        out("Cells with errors: %s" % ", ".join("%s %s (%d)" % (r["figure"], r["variant"],
+                                                                r["errors"]) for r in bad))
+    return "\n".join(L)
+
+
+def targets(args, results):
+    """(name, measured text, met) for the issue's targets."""
+    t = []
+    over = pick(results, figure="overhead")
+    for w in args.overhead_windows:
+        p, c = pick(over, kind="plain-b", window=w), pick(over, kind="composed", window=w)
+        if p and c:
+            ratio = statistics.median(paired_ratios(c, p))
+            t.append(("one mount, %d in flight: composed / plain >= 0.97" % w,
+                      "%.3f" % ratio, ratio >= 0.97))
+    modes = pick(results, figure="modes")
+    for burst in [x for x in args.bursts if x >= 25]:
+        for loc in args.localities:
+            c = pick(modes, mode="composed", burst=burst, locality=loc)
+            n = pick(modes, mode="never-sync", burst=burst, locality=loc)
+            if c and n:
+                ratio = statistics.median(paired_ratios(c, n))
+                t.append(("burst %d, %d%% local: composed / never-sync >= 0.90"
+                          % (burst, round(loc * 100)), "%.2f" % ratio, ratio >= 0.90))
+    rem = pick(results, figure="remote")
+    for w in args.remote_windows:
+        a, s = pick(rem, deployment="composed", window=w), pick(rem, deployment="spanning",
+                                                                window=w)
+        if a and s:
+            ratio = statistics.median(paired_ratios(a, s))
+            t.append(("region-B writes, %d in flight: composed / spanning >= 7" % w,
+                      "%.1f" % ratio, ratio >= 7))
+    return t
+
+
+def plots(args, results, out_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no plots: matplotlib is not installed; pip install -r bench/requirements.txt)")
+        return []
+    written = []
+
+    def mid(cells):
+        return statistics.median([r["throughput"] for r in cells]) if cells else float("nan")
+
+    def err(cells):
+        lo, m, hi = lmh([r["throughput"] for r in cells])
+        return [[m - lo], [hi - m]]
+
+    modes = pick(results, figure="modes")
+    if modes:
+        fig, axes = plt.subplots(1, len(args.bursts), figsize=(4 * len(args.bursts), 3.6),
+                                 sharey=True, squeeze=False)
+        lo = pick(modes, mode="local-only")
+        for ax, burst in zip(axes[0], args.bursts):
+            for mode, style in (("composed", "o-"), ("never-sync", "s--"), ("sync-all", "^:")):
+                xs = [loc * 100 for loc in args.localities]
+                ys = [mid(pick(modes, mode=mode, burst=burst, locality=loc))
+                      for loc in args.localities]
+                ax.plot(xs, ys, style, label=mode)
+            if lo:
+                ax.axhline(mid(lo), color="grey", lw=0.8, label="local-only")
+            ax.set_title("burst %d" % burst)
+            ax.set_xlabel("local ops (%)")
+            ax.grid(alpha=0.3)
+        axes[0][0].set_ylabel("region-B ops/s")
+        axes[0][0].legend(fontsize=8)
+        fig.suptitle("Composed ensembles: %d%% reads, %.0f ms WAN RTT"
+                     % (round(args.read_ratio * 100), args.rtt_ms))
+        fig.tight_layout()
+        written.append(_save(fig, plt, out_dir, "zoonet_modes.png"))
+    rem = pick(results, figure="remote")
+    if rem:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        names = [("composed", "(a) composed"), ("spanning", "(b) spanning"),
+                 ("observer", "(c) observer in B")]
+        width = 0.8 / len(names)
+        for j, (d, label) in enumerate(names):
+            xs = [i + j * width for i in range(len(args.remote_windows))]
+            cells = [pick(rem, deployment=d, window=w) for w in args.remote_windows]
+            ax.bar(xs, [mid(c) for c in cells], width, label=label,
+                   yerr=[sum((err(c)[k] for c in cells if c), []) for k in (0, 1)]
+                   if all(cells) else None)
+        ax.set_xticks([i + width for i in range(len(args.remote_windows))])
+        ax.set_xticklabels(["%d in flight" % w for w in args.remote_windows])
+        ax.set_ylabel("region-B writes/s")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+        ax.set_title("Remote-region writes, %.0f ms WAN RTT" % args.rtt_ms)
+        fig.tight_layout()
+        written.append(_save(fig, plt, out_dir, "zoonet_remote_writes.png"))
+    obs = pick(results, figure="observer")
+    if obs:
+        fig, ax = plt.subplots(figsize=(5, 3.4))
+        xs = [rr * 100 for rr in args.read_ratios]
+        ax.plot(xs, [mid(pick(obs, read_ratio=rr)) for rr in args.read_ratios], "o-",
+                label="Stoa (per-session isolation)")
+        ax.set_xlabel("reads (%)")
+        ax.set_ylabel("observer clients' ops/s")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title("One observer %.0f ms from its leader" % args.rtt_ms)
+        fig.tight_layout()
+        written.append(_save(fig, plt, out_dir, "zoonet_observer.png"))
+    return written
+
+
+def _save(fig, plt, out_dir, name):
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# -------------------------------------------------------------------- main
+
+
+class Overrun(Exception):
+    pass
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    fl = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    p.add_argument("--figures", default="modes,overhead,remote,observer",
+                   help="comma-separated subset of modes,overhead,remote,observer")
+    p.add_argument("--rtt-ms", type=float, default=50.0)
+    p.add_argument("--jitter-ms", type=float, default=2.0)
+    p.add_argument("--clients", type=int, default=2, help="client processes (region B)")
+    p.add_argument("--window", type=int, default=32, help="ops in flight per client")
+    p.add_argument("--seconds", type=float, default=3.0, help="measured per cell")
+    p.add_argument("--warmup", type=float, default=0.5)
+    p.add_argument("--max-ops", type=int, default=200000, help="issued per client per cell")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--read-ratio", type=float, default=0.9, help="modes and overhead figures")
+    p.add_argument("--bursts", type=ints, default=[1, 25, 50])
+    p.add_argument("--localities", type=fl, default=[0.5, 0.9])
+    p.add_argument("--overhead-windows", type=ints, default=[1, 32])
+    p.add_argument("--overhead-rounds", type=int, default=5)
+    p.add_argument("--remote-windows", type=ints, default=[1, 32])
+    p.add_argument("--read-ratios", type=fl, default=[0.0, 0.5, 0.9, 0.99, 1.0])
+    p.add_argument("--size", type=int, default=1024)
+    p.add_argument("--keys", type=int, default=100)
+    p.add_argument("--out", help="directory for zoonet_*.png and zoonet.json (e.g. docs/bench)")
+    p.add_argument("--max-seconds", type=int, default=1200,
+                   help="the whole run stops (and cleans up) after this long")
+    p.add_argument("--quick", action="store_true",
+                   help="a tiny grid (smoke test): 1 round, burst 1 and 25, 0.5 s cells")
+    p.add_argument("--verbose", "-v", action="store_true")
+    a = p.parse_args(argv)
+    a.figures = [f for f in a.figures.split(",") if f]
+    unknown = set(a.figures) - {"modes", "overhead", "remote", "observer"}
+    if unknown:
+        p.error("unknown figures: %s" % ", ".join(sorted(unknown)))
+    if a.quick:
+        a.rounds, a.overhead_rounds, a.seconds, a.warmup = 1, 1, 0.5, 0.2
+        a.bursts, a.localities = [1, 25], [0.5]
+        a.overhead_windows, a.remote_windows, a.read_ratios = [8], [8], [0.5, 1.0]
+        a.keys = 10
+    return a
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import regions
+    import servers
+    why = regions.unavailable_reason()
+    if why:
+        print("zoonet: regions unavailable: %s" % why, file=sys.stderr)
+        return 2
+    os.environ.setdefault("STOA_BIN", servers.stoa_bin())
+    if not os.access(os.environ["STOA_BIN"], os.X_OK):
+        print("zoonet: no stoa binary at %s (cargo build --release, or set STOA_BIN)"
+              % os.environ["STOA_BIN"], file=sys.stderr)
+        return 2
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+
+    def on_alarm(signum, frame):
+        raise Overrun("ran past --max-seconds %d" % args.max_seconds)
+    signal.signal(signal.SIGINT, on_signal)  # also where a shell started us ignoring it
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(args.max_seconds)
+    request = regions.standalone_request()
+    workers = []
+    started = time.monotonic()
+    try:
+        need_remote = "remote" in args.figures
+        need_obs = "observer" in args.figures or need_remote
+        need_composed = bool({"modes", "overhead"} & set(args.figures)) or need_remote
+        setups = []
+        comp = span = obsd = None
+        if need_composed:
+            comp = composed_deployment(request, args.rtt_ms, args.jitter_ms)
+            setups.append("composed: ensembles A and B, 3 participants each in their region "
+                          "and an observer in the other; %s" % comp["topo"].describe())
+            populate(comp["a_participant"].hosts, REMOTE, args.keys, args.size)
+            populate(comp["b_participants"][0].hosts, LOCAL, args.keys, args.size)
+        if need_remote:
+            span = one_ensemble(request, [["participant"] * 2, ["participant"]],
+                                args.rtt_ms, args.jitter_ms)
+            setups.append("spanning: one ensemble, 2 participants in A (leader), 1 in B")
+            populate(span.leader().hosts, LOCAL, args.keys, args.size)
+        if need_obs:
+            obsd = one_ensemble(request, [["participant"] * 3, ["observer"]],
+                                args.rtt_ms, args.jitter_ms)
+            setups.append("observer: one ensemble, 3 participants in A, an observer in B")
+            populate(obsd.leader().hosts, LOCAL, args.keys, args.size)
+        print("zoonet: deployments up in %.0f s" % (time.monotonic() - started), flush=True)
+        workers = [Worker() for _ in range(args.clients)]
+        for i, w in enumerate(workers):
+            if comp:
+                b_hosts = comp["b_participants"][i % 3].hosts
+                mounts = {REMOTE: comp["a_observer_in_b"].hosts, LOCAL: b_hosts}
+                w.send({"cmd": "connect", "name": "composed", "kind": "composed",
+                        "mounts": mounts})
+                w.send({"cmd": "connect", "name": "nosync", "kind": "never-sync",
+                        "mounts": mounts})
+                w.send({"cmd": "connect", "name": "plain-b", "kind": "plain", "hosts": b_hosts})
+            if span:
+                w.send({"cmd": "connect", "name": "plain-span", "kind": "plain",
+                        "hosts": span.in_region(1)[0].hosts})
+            if obsd:
+                w.send({"cmd": "connect", "name": "plain-obs", "kind": "plain",
+                        "hosts": obsd.observers()[0].hosts})
+        for w in workers:
+            for _ in range(3 * bool(comp) + bool(span) + bool(obsd)):
+                w.receive()
+        b = Bench(args, workers)
+        load_before = os.getloadavg()[0]
+        for fig in args.figures:
+            t0 = time.monotonic()
+            if fig == "modes":
+                modes_figure(b, args.rounds, args.bursts, args.localities)
+            elif fig == "overhead":
+                overhead_figure(b, args.overhead_rounds, args.overhead_windows)
+            elif fig == "remote":
+                remote_figure(b, args.rounds, args.remote_windows)
+            elif fig == "observer":
+                observer_figure(b, args.rounds, args.read_ratios)
+            print("zoonet: %s done in %.0f s" % (fig, time.monotonic() - t0), flush=True)
+        setups.append("load average (1 min) before / after the cells: %.2f / %.2f"
+                      % (load_before, os.getloadavg()[0]))
+        text = report(args, b.results, setups)
+        print()
+        print(text)
+        t = targets(args, b.results)
+        if t:
+            print()
+            print("### Targets")
+            print()
+            print("| target | measured (median of paired rounds) | met |")
+            print("|---|---:|:-:|")
+            for name, measured, met in t:
+                print("| %s | %s | %s |" % (name, measured, "yes" if met else "**no**"))
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            for path in plots(args, b.results, args.out):
+                print("wrote %s" % path)
+            with open(os.path.join(args.out, "zoonet.json"), "w") as f:
+                json.dump({"args": {k: v for k, v in vars(args).items()}, "setup": setups,
+                           "results": b.results,
+                           "targets": [{"target": n, "measured": m, "met": ok}
+                                       for n, m, ok in t]}, f, indent=1)
+            print("wrote %s" % os.path.join(args.out, "zoonet.json"))
+        print("zoonet: total %.0f s" % (time.monotonic() - started))
+        return 0
+    except (KeyboardInterrupt, Overrun) as e:
+        print("zoonet: stopped (%s); cleaning up" % (e or "interrupted"), file=sys.stderr)
+        return 130
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the cleanup finish
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for w in workers:
+            w.stop()
+        request.close()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["worker"]:
+        worker_main()
+    else:
+        sys.exit(main())
