@@ -534,3 +534,78 @@ def test_the_placement_refuses_what_is_not_a_move(request):
     finally:
         c.stop()
         admin.stop()
+
+
+def member_view(member, paths):
+    """What `member` serves for `paths` (after a sync), and its placement."""
+    c = KazooClient(hosts=member.hosts, timeout=10)
+    c.start()
+    try:
+        c.sync("/")
+        view = {p: (c.get(p)[0], stat_of(c.get(p)[1]), sorted(c.get_children(p))) for p in paths}
+        return view, placed(c.get(PLACEMENT)[0]), znodes_per_partition(member)
+    finally:
+        c.stop()
+
+
+def test_a_group_moves_on_every_member_of_an_ensemble(request):
+    """On a 3-member ensemble a move written through a follower applies on
+    every member at one zxid: a writer on another follower loses nothing, and
+    every member then serves the same nodes from the same partitions; a
+    member that was down through a move takes it from the log."""
+    ensemble = h.Ensemble(kind="stoa", extra_cfg=dict(GROUPS, tickTime=500))
+    request.addfinalizer(ensemble.cleanup)
+    ensemble.start()
+    leader = ensemble.leader()
+    followers = [m for m in ensemble.members if m is not leader]
+    writer = KazooClient(hosts=followers[0].hosts, timeout=10)
+    writer.start()
+    admin = super_client(followers[1])
+    try:
+        writer.create("/app", b"root")
+        for i in range(10):
+            writer.create("/app/n%d" % i, b"%d" % i)
+        writer.create("/app/counter", b"0")
+        acknowledged, errors, stop = [], [], threading.Event()
+
+        def write():
+            for i in range(1, 100000):
+                if stop.is_set():
+                    return
+                try:
+                    writer.set("/app/counter", b"%d" % i)
+                    acknowledged.append(i)
+                except Exception as e:  # noqa: BLE001 (recorded, asserted below)
+                    errors.append(repr(e))
+                    return
+
+        thread = threading.Thread(target=write, daemon=True)
+        thread.start()
+        for to in (2, 0):
+            seen = len(acknowledged)
+            move(admin, "/app", to)
+            h.wait_until(lambda: len(acknowledged) > seen + 10, timeout=15,
+                         what="writes after the move to %d" % to)
+        stop.set()
+        thread.join(timeout=20)
+        assert not errors, errors
+        paths = ["/", "/app", "/app/n3", "/app/counter"]
+        views = [member_view(m, paths) for m in ensemble.members]
+        assert all(v == views[0] for v in views), views
+        assert views[0][0]["/app/counter"][0] == b"%d" % acknowledged[-1]
+        assert views[0][1]["/app"] == 0
+
+        down = followers[0]
+        writer.stop()
+        writer = None
+        down.stop()
+        move(admin, "/app", 1)
+        admin.set("/app/n3", b"while down")
+        down.start()
+        h.wait_until(lambda: member_view(down, paths) == member_view(leader, paths),
+                     timeout=30, what="the restarted member to take the move")
+        assert member_view(down, paths)[1]["/app"] == 1
+    finally:
+        for c in (writer, admin):
+            if c is not None:
+                c.stop()
