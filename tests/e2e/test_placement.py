@@ -609,3 +609,66 @@ def test_a_group_moves_on_every_member_of_an_ensemble(request):
         for c in (writer, admin):
             if c is not None:
                 c.stop()
+
+
+def mntr_value(srv, key):
+    for line in srv.four_letter("mntr").splitlines():
+        k, _, v = line.partition("\t")
+        if k == key:
+            return int(v)
+    raise KeyError(key)
+
+
+def test_the_load_balancer_moves_a_group_off_a_busy_partition(request):
+    """partition.balanceIntervalMs on: with /g1 and /g3 on partition 1 both
+    written to and the other partitions idle, the leader moves one of them to
+    an idle partition by itself, and stops once the load is even; every write
+    succeeds and the data stays."""
+    cfg = {"partitions": 3, "partition.groups": "/g1,/g2,/g3,/g4",
+           "partition.balanceIntervalMs": 500}
+    srv = start(request, cfg)
+    c = client(srv)
+    try:
+        assert placed(c.get(PLACEMENT)[0]) == {"/g1": 1, "/g2": 2, "/g3": 1, "/g4": 2}
+        for g in ("/g1", "/g3"):
+            c.create(g, b"")
+            c.create(g + "/k", b"0")
+        errors, stop = [], threading.Event()
+
+        def write(path):
+            for i in range(1, 1000000):
+                if stop.is_set():
+                    return
+                try:
+                    c.set(path, b"%d" % i)
+                except Exception as e:  # noqa: BLE001 (recorded, asserted below)
+                    errors.append(repr(e))
+                    return
+
+        threads = [threading.Thread(target=write, args=(g + "/k",), daemon=True)
+                   for g in ("/g1", "/g3")]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+
+        def split():
+            where = placed(c.get(PLACEMENT)[0])
+            return where["/g1"] != where["/g3"]
+
+        h.wait_until(split, timeout=30, what="the balancer to split /g1 and /g3")
+        print("rebalanced %.2f s after the skew began" % (time.monotonic() - started))
+        moves = mntr_value(srv, "stoa_balancer_moves")
+        assert moves >= 1
+        time.sleep(2.0)  # four more windows of even load
+        stop.set()
+        for t in threads:
+            t.join(timeout=20)
+        assert not errors, errors
+        assert mntr_value(srv, "stoa_balancer_moves") == moves, "it kept moving"
+        where = placed(c.get(PLACEMENT)[0])
+        assert where["/g1"] != where["/g3"]
+        for g in ("/g1", "/g3"):
+            assert int(c.get(g + "/k")[0]) > 0
+    finally:
+        stop.set()
+        c.stop()

@@ -57,6 +57,7 @@ fn config() -> EngineConfig {
         server_id: 1,
         partitions: env_or("PARTITIONS", 1) as u32,
         partition_groups: Vec::new(),
+        balance_interval_ms: None,
         min_session_timeout_ms: 4000,
         max_session_timeout_ms: 40000,
         ttl_enabled: false,

@@ -30,6 +30,7 @@ mod admin_commands;
 mod admin_snapshots;
 mod admission;
 mod apply;
+mod balancer;
 mod catch_up;
 mod commit;
 mod connect;
@@ -190,6 +191,9 @@ pub struct EngineConfig {
     /// The roots of the configured groups (`crate::placement`), spread over
     /// partitions 1..; the same on every member.
     pub partition_groups: Vec<String>,
+    /// `partition.balanceIntervalMs`: the load balancer's window; None
+    /// leaves groups where they are (`engine/balancer.rs`).
+    pub balance_interval_ms: Option<u64>,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub ttl_enabled: bool,
@@ -434,6 +438,8 @@ pub struct Engine {
     /// Leader: the zxid of a group move proposed and not yet applied;
     /// nothing else is prepared meanwhile (`engine/group_moves.rs`).
     group_moves_in_flight: Option<i64>,
+    /// Requests per group in the balancer's window (`engine/balancer.rs`).
+    group_load: balancer::GroupLoad,
     /// Extensions' writes made by the entries a new leader applied before
     /// its seal: (extension, session, writes), proposed right after it.
     held_internal_writes: Vec<(String, SessionId, Vec<stoa_ext::WriteOp>)>,
@@ -495,6 +501,7 @@ impl Engine {
             placement_checked: false,
             sealed: false,
             group_moves_in_flight: None,
+            group_load: Default::default(),
             held_internal_writes: Vec::new(),
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
@@ -703,6 +710,7 @@ impl Engine {
         self.expire_sessions();
         self.check_containers();
         self.check_placement_matches_data();
+        self.balance_partitions();
     }
 
     /// Runs raft until it has nothing more to do now, and returns everything

@@ -128,6 +128,8 @@ pub fn mntr(m: &Monitor) -> String {
             "stoa_leader_losses_noticed",
             s.leader_losses_noticed.to_string(),
         ),
+        ("stoa_group_moves", s.group_moves.to_string()),
+        ("stoa_balancer_moves", s.balancer_moves.to_string()),
     ];
     let mut out = String::new();
     for (k, v) in rows {

@@ -25,6 +25,10 @@ pub struct Stats {
     /// Follower: leaders found gone from their closed connection and
     /// silence (`engine::leader_loss`), each followed by a campaign.
     pub leader_losses_noticed: u64,
+    /// Group moves applied (an operator's or the balancer's).
+    pub group_moves: u64,
+    /// Group moves the load balancer proposed as leader.
+    pub balancer_moves: u64,
     pub txns_applied: u64,
     pub request_errors: u64,
     pub sessions_expired: u64,

@@ -96,6 +96,10 @@ pub struct ServerConfig {
     /// thread; `auto` picks by the cores the process may use
     /// (`io_threads_auto`).
     pub io_threads: u32,
+    /// `partition.balanceIntervalMs`: the load balancer's window, which
+    /// moves groups between partitions (docs/partitions.md); 0 (the
+    /// default) leaves them where they are.
+    pub partition_balance_interval_ms: u64,
     /// `partition.groups`: the roots of the configured groups (top-level
     /// paths, comma-separated), spread over partitions 1.. (docs/partitions.md).
     /// Every member of an ensemble must list the same.
@@ -188,6 +192,7 @@ impl Default for ServerConfig {
             partitions: 1,
             io_threads: 0,
             partition_groups: Vec::new(),
+            partition_balance_interval_ms: 0,
             admin_enabled: true,
             admin_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             admin_port: ADMIN_PORT_DEFAULT,
@@ -341,6 +346,12 @@ impl ServerConfig {
             "4lw.commands.whitelist" => self.four_letter_whitelist = Some(comma_list(value)),
             "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => {
                 self.extended_types_enabled = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "partition.balanceIntervalMs" => {
+                self.partition_balance_interval_ms = value
+                    .parse::<u32>()
+                    .map_err(|_| bad("expected 0 (off) or a window in ms"))?
+                    as u64
             }
             "znode.container.checkIntervalMs" => {
                 self.container_check_interval_ms =

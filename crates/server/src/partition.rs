@@ -71,6 +71,8 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         server_id: config.server_id,
         partitions: config.partitions,
         partition_groups: config.partition_groups.clone(),
+        balance_interval_ms: (config.partition_balance_interval_ms > 0)
+            .then_some(config.partition_balance_interval_ms),
         min_session_timeout_ms: min,
         max_session_timeout_ms: max,
         ttl_enabled: config.extended_types_enabled,

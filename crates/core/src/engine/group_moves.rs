@@ -98,6 +98,28 @@ impl Engine {
         })
     }
 
+    /// The placement node's version, for the balancer's setData.
+    pub(super) fn placement_node_version(&self) -> Option<i32> {
+        let core = self.cores.get(PLACEMENT_PARTITION)?;
+        Some(core.tree.node(PARTITIONS)?.stat().version)
+    }
+
+    /// Leader: proposes a move the server decided (the balancer's), as the
+    /// super user's setData `request` of the placement; a refusal still
+    /// takes its zxid, as an error transaction.
+    pub(super) fn propose_internal_group_move(&mut self, request: &Request) {
+        let zxid = self.next_zxid();
+        let ctx = self.internal_ctx(0, zxid);
+        let txn = self.prepare_group_moves(&ctx, request).unwrap_or_else(|e| {
+            log::warn!("load balancer: the move was refused ({e:?})");
+            Txn {
+                header: ctx.header(),
+                op: e.into_txn_op(),
+            }
+        });
+        self.propose_on(PLACEMENT_PARTITION, txn);
+    }
+
     /// The placement the data holds, if any.
     fn placement_held(&self) -> Result<Option<Placement>, String> {
         let Some(node) = self.cores[PLACEMENT_PARTITION].tree.node(PARTITIONS) else {
@@ -222,6 +244,7 @@ impl Engine {
                 self.cores[to].tree.adopt(root, subtree, zxid);
             }
             self.move_watches(root, from, to);
+            self.stats.group_moves += 1;
             self.placement
                 .move_group(root, m.to)
                 .unwrap_or_else(|e| panic!("a committed move of {root}: {e}"));

@@ -169,6 +169,9 @@ impl Engine {
         if let Request::Reconfig(r) = request {
             return self.propose_reconfig(&ctx, r);
         }
+        if self.group_load_counted() {
+            self.count_group_request(request);
+        }
         if self.cores.len() > 1 && touches_placement(request) {
             // Only a setData of the node itself moves groups: it is
             // neither deleted, nor given children, nor set in a multi.
@@ -272,6 +275,9 @@ impl Engine {
         xid: i32,
         request: Request,
     ) {
+        if self.group_load_counted() {
+            self.count_group_request(&request);
+        }
         let mut outcome = match self.gate.conns.get(&conn) {
             Some(c) => self.read_routed(ReadCall {
                 conn,

@@ -24,6 +24,7 @@ pub(super) fn config() -> EngineConfig {
         server_id: 1,
         partitions: 1,
         partition_groups: Vec::new(),
+        balance_interval_ms: None,
         min_session_timeout_ms: 4000,
         max_session_timeout_ms: 40000,
         ttl_enabled: true,
