@@ -672,3 +672,25 @@ def test_the_load_balancer_moves_a_group_off_a_busy_partition(request):
     finally:
         stop.set()
         c.stop()
+
+
+def test_the_shell_lists_and_moves_groups(request):
+    """stoa shell's listGroups and moveGroup: anyone lists, the super user
+    moves, others are refused with zkCli's message."""
+    import subprocess
+    srv = start(request, GROUPS)
+
+    def shell(script):
+        p = subprocess.run([h.stoa_bin(), "shell", "-server", srv.hosts], input=script,
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout, p.stderr
+
+    code, out, _ = shell("listGroups\n")
+    assert (code, out) == (0, "/ 0\n/app 1\n/billing 2\n")
+    code, _, err = shell("moveGroup /app 2\n")
+    assert code == 1 and "Insufficient permission : /zookeeper/partitions" in err, err
+    code, out, err = shell("addauth digest super:%s\nmoveGroup /app 2\nmoveGroup /nope 1\n"
+                           "moveGroup /billing 9\nlistGroups\n" % h.SUPER_PASSWORD)
+    assert "Moved group /app to partition 2" in out
+    assert "No group /nope" in err and "partitions 0 to 2" in err, err
+    assert out.endswith("/ 0\n/app 2\n/billing 2\n"), out

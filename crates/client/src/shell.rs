@@ -3,6 +3,7 @@
 //! Output and error messages follow zkCli 3.9 (see docs/shell.md).
 
 mod extensions;
+mod groups;
 
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
@@ -569,6 +570,10 @@ async fn run_command(client: &Client, name: &str, words: &[String]) -> Result<St
                 WatcherType::Any
             };
             client.remove_watches(path, kind).await.map_err(failed)?;
+        }
+        name if groups::is_command(name) => {
+            let args = parse_args(words, "", "")?;
+            out.push_str(&groups::run(client, name, &args.positional).await?);
         }
         name if extensions::is_command(name) => {
             let args = parse_args(words, "e", "kim")?;
