@@ -140,6 +140,9 @@ enum Op {
     Reconfig {
         several: bool,
     },
+    /// A write of `/zookeeper/partitions` (as the super user) placing the
+    /// clients' groups anew: group moves amid the faults.
+    Move,
 }
 
 struct Client {
@@ -226,6 +229,8 @@ struct Sim {
     applied_states: HashMap<u64, Vec<ReplicaState>>,
     /// Reconfig replies: (done, refused, of several servers at once done).
     reconfigs: (usize, usize, usize),
+    /// Placement writes acknowledged (group moves).
+    moves: usize,
     /// Steps run with 0, 1, .. servers down or cut off.
     fault_steps: Vec<usize>,
     /// Steps ending with a leader.
@@ -315,6 +320,7 @@ impl Sim {
             drops: (0, 0, 0),
             applied_states: HashMap::new(),
             reconfigs: (0, 0, 0),
+            moves: 0,
             fault_steps: vec![0; ((voters - 1) / 2 + 1) as usize],
             leader_steps: 0,
             joint: (0, 0),
@@ -873,6 +879,9 @@ impl Sim {
         if self.rng.chance(4) && self.partitions == 1 {
             return self.send_reconfig(c);
         }
+        if self.rng.chance(3) && self.partitions > 1 {
+            return self.send_move(c);
+        }
         if self.rng.chance(15) {
             let next = wire::get(COUNTER_NEXT, false);
             self.send_request(c, next, Op::Next);
@@ -970,18 +979,8 @@ impl Sim {
             return;
         }
         let (joining, leaving) = choices.swap_remove(self.rng.below(choices.len() as u64) as usize);
-        let conn = self.clients[c].conn.map(|(_, conn)| conn);
-        if conn.is_some() && self.clients[c].admin_on != conn {
-            let auth = Request::Auth(stoa_proto::records::AuthPacket {
-                kind: 0,
-                scheme: "digest".into(),
-                auth: ADMIN_CREDENTIALS.as_bytes().to_vec(),
-            });
-            // ZooKeeper clients send auth with xid -4; its reply is skipped.
-            if self.send_with_xid(c, -4, auth).is_none() {
-                return;
-            }
-            self.clients[c].admin_on = conn;
+        if !self.as_admin(c) {
+            return;
         }
         let reconfig = Request::Reconfig(stoa_proto::records::ReconfigRequest {
             joining_servers: joining,
@@ -992,6 +991,47 @@ impl Sim {
         self.send_request(c, reconfig, Op::Reconfig { several });
     }
 
+    /// Authenticates client `c`'s connection as the super user, once per
+    /// connection; false if it cannot send now.
+    fn as_admin(&mut self, c: usize) -> bool {
+        let conn = self.clients[c].conn.map(|(_, conn)| conn);
+        if conn.is_some() && self.clients[c].admin_on != conn {
+            let auth = Request::Auth(stoa_proto::records::AuthPacket {
+                kind: 0,
+                scheme: "digest".into(),
+                auth: ADMIN_CREDENTIALS.as_bytes().to_vec(),
+            });
+            // ZooKeeper clients send auth with xid -4; its reply is skipped.
+            if self.send_with_xid(c, -4, auth).is_none() {
+                return false;
+            }
+            self.clients[c].admin_on = conn;
+        }
+        true
+    }
+
+    /// Places the two clients' groups on partitions picked at random (one
+    /// or both move, or neither), whatever the placement is now.
+    fn send_move(&mut self, c: usize) {
+        if !self.as_admin(c) {
+            return;
+        }
+        let (p1, p3) = (
+            self.rng.below(self.partitions as u64),
+            self.rng.below(self.partitions as u64),
+        );
+        let text = format!(
+            "partitions={}\nauto=false\nversion=0\ngroup={p1} /c1\ngroup={p3} /c3\n",
+            self.partitions
+        );
+        let set = Request::SetData(stoa_proto::records::SetDataRequest {
+            path: stoa_tree::PARTITIONS.into(),
+            data: Some(text.into_bytes()),
+            version: -1,
+        });
+        self.send_request(c, set, Op::Move);
+    }
+
     /// Parses client `c`'s inbox and checks every reply.
     fn receive(&mut self, c: usize) {
         let seed = self.seed;
@@ -999,6 +1039,7 @@ impl Sim {
         let client = &mut self.clients[c];
         let mut handed = Vec::new();
         let mut reconfigs = Vec::new();
+        let mut moves = 0;
         for frame in client.wire.take_frames() {
             let heard_before = std::mem::replace(&mut client.last_heard_ms, now);
             client.ping_sent_ms = None;
@@ -1063,6 +1104,7 @@ impl Sim {
             client.wire.last_zxid = header.zxid;
             match op {
                 Op::Create | Op::Reconfig { .. } => {}
+                Op::Move => moves += 1,
                 Op::Next => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
@@ -1091,6 +1133,7 @@ impl Sim {
                 }
             }
         }
+        self.moves += moves;
         for (refused, several) in reconfigs {
             match (refused, several) {
                 (false, false) => self.reconfigs.0 += 1,
@@ -1258,8 +1301,16 @@ impl Sim {
         }
         let engine = self.servers[leader].engine().expect("leader runs");
         if self.partitions > 1 {
-            let own = engine.cores[1].tree.node("/c1/k0").is_some();
-            assert!(own, "seed {seed}: the /c1 group's keys live on partition 1");
+            // Wherever the moves left the group, its keys are there alone.
+            let on = engine.partition_of("/c1");
+            for (p, core) in engine.cores.iter().enumerate() {
+                let here = core.tree.node("/c1/k0").is_some();
+                assert_eq!(
+                    here,
+                    p == on,
+                    "seed {seed}: /c1/k0 on partition {p}; /c1 is on {on}"
+                );
+            }
         }
         let tree = engine.tree();
         let counter: u64 = tree
@@ -1373,12 +1424,13 @@ fn run(seed: u64, voters: u64, partitions: u32) {
             .map(|s| s.engine().map_or(0, |e| e.stats.snapshots_installed))
             .sum();
         eprintln!(
-            "seed {seed} ({voters} participants, {partitions} partitions): {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}, reconfigs done/refused/several-at-once done {:?}, final participants {:?}",
+            "seed {seed} ({voters} participants, {partitions} partitions): {sent} writes sent, {acked} keys acked, {} terms, {installed} snapshots installed (since last restart), {} counter values, {} connections, drops {:?}, reconfigs done/refused/several-at-once done {:?}, placement writes {}, final participants {:?}",
             sim.leaders.len(),
             sim.counted.len(),
             sim.next_conn,
             sim.drops,
             sim.reconfigs,
+            sim.moves,
             participants,
         );
         eprintln!(
