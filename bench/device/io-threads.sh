@@ -21,22 +21,10 @@ SESSIONS=${SESSIONS:-4}
 OUTSTANDING=${OUTSTANDING:-32}
 MIXES=${MIXES:-set=100 get=100}
 WORK=$(mktemp -d /tmp/stoa-io.XXXXXX)
-PIDS=()
-
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  PIDS=()
-}
+# shellcheck source=lib.sh
+. "$DIR/lib.sh"
 trap 'cleanup; rm -rf "$WORK"' EXIT
 
-port_free() { ! (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
-free_port() {
-  local port=$((20000 + RANDOM % 20000))
-  until port_free $port; do port=$((port + 1)); done
-  echo $port
-}
-srvr() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3" 2>/dev/null; }
 
 start() { # io threads -> PORT, SERVER_PID
   local io=$1 d groups="" k
@@ -60,8 +48,6 @@ start() { # io threads -> PORT, SERVER_PID
   echo "server with io.threads=$io did not come up" >&2; tail -5 "$d/log" >&2; return 1
 }
 
-field() { grep -o "\"$1\": *[0-9.]*" "$2" 2>/dev/null | head -1 | grep -o '[0-9.]*$' || echo 0; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # mix -> "ops/s server-cores errors"
 drive() {
@@ -85,7 +71,6 @@ drive() {
     'BEGIN {printf "%.2f", c / hz / (ns / 1e9)}') $errors"
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "cores: $(nproc); io.threads: $IOS; partitions: $PARTS; $GENS generators x $SESSIONS sessions x $OUTSTANDING in flight; $ROUNDS rounds of ${DUR}s after ${WARM}s"
 read -ra io_list <<<"$IOS"

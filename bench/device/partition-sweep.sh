@@ -19,22 +19,10 @@ OUTSTANDING=${OUTSTANDING:-32}
 MIXES=${MIXES:-set=100 get=100}
 WORK=$(mktemp -d /tmp/stoa-sweep.XXXXXX)
 OUT=${OUT:-$WORK}
-PIDS=()
-
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  PIDS=()
-}
+# shellcheck source=lib.sh
+. "$DIR/lib.sh"
 trap cleanup EXIT
 
-port_free() { ! (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
-free_port() {
-  local port=$((20000 + RANDOM % 20000))
-  until port_free $port; do port=$((port + 1)); done
-  echo $port
-}
-srvr() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3" 2>/dev/null; }
 
 start() { # partitions -> PORT, SERVER_PID
   local parts=$1 d groups="" k
@@ -58,8 +46,6 @@ start() { # partitions -> PORT, SERVER_PID
   echo "server of $parts partitions did not come up" >&2; tail -5 "$d/log" >&2; return 1
 }
 
-field() { grep -o "\"$1\": *[0-9.]*" "$2" 2>/dev/null | head -1 | grep -o '[0-9.]*$' || echo 0; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # generators mix -> "ops/s server-cores": `generators` load generators at
 # once, generator k on /g<k>; the server's CPU over the whole window.
@@ -83,7 +69,6 @@ drive() {
     'BEGIN {printf "%.2f", c / hz / (ns / 1e9)}')"
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "cores: $(nproc); partitions: $PARTS; $ROUNDS rounds; per generator $SESSIONS sessions x $OUTSTANDING in flight; ${DUR}s after ${WARM}s"
 read -ra parts_list <<<"$PARTS"

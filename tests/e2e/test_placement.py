@@ -415,6 +415,38 @@ def move(admin, root, to):
     return admin.set(PLACEMENT, ("\n".join(lines) + "\n").encode(), version=stat.version)
 
 
+class Writer:
+    """A thread that sets `path` to 1, 2, ... through `client` until stopped
+    (or its first error, kept), recording each value acknowledged."""
+
+    def __init__(self, client, path):
+        self.client, self.path = client, path
+        self.acknowledged, self.errors = [], []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        for i in range(1, 1000000):
+            if self._stop.is_set():
+                return
+            try:
+                self.client.set(self.path, b"%d" % i)
+                self.acknowledged.append(i)
+            except Exception as e:  # noqa: BLE001 (kept; tests assert there is none)
+                self.errors.append(repr(e))
+                return
+
+    def wait_for_more(self, count, what):
+        seen = len(self.acknowledged)
+        h.wait_until(lambda: len(self.acknowledged) >= seen + count, timeout=15, what=what)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=20)
+        assert not self.errors, self.errors
+
+
 def test_a_group_moves_between_partitions_while_a_client_writes_to_it(request):
     """The super user moves /app from partition 1 to 2, to 0 (where its link
     was) and back to 1 by writing /zookeeper/partitions, while another session
@@ -440,33 +472,15 @@ def test_a_group_moves_between_partitions_while_a_client_writes_to_it(request):
 
         fired = []
         reader.get("/app/x", watch=fired.append)
-        acknowledged, errors, stop = [], [], threading.Event()
-
-        def write():
-            for i in range(1, 100000):
-                if stop.is_set():
-                    return
-                try:
-                    owner.set("/app/counter", b"%d" % i)
-                    acknowledged.append(i)
-                except Exception as e:  # noqa: BLE001 (recorded, asserted below)
-                    errors.append(repr(e))
-                    return
-
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
-        h.wait_until(lambda: len(acknowledged) > 20, timeout=10, what="writes under /app")
+        writer = Writer(owner, "/app/counter")
+        writer.wait_for_more(20, "writes under /app")
         for to in (2, 0, 1, 2):
             stat = move(admin, "/app", to)
             assert placed(admin.get(PLACEMENT)[0])["/app"] == to
             assert stat.version >= 1
-            seen = len(acknowledged)
-            h.wait_until(lambda: len(acknowledged) > seen + 10, timeout=10,
-                         what="writes after the move to %d" % to)
-        stop.set()
-        writer.join(timeout=20)
-        assert not errors, errors
-        assert reader.get("/app/counter")[0] == b"%d" % acknowledged[-1]
+            writer.wait_for_more(10, "writes after the move to %d" % to)
+        writer.stop()
+        assert reader.get("/app/counter")[0] == b"%d" % writer.acknowledged[-1]
         for path, (data, stat) in before.items():
             now_data, now_stat = reader.get(path)
             assert now_data == data, path
@@ -566,29 +580,12 @@ def test_a_group_moves_on_every_member_of_an_ensemble(request):
         for i in range(10):
             writer.create("/app/n%d" % i, b"%d" % i)
         writer.create("/app/counter", b"0")
-        acknowledged, errors, stop = [], [], threading.Event()
-
-        def write():
-            for i in range(1, 100000):
-                if stop.is_set():
-                    return
-                try:
-                    writer.set("/app/counter", b"%d" % i)
-                    acknowledged.append(i)
-                except Exception as e:  # noqa: BLE001 (recorded, asserted below)
-                    errors.append(repr(e))
-                    return
-
-        thread = threading.Thread(target=write, daemon=True)
-        thread.start()
+        load = Writer(writer, "/app/counter")
         for to in (2, 0):
-            seen = len(acknowledged)
             move(admin, "/app", to)
-            h.wait_until(lambda: len(acknowledged) > seen + 10, timeout=15,
-                         what="writes after the move to %d" % to)
-        stop.set()
-        thread.join(timeout=20)
-        assert not errors, errors
+            load.wait_for_more(10, "writes after the move to %d" % to)
+        load.stop()
+        acknowledged = load.acknowledged
         paths = ["/", "/app", "/app/n3", "/app/counter"]
         views = [member_view(m, paths) for m in ensemble.members]
         assert all(v == views[0] for v in views), views
@@ -633,23 +630,8 @@ def test_the_load_balancer_moves_a_group_off_a_busy_partition(request):
         for g in ("/g1", "/g3"):
             c.create(g, b"")
             c.create(g + "/k", b"0")
-        errors, stop = [], threading.Event()
-
-        def write(path):
-            for i in range(1, 1000000):
-                if stop.is_set():
-                    return
-                try:
-                    c.set(path, b"%d" % i)
-                except Exception as e:  # noqa: BLE001 (recorded, asserted below)
-                    errors.append(repr(e))
-                    return
-
-        threads = [threading.Thread(target=write, args=(g + "/k",), daemon=True)
-                   for g in ("/g1", "/g3")]
         started = time.monotonic()
-        for t in threads:
-            t.start()
+        writers = [Writer(c, g + "/k") for g in ("/g1", "/g3")]
 
         def split():
             where = placed(c.get(PLACEMENT)[0])
@@ -660,17 +642,14 @@ def test_the_load_balancer_moves_a_group_off_a_busy_partition(request):
         moves = mntr_value(srv, "stoa_balancer_moves")
         assert moves >= 1
         time.sleep(2.0)  # four more windows of even load
-        stop.set()
-        for t in threads:
-            t.join(timeout=20)
-        assert not errors, errors
+        for w in writers:
+            w.stop()
         assert mntr_value(srv, "stoa_balancer_moves") == moves, "it kept moving"
         where = placed(c.get(PLACEMENT)[0])
         assert where["/g1"] != where["/g3"]
         for g in ("/g1", "/g3"):
             assert int(c.get(g + "/k")[0]) > 0
     finally:
-        stop.set()
         c.stop()
 
 
@@ -694,3 +673,49 @@ def test_the_shell_lists_and_moves_groups(request):
     assert "Moved group /app to partition 2" in out
     assert "No group /nope" in err and "partitions 0 to 2" in err, err
     assert out.endswith("/ 0\n/app 2\n/billing 2\n"), out
+
+
+def test_automatic_placement_makes_each_new_top_level_node_a_group(request):
+    """partition.auto=true: every new top-level node becomes a group of its
+    own on the partition with the fewest groups, alone or in a multi; a
+    client sees what one partition shows it; a sequential top-level create
+    stays in the root group; the groups survive a restart."""
+    cfg = {"partitions": 3, "partition.auto": "true"}
+    srv = start(request, cfg)
+    c = client(srv)
+    try:
+        for name in ("a", "b", "c"):
+            c.create("/" + name, name.encode())
+            c.create("/%s/child" % name, b"x")
+        t = c.transaction()
+        t.create("/m", b"m")
+        t.create("/m/child", b"y")
+        assert all(r is not None and not isinstance(r, Exception) for r in t.commit())
+        seq = c.create("/s-", b"", sequence=True)
+        where = placed(c.get(PLACEMENT)[0])
+        assert set(where) == {"/a", "/b", "/c", "/m"}, where
+        assert len(set(where.values())) == 3, "spread over every partition: %r" % where
+        assert seq.lstrip("/") in c.get_children("/")
+        assert sorted(c.get_children("/")) == sorted(["a", "b", "c", "m", seq.lstrip("/"),
+                                                      "zookeeper"])
+        for name in ("a", "b", "c"):
+            assert c.get("/" + name)[0] == name.encode()
+            assert c.get_children("/" + name) == ["child"]
+        assert c.get("/m/child")[0] == b"y"
+        assert c.exists("/").numChildren == 6
+        c.delete("/c/child")
+        c.delete("/c")
+        c.create("/c", b"again")  # its group stays; the node comes back there
+        assert placed(c.get(PLACEMENT)[0])["/c"] == where["/c"]
+    finally:
+        c.stop()
+    srv.stop()
+    srv.start()
+    c = client(srv)
+    try:
+        assert placed(c.get(PLACEMENT)[0]) == where
+        assert c.get("/c")[0] == b"again" and c.get("/a/child")[0] == b"x"
+        c.create("/d", b"")
+        assert "/d" in placed(c.get(PLACEMENT)[0])
+    finally:
+        c.stop()

@@ -58,6 +58,7 @@ fn config() -> EngineConfig {
         partitions: env_or("PARTITIONS", 1) as u32,
         partition_groups: Vec::new(),
         balance_interval_ms: None,
+        partition_auto: false,
         min_session_timeout_ms: 4000,
         max_session_timeout_ms: 40000,
         ttl_enabled: false,

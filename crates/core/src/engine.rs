@@ -176,7 +176,7 @@ fn start_placement(config: &EngineConfig) -> Result<crate::placement::Placement,
              supported yet)"
         ));
     }
-    crate::placement::Placement::new(config.partitions, false, groups)
+    crate::placement::Placement::new(config.partitions, config.partition_auto, groups)
         .map_err(|e| format!("partition.groups: {e}"))
 }
 
@@ -194,6 +194,9 @@ pub struct EngineConfig {
     /// `partition.balanceIntervalMs`: the load balancer's window; None
     /// leaves groups where they are (`engine/balancer.rs`).
     pub balance_interval_ms: Option<u64>,
+    /// `partition.auto`: a new top-level node becomes a group of its own,
+    /// on the partition with the fewest groups (`engine/group_moves.rs`).
+    pub partition_auto: bool,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub ttl_enabled: bool,

@@ -100,6 +100,9 @@ pub struct ServerConfig {
     /// moves groups between partitions (docs/partitions.md); 0 (the
     /// default) leaves them where they are.
     pub partition_balance_interval_ms: u64,
+    /// `partition.auto`: each new top-level node becomes a group of its
+    /// own, on the partition with the fewest groups.
+    pub partition_auto: bool,
     /// `partition.groups`: the roots of the configured groups (top-level
     /// paths, comma-separated), spread over partitions 1.. (docs/partitions.md).
     /// Every member of an ensemble must list the same.
@@ -193,6 +196,7 @@ impl Default for ServerConfig {
             io_threads: 0,
             partition_groups: Vec::new(),
             partition_balance_interval_ms: 0,
+            partition_auto: false,
             admin_enabled: true,
             admin_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             admin_port: ADMIN_PORT_DEFAULT,
@@ -347,6 +351,7 @@ impl ServerConfig {
             "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => {
                 self.extended_types_enabled = parse_bool(value).map_err(|e| bad(&e))?
             }
+            "partition.auto" => self.partition_auto = parse_bool(value).map_err(|e| bad(&e))?,
             "partition.balanceIntervalMs" => {
                 self.partition_balance_interval_ms = value
                     .parse::<u32>()

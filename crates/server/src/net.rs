@@ -522,6 +522,34 @@ mod tests {
         assert_eq!(whole_frames(&two[..11], &decoder).unwrap(), (7, 9));
     }
 
+    /// Reads everything the peer gets, a little at a time, to the end.
+    async fn read_slowly(mut peer: TcpStream) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut piece = vec![0u8; 8 * 1024];
+        loop {
+            let n = peer.read(&mut piece).await.expect("read");
+            if n == 0 {
+                return got;
+            }
+            got.extend_from_slice(&piece[..n]);
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The stream `reader` got ends within 30 s and holds the words 0 to
+    /// `words`, each once, in order.
+    async fn assert_words_in_order(reader: tokio::task::JoinHandle<Vec<u8>>, words: u32) {
+        let got = tokio::time::timeout(std::time::Duration::from_secs(30), reader)
+            .await
+            .expect("the stream ends after the close")
+            .expect("reader");
+        assert_eq!(got.len(), words as usize * 4);
+        for (i, word) in got.chunks_exact(4).enumerate() {
+            let word = u32::from_be_bytes(word.try_into().expect("four bytes"));
+            assert_eq!(word, i as u32, "word {i}");
+        }
+    }
+
     /// A peer that reads slowly: the socket's buffer fills, sends queue
     /// behind the writer task, and while the peer drains the buffer the
     /// sends after them keep queuing until the task has caught up; the
@@ -536,7 +564,7 @@ mod tests {
         local.block_on(&runtime, async {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let addr = listener.local_addr().expect("address");
-            let mut peer = TcpStream::connect(addr).await.expect("connect");
+            let peer = TcpStream::connect(addr).await.expect("connect");
             let (stream, _) = listener.accept().await.expect("accept");
             // Small buffers, so a burst fills them (loopback's grow to MiBs).
             socket2::SockRef::from(&stream)
@@ -550,18 +578,7 @@ mod tests {
             // Sends numbered 4-byte words; the peer reads a little at a
             // time, so the buffer fills and drains many times over.
             let words = 4_000_000u32;
-            let reader = tokio::task::spawn_local(async move {
-                let mut got = Vec::new();
-                let mut piece = vec![0u8; 8 * 1024];
-                loop {
-                    let n = peer.read(&mut piece).await.expect("read");
-                    if n == 0 {
-                        return got;
-                    }
-                    got.extend_from_slice(&piece[..n]);
-                    tokio::task::yield_now().await;
-                }
-            });
+            let reader = tokio::task::spawn_local(read_slowly(peer));
             let (mut queued, mut direct_after_backlog) = (0, 0);
             let mut next = 0u32;
             let mut send = |count: u32| {
@@ -604,15 +621,7 @@ mod tests {
             assert!(direct_after_backlog > 0, "the writer task never caught up");
             writer.close();
             drop(writer);
-            let got = tokio::time::timeout(std::time::Duration::from_secs(30), reader)
-                .await
-                .expect("the stream ends after the close")
-                .expect("reader");
-            assert_eq!(got.len(), words as usize * 4);
-            for (i, word) in got.chunks_exact(4).enumerate() {
-                let word = u32::from_be_bytes(word.try_into().expect("four bytes"));
-                assert_eq!(word, i as u32, "word {i}");
-            }
+            assert_words_in_order(reader, words).await;
         });
     }
 
@@ -635,7 +644,7 @@ mod tests {
         local.block_on(&runtime, async {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let addr = listener.local_addr().expect("address");
-            let mut peer = TcpStream::connect(addr).await.expect("connect");
+            let peer = TcpStream::connect(addr).await.expect("connect");
             let (stream, _) = listener.accept().await.expect("accept");
             socket2::SockRef::from(&stream)
                 .set_send_buffer_size(32 * 1024)
@@ -647,18 +656,7 @@ mod tests {
                 "no direct writes from another thread"
             );
             let words = 2_000_000u32;
-            let reader = tokio::task::spawn_local(async move {
-                let mut got = Vec::new();
-                let mut piece = vec![0u8; 8 * 1024];
-                loop {
-                    let n = peer.read(&mut piece).await.expect("read");
-                    if n == 0 {
-                        return got;
-                    }
-                    got.extend_from_slice(&piece[..n]);
-                    tokio::task::yield_now().await;
-                }
-            });
+            let reader = tokio::task::spawn_local(read_slowly(peer));
             let mut next = 0u32;
             for k in 0.. {
                 let end = (next + [3, 100, 16_000][k % 3]).min(words);
@@ -673,15 +671,7 @@ mod tests {
             }
             writer.close();
             drop(writer);
-            let got = tokio::time::timeout(std::time::Duration::from_secs(30), reader)
-                .await
-                .expect("the stream ends after the close")
-                .expect("reader");
-            assert_eq!(got.len(), words as usize * 4);
-            for (i, word) in got.chunks_exact(4).enumerate() {
-                let word = u32::from_be_bytes(word.try_into().expect("four bytes"));
-                assert_eq!(word, i as u32, "word {i}");
-            }
+            assert_words_in_order(reader, words).await;
         });
     }
 }

@@ -71,6 +71,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         server_id: config.server_id,
         partitions: config.partitions,
         partition_groups: config.partition_groups.clone(),
+        partition_auto: config.partition_auto,
         balance_interval_ms: (config.partition_balance_interval_ms > 0)
             .then_some(config.partition_balance_interval_ms),
         min_session_timeout_ms: min,

@@ -121,6 +121,12 @@ impl Engine {
         if self.routed_otherwise(&admission) {
             return Admitted::Refused;
         }
+        if let Some(root) = self.auto_group_for(&admission.request) {
+            // The group first; the request once it applied.
+            self.propose_group_add(&root);
+            self.cores[0].held_writes.push_back(admission);
+            return Admitted::Held;
+        }
         let Admission {
             origin,
             xid,

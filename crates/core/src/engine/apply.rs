@@ -200,8 +200,12 @@ impl Engine {
                     data,
                     version,
                 };
+                let text = match &record {
+                    TxnOp::MoveGroups { data, .. } => data.clone(),
+                    _ => unreachable!("built above"),
+                };
                 let applied = self.apply_whole(partition, Txn { header, op: record });
-                self.move_groups(zxid, &moves);
+                self.move_groups(zxid, &moves, &text);
                 debug_assert_eq!(
                     Some(self.placement.render().as_str()),
                     self.cores[partition]

@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 
 use stoa_proto::codes::ErrorCode;
+use super::routing::SEQUENTIAL_FLAG;
 use stoa_proto::records::SetDataRequest;
 use stoa_proto::request::Request;
 use stoa_tree::{GroupMove, PrepContext, PrepError, Txn, TxnOp, PARTITIONS};
@@ -41,7 +42,8 @@ impl Engine {
     /// Settles the placement against the data (at start, and after a
     /// restore or a whole server snapshot replaced the trees). Once groups
     /// have moved, the data's placement is the one to route by: its groups
-    /// must be the configured ones, wherever they now live. Before any
+    /// must be the configured ones (and those automatic placement added),
+    /// wherever they now live. Before any
     /// move the node only mirrors the configuration, and is written from
     /// it.
     pub(super) fn settle_placement(&mut self) -> Result<(), String> {
@@ -50,9 +52,7 @@ impl Engine {
         }
         if let Some(held) = self.placement_held()? {
             if held.version() > 0 {
-                if held.partitions() != self.config.partitions
-                    || roots(&held) != roots(&self.placement)
-                {
+                if !self.may_route_by(&held) {
                     let listed = |p: &Placement| {
                         let roots: Vec<&str> = roots(p).into_iter().filter(|r| *r != "/").collect();
                         format!("[{}]", roots.join(", "))
@@ -88,12 +88,11 @@ impl Engine {
         let tree = stoa_tree::read_snapshot(&mut &parts.get(PLACEMENT_PARTITION)?[..]).ok()?;
         let text = std::str::from_utf8(tree.node(PARTITIONS)?.data()).ok()?;
         let held = Placement::parse(text).ok()?;
-        let differs = held.version() > 0
-            && (held.partitions() != self.placement.partitions()
-                || roots(&held) != roots(&self.placement));
+        let differs = held.version() > 0 && !self.may_route_by(&held);
         differs.then(|| {
             format!(
-                "the snapshot's groups ({PARTITIONS}) are not this server's partition.groups;                  nothing was restored"
+                "the snapshot's groups ({PARTITIONS}) are not this server's partition.groups; \
+                 nothing was restored"
             )
         })
     }
@@ -117,6 +116,85 @@ impl Engine {
                 op: e.into_txn_op(),
             }
         });
+        self.propose_on(PLACEMENT_PARTITION, txn);
+    }
+
+    /// Whether the data's placement `held` fits this server's
+    /// configuration: the same partitions and `auto`, the configured groups,
+    /// and others only where automatic placement made them.
+    fn may_route_by(&self, held: &Placement) -> bool {
+        let (held_roots, configured) = (roots(held), roots(&self.placement));
+        held.partitions() == self.placement.partitions()
+            && held.auto_top_level() == self.placement.auto_top_level()
+            && configured.is_subset(&held_roots)
+            && (held.auto_top_level() || held_roots == configured)
+    }
+
+    /// Leader, with automatic placement: a create (alone or in a multi) of
+    /// a new top-level node that is not a group yet, which must first
+    /// become one. Its group is added, and the request waits for it.
+    pub(super) fn auto_group_for(&self, request: &Request) -> Option<String> {
+        if !self.placement.auto_top_level() || self.cores.len() == 1 {
+            return None;
+        }
+        fn creates(r: &Request) -> Option<&str> {
+            match r {
+                Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
+                    (c.flags & SEQUENTIAL_FLAG == 0).then_some(c.path.as_str())
+                }
+                Request::CreateTtl(c) => {
+                    (c.flags & SEQUENTIAL_FLAG == 0).then_some(c.path.as_str())
+                }
+                _ => None,
+            }
+        }
+        let new_group = |path: &str| {
+            let root = self.placement.group_root_for_new_node(path)?;
+            // The extensions' registry is the server's, read from `/`'s
+            // partition.
+            if root == super::extensions::EXTENSIONS_ROOT {
+                return None;
+            }
+            // A node already there (made before automatic placement was
+            // on, or in flight) stays in the root group: a group over it
+            // would hide it.
+            let core = &self.cores[0];
+            let present = core.preparer.current_acl(&core.tree, &root).is_some();
+            (!present).then_some(root)
+        };
+        match request {
+            Request::Multi(ops) => ops.iter().filter_map(creates).find_map(new_group),
+            other => creates(other).and_then(new_group),
+        }
+    }
+
+    /// Leader: adds `root` as a group on the partition with the fewest,
+    /// as one `TxnOp::MoveGroups` without moves; nothing else is prepared
+    /// until it applies.
+    pub(super) fn propose_group_add(&mut self, root: &str) {
+        let mut next = self.placement.clone();
+        let to = next.pick_partition();
+        if let Err(e) = next.add_group(root, to) {
+            debug_assert!(false, "auto_group_for checked {root}: {e}");
+            return;
+        }
+        let Some(version) = self.placement_node_version() else {
+            return;
+        };
+        log::info!("automatic placement: {root} becomes a group on partition {to}");
+        let request = Request::SetData(SetDataRequest {
+            path: PARTITIONS.to_string(),
+            data: Some(next.render().into_bytes()),
+            version,
+        });
+        let zxid = self.next_zxid();
+        let ctx = self.internal_ctx(0, zxid);
+        let txn = self
+            .prepare_placement_write(&ctx, &request, |_, _| Ok((Vec::new(), next)))
+            .unwrap_or_else(|e| Txn {
+                header: ctx.header(),
+                op: e.into_txn_op(),
+            });
         self.propose_on(PLACEMENT_PARTITION, txn);
     }
 
@@ -144,6 +222,18 @@ impl Engine {
         ctx: &PrepContext<'_>,
         request: &Request,
     ) -> Result<Txn, PrepError> {
+        self.prepare_placement_write(ctx, request, |engine, text| engine.moves_to(text))
+    }
+
+    /// A setData `request` of the placement, prepared as such (ACL,
+    /// version), then turned by `decide` (given its text) into the moves
+    /// and the placement they leave: one `TxnOp::MoveGroups`.
+    fn prepare_placement_write(
+        &mut self,
+        ctx: &PrepContext<'_>,
+        request: &Request,
+        decide: impl FnOnce(&Self, &[u8]) -> Result<(Vec<GroupMove>, Placement), ErrorCode>,
+    ) -> Result<Txn, PrepError> {
         let Request::SetData(SetDataRequest { data, .. }) = request else {
             unreachable!("only a setData of the placement moves groups")
         };
@@ -154,7 +244,7 @@ impl Engine {
             let TxnOp::SetData { version, .. } = op else {
                 unreachable!("a setData prepares as one")
             };
-            let (moves, next) = self.moves_to(data.as_deref().unwrap_or_default())?;
+            let (moves, next) = decide(self, data.as_deref().unwrap_or_default())?;
             Ok(TxnOp::MoveGroups {
                 moves,
                 data: next.render().into_bytes(),
@@ -225,7 +315,7 @@ impl Engine {
     /// The watches set on the group go with it, and recursive watches on
     /// its ancestors are set on the new partition too. Then the placement
     /// partition's tree records the placement, and routing follows it.
-    pub(super) fn move_groups(&mut self, zxid: i64, moves: &[GroupMove]) {
+    pub(super) fn move_groups(&mut self, zxid: i64, moves: &[GroupMove], text: &[u8]) {
         for m in moves {
             let (root, from, to) = (m.root.as_str(), m.from as usize, m.to as usize);
             assert!(
@@ -245,10 +335,12 @@ impl Engine {
             }
             self.move_watches(root, from, to);
             self.stats.group_moves += 1;
-            self.placement
-                .move_group(root, m.to)
-                .unwrap_or_else(|e| panic!("a committed move of {root}: {e}"));
         }
+        // Checked by the leader that proposed it: the moves, and groups
+        // automatic placement added.
+        let text = std::str::from_utf8(text).expect("a committed placement is text");
+        self.placement = Placement::parse(text)
+            .unwrap_or_else(|e| panic!("a committed placement does not parse: {e}"));
         // Built over the trees as they were.
         for core in &mut self.cores {
             core.speculative = None;

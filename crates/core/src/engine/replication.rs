@@ -180,11 +180,26 @@ impl Engine {
 
     /// Followers tell the leader which sessions had traffic (once a tick).
     pub(super) fn report_liveness(&mut self) {
+        // A client whose calls wait at this member is connected and alive,
+        // whether or not it sent anything lately: reported every tick, so
+        // a report lost (a leader cut off for a moment) is made good by the
+        // next, not only by the client's next call.
+        let waiting: Vec<SessionId> = (self.gate.sessions.values())
+            .filter(|s| s.conn.is_some() && !s.closing && !s.queue.is_empty())
+            .map(|s| s.id)
+            .collect();
         if self.is_leader() {
             // The leader touches its own sessions directly.
             self.gate.touched.clear();
+            let now = self.now_ms;
+            for sid in waiting {
+                if let Some(s) = self.gate.sessions.get_mut(&sid) {
+                    s.touch(now);
+                }
+            }
             return;
         }
+        self.gate.touched.extend(waiting);
         if self.gate.touched.is_empty() {
             return;
         }

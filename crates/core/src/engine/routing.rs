@@ -401,4 +401,4 @@ impl PartPreparer<'_, '_> {
 
 /// CreateMode's sequential bit (PERSISTENT_SEQUENTIAL, EPHEMERAL_SEQUENTIAL,
 /// PERSISTENT_SEQUENTIAL_WITH_TTL).
-const SEQUENTIAL_FLAG: i32 = 2;
+pub(super) const SEQUENTIAL_FLAG: i32 = 2;

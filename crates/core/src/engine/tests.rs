@@ -25,6 +25,7 @@ pub(super) fn config() -> EngineConfig {
         partitions: 1,
         partition_groups: Vec::new(),
         balance_interval_ms: None,
+        partition_auto: false,
         min_session_timeout_ms: 4000,
         max_session_timeout_ms: 40000,
         ttl_enabled: true,
