@@ -148,6 +148,79 @@ def test_algorithm1_holds_a_switch_until_the_previous_target_answered_then_relea
     assert seq.held == 0 and seq.outstanding == 0
 
 
+def test_algorithm1_keeps_program_order_when_a_sync_is_answered_at_once():
+    # A sync can be answered inside the call that sends it (a member whose
+    # session is closed fails it synchronously). That answer must not let
+    # the requests held behind the read leave before the read itself.
+    svc = FakeService()
+
+    def sync_answered_at_once(target, path, done):
+        svc.sent.append((target, "sync", path))
+        done()
+
+    seq = Sequencer(sync_answered_at_once)
+    seq.submit(svc.request("A", UPDATE, "/a/1"))
+    seq.submit(svc.request("B", READ, "/b/1"))      # switch: held
+    seq.submit(svc.request("B", UPDATE, "/b/2"))    # behind it: held
+    seq.submit(svc.request("A", READ, "/a/2"))      # another switch: held
+    assert seq.held == 3
+    svc.unanswered.pop(0)()
+    assert svc.sent == [("A", UPDATE, "/a/1"), ("B", "sync", "/b/1"), ("B", READ, "/b/1"),
+                        ("B", UPDATE, "/b/2")]
+    assert seq.outstanding == 2 and seq.held == 1
+    svc.answer_all()
+    assert svc.sent[4:] == [("A", "sync", "/a/2"), ("A", READ, "/a/2")]
+    svc.answer_all()
+    assert seq.held == 0 and seq.outstanding == 0
+
+
+class FakeMember:
+    """A member session for ComposedClient with no server: records its
+    sends in `log` and answers when the test says; its sync raises at once."""
+
+    def __init__(self, prefix, log, handler):
+        self.prefix, self.log, self.handler = prefix, log, handler
+        self.unanswered = []
+
+    def _send(self, op, path):
+        self.log.append((self.prefix, op, path))
+        result = self.handler.async_result()
+        self.unanswered.append(result)
+        return result
+
+    def get_async(self, path, watch=None):
+        return self._send("get", path)
+
+    def set_async(self, path, value, version=-1):
+        return self._send("set", path)
+
+    def sync_async(self, path):
+        self.log.append((self.prefix, "sync", path))
+        raise RuntimeError("this session cannot sync")
+
+
+def test_a_sync_that_raises_at_once_leaves_the_read_before_the_requests_behind_it():
+    from kazoo.handlers.threading import SequentialThreadingHandler
+    handler = SequentialThreadingHandler()   # not started: callbacks run inline
+    c = ComposedClient({"/a": "127.0.0.1:1", "/b": "127.0.0.1:2"}, handler=handler)
+    log = []
+    members = {p: FakeMember(p, log, handler) for p in ("/a", "/b")}
+    c.members.update(members)
+    first = c.set_async("/a/x", b"1")
+    read = c.get_async("/b/y")          # switch: held behind /a/x
+    write = c.set_async("/b/z", b"2")   # behind the read
+    assert log == [("/a", "set", "/a/x")]
+    members["/a"].unanswered.pop().set(None)
+    assert first.ready()
+    assert log == [("/a", "set", "/a/x"), ("/b", "sync", "/b/y"), ("/b", "get", "/b/y"),
+                   ("/b", "set", "/b/z")]
+    assert c.stats["sync_failures"] == 1 and c.stats["syncs_injected"] == 1
+    for r in members["/b"].unanswered:
+        r.set(None)
+    assert read.ready() and write.ready()
+    assert c._sequencer.outstanding == 0 and c._sequencer.held == 0
+
+
 # A history: one list per client of ("w", key, value) / ("r", key, value),
 # in program order. Values written are unique; INITIAL is every key's start.
 INITIAL = b"0"

@@ -91,16 +91,21 @@ class Sequencer:
             self._dispatch(self._held.popleft())
 
     def _dispatch(self, request):
+        # Both the sync and the request count as outstanding before either
+        # is sent: a sync answered at once (inside _inject_sync) must not
+        # bring the count to 0, or _drain would send the requests held
+        # behind this one before it.
+        sync = False
         if request.target != self._current:
             self._current = request.target
             self.stats["switches"] += 1
-            if request.kind == READ:
-                self._outstanding += 1
-                self.stats["syncs_injected"] += 1
-                self._inject_sync(request.target, request.path, self._complete)
-        self._outstanding += 1
+            sync = request.kind == READ
+        self._outstanding += 2 if sync else 1
         self.stats["requests"] += 1
         self.stats["reads" if request.kind == READ else "updates"] += 1
+        if sync:
+            self.stats["syncs_injected"] += 1
+            self._inject_sync(request.target, request.path, self._complete)
         request.send(self._complete)
 
     def _complete(self):
