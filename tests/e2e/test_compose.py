@@ -16,6 +16,8 @@ import datetime
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -883,3 +885,16 @@ def test_stop_reports_lost_and_drops_ephemerals_on_both_mounts(make_composed, pl
     assert plain["/us"].exists("/us/bye") is None
     with pytest.raises(NoNodeError):
         plain["/eu"].get("/eu/bye")
+
+
+@pytest.mark.skipif(h.target() != "stoa" or h.ensemble_target(),
+                    reason="the benchmark starts its own standalone Stoa server")
+def test_one_mount_benchmark_runs():
+    # bench/compose/one_mount.py, tiny: so that it cannot rot.
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "compose", "one_mount.py")
+    p = subprocess.run([sys.executable, script, "--rounds", "2", "--ops", "60", "--windows", "1,4"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       env=dict(os.environ, STOA_BIN=h.stoa_bin()), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert "ratio to plain" in p.stdout and "errors: 0" in p.stdout, p.stdout[-3000:]
+    assert "'syncs_injected': 1" in p.stdout, p.stdout[-3000:]   # the first read only
