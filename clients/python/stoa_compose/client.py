@@ -67,13 +67,18 @@ class _MemberResult(AsyncResult):
         self._member_handler = member_handler
         self._internal = []
 
+    # _internal is read without the condition after it was set: a
+    # link_internal either appended before the value was stored (under the
+    # condition) or found the result ready and dispatched the callback itself.
     def set(self, value=None):
         super().set(value)
-        self._run_internal()
+        if self._internal:
+            self._run_internal()
 
     def set_exception(self, exception):
         super().set_exception(exception)
-        self._run_internal()
+        if self._internal:
+            self._run_internal()
 
     def link_internal(self, callback):
         """callback(self), once, on the member's completion thread, when
@@ -139,8 +144,7 @@ class ComposedClient:
             member.add_listener(functools.partial(self._on_member_state, mount.prefix))
             self.members[mount.prefix] = member
         self.stats = {"sync_failures": 0, "sessions_expired": 0}
-        self._sequencer = Sequencer(self._inject_sync, self.stats,
-                                    lambda answer, done: _link_internal(answer, lambda _a: done()))
+        self._sequencer = Sequencer(self._inject_sync, self.stats)
         command_retry = next(iter(self.members.values()))._retry
         self.retry = lambda *args, **kwargs: command_retry.copy()(*args, **kwargs)
         self.chroot = None

@@ -20,7 +20,8 @@ nothing is held needs neither a hold nor a sync, so it is sent at once and
 its answer is not followed by a callback. The sequencer keeps the answer
 and looks at it (answer.ready()) only when a request to another target
 comes; the answers still unanswered then are counted as outstanding and
-watched (`watch(answer, done)`) like any other. A client that stays on one
+watched (`watch(answer, done)`, by default through the answer's
+link_internal or rawlink) like any other. A client that stays on one
 target thus pays for no completion callback and no extra thread hop.
 """
 
@@ -55,7 +56,7 @@ class Sequencer:
 
     def __init__(self, inject_sync, stats=None, watch=None):
         self._inject_sync = inject_sync
-        self._watch = watch or _watch_by_rawlink
+        self._watch = watch or _watch_answer
         self.stats = stats if stats is not None else {}
         for key in ("requests", "reads", "updates", "switches", "syncs_injected",
                     "requests_held"):
@@ -163,5 +164,10 @@ class Sequencer:
                 self._drain()
 
 
-def _watch_by_rawlink(answer, done):
-    answer.rawlink(lambda _answer: done())
+def _watch_answer(answer, done):
+    """The default `watch`: done() once `answer` is answered, through its
+    link_internal when it has one (a member session's answer: then done()
+    runs on that member's completion thread, not behind the application's
+    callbacks), else through kazoo's rawlink."""
+    link = getattr(answer, "link_internal", None) or answer.rawlink
+    link(lambda _answer: done())
