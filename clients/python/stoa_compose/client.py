@@ -8,7 +8,7 @@ import threading
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConfigurationError, NodeExistsError, NoNodeError, SessionExpiredError
-from kazoo.handlers.threading import SequentialThreadingHandler
+from kazoo.handlers.threading import AsyncResult, SequentialThreadingHandler
 from kazoo.protocol.states import KazooState, KeeperState
 from kazoo.recipe.barrier import Barrier, DoubleBarrier
 from kazoo.recipe.counter import Counter
@@ -32,11 +32,11 @@ STOPPED, RUNNING, RENEWING = "stopped", "running", "renewing"
 
 
 class _MemberHandler(SequentialThreadingHandler):
-    """The handler of one member session. Its completions run on its own
-    threads, but watch events go to the composed handler's single callback
-    queue, in the order they arrive from the ensembles: one queue is what
-    makes the delivery order across ensembles agree with what the client
-    read (docs/compose.md, "Watches")."""
+    """The handler of one member session. Watch events go to the composed
+    handler's single callback queue, in the order they arrive from the
+    ensembles: one queue is what makes the delivery order across ensembles
+    agree with what the client read (docs/compose.md, "Watches"). Its
+    answers are _MemberResults."""
 
     def __init__(self, shared):
         super().__init__()
@@ -46,6 +46,71 @@ class _MemberHandler(SequentialThreadingHandler):
         if self._shared.running:
             return self._shared.dispatch_callback(callback)
         return super().dispatch_callback(callback)
+
+    def async_result(self):
+        return _MemberResult(self)
+
+
+class _MemberResult(AsyncResult):
+    """An answer of a member session, which the composed client may return
+    to the application as it is (the fast path of a client that stays on
+    one mount). So that it behaves as every other result of the composed
+    client, its rawlink callbacks run on the composed handler's completion
+    thread. The composed client's own bookkeeping (link_internal: counting
+    the answer, forwarding it to a composed result) runs on the member's
+    completion thread instead, as before, never on the connection thread
+    and never behind an application callback (which may wait for a held
+    request that only this bookkeeping releases)."""
+
+    def __init__(self, member_handler):
+        super().__init__(member_handler._shared)
+        self._member_handler = member_handler
+        self._internal = []
+
+    # _internal is read without the condition after it was set: a
+    # link_internal either appended before the value was stored (under the
+    # condition) or found the result ready and dispatched the callback itself.
+    def set(self, value=None):
+        super().set(value)
+        if self._internal:
+            self._run_internal()
+
+    def set_exception(self, exception):
+        super().set_exception(exception)
+        if self._internal:
+            self._run_internal()
+
+    def link_internal(self, callback):
+        """callback(self), once, on the member's completion thread, when
+        answered (at once if it is)."""
+        with self._condition:
+            if not self.ready():
+                self._internal.append(callback)
+                return
+        self._dispatch_internal(callback)
+
+    def _run_internal(self):
+        # Outside the condition: a callback may take the sequencer's lock,
+        # which a submitting thread may hold while it links this answer.
+        with self._condition:
+            callbacks, self._internal = self._internal, []
+        for callback in callbacks:
+            self._dispatch_internal(callback)
+
+    def _dispatch_internal(self, callback):
+        handler = self._member_handler
+        if handler.running:
+            handler.completion_queue.put(functools.partial(callback, self))
+        else:
+            callback(self)
+
+
+def _link_internal(answer, callback):
+    link = getattr(answer, "link_internal", None)
+    if link is None:   # not a member's answer (a test's stand-in)
+        answer.rawlink(callback)
+    else:
+        link(callback)
 
 
 class ComposedClient:
@@ -275,15 +340,30 @@ class ComposedClient:
 
     def _submit(self, path, kind, call):
         """Sends call(member) to the owner of `path` through Algorithm 1;
-        returns an async result set once the member answered."""
+        returns an async result set once the member answered: the member's
+        own when the request could leave at once to the current target
+        (the fast path), else one of the composed handler."""
         mount = self.mounts.route(path)
         member = self.members[mount.prefix]
-        result = self.handler.async_result()
         if self._phase == RENEWING:
+            result = self.handler.async_result()
             result.set_exception(SessionExpiredError(
                 "the composed session expired (mounts %s); a new one is being opened"
                 % self.mounts.names()))
             return result
+
+        def send_now():
+            try:
+                return call(member)
+            except Exception as exc:
+                failed = self.handler.async_result()
+                failed.set_exception(exc)
+                return failed
+
+        answer = self._sequencer.send_if_current(mount.prefix, kind, send_now)
+        if answer is not None:
+            return answer
+        result = self.handler.async_result()
 
         def send(done):
             try:
@@ -302,7 +382,7 @@ class ComposedClient:
                 else:
                     result.set_exception(answered.exception)
 
-            answer.rawlink(forward)
+            _link_internal(answer, forward)
 
         self._sequencer.submit(Request(mount.prefix, kind, path, send))
         return result
@@ -325,7 +405,7 @@ class ComposedClient:
                 self._count_sync_failure(mount, answered.exception)
             done()
 
-        answer.rawlink(finished)
+        _link_internal(answer, finished)
 
     def _count_sync_failure(self, mount, exception):
         with self._sequencer.lock:

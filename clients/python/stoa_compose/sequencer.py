@@ -14,6 +14,15 @@ waiting one wait too, so requests leave in program order.
 Nothing here does I/O: a request carries a `send(done)` that sends it and
 calls done() once when it is answered, and `inject_sync(target, path, done)`
 sends a sync. The composed client supplies both.
+
+The fast path (send_if_current): a request to the current target while
+nothing is held needs neither a hold nor a sync, so it is sent at once and
+its answer is not followed by a callback. The sequencer keeps the answer
+and looks at it (answer.ready()) only when a request to another target
+comes; the answers still unanswered then are counted as outstanding and
+watched (`watch(answer, done)`, by default through the answer's
+link_internal or rawlink) like any other. A client that stays on one
+target thus pays for no completion callback and no extra thread hop.
 """
 
 import collections
@@ -45,8 +54,9 @@ class Sequencer:
     (requests that could not leave when submitted).
     """
 
-    def __init__(self, inject_sync, stats=None):
+    def __init__(self, inject_sync, stats=None, watch=None):
         self._inject_sync = inject_sync
+        self._watch = watch or _watch_answer
         self.stats = stats if stats is not None else {}
         for key in ("requests", "reads", "updates", "switches", "syncs_injected",
                     "requests_held"):
@@ -57,6 +67,10 @@ class Sequencer:
         self._current = None
         self._outstanding = 0
         self._held = collections.deque()
+        # Answers of requests sent by the fast path, not yet counted in
+        # _outstanding (some may be answered already). Empty while any
+        # request is held.
+        self._unwatched = collections.deque()
 
     @property
     def current(self):
@@ -64,14 +78,38 @@ class Sequencer:
 
     @property
     def outstanding(self):
-        return self._outstanding
+        with self.lock:
+            return self._outstanding + sum(1 for a in self._unwatched if not a.ready())
 
     @property
     def held(self):
         return len(self._held)
 
+    def send_if_current(self, target, kind, send):
+        """The fast path: when `target` is the current target and nothing
+        is held, sends the request by send() at once and returns what it
+        returned, its answer (an object with ready(), as kazoo's async
+        results, that `watch` can follow). Otherwise sends nothing and
+        returns None: the caller then submit()s the request."""
+        with self.lock:
+            if target != self._current or self._held:
+                return None
+            stats = self.stats
+            stats["requests"] += 1
+            stats["reads" if kind == READ else "updates"] += 1
+            answer = send()
+            unwatched = self._unwatched
+            # Forget what was answered (a session answers in order, so
+            # from the left); this bounds the deque by what is in flight.
+            while unwatched and unwatched[0].ready():
+                unwatched.popleft()
+            unwatched.append(answer)
+            return answer
+
     def submit(self, request):
         with self.lock:
+            if self._unwatched:
+                self._watch_unanswered()
             if self._held or self._blocked(request):
                 self.stats["requests_held"] += 1
             self._held.append(request)
@@ -83,6 +121,16 @@ class Sequencer:
         with self.lock:
             self._current = None
 
+    def _watch_unanswered(self):
+        """Counts the fast path's unanswered requests as outstanding and
+        watches them. All are counted before any is watched: one answered
+        meanwhile may call _complete at once, which must not find 0."""
+        pending = [a for a in self._unwatched if not a.ready()]
+        self._unwatched.clear()
+        self._outstanding += len(pending)
+        for answer in pending:
+            self._watch(answer, self._complete)
+
     def _blocked(self, request):
         return request.target != self._current and self._outstanding > 0
 
@@ -91,16 +139,21 @@ class Sequencer:
             self._dispatch(self._held.popleft())
 
     def _dispatch(self, request):
+        # Both the sync and the request count as outstanding before either
+        # is sent: a sync answered at once (inside _inject_sync) must not
+        # bring the count to 0, or _drain would send the requests held
+        # behind this one before it.
+        sync = False
         if request.target != self._current:
             self._current = request.target
             self.stats["switches"] += 1
-            if request.kind == READ:
-                self._outstanding += 1
-                self.stats["syncs_injected"] += 1
-                self._inject_sync(request.target, request.path, self._complete)
-        self._outstanding += 1
+            sync = request.kind == READ
+        self._outstanding += 2 if sync else 1
         self.stats["requests"] += 1
         self.stats["reads" if request.kind == READ else "updates"] += 1
+        if sync:
+            self.stats["syncs_injected"] += 1
+            self._inject_sync(request.target, request.path, self._complete)
         request.send(self._complete)
 
     def _complete(self):
@@ -109,3 +162,12 @@ class Sequencer:
             assert self._outstanding >= 0, "more answers than requests"
             if self._outstanding == 0:
                 self._drain()
+
+
+def _watch_answer(answer, done):
+    """The default `watch`: done() once `answer` is answered, through its
+    link_internal when it has one (a member session's answer: then done()
+    runs on that member's completion thread, not behind the application's
+    callbacks), else through kazoo's rawlink."""
+    link = getattr(answer, "link_internal", None) or answer.rawlink
+    link(lambda _answer: done())
