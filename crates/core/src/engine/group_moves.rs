@@ -13,8 +13,8 @@
 
 use std::collections::BTreeSet;
 
-use stoa_proto::codes::ErrorCode;
 use super::routing::SEQUENTIAL_FLAG;
+use stoa_proto::codes::ErrorCode;
 use stoa_proto::records::SetDataRequest;
 use stoa_proto::request::Request;
 use stoa_tree::{GroupMove, PrepContext, PrepError, Txn, TxnOp, PARTITIONS};
