@@ -359,12 +359,14 @@ def test_empty_containers_and_expired_ttl_nodes_are_reaped_in_groups_too(request
 def test_a_data_directory_written_with_other_groups_is_refused_not_hidden(request):
     """Adding /app to partition.groups over a directory that holds /app on partition
     0 would hide it from clients; dropping a group would hide its partition's nodes.
-    Either way the server stops and says which, and starts again with the groups the
-    data was written with."""
+    Either way the server stops, naming the groups its data's placement has and the
+    ones configured, and starts again with the groups the data was written with."""
     no_groups = {"partitions": 3, "partition.groups": None}
     for written, restarted, expected in (
-            (no_groups, GROUPS, "holds /app on partition 0"),
-            (GROUPS, no_groups, "no longer lists")):
+            (no_groups, GROUPS, "the groups []; the configuration has 3 partitions and "
+                                "partition.groups [/app, /billing]"),
+            (GROUPS, no_groups, "the groups [/app, /billing]; the configuration has 3 "
+                                "partitions and partition.groups []")):
         srv = h.Server(kind="stoa", ensemble=False,
                        extra_cfg={k: v for k, v in written.items() if v is not None})
         request.addfinalizer(srv.cleanup)
@@ -719,3 +721,35 @@ def test_automatic_placement_makes_each_new_top_level_node_a_group(request):
         assert "/d" in placed(c.get(PLACEMENT)[0])
     finally:
         c.stop()
+
+
+def test_a_member_configured_with_other_groups_routes_by_the_ensembles_placement(request):
+    """The first leader writes its placement through the log, so every member
+    serves by that one, whatever its own partition.groups (a member routing by
+    its own would hide the groups' nodes from its clients), and a member whose
+    groups differ from its data's refuses to start again."""
+    ensemble = h.Ensemble(kind="stoa", extra_cfg=dict(GROUPS, tickTime=500))
+    request.addfinalizer(ensemble.cleanup)
+    odd = ensemble.members[2]
+    h.set_member_cfg(odd, {"partition.groups": "/billing"})
+    ensemble.start()
+    c = KazooClient(hosts=ensemble.members[0].hosts, timeout=10)
+    c.start()
+    try:
+        c.create("/app", b"a")
+        c.create("/app/x", b"x")
+        c.create("/billing", b"b")
+        views = [member_view(m, ["/app", "/app/x", "/billing"]) for m in ensemble.members]
+        assert all(v[:2] == views[0][:2] for v in views), views
+        published = views[0][1]
+        # Whichever member led first wrote its own configuration's placement.
+        assert published in ({"/app": 1, "/billing": 2}, {"/billing": 1}), published
+    finally:
+        c.stop()
+    differs = odd if "/app" in published else ensemble.members[0]
+    differs.stop()
+    differs.launch()
+    h.wait_until(lambda: not differs.running(), timeout=20,
+                 what="the member whose groups differ from its data's to refuse")
+    assert "start the server with the partitions and groups" in differs.log_tail(20), \
+        differs.log_tail(20)

@@ -713,6 +713,7 @@ impl Engine {
         self.expire_sessions();
         self.check_containers();
         self.check_placement_matches_data();
+        self.publish_placement();
         self.balance_partitions();
     }
 

@@ -51,23 +51,9 @@ impl Engine {
             return Ok(());
         }
         if let Some(held) = self.placement_held()? {
-            if held.version() > 0 {
-                if !self.may_route_by(&held) {
-                    let listed = |p: &Placement| {
-                        let roots: Vec<&str> = roots(p).into_iter().filter(|r| *r != "/").collect();
-                        format!("[{}]", roots.join(", "))
-                    };
-                    return Err(format!(
-                        "this data directory's placement ({PARTITIONS}, version {}) has {} \
-                         partitions and the groups {}; the configuration has {} partitions and \
-                         partition.groups {}: start the server with the partitions and groups \
-                         its data was written with",
-                        held.version(),
-                        held.partitions(),
-                        listed(&held),
-                        self.config.partitions,
-                        listed(&self.placement)
-                    ));
+            if self.placement_written() {
+                if let Some(why) = self.unconfigured(&held) {
+                    return Err(why);
                 }
                 self.placement = held;
                 return Ok(());
@@ -86,9 +72,9 @@ impl Engine {
             return None;
         }
         let tree = stoa_tree::read_snapshot(&mut &parts.get(PLACEMENT_PARTITION)?[..]).ok()?;
-        let text = std::str::from_utf8(tree.node(PARTITIONS)?.data()).ok()?;
-        let held = Placement::parse(text).ok()?;
-        let differs = held.version() > 0 && !self.may_route_by(&held);
+        let node = tree.node(PARTITIONS)?;
+        let held = Placement::parse(std::str::from_utf8(node.data()).ok()?).ok()?;
+        let differs = node.stat().version > 0 && self.unconfigured(&held).is_some();
         differs.then(|| {
             format!(
                 "the snapshot's groups ({PARTITIONS}) are not this server's partition.groups; \
@@ -119,15 +105,33 @@ impl Engine {
         self.propose_on(PLACEMENT_PARTITION, txn);
     }
 
-    /// Whether the data's placement `held` fits this server's
-    /// configuration: the same partitions and `auto`, the configured groups,
-    /// and others only where automatic placement made them.
-    fn may_route_by(&self, held: &Placement) -> bool {
-        let (held_roots, configured) = (roots(held), roots(&self.placement));
-        held.partitions() == self.placement.partitions()
-            && held.auto_top_level() == self.placement.auto_top_level()
-            && configured.is_subset(&held_roots)
-            && (held.auto_top_level() || held_roots == configured)
+    /// Why the data's placement `held` does not fit this server's
+    /// configuration, if it does not: it must have the same partitions and
+    /// `auto`, the configured groups, and others only where automatic
+    /// placement made them.
+    pub(super) fn unconfigured(&self, held: &Placement) -> Option<String> {
+        let configured = super::start_placement(&self.config).ok()?;
+        let (held_roots, configured_roots) = (roots(held), roots(&configured));
+        let fits = held.partitions() == configured.partitions()
+            && held.auto_top_level() == configured.auto_top_level()
+            && configured_roots.is_subset(&held_roots)
+            && (held.auto_top_level() || held_roots == configured_roots);
+        if fits {
+            return None;
+        }
+        let listed = |roots: BTreeSet<&str>| {
+            let roots: Vec<&str> = roots.into_iter().filter(|r| *r != "/").collect();
+            format!("[{}]", roots.join(", "))
+        };
+        Some(format!(
+            "this data directory's placement ({PARTITIONS}) has {} partitions and the groups \
+             {}; the configuration has {} partitions and partition.groups {}: start the server \
+             with the partitions and groups its data was written with",
+            held.partitions(),
+            listed(held_roots),
+            configured.partitions(),
+            listed(configured_roots)
+        ))
     }
 
     /// Leader, with automatic placement: a create (alone or in a multi) of
@@ -189,6 +193,46 @@ impl Engine {
         });
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(0, zxid);
+        let txn = self
+            .prepare_placement_write(&ctx, &request, |_, _| Ok((Vec::new(), next)))
+            .unwrap_or_else(|e| Txn {
+                header: ctx.header(),
+                op: e.into_txn_op(),
+            });
+        self.propose_on(PLACEMENT_PARTITION, txn);
+    }
+
+    /// Whether the placement node was ever written through the log (its
+    /// version above 0): the leader's first act with several partitions
+    /// (`publish_placement`), then every move. Until then it mirrors this
+    /// server's configuration alone.
+    pub(super) fn placement_written(&self) -> bool {
+        self.placement_node_version().is_some_and(|v| v > 0)
+    }
+
+    /// Leader, each tick: a placement no leader has written yet is written
+    /// through the log as it is, once, so that every member routes by the
+    /// same one (a member configured with other groups takes the leader's)
+    /// and a member restarted with other groups refuses to start.
+    pub(super) fn publish_placement(&mut self) {
+        if self.cores.len() == 1
+            || !self.is_leader()
+            || !self.may_prepare()
+            || self.placement_written()
+        {
+            return;
+        }
+        let Some(version) = self.placement_node_version() else {
+            return;
+        };
+        let request = Request::SetData(SetDataRequest {
+            path: PARTITIONS.to_string(),
+            data: Some(self.placement.render().into_bytes()),
+            version,
+        });
+        let zxid = self.next_zxid();
+        let ctx = self.internal_ctx(0, zxid);
+        let next = self.placement.clone();
         let txn = self
             .prepare_placement_write(&ctx, &request, |_, _| Ok((Vec::new(), next)))
             .unwrap_or_else(|e| Txn {

@@ -310,6 +310,14 @@ impl Engine {
             return;
         }
         self.placement_checked = true;
+        // The log may have written the placement since the start checked
+        // the snapshot's.
+        if self.placement_written() {
+            if let Some(why) = self.unconfigured(&self.placement) {
+                self.out.fatal = Some(why);
+                return;
+            }
+        }
         let empty = stoa_tree::DataTree::new().node_count();
         let mut problem = None;
         for (root, _) in self.placement.groups() {
