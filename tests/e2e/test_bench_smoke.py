@@ -36,6 +36,28 @@ def test_bench_mixed_load_reports_throughput_and_no_errors(server_factory, tmp_p
     assert set(r["by_op"]) == {"create", "set", "get", "exists", "children", "delete", "multi"}
 
 
+def test_bench_spreads_its_keys_over_several_roots_in_bursts(server_factory, tmp_path):
+    """--root /a,/b spreads the keyspace over both roots (key i under root i mod 2), and
+    --burst runs sessions through them in bursts: every key is there, and the setData
+    run leaves writes under both roots, without errors."""
+    srv = server_factory()
+    results = run_bench(srv, tmp_path, "--root", "/sw-a,/sw-b", "--burst", "3", "--keys", "10",
+                        "--sessions", "2", "--outstanding", "1", "--duration", "1",
+                        "--warmup", "0.1", "--mix", "set=100")
+    assert results[0]["ops"] > 0 and results[0]["error_count"] == 0
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts=srv.hosts, timeout=10)
+    zk.start()
+    try:
+        a, b = zk.get_children("/sw-a/keys"), zk.get_children("/sw-b/keys")
+        assert sorted(a + b) == ["k%07d" % i for i in range(10)]
+        assert all(int(k[1:]) % 2 == 0 for k in a) and all(int(k[1:]) % 2 == 1 for k in b)
+        assert any(zk.get("/sw-a/keys/" + k)[1].version > 0 for k in a)
+        assert any(zk.get("/sw-b/keys/" + k)[1].version > 0 for k in b)
+    finally:
+        zk.stop()
+
+
 def test_bench_scenario_counts_ops_and_appends_csv(server_factory, tmp_path):
     """A scenario bounded by op count measures exactly that many ops; --csv appends."""
     srv = server_factory()

@@ -45,23 +45,40 @@ impl TreePaths {
     }
 }
 
-/// Set once, by `--root`, before anything runs.
-static TREE_PATHS: std::sync::OnceLock<TreePaths> = std::sync::OnceLock::new();
+/// Set once, by `--root`, before anything runs: the first root's paths
+/// take the creates and `children`; the keyspace is spread over all.
+static TREE_PATHS: std::sync::OnceLock<Vec<TreePaths>> = std::sync::OnceLock::new();
 
-/// Moves the mixes' nodes under `root` (`--root`): several load
-/// generators, each with its own root, drive the groups of a server of
-/// several partitions (docs/partitions.md).
-pub fn set_root(root: &str) -> Result<(), String> {
-    if !root.starts_with('/') || root.ends_with('/') || root.contains("//") {
-        return Err(format!(
-            "--root {root}: expected an absolute path such as /g1"
-        ));
+/// Moves the mixes' nodes under `roots` (`--root`, comma-separated):
+/// several load generators, each with its own root, drive the groups of a
+/// server of several partitions (docs/partitions.md); one generator with
+/// several roots spreads its keyspace over their groups, key `i` under root
+/// `i mod n`, and `--burst` says how many calls a session makes under one
+/// root before it moves to the next (the cost of switching partitions).
+pub fn set_root(roots: &str) -> Result<(), String> {
+    let mut paths = Vec::new();
+    for root in roots.split(',') {
+        if !root.starts_with('/') || root.ends_with('/') || root.contains("//") {
+            return Err(format!(
+                "--root {root}: expected an absolute path such as /g1"
+            ));
+        }
+        paths.push(TreePaths::under(root));
     }
-    (TREE_PATHS.set(TreePaths::under(root))).map_err(|_| "--root given twice".to_string())
+    (TREE_PATHS.set(paths)).map_err(|_| "--root given twice".to_string())
+}
+
+fn all_tree_paths() -> &'static [TreePaths] {
+    TREE_PATHS.get_or_init(|| vec![TreePaths::under(ROOT)])
 }
 
 fn tree_paths() -> &'static TreePaths {
-    TREE_PATHS.get_or_init(|| TreePaths::under(ROOT))
+    &all_tree_paths()[0]
+}
+
+/// How many roots the keyspace is spread over.
+pub fn root_count() -> usize {
+    all_tree_paths().len()
 }
 
 /// The keyspace's parent.
@@ -184,6 +201,9 @@ struct Plan {
     /// Per-worker interval between scheduled starts (open loop).
     interval: Option<Duration>,
     nonce: u64,
+    /// Calls a worker makes under one root before the next (0: each key
+    /// at random over the whole keyspace).
+    burst: usize,
 }
 
 /// A ZooKeeper-protocol session (Apache ZooKeeper or Stoa).
@@ -244,6 +264,7 @@ pub async fn measure<B: Backend>(
             .rate_ops_s
             .map(|rate| Duration::from_secs_f64(workers as f64 / rate)),
         nonce: nonce(),
+        burst: cell.burst,
     });
 
     // CPU time over the measured window: sampled at its start and end.
@@ -296,9 +317,10 @@ async fn clean_up<B: Backend>(
     Ok(())
 }
 
-/// The `i`th key of the keyspace.
+/// The `i`th key of the keyspace, under root `i mod n`.
 pub fn key_path(i: usize) -> String {
-    format!("{}/k{i:07}", keys_dir())
+    let roots = all_tree_paths();
+    format!("{}/k{i:07}", roots[i % roots.len()].keys)
 }
 
 fn nonce() -> u64 {
@@ -359,12 +381,12 @@ fn rotated(servers: &str, s: usize) -> String {
 /// (rewritten when a previous run left another size).
 async fn setup(client: &Client, keys: usize, payload: &[u8]) -> Result<(), String> {
     let acl = open_acl_unsafe();
-    let paths = tree_paths();
-    // The root's ancestors first, where it is nested.
-    let ancestors = (paths.root.match_indices('/').skip(1)).map(|(at, _)| &paths.root[..at]);
-    let dirs: Vec<&str> = ancestors
-        .chain([&*paths.root, &paths.keys, &paths.writes])
-        .collect();
+    let mut dirs: Vec<&str> = Vec::new();
+    for paths in all_tree_paths() {
+        // The root's ancestors first, where it is nested.
+        let ancestors = (paths.root.match_indices('/').skip(1)).map(|(at, _)| &paths.root[..at]);
+        dirs.extend(ancestors.chain([&*paths.root, &paths.keys, &paths.writes]));
+    }
     for dir in dirs {
         match client.create(dir, b"", &acl, CreateMode::Persistent).await {
             Ok(_) | Err(Error::NodeExists { .. }) => {}
@@ -422,6 +444,7 @@ async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant
     };
     let mut created: VecDeque<String> = VecDeque::new();
     let mut seq: u64 = 0;
+    let mut keys = KeyChooser::new(&plan, &mut rng);
     // Open loop: spread the workers' first starts over one interval.
     let mut scheduled = plan
         .interval
@@ -448,7 +471,18 @@ async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant
         if kind == OpKind::Delete && created.is_empty() {
             kind = OpKind::Create;
         }
-        let result = call(&session, &plan, kind, &mut rng, &mut created, id, &mut seq).await;
+        let key = keys.next(&plan, &mut rng);
+        let result = call(
+            &session,
+            &plan,
+            kind,
+            key,
+            &mut rng,
+            &mut created,
+            id,
+            &mut seq,
+        )
+        .await;
         let done = clock::now();
         if let Some(iv) = plan.interval {
             scheduled = Some(began + iv);
@@ -496,17 +530,54 @@ pub fn error_name(e: &Error) -> String {
     }
 }
 
-/// Picks the keys of one call of `kind` and makes it through `session`.
+/// Which key a worker's next call takes: any at random, or, with a burst,
+/// one at random under the current root, `burst` calls running before the
+/// worker moves to the next root.
+struct KeyChooser {
+    root: usize,
+    left: usize,
+}
+
+impl KeyChooser {
+    fn new(plan: &Plan, rng: &mut Rng) -> KeyChooser {
+        let roots = root_count().min(plan.keys.len()).max(1);
+        KeyChooser {
+            root: rng.below(roots as u64) as usize,
+            left: plan.burst,
+        }
+    }
+
+    fn next(&mut self, plan: &Plan, rng: &mut Rng) -> usize {
+        let n = plan.keys.len();
+        let roots = root_count().min(n).max(1);
+        if plan.burst == 0 || roots == 1 {
+            return rng.below(n as u64) as usize;
+        }
+        if self.left == 0 {
+            self.root = (self.root + 1) % roots;
+            self.left = plan.burst;
+        }
+        self.left -= 1;
+        // Keys root, root + roots, root + 2 roots, ...: all under one root.
+        let under = (n - self.root).div_ceil(roots);
+        self.root + roots * rng.below(under as u64) as usize
+    }
+}
+
+/// Makes a call of `kind` on key `key` (and, for a multi, one more at
+/// random) through `session`.
+#[allow(clippy::too_many_arguments)]
 async fn call<B: Backend>(
     session: &B,
     plan: &Plan,
     kind: OpKind,
+    key: usize,
     rng: &mut Rng,
     created: &mut VecDeque<String>,
     id: u64,
     seq: &mut u64,
 ) -> Result<(), B::Error> {
-    let key = &plan.keys[rng.below(plan.keys.len() as u64) as usize];
+    let key = &plan.keys[key];
     let payload = &plan.payload;
     match kind {
         OpKind::Get => session.call(Call::Get(key), payload).await,

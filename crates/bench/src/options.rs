@@ -37,9 +37,14 @@ pub const USAGE: &str = "usage: stoa bench [options]
   --rate OPS                 offered load in ops/s over all sessions (default: closed loop);
                              latency then counts from the scheduled start
   --ephemeral                creates make ephemeral nodes
-  --root PATH                where the keyspace and the creates go (default /stoa-bench):
+  --root PATH[,PATH..]       where the keyspace and the creates go (default /stoa-bench):
                              one load generator per group drives a server of several
-                             partitions (partition.groups)
+                             partitions (partition.groups); several roots spread the
+                             keyspace over them (key i under root i mod n)
+  --burst N                  with several roots: calls a session's worker makes under one
+                             root before it moves to the next (default 0: keys at random
+                             over all roots); with --outstanding 1 a session switches
+                             partitions every N calls
   --clean-up                 once measured, delete what the run's creates left (not
                              counted in any figure): the next run finds the tree as
                              this one did
@@ -96,6 +101,8 @@ pub struct Cell {
     pub backoff: Duration,
     /// EZK priority-queue scenarios: elements the producer keeps queued.
     pub queue_depth: usize,
+    /// `--burst`: calls under one root before the next (0: at random).
+    pub burst: usize,
     /// Which protocol the sessions speak.
     pub target: Target,
     /// etcd: reads with `serializable = true` (not linearizable).
@@ -217,6 +224,7 @@ pub struct Args {
     pub threads: Option<usize>,
     pub backoff: Option<Duration>,
     pub queue_depth: Option<usize>,
+    pub burst: Option<usize>,
     pub think: Option<Duration>,
     pub hold: Option<Duration>,
     pub poll: Option<Duration>,
@@ -300,6 +308,7 @@ impl Args {
                 }
                 "--threads" => out.threads = Some(count(flag, value, 1, THREADS_MAX)?),
                 "--queue-depth" => out.queue_depth = Some(count(flag, value, 1, 100_000)?),
+                "--burst" => out.burst = Some(count(flag, value, 1, 1_000_000)?),
                 "--backoff-ms" => {
                     let ms: f64 = value
                         .parse()
@@ -391,6 +400,7 @@ impl Args {
             workload: Workload::Mix,
             backoff: self.backoff.unwrap_or(Duration::from_millis(1)),
             queue_depth: self.queue_depth.unwrap_or(100),
+            burst: self.burst.unwrap_or(0),
             target: self.target.unwrap_or_default(),
             serializable: self.serializable,
             think: self.think.unwrap_or(Duration::from_millis(500)),
