@@ -48,6 +48,7 @@ mod leader_loss;
 mod monitor;
 mod ownership;
 mod partition_core;
+mod placement_state;
 mod reconfig;
 mod replication;
 mod request;
