@@ -22,3 +22,27 @@ field() { grep -o "\"$1\": *[0-9.]*" "$2" 2>/dev/null | head -1 | grep -o '[0-9.
 # cpu_ticks PID: the process's user and system time, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+# base_cfg DIR: the zoo.cfg lines every script's standalone server takes
+# (data in DIR, a free port in PORT, every four-letter word, no AdminServer).
+base_cfg() {
+  PORT=$(free_port)
+  echo tickTime=2000; echo "dataDir=$1"; echo "clientPort=$PORT"
+  echo clientPortAddress=127.0.0.1; echo '4lw.commands.whitelist=*'
+  echo admin.enableServer=false
+}
+
+# start_server DIR WHAT: starts $BIN on DIR/zoo.cfg and waits (30 s at
+# most) until it serves on PORT as a standalone server; sets SERVER_PID.
+start_server() {
+  local d=$1 what=$2 deadline=$((SECONDS + 30))
+  "$BIN" server --config "$d/zoo.cfg" >"$d/log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=($SERVER_PID)
+  until [[ $(srvr "$PORT") == *"Mode: standalone"* ]]; do
+    if [ $SECONDS -ge $deadline ]; then
+      echo "$what did not come up" >&2; tail -5 "$d/log" >&2; return 1
+    fi
+    sleep 0.2
+  done
+}

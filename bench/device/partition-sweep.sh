@@ -27,23 +27,10 @@ trap cleanup EXIT
 start() { # partitions -> PORT, SERVER_PID
   local parts=$1 d groups="" k
   d=$(mktemp -d "$WORK/run.XXXX")
-  PORT=$(free_port)
   for ((k = 1; k < parts; k++)); do groups+="${groups:+,}/g$k"; done
-  {
-    echo tickTime=2000; echo "dataDir=$d"; echo "clientPort=$PORT"
-    echo clientPortAddress=127.0.0.1; echo '4lw.commands.whitelist=*'
-    echo admin.enableServer=false; echo "partitions=$parts"
-    [ -n "$groups" ] && echo "partition.groups=$groups"
-  } >"$d/zoo.cfg"
-  "$BIN" server --config "$d/zoo.cfg" >"$d/log" 2>&1 &
-  SERVER_PID=$!
-  PIDS+=($SERVER_PID)
-  local deadline=$((SECONDS + 30))
-  while [ $SECONDS -lt $deadline ]; do
-    [[ $(srvr "$PORT") == *"Mode: standalone"* ]] && return 0
-    sleep 0.2
-  done
-  echo "server of $parts partitions did not come up" >&2; tail -5 "$d/log" >&2; return 1
+  base_cfg "$d" >"$d/zoo.cfg"
+  { echo "partitions=$parts"; [ -n "$groups" ] && echo "partition.groups=$groups"; } >>"$d/zoo.cfg"
+  start_server "$d" "server of $parts partitions"
 }
 
 

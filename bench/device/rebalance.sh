@@ -31,23 +31,14 @@ echo "cores: $(nproc); $PARTS partitions, window $WINDOW_MS ms; 2 generators x $
 hot2=$PARTS
 for ((round = 0; round < ROUNDS; round++)); do
   d=$(mktemp -d "$WORK/run.XXXX")
-  PORT=$(free_port)
   groups=""
   for ((k = 1; k <= 2 * (PARTS - 1); k++)); do groups+="${groups:+,}/g$k"; done
+  base_cfg "$d" >"$d/zoo.cfg"
   {
-    echo tickTime=2000; echo "dataDir=$d"; echo "clientPort=$PORT"
-    echo clientPortAddress=127.0.0.1; echo '4lw.commands.whitelist=*'
-    echo admin.enableServer=false; echo "partitions=$PARTS"
-    echo "partition.groups=$groups"; echo "partition.balanceIntervalMs=$WINDOW_MS"
-  } >"$d/zoo.cfg"
-  "$BIN" server --config "$d/zoo.cfg" >"$d/log" 2>&1 &
-  SERVER_PID=$!
-  PIDS+=($SERVER_PID)
-  deadline=$((SECONDS + 30))
-  until [[ $(srvr "$PORT") == *"Mode: standalone"* ]]; do
-    [ $SECONDS -ge $deadline ] && { echo "server did not come up" >&2; tail -5 "$d/log" >&2; exit 1; }
-    sleep 0.2
-  done
+    echo "partitions=$PARTS"; echo "partition.groups=$groups"
+    echo "partition.balanceIntervalMs=$WINDOW_MS"
+  } >>"$d/zoo.cfg"
+  start_server "$d" "the server" || exit 1
   gens=()
   t0=$(now_ms)
   for g in 1 $hot2; do

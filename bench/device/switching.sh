@@ -21,20 +21,9 @@ WORK=$(mktemp -d /tmp/stoa-switch.XXXXXX)
 trap 'cleanup; rm -rf "$WORK"' EXIT
 
 d=$(mktemp -d "$WORK/run.XXXX")
-PORT=$(free_port)
-{
-  echo tickTime=2000; echo "dataDir=$d"; echo "clientPort=$PORT"
-  echo clientPortAddress=127.0.0.1; echo '4lw.commands.whitelist=*'
-  echo admin.enableServer=false; echo partitions=3; echo partition.groups=/g1,/g2
-} >"$d/zoo.cfg"
-"$BIN" server --config "$d/zoo.cfg" >"$d/log" 2>&1 &
-SERVER_PID=$!
-PIDS+=($SERVER_PID)
-deadline=$((SECONDS + 30))
-until [[ $(srvr "$PORT") == *"Mode: standalone"* ]]; do
-  [ $SECONDS -ge $deadline ] && { echo "server did not come up" >&2; exit 1; }
-  sleep 0.2
-done
+base_cfg "$d" >"$d/zoo.cfg"
+{ echo partitions=3; echo partition.groups=/g1,/g2; } >>"$d/zoo.cfg"
+start_server "$d" "the server" || exit 1
 
 ways=("none:--root /g1" "burst10:--root /g1,/g2 --burst 10" "burst1:--root /g1,/g2 --burst 1")
 echo "cores: $(nproc); 3 partitions (/g1 on 1, /g2 on 2); $SESSIONS sessions x 1 in flight; $ROUNDS rounds of ${DUR}s after ${WARM}s"

@@ -8,9 +8,7 @@
 //! seen before the next.
 
 use rustc_hash::FxHashMap;
-use stoa_proto::records::SetDataRequest;
 use stoa_proto::request::Request;
-use stoa_tree::PARTITIONS;
 
 use super::Engine;
 use crate::placement::Placement;
@@ -140,14 +138,9 @@ impl Engine {
             log::warn!("load balancer: {e}");
             return;
         }
-        let Some(version) = self.placement_node_version() else {
+        let Some(request) = self.placement_write(&next) else {
             return;
         };
-        let request = Request::SetData(SetDataRequest {
-            path: PARTITIONS.to_string(),
-            data: Some(next.render().into_bytes()),
-            version,
-        });
         self.stats.balancer_moves += 1;
         self.propose_internal_group_move(&request);
     }

@@ -178,14 +178,9 @@ impl Engine {
     /// log as the super user's setData of the node would (its version
     /// checked, nothing else prepared until it applies).
     fn propose_placement(&mut self, next: Placement) {
-        let Some(version) = self.placement_node_version() else {
+        let Some(request) = self.placement_write(&next) else {
             return;
         };
-        let request = Request::SetData(SetDataRequest {
-            path: PARTITIONS.to_string(),
-            data: Some(next.render().into_bytes()),
-            version,
-        });
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(0, zxid);
         let txn = self
@@ -195,6 +190,16 @@ impl Engine {
                 op: e.into_txn_op(),
             });
         self.propose_on(PLACEMENT_PARTITION, txn);
+    }
+
+    /// The setData of the placement node that writes `next` over the
+    /// version it holds now; None without the node (one partition).
+    pub(super) fn placement_write(&self, next: &Placement) -> Option<Request> {
+        Some(Request::SetData(SetDataRequest {
+            path: PARTITIONS.to_string(),
+            data: Some(next.render().into_bytes()),
+            version: self.placement_node_version()?,
+        }))
     }
 
     /// The placement the data holds, if any.
