@@ -522,6 +522,23 @@ mod tests {
         assert_eq!(whole_frames(&two[..11], &decoder).unwrap(), (7, 9));
     }
 
+    /// A connected pair on loopback, the accepted side's send buffer and
+    /// the peer's receive buffer small, so a burst fills them (loopback's
+    /// grow to MiBs): (accepted, peer).
+    async fn small_buffered_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let peer = TcpStream::connect(addr).await.expect("connect");
+        let (stream, _) = listener.accept().await.expect("accept");
+        socket2::SockRef::from(&stream)
+            .set_send_buffer_size(32 * 1024)
+            .expect("SO_SNDBUF");
+        socket2::SockRef::from(&peer)
+            .set_recv_buffer_size(32 * 1024)
+            .expect("SO_RCVBUF");
+        (stream, peer)
+    }
+
     /// Reads everything the peer gets, a little at a time, to the end.
     async fn read_slowly(mut peer: TcpStream) -> Vec<u8> {
         let mut got = Vec::new();
@@ -562,17 +579,7 @@ mod tests {
             .expect("runtime");
         let local = tokio::task::LocalSet::new();
         local.block_on(&runtime, async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let addr = listener.local_addr().expect("address");
-            let peer = TcpStream::connect(addr).await.expect("connect");
-            let (stream, _) = listener.accept().await.expect("accept");
-            // Small buffers, so a burst fills them (loopback's grow to MiBs).
-            socket2::SockRef::from(&stream)
-                .set_send_buffer_size(32 * 1024)
-                .expect("SO_SNDBUF");
-            socket2::SockRef::from(&peer)
-                .set_recv_buffer_size(32 * 1024)
-                .expect("SO_RCVBUF");
+            let (stream, peer) = small_buffered_pair().await;
             let (_read_half, write_half) = stream.into_split();
             let writer = spawn_writer(write_half, &ConnThreads::Partition);
             // Sends numbered 4-byte words; the peer reads a little at a
@@ -642,13 +649,7 @@ mod tests {
         let threads = ConnThreads::Pool(pool.handle().clone());
         let local = tokio::task::LocalSet::new();
         local.block_on(&runtime, async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let addr = listener.local_addr().expect("address");
-            let peer = TcpStream::connect(addr).await.expect("connect");
-            let (stream, _) = listener.accept().await.expect("accept");
-            socket2::SockRef::from(&stream)
-                .set_send_buffer_size(32 * 1024)
-                .expect("SO_SNDBUF");
+            let (stream, peer) = small_buffered_pair().await;
             let (_read_half, write_half) = stream.into_split();
             let writer = spawn_writer(write_half, &threads);
             assert!(
