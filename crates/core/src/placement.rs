@@ -109,8 +109,7 @@ fn at_line(line: usize) -> impl Fn(PlacementError) -> PlacementError {
 /// `/zookeeper` and its subtree: the server's own nodes, which every
 /// partition reads, so they never leave the root group.
 fn in_zookeeper(path: &str) -> bool {
-    let rest = path.strip_prefix(ZOOKEEPER);
-    rest.is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    stoa_tree::within(path, ZOOKEEPER)
 }
 
 fn check_count(partitions: u32) -> Result<(), PlacementError> {

@@ -28,7 +28,7 @@ pub use apply::{Applied, TreeEvent, TreeEventKind, TxnResult};
 pub use codec::DecodeError;
 pub use ephemeral::{client_owner, ttl_owner, EphemeralKind, CONTAINER_OWNER, TTL_MAX_MS};
 pub use node::{Name, Node, NodeRef, PersistedStat};
-pub use path::{parent_of, validate_path, CONFIG, PARTITIONS, QUOTA, ROOT, ZOOKEEPER};
+pub use path::{parent_of, validate_path, within, CONFIG, PARTITIONS, QUOTA, ROOT, ZOOKEEPER};
 pub use prep::{is_multi_op, MultiMark, PrepContext, PrepError, Preparer};
 pub use response::{reply_for, response_for, ReplyShape};
 pub use snapshot::{read_embedded_snapshot, read_snapshot, write_snapshot, SnapshotError};

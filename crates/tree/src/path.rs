@@ -106,6 +106,15 @@ pub fn canonical(path: &str) -> &str {
     }
 }
 
+/// Whether `path` is `root` or lies below it, compared by whole
+/// components: `/app` holds `/app/x` but not `/apple`; `/` holds every path.
+pub fn within(path: &str, root: &str) -> bool {
+    root == ROOT
+        || path
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// `DataTree.isSpecialPath`: nodes a client may never delete.
 pub fn is_special(path: &str) -> bool {
     matches!(path, ROOT | ZOOKEEPER | QUOTA | CONFIG)
@@ -124,6 +133,14 @@ pub fn join(parent: &str, name: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn within_compares_whole_components() {
+        assert!(within("/app", "/app") && within("/app/x/y", "/app"));
+        assert!(!within("/apple", "/app") && !within("/ap", "/app"));
+        assert!(within("/", "/") && within("/anything/below", "/"));
+        assert!(!within("/", "/app"));
+    }
 
     /// ZooKeeper's rules stated per component: a different formulation from
     /// the scanner's, as an oracle.

@@ -25,8 +25,7 @@ pub(super) const PLACEMENT_PARTITION: usize = 1;
 
 /// Whether `path` is the placement node or below it.
 pub(super) fn is_placement_path(path: &str) -> bool {
-    path.strip_prefix(PARTITIONS)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    stoa_tree::within(path, PARTITIONS)
 }
 
 /// The roots of a placement's groups, `/` included.
@@ -192,19 +191,8 @@ impl Engine {
     }
 
     fn move_watches(&mut self, root: &str, from: usize, to: usize) {
-        let under = |path: &str| {
-            path == root
-                || path
-                    .strip_prefix(root)
-                    .is_some_and(|rest| rest.starts_with('/'))
-        };
-        let above = |path: &str| {
-            path == "/"
-                || root
-                    .strip_prefix(path)
-                    .is_some_and(|rest| rest.starts_with('/'))
-        };
-        let moving = self.cores[from].watches.select(|_, path| under(path));
+        let above = |path: &str| path != root && stoa_tree::within(root, path);
+        let moving = (self.cores[from].watches).select(|_, path| stoa_tree::within(path, root));
         for (conn, kind, path) in &moving {
             self.cores[from].watches.remove(*conn, *kind, path);
             self.cores[to].watches.add(*conn, *kind, path);

@@ -84,13 +84,7 @@ impl Engine {
     /// below it.
     fn partitions_under(&self, path: &str) -> Vec<usize> {
         let mut partitions = vec![self.partition_of(path)];
-        let below = |root: &str| {
-            root != path
-                && (path == stoa_tree::ROOT
-                    || root
-                        .strip_prefix(path)
-                        .is_some_and(|rest| rest.starts_with('/')))
-        };
+        let below = |root: &str| root != path && stoa_tree::within(root, path);
         for (root, partition) in self.placement.groups() {
             let partition = partition as usize;
             if below(root) && !partitions.contains(&partition) {
