@@ -195,14 +195,11 @@ impl Engine {
                 );
                 // The placement's tree records it first: the moves may
                 // take nodes out of that same tree at the same zxid.
+                let text = data.clone();
                 let record = TxnOp::MoveGroups {
                     moves: Vec::new(),
                     data,
                     version,
-                };
-                let text = match &record {
-                    TxnOp::MoveGroups { data, .. } => data.clone(),
-                    _ => unreachable!("built above"),
                 };
                 let applied = self.apply_whole(partition, Txn { header, op: record });
                 self.move_groups(zxid, &moves, &text);

@@ -9,6 +9,7 @@
 
 use rustc_hash::FxHashMap;
 use stoa_proto::request::Request;
+use stoa_tree::GroupMove;
 
 use super::Engine;
 use crate::placement::Placement;
@@ -138,11 +139,13 @@ impl Engine {
             log::warn!("load balancer: {e}");
             return;
         }
-        let Some(request) = self.placement_write(&next) else {
-            return;
-        };
         self.stats.balancer_moves += 1;
-        self.propose_internal_group_move(&request);
+        let moved = GroupMove {
+            root: decided.root,
+            from: decided.from,
+            to: decided.to,
+        };
+        self.propose_placement(next, vec![moved]);
     }
 }
 

@@ -34,22 +34,6 @@ pub(super) fn roots(placement: &Placement) -> BTreeSet<&str> {
 }
 
 impl Engine {
-    /// Leader: proposes a move the server decided (the balancer's), as the
-    /// super user's setData `request` of the placement; a refusal still
-    /// takes its zxid, as an error transaction.
-    pub(super) fn propose_internal_group_move(&mut self, request: &Request) {
-        let zxid = self.next_zxid();
-        let ctx = self.internal_ctx(0, zxid);
-        let txn = self.prepare_group_moves(&ctx, request).unwrap_or_else(|e| {
-            log::warn!("load balancer: the move was refused ({e:?})");
-            Txn {
-                header: ctx.header(),
-                op: e.into_txn_op(),
-            }
-        });
-        self.propose_on(PLACEMENT_PARTITION, txn);
-    }
-
     /// Leader: a setData of `/zookeeper/partitions`. Prepared as the
     /// setData it is (the node's ACL lets only the super user write it;
     /// the version is checked), then its text is read: it must keep the

@@ -9,7 +9,7 @@
 
 use stoa_proto::records::SetDataRequest;
 use stoa_proto::request::Request;
-use stoa_tree::{Txn, PARTITIONS};
+use stoa_tree::{GroupMove, Txn, PARTITIONS};
 
 use super::group_moves::{roots, PLACEMENT_PARTITION};
 use super::routing::SEQUENTIAL_FLAG;
@@ -148,7 +148,7 @@ impl Engine {
             return;
         }
         log::info!("automatic placement: {root} becomes a group on partition {to}");
-        self.propose_placement(next);
+        self.propose_placement(next, Vec::new());
     }
 
     /// Whether the placement node was ever written through the log (its
@@ -171,35 +171,35 @@ impl Engine {
         {
             return;
         }
-        self.propose_placement(self.placement.clone());
+        self.propose_placement(self.placement.clone(), Vec::new());
     }
 
-    /// Leader: writes `next`, a placement that moves no group, through the
-    /// log as the super user's setData of the node would (its version
-    /// checked, nothing else prepared until it applies).
-    fn propose_placement(&mut self, next: Placement) {
-        let Some(request) = self.placement_write(&next) else {
+    /// Leader: writes `next`, which `moves` lead to, through the log as the
+    /// super user's setData of the node would (its version checked,
+    /// nothing else prepared until it applies): the server's own placement
+    /// writes (the first, automatic placement's, the balancer's). A refusal
+    /// still takes its zxid, as an error transaction.
+    pub(super) fn propose_placement(&mut self, next: Placement, moves: Vec<GroupMove>) {
+        let Some(version) = self.placement_node_version() else {
             return;
         };
+        let request = Request::SetData(SetDataRequest {
+            path: PARTITIONS.to_string(),
+            data: Some(next.render().into_bytes()),
+            version,
+        });
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(0, zxid);
         let txn = self
-            .prepare_placement_write(&ctx, &request, |_, _| Ok((Vec::new(), next)))
-            .unwrap_or_else(|e| Txn {
-                header: ctx.header(),
-                op: e.into_txn_op(),
+            .prepare_placement_write(&ctx, &request, |_, _| Ok((moves, next)))
+            .unwrap_or_else(|e| {
+                log::warn!("the server's own write of {PARTITIONS} was refused ({e:?})");
+                Txn {
+                    header: ctx.header(),
+                    op: e.into_txn_op(),
+                }
             });
         self.propose_on(PLACEMENT_PARTITION, txn);
-    }
-
-    /// The setData of the placement node that writes `next` over the
-    /// version it holds now; None without the node (one partition).
-    pub(super) fn placement_write(&self, next: &Placement) -> Option<Request> {
-        Some(Request::SetData(SetDataRequest {
-            path: PARTITIONS.to_string(),
-            data: Some(next.render().into_bytes()),
-            version: self.placement_node_version()?,
-        }))
     }
 
     /// The placement the data holds, if any.

@@ -184,22 +184,22 @@ impl Engine {
         // whether or not it sent anything lately: reported every tick, so
         // a report lost (a leader cut off for a moment) is made good by the
         // next, not only by the client's next call.
-        let waiting: Vec<SessionId> = (self.gate.sessions.values())
-            .filter(|s| s.conn.is_some() && !s.closing && !s.queue.is_empty())
-            .map(|s| s.id)
-            .collect();
-        if self.is_leader() {
+        let waiting = |s: &&mut crate::session::Session| {
+            s.conn.is_some() && !s.closing && !s.queue.is_empty()
+        };
+        let (leader, now) = (self.is_leader(), self.now_ms);
+        let gate = &mut self.gate;
+        if leader {
             // The leader touches its own sessions directly.
-            self.gate.touched.clear();
-            let now = self.now_ms;
-            for sid in waiting {
-                if let Some(s) = self.gate.sessions.get_mut(&sid) {
-                    s.touch(now);
-                }
-            }
+            gate.touched.clear();
+            gate.sessions
+                .values_mut()
+                .filter(waiting)
+                .for_each(|s| s.touch(now));
             return;
         }
-        self.gate.touched.extend(waiting);
+        let ids = gate.sessions.values_mut().filter(waiting).map(|s| s.id);
+        gate.touched.extend(ids);
         if self.gate.touched.is_empty() {
             return;
         }

@@ -13,10 +13,7 @@ use super::Engine;
 impl Engine {
     /// The partition whose tree holds `path`'s node.
     pub(super) fn partition_of(&self, path: &str) -> usize {
-        if path.len() >= stoa_tree::PARTITIONS.len()
-            && self.cores.len() > 1
-            && super::group_moves::is_placement_path(path)
-        {
+        if self.cores.len() > 1 && super::group_moves::is_placement_path(path) {
             return super::group_moves::PLACEMENT_PARTITION;
         }
         self.placement.partition_of(path) as usize
