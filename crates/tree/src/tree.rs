@@ -64,13 +64,7 @@ impl DataTree {
     /// `setACL(..., -1)`), the others `world:anyone` ALL.
     pub fn new() -> Self {
         let open = shared_acl(&[Acl::open_unsafe()]);
-        let read_only = shared_acl(&[Acl {
-            perms: perms::READ,
-            id: Id {
-                scheme: "world".to_owned(),
-                id: "anyone".to_owned(),
-            },
-        }]);
+        let read_only = world_read_only();
         let empty = shared_bytes(Some(&[]));
         let zeroed = PersistedStat::default();
         let mut tree = DataTree::empty();
@@ -125,7 +119,7 @@ impl DataTree {
     /// A server of several partitions keeps its placement in
     /// [`PARTITIONS`], read-only to all but the super user (as the
     /// configuration node is). Creates the node with `text` and zeroed
-    /// stats, or gives it `text` while no move has written it (its
+    /// stats, or gives it `text` while the log has not written it (its
     /// version is 0): until then it mirrors the configuration.
     pub fn mirror_partitions_node(&mut self, text: &[u8]) {
         let new_len = text.len() as u64;
@@ -138,18 +132,8 @@ impl DataTree {
             }
             Some(_) => {}
             None if self.node(ZOOKEEPER).is_some() => {
-                let read_only = shared_acl(&[Acl {
-                    perms: perms::READ,
-                    id: Id {
-                        scheme: "world".to_owned(),
-                        id: "anyone".to_owned(),
-                    },
-                }]);
-                let node = Node::new(
-                    shared_bytes(Some(text)),
-                    read_only,
-                    PersistedStat::default(),
-                );
+                let data = shared_bytes(Some(text));
+                let node = Node::new(data, world_read_only(), PersistedStat::default());
                 self.attach(PARTITIONS, node);
             }
             None => debug_assert!(false, "a tree without /zookeeper"),
@@ -544,6 +528,18 @@ fn walk_from<'a>(start: &str, node: NodeRef<'a>, mut visit: impl FnMut(&str, Nod
             stack.push((children.iter(), path.len()));
         }
     }
+}
+
+/// `world:anyone` READ: the ACL of the nodes only the super user writes
+/// (`/zookeeper/config`, `/zookeeper/partitions`).
+fn world_read_only() -> SharedAcl {
+    shared_acl(&[Acl {
+        perms: perms::READ,
+        id: Id {
+            scheme: "world".to_owned(),
+            id: "anyone".to_owned(),
+        },
+    }])
 }
 
 /// A group's nodes between leaving one partition's tree and joining
