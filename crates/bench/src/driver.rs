@@ -534,6 +534,8 @@ pub fn error_name(e: &Error) -> String {
 /// one at random under the current root, `burst` calls running before the
 /// worker moves to the next root.
 struct KeyChooser {
+    /// Roots that hold keys (fewer keys than roots leave some empty).
+    roots: usize,
     root: usize,
     left: usize,
 }
@@ -542,14 +544,14 @@ impl KeyChooser {
     fn new(plan: &Plan, rng: &mut Rng) -> KeyChooser {
         let roots = root_count().min(plan.keys.len()).max(1);
         KeyChooser {
+            roots,
             root: rng.below(roots as u64) as usize,
             left: plan.burst,
         }
     }
 
     fn next(&mut self, plan: &Plan, rng: &mut Rng) -> usize {
-        let n = plan.keys.len();
-        let roots = root_count().min(n).max(1);
+        let (n, roots) = (plan.keys.len(), self.roots);
         if plan.burst == 0 || roots == 1 {
             return rng.below(n as u64) as usize;
         }

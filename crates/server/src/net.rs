@@ -378,9 +378,9 @@ enum Sink {
     Tls(WriteHalf<TlsStream<TcpStream>>),
 }
 
-/// Takes what is queued after `first`, up to the coalescing bound: the
-/// bytes to write next (`first`'s own buffer when nothing else waited) and
-/// whether the connection closes after them.
+/// Puts in `buf` the bytes to write next: `first`'s own buffer when nothing
+/// else waits, else it and what is queued after it, up to the coalescing
+/// bound. True when the connection closes after them.
 fn gather(
     first: Outgoing,
     outgoing: &mut mpsc::UnboundedReceiver<Outgoing>,
