@@ -55,12 +55,16 @@ pub async fn run(client: &Client, name: &str, args: &[String]) -> Result<String,
 fn list(text: &str) -> String {
     let mut out = String::from("/ 0\n");
     for line in text.lines() {
-        if let Some((partition, root)) = line.strip_prefix("group=").and_then(|g| g.split_once(' '))
-        {
+        if let Some((partition, root)) = group_line(line) {
             out.push_str(&format!("{root} {partition}\n"));
         }
     }
     out
+}
+
+/// A `group=<partition> <root>` line's partition and root.
+fn group_line(line: &str) -> Option<(&str, &str)> {
+    line.strip_prefix("group=")?.split_once(' ')
 }
 
 fn partitions(text: &str) -> u32 {
@@ -76,7 +80,7 @@ fn with_group_on(text: &str, root: &str, to: u32) -> Option<String> {
     let mut found = false;
     let mut out = String::new();
     for line in text.lines() {
-        match line.strip_prefix("group=").and_then(|g| g.split_once(' ')) {
+        match group_line(line) {
             Some((_, r)) if r == root => {
                 found = true;
                 out.push_str(&format!("group={to} {root}\n"));

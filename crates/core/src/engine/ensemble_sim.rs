@@ -1024,9 +1024,6 @@ impl Sim {
             "partitions={}\nauto=false\nversion=0\ngroup={p1} /c1\ngroup={p3} /c3\n",
             self.partitions
         );
-        if std::env::var("STOA_SIM_NO_MOVES").is_ok() {
-            return;
-        }
         let set = Request::SetData(stoa_proto::records::SetDataRequest {
             path: stoa_tree::PARTITIONS.into(),
             data: Some(text.into_bytes()),
