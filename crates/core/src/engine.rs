@@ -45,6 +45,8 @@ mod groups;
 mod handoff;
 mod invariants;
 mod leader_loss;
+mod lent_apply;
+pub use lent_apply::{InlineWorkers, PartitionWorkers};
 mod monitor;
 mod ownership;
 mod partition_core;
@@ -454,6 +456,10 @@ pub struct Engine {
     restore: admin_snapshots::RestoreState,
     out: Output,
     pub(crate) stats: Stats,
+    /// Threads the partitions are lent to (`engine/lent_apply.rs`).
+    workers: Box<dyn lent_apply::PartitionWorkers>,
+    /// The run of plain transactions being applied, its buffers kept.
+    run: lent_apply::Run,
 }
 
 impl Engine {
@@ -516,6 +522,8 @@ impl Engine {
                 started_at_ms: now_ms,
                 ..Stats::default()
             },
+            workers: Box::new(lent_apply::InlineWorkers),
+            run: Default::default(),
             config,
         };
         // A lone voter is leader from the start; that is no change of leader.

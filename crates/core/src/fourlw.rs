@@ -130,6 +130,9 @@ pub fn mntr(m: &Monitor) -> String {
         ),
         ("stoa_group_moves", s.group_moves.to_string()),
         ("stoa_balancer_moves", s.balancer_moves.to_string()),
+        ("stoa_apply_runs", s.apply_runs.to_string()),
+        ("stoa_apply_run_txns", s.apply_run_txns.to_string()),
+        ("stoa_apply_runs_lent", s.apply_runs_lent.to_string()),
     ];
     let mut out = String::new();
     for (k, v) in rows {

@@ -29,6 +29,12 @@ pub struct Stats {
     pub group_moves: u64,
     /// Group moves the load balancer proposed as leader.
     pub balancer_moves: u64,
+    /// Runs of plain transactions applied with several partitions, the
+    /// transactions in them, and the runs lent to worker threads
+    /// (`engine/lent_apply.rs`).
+    pub apply_runs: u64,
+    pub apply_run_txns: u64,
+    pub apply_runs_lent: u64,
     pub txns_applied: u64,
     pub request_errors: u64,
     pub sessions_expired: u64,

@@ -96,6 +96,10 @@ pub struct ServerConfig {
     /// thread; `auto` picks by the cores the process may use
     /// (`io_threads_auto`).
     pub io_threads: u32,
+    /// `partition.threads`: threads the engine lends its partitions to
+    /// (docs/partitions.md, "Lent partitions"), at most one fewer than the
+    /// partitions; None is `auto` (`partition_threads`), the default.
+    pub partition_threads: Option<u32>,
     /// `partition.balanceIntervalMs`: the load balancer's window, which
     /// moves groups between partitions (docs/partitions.md); 0 (the
     /// default) leaves them where they are.
@@ -194,6 +198,7 @@ impl Default for ServerConfig {
             reconfig_enabled: false,
             partitions: 1,
             io_threads: 0,
+            partition_threads: None,
             partition_groups: Vec::new(),
             partition_balance_interval_ms: 0,
             partition_auto: false,
@@ -350,6 +355,9 @@ impl ServerConfig {
             "4lw.commands.whitelist" => self.four_letter_whitelist = Some(comma_list(value)),
             "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => {
                 self.extended_types_enabled = parse_bool(value).map_err(|e| bad(&e))?
+            }
+            "partition.threads" => {
+                self.partition_threads = parse_partition_threads(value).map_err(|e| bad(&e))?
             }
             "partition.auto" => self.partition_auto = parse_bool(value).map_err(|e| bad(&e))?,
             "partition.balanceIntervalMs" => {
@@ -634,6 +642,38 @@ pub fn parse_io_threads(value: &str) -> Result<u32, String> {
     }
 }
 
+/// `partition.threads`: `N` (0 to `PARTITIONS_MAX`) or `auto` (None).
+pub fn parse_partition_threads(value: &str) -> Result<Option<u32>, String> {
+    let max = stoa_core::placement::PARTITIONS_MAX;
+    if value == "auto" {
+        return Ok(None);
+    }
+    match value.parse::<u32>() {
+        Ok(n) if n <= max => Ok(Some(n)),
+        _ => Err(format!("expected auto or a number of threads from 0 to {max}")),
+    }
+}
+
+/// The worker threads a server of `partitions` partitions lends them to:
+/// the engine's thread applies one partition's share itself, so at most
+/// one fewer than the partitions. `auto` takes none below 4 cores, where
+/// the engine's thread, the WAL writer and the clients already share the
+/// cores, else one per further partition the cores can carry.
+pub fn partition_threads(setting: Option<u32>, partitions: u32) -> u32 {
+    let most = partitions.saturating_sub(1);
+    match setting {
+        Some(n) => n.min(most),
+        None => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+            if cores < 4 {
+                0
+            } else {
+                most.min(cores - 1)
+            }
+        }
+    }
+}
+
 /// `N` (1 to `PARTITIONS_MAX`) or `auto`: the cores this process may use.
 pub fn parse_partitions(value: &str) -> Result<u32, String> {
     let max = stoa_core::placement::PARTITIONS_MAX;
@@ -755,6 +795,25 @@ mod tests {
                 && err.0.contains("not service/host"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn partition_threads_are_a_count_or_auto_below_the_partitions() {
+        let mut cfg = ServerConfig::default();
+        assert_eq!(cfg.partition_threads, None);
+        cfg.set("partition.threads", "3").unwrap();
+        assert_eq!(cfg.partition_threads, Some(3));
+        assert_eq!(partition_threads(cfg.partition_threads, 8), 3);
+        assert_eq!(partition_threads(cfg.partition_threads, 2), 1);
+        assert_eq!(partition_threads(cfg.partition_threads, 1), 0);
+        cfg.set("partition.threads", "auto").unwrap();
+        assert_eq!(cfg.partition_threads, None);
+        assert!(partition_threads(None, 4) <= 3);
+        assert_eq!(partition_threads(None, 1), 0);
+        for bad in ["-1", "x", "1000"] {
+            let err = cfg.set("partition.threads", bad).unwrap_err();
+            assert!(err.0.contains("partition.threads"), "{err}");
+        }
     }
 
     #[test]

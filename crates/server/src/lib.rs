@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod net;
 pub mod paced_file;
 pub mod partition;
+pub mod partition_workers;
 pub mod peer;
 pub mod peer_sasl;
 pub mod storage;

@@ -198,7 +198,13 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             e.learners
         );
     }
-    let engine = Engine::new(engine_cfg, recovered, wall_clock_ms())?;
+    let mut engine = Engine::new(engine_cfg, recovered, wall_clock_ms())?;
+    let threads = crate::config::partition_threads(config.partition_threads, config.partitions);
+    if threads > 0 {
+        let pool = crate::partition_workers::PartitionPool::start(threads)?;
+        engine.lend_partitions(Box::new(pool));
+        log::info!("partitions lent to {threads} thread(s) beside the engine's");
+    }
     // Outlives the engine loop: dropped after `block_on` returns.
     let io_pool = start_io_threads(config.io_threads)?;
     let conn_threads = match &io_pool {

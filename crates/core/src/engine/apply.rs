@@ -93,19 +93,9 @@ impl Engine {
         self.apply_in_order();
     }
 
-    /// Applies every entry whose turn in the one order has come.
-    pub(super) fn apply_in_order(&mut self) {
-        while self.out.fatal.is_none() {
-            let Some(ready) = self.order.as_mut().and_then(|order| order.next_ready()) else {
-                return;
-            };
-            self.apply_entry(ready.partition, ready.entry);
-        }
-    }
-
     /// Applies one committed entry; false when it cannot be (the engine
     /// stops: `out.fatal`).
-    fn apply_entry(&mut self, partition: usize, entry: Entry) -> bool {
+    pub(super) fn apply_entry(&mut self, partition: usize, entry: Entry) -> bool {
         assert!(
             entry.index == self.cores[partition].applied_index + 1,
             "applying {} after {}",
@@ -339,7 +329,7 @@ impl Engine {
     /// The gate's side of applying: watch events go out, then the
     /// transaction's reply or session change. With one partition this is a
     /// call; with several, the end of a queue from the core's thread.
-    fn hand_to_gate(&mut self, applied: Applied) {
+    pub(super) fn hand_to_gate(&mut self, applied: Applied) {
         match applied {
             Applied::Fired {
                 conns,
