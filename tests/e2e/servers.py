@@ -54,6 +54,13 @@ def stoa_io_threads():
     return os.environ.get("STOA_IO_THREADS")
 
 
+def stoa_partition_threads():
+    """STOA_PARTITION_THREADS=N: every Stoa server the suite starts lends its
+    partitions to N worker threads (zoo.cfg partition.threads=N); unset, the
+    server's default."""
+    return os.environ.get("STOA_PARTITION_THREADS")
+
+
 def digest(user, password):
     """The ZooKeeper digest id for user:password (base64 of SHA1)."""
     raw = ("%s:%s" % (user, password)).encode()
@@ -434,6 +441,9 @@ class Server(Process):
             cfg.append(("partitions", partitions))
         if kind == "stoa" and stoa_io_threads() is not None and "io.threads" not in extra:
             cfg.append(("io.threads", stoa_io_threads()))
+        if (kind == "stoa" and stoa_partition_threads() is not None
+                and "partition.threads" not in extra):
+            cfg.append(("partition.threads", stoa_partition_threads()))
         with open(self.cfg_path, "w") as f:
             for k, v in cfg:
                 f.write("%s=%s\n" % (k, v))

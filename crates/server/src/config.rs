@@ -650,7 +650,9 @@ pub fn parse_partition_threads(value: &str) -> Result<Option<u32>, String> {
     }
     match value.parse::<u32>() {
         Ok(n) if n <= max => Ok(Some(n)),
-        _ => Err(format!("expected auto or a number of threads from 0 to {max}")),
+        _ => Err(format!(
+            "expected auto or a number of threads from 0 to {max}"
+        )),
     }
 }
 

@@ -107,7 +107,9 @@ fn is_plain(op: &TxnOp) -> bool {
         | TxnOp::SetAcl { path, .. }
         | TxnOp::Check { path } => ours(path),
         TxnOp::Error(_) => true,
-        TxnOp::Multi(ops) => ops.iter().all(|op| !matches!(op, TxnOp::Multi(_)) && is_plain(op)),
+        TxnOp::Multi(ops) => ops
+            .iter()
+            .all(|op| !matches!(op, TxnOp::Multi(_)) && is_plain(op)),
         TxnOp::CreateSession { .. }
         | TxnOp::CloseSession { .. }
         | TxnOp::Seal { .. }

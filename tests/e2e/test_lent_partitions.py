@@ -1,0 +1,173 @@
+"""Partitions lent to worker threads (partition.threads, docs/partitions.md "Lent
+partitions"): committed writes apply in runs, each partition's share on a thread
+of its own, and the replies, reads and watch events a client sees are exactly
+those of a server that applies them on one thread."""
+
+import json
+import subprocess
+import threading
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType
+
+import harness as h
+
+pytestmark = pytest.mark.skipif(h.target_name() not in ("stoa", "stoa-ensemble"),
+                                reason="Stoa's partitions")
+# (Under STOA_TARGET=stoa-ensemble the conftest skips this module: it starts
+# its own ensemble.)
+
+GROUPS = {"partitions": 3, "partition.groups": "/app,/billing"}
+ROOTS = ("/app", "/billing", "/plain")
+WRITERS = 4
+ROUNDS = 150
+
+
+def start(request, shape, threads):
+    """A standalone server, or a 3-member ensemble whose follower (it applies decoded entries, the leader its own) is the one
+    the kazoo sessions use and whose counters are checked; the bench's
+    sessions spread over every member."""
+    cfg = dict(GROUPS, **{"partition.threads": threads})
+    if shape == "ensemble":
+        ensemble = h.Ensemble(kind="stoa", extra_cfg=cfg)
+        request.addfinalizer(ensemble.cleanup)
+        ensemble.start()
+        leader = ensemble.leader()
+        assert leader is not None, "no leader"
+        follower = next(m for i, m in enumerate(ensemble.members, 1) if i != leader)
+        return follower, ensemble.hosts
+    srv = h.Server(kind="stoa", extra_cfg=cfg)
+    request.addfinalizer(srv.cleanup)
+    srv.start()
+    return srv, srv.hosts
+
+
+def mntr_value(srv, key):
+    for line in srv.four_letter("mntr").splitlines():
+        k, _, v = line.partition("\t")
+        if k == key:
+            return int(v)
+    raise KeyError(key)
+
+
+def pipelined_writer(srv, n, out, armed):
+    """Writer n keeps all its calls in flight at once: a setData on each root's
+    key per round. The odd writers read the key back after every tenth round's
+    write, which must see exactly that write (the session's later writes wait
+    behind the read); the even ones only write, so runs grow long."""
+    c = KazooClient(hosts=srv.hosts, timeout=20)
+    c.start()
+    try:
+        keys = [f"{root}/w{n}" for root in ROOTS]
+        for key in keys:
+            c.create(key, b"-1")
+        assert armed.wait(30), "the watcher did not arm"
+        calls = []
+        for i in range(ROUNDS):
+            for key in keys:
+                reads = n % 2 == 1 and i % 10 == 0
+                calls.append((i, key, c.set_async(key, str(i).encode()),
+                              c.get_async(key) if reads else None))
+        seen = []
+        for i, key, write, read in calls:
+            stat = write.get(timeout=30)
+            data, read_stat = read.get(timeout=30) if read else (str(i).encode(), stat)
+            seen.append((key, i, stat.version, data, read_stat.version))
+        out[n] = seen
+    finally:
+        c.stop()
+
+
+def run_workload(srv):
+    """Several pipelined writers on three partitions, and a watcher with a data
+    watch on every writer's keys: what each saw."""
+    watcher = KazooClient(hosts=srv.hosts, timeout=20)
+    watcher.start()
+    for root in ("/app", "/billing", "/plain"):
+        watcher.ensure_path(root)
+    events = []
+    lock = threading.Lock()
+    armed = threading.Event()
+
+    def watch(key):
+        def on(event):
+            with lock:
+                events.append((event.type, event.path))
+        return on
+
+    seen = [None] * WRITERS
+    threads = [threading.Thread(target=pipelined_writer, args=(srv, n, seen, armed))
+               for n in range(WRITERS)]
+    try:
+        for t in threads:
+            t.start()
+        # Each writer's keys, watched once they exist: one data event each.
+        keys = [f"{root}/w{n}" for n in range(WRITERS) for root in ROOTS]
+        h.wait_until(lambda: all(watcher.exists(k) for k in keys), timeout=30,
+                     what="the writers' keys")
+        for key in keys:
+            watcher.get(key, watch=watch(key))
+        armed.set()
+        for t in threads:
+            t.join(timeout=120)
+            assert not t.is_alive(), "a writer did not finish"
+        final = {k: watcher.get(k)[0] for k in keys}
+    finally:
+        watcher.stop()
+    return seen, final, events, keys
+
+
+def start_bench(hosts, tmp_path):
+    """`stoa bench` writing on every partition, 4 sessions x 32 calls in flight:
+    commits come in batches long enough to be lent."""
+    out = tmp_path / "bench.json"
+    argv = [h.stoa_bin(), "bench", "--servers", hosts, "--quiet", "--json", str(out),
+            "--root", "/app/bench,/billing/bench,/plain/bench", "--keys", "60",
+            "--sessions", "4", "--outstanding", "32", "--read-ratio", "0",
+            "--warmup", "0", "--duration", "4"]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True), out
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+@pytest.mark.parametrize("shape", ["standalone", "ensemble"])
+def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
+        request, tmp_path, shape, threads):
+    """Under a bench's load on three partitions, kazoo sessions pipeline writes
+    and reads and watch each other's keys: every read sees exactly its own
+    session's write before it, every watch fires once, and every bench call
+    succeeds, whether the partitions apply on worker threads or not."""
+    srv, hosts = start(request, shape, threads)
+    bench, bench_out = start_bench(hosts, tmp_path)
+    try:
+        h.wait_until(lambda: mntr_value(srv, "stoa_apply_run_txns") > 5000, timeout=30,
+                     what="the bench's load")
+        seen, final, events, keys = run_workload(srv)
+        _, err = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert bench.returncode == 0, err
+    with open(bench_out) as f:
+        results = json.load(f)["results"]
+    assert all(not r["errors"] for r in results), [r["errors"] for r in results]
+    for n, calls in enumerate(seen):
+        assert calls is not None, f"writer {n} did not report"
+        for key, i, version, data, read_version in calls:
+            # The write is the key's (i+1)th, and the read right behind it
+            # sees exactly it: nothing of the session's later writes.
+            assert version == i + 1, (key, i, version)
+            assert data == str(i).encode(), (key, i, data)
+            assert read_version == version, (key, i, read_version)
+    assert final == {k: str(ROUNDS - 1).encode() for k in keys}
+    # Every watch fired once, a data change of its own key.
+    assert sorted(events) == sorted((EventType.CHANGED, k) for k in keys)
+    lent = mntr_value(srv, "stoa_apply_runs_lent")
+    runs, txns = mntr_value(srv, "stoa_apply_runs"), mntr_value(srv, "stoa_apply_run_txns")
+    assert runs > 0 and txns >= WRITERS * ROUNDS * len(ROOTS)
+    if threads == 0:
+        assert lent == 0
+    else:
+        assert lent > 0, f"no run was lent ({runs} runs of {txns} transactions)"
