@@ -6,7 +6,10 @@
 //!
 //! `cargo run --release -p stoa-core --example engine_write_path`
 //! (`CONNS`, `BATCH` requests per connection per round, `ROUNDS`, `KEYS`,
-//! `PAYLOAD` bytes, `PARTITIONS` override the defaults).
+//! `PAYLOAD` bytes, `PARTITIONS` override the defaults; `SPREAD=1` puts
+//! every other key under `/g1`, with several partitions a group on
+//! partition 1; `ONLY=setData` or
+//! `ONLY=getData` runs one workload).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
@@ -52,11 +55,21 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Every other key under `/g1` (the same keys at any partition count, so
+/// counts compare); with several partitions `/g1` is a group on partition 1.
+fn spread() -> bool {
+    env_or("SPREAD", 0) == 1
+}
+
 fn config() -> EngineConfig {
     EngineConfig {
         server_id: 1,
         partitions: env_or("PARTITIONS", 1) as u32,
-        partition_groups: Vec::new(),
+        partition_groups: if spread() && env_or("PARTITIONS", 1) > 1 {
+            vec!["/g1".into()]
+        } else {
+            Vec::new()
+        },
         balance_interval_ms: None,
         partition_auto: false,
         min_session_timeout_ms: 4000,
@@ -182,7 +195,21 @@ fn main() {
             id: "anyone".into(),
         },
     }];
-    let key = |i: usize| format!("/bench-{i:08}");
+    let spread = spread();
+    let key = |i: usize| match spread && i % 2 == 1 {
+        true => format!("/g1/bench-{i:08}"),
+        false => format!("/bench-{i:08}"),
+    };
+    if spread {
+        let create = Request::Create(CreateRequest {
+            path: "/g1".into(),
+            data: None,
+            acl: open_acl.clone(),
+            flags: 0,
+        });
+        d.frame(1, 0, OpCode::Create, &create);
+        d.flush();
+    }
     for i in 0..keys {
         let create = Request::Create(CreateRequest {
             path: key(i),
@@ -197,7 +224,12 @@ fn main() {
     // Requests are encoded before the clock starts: only the engine is timed.
     let workloads: [(&str, OpCode); 2] =
         [("setData", OpCode::SetData), ("getData", OpCode::GetData)];
+    // `ONLY=setData` or `ONLY=getData` runs one of them (for callgrind).
+    let only = std::env::var("ONLY").ok();
     for (name, op) in workloads {
+        if only.as_deref().is_some_and(|only| only != name) {
+            continue;
+        }
         let mut frames = Vec::with_capacity(conns as usize * batch);
         for i in 0..conns as usize * batch {
             let path = key(i * 7919 % keys);

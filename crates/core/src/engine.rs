@@ -959,8 +959,9 @@ impl Engine {
 
     /// Sends every queued reply of `sid` that no longer waits for a write.
     pub(crate) fn pump(&mut self, sid: SessionId) {
+        // Nothing applies while the queue drains.
+        let applied_zxid = self.applied_zxid();
         loop {
-            let applied_zxid = self.applied_zxid();
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
             };
@@ -1000,8 +1001,8 @@ impl Engine {
                         .record_latency((self.now_ms - received_ms).max(0) as u64);
                 }
                 Pending::Reply { xid, err, response } => {
-                    let zxid = self.applied_zxid();
-                    self.gate.send_reply(conn, xid, zxid, err, &response);
+                    self.gate
+                        .send_reply(conn, xid, applied_zxid, err, &response);
                 }
                 Pending::Decided {
                     xid,
@@ -1016,8 +1017,8 @@ impl Engine {
                         let partition = self.partition_of(&path);
                         self.cores[partition].watches.add(conn, kind, &path);
                     }
-                    let zxid = self.applied_zxid();
-                    self.gate.send_reply(conn, xid, zxid, err, &response);
+                    self.gate
+                        .send_reply(conn, xid, applied_zxid, err, &response);
                 }
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
             }
