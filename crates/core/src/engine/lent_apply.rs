@@ -31,7 +31,7 @@ use super::apply::change_of;
 use super::handoff::{Applied, WriteOutcome};
 use super::partition_core::PartitionCore;
 use super::Engine;
-use crate::session::Pending;
+use crate::session::{Pending, SessionId};
 
 /// Threads the engine lends its partitions to, for work that touches one
 /// partition alone. The server passes a pool (`partition.threads`); the
@@ -84,6 +84,10 @@ pub(super) struct Run {
     /// Per partition, the hand-off values its share produced, in order:
     /// each transaction's fired watches, then its outcome.
     applied: Vec<Vec<Applied>>,
+    /// Sessions seen in this run, and whether a reply that reads waits in
+    /// their queue: nothing joins a queue while a run gathers, so each
+    /// session's queue is scanned once per run, not once per write.
+    reads_waiting: rustc_hash::FxHashMap<SessionId, bool>,
 }
 
 impl Run {
@@ -169,7 +173,7 @@ impl Engine {
             };
             match self.take_plain(ready.partition, &ready.entry) {
                 Some(txn) => {
-                    let ends_run = self.may_release_reads(&txn.header);
+                    let ends_run = self.may_release_reads(&mut run, &txn.header);
                     // As `apply_txn` decides it, after the entry's bookkeeping.
                     let timed = self.is_leader() && self.log_applied();
                     run.entries.push(RunEntry {
@@ -230,9 +234,13 @@ impl Engine {
     /// Completing this transaction may send a reply that reads the tree
     /// (or carries the applied zxid): its session has something other
     /// than writes queued, or a decided reply waits for a zxid up to it.
-    fn may_release_reads(&self, header: &TxnHeader) -> bool {
-        let waiting_read = (self.gate.sessions.get(&header.session_id)).is_some_and(|s| {
-            (s.queue.iter()).any(|p| !matches!(p, Pending::Write { .. } | Pending::Remote { .. }))
+    fn may_release_reads(&self, run: &mut Run, header: &TxnHeader) -> bool {
+        let sid = header.session_id;
+        let waiting_read = *run.reads_waiting.entry(sid).or_insert_with(|| {
+            (self.gate.sessions.get(&sid)).is_some_and(|s| {
+                (s.queue.iter())
+                    .any(|p| !matches!(p, Pending::Write { .. } | Pending::Remote { .. }))
+            })
         });
         let waiting_zxid = (self.gate.zxid_waiters.first_key_value())
             .is_some_and(|(&after, _)| after <= header.zxid);
@@ -299,5 +307,6 @@ impl Engine {
         for share in &mut run.shares {
             share.clear();
         }
+        run.reads_waiting.clear();
     }
 }

@@ -64,12 +64,14 @@ impl Engine {
                 None => return WriteRoute::On(0),
             },
         };
-        match self.spans_for_root(path) {
-            Some((own, parents)) if request.creates_or_deletes() => {
-                WriteRoute::RootChange { own, parents }
+        // Only a create or delete can change a group root (and setData,
+        // the common write, is then routed with one lookup).
+        if request.creates_or_deletes() {
+            if let Some((own, parents)) = self.spans_for_root(path) {
+                return WriteRoute::RootChange { own, parents };
             }
-            _ => WriteRoute::On(self.partition_of(path)),
         }
+        WriteRoute::On(self.partition_of(path))
     }
 
     /// The one partition a multi's ops all go to, if they do (none of them
