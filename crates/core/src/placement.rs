@@ -221,8 +221,11 @@ impl Placement {
                 return (root, partition);
             }
             depth -= 1;
+            if depth == 0 {
+                break;
+            }
             match candidate.as_bytes().iter().rposition(|&byte| byte == b'/') {
-                Some(up) if depth > 0 && up > 0 => candidate = &candidate[..up],
+                Some(up) if up > 0 => candidate = &candidate[..up],
                 _ => break,
             }
         }
@@ -321,7 +324,9 @@ impl Placement {
             }
         };
         self.deepest_root = self.roots.keys().map(components).max().unwrap_or(0);
-        self.index = (self.roots.iter()).map(|(root, &p)| (root.clone(), p)).collect();
+        self.index = (self.roots.iter())
+            .map(|(root, &p)| (root.clone(), p))
+            .collect();
         if cfg!(debug_assertions) {
             self.assert_invariants();
         }
