@@ -812,7 +812,7 @@ mod tests {
         assert_eq!(cfg.partition_threads, None);
         assert!(partition_threads(None, 4) <= 3);
         assert_eq!(partition_threads(None, 1), 0);
-        for bad in ["-1", "x", "1000"] {
+        for bad in ["-1", "x", "2000"] {
             let err = cfg.set("partition.threads", bad).unwrap_err();
             assert!(err.0.contains("partition.threads"), "{err}");
         }
