@@ -277,24 +277,110 @@ def test_a_nested_group_root_is_refused_at_start_with_a_clear_message(tmp_path):
         srv.cleanup()
 
 
-def test_an_extension_inside_a_group_on_another_partition_is_refused(request):
-    """Extensions run on partition 0 so far: registering one whose path lies in a
-    group placed elsewhere is refused with BadArguments; in the root group it works."""
-    import json
+def extension_source(name):
     import os
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions",
+                           name)) as f:
+        return f.read()
+
+
+def register(c, name, path, source):
+    import json
+    c.create("/extensions/" + name, json.dumps({"kind": "node", "path": path,
+                                                 "source": source}).encode())
+
+
+def extension_trace(srv):
+    """A counter and a FIFO lock registered inside the group /app: calls from two
+    sessions, a multi with an extension's op, and a holder's close that passes
+    the lock on through its one watch."""
+    import threading
+    a, b = client(srv), client(srv)
+    trace = []
+    try:
+        a.ensure_path("/extensions")
+        a.create("/app", b"")
+        register(a, "counter", "/app/counter", extension_source("counter.lua"))
+        register(a, "lock", "/app/lock", extension_source("fifo_lock.lua"))
+        for c in (a, b, a):
+            trace.append(("next", c.get("/app/counter/hits/next")[0]))
+        trace.append(("add", stat_of(a.set("/app/counter/hits", b"10"))))
+        trace.append(("value", a.get("/app/counter/hits")[0]))
+        t = a.transaction()
+        t.set_data("/app/counter/hits", b"5")
+        t.create("/app/plain", b"x")
+        trace.append(("multi", [type(r).__name__ for r in t.commit()]))
+        trace.append(("after multi", a.get("/app/counter/hits")[0], a.exists("/app/plain") is not None))
+        held, stat = a.create("/app/lock/l/w-", b"", ephemeral=True, sequence=True,
+                              include_data=True)
+        mine, stat_b = b.create("/app/lock/l/w-", b"", ephemeral=True, sequence=True,
+                                include_data=True)
+        trace.append(("acquired", stat.version, stat_b.version))
+        granted = threading.Event()
+        b.exists(mine, watch=lambda e: granted.set())
+        a.stop()
+        a = None
+        trace.append(("passed on", granted.wait(20), b.exists(mine).version))
+        trace.append(("holder gone", b.exists(held) is None))
+    finally:
+        for c in (a, b):
+            if c is not None:
+                c.stop()
+    return trace
+
+
+def test_node_extensions_in_a_group_on_another_partition_behave_as_on_one(request):
+    """Extensions run on the partition of their path's group: a counter and a FIFO
+    lock registered inside /app (partition 1 of 3) answer, write, join a multi
+    and pass a closed holder's lock on exactly as on a server of one partition,
+    and their nodes live on /app's partition."""
+    one = extension_trace(start(request, ONE))
+    srv = start(request, GROUPS)
+    before = znodes_per_partition(srv)
+    groups = extension_trace(srv)
+    assert groups == one
+    assert ("next", b"3") in groups and ("passed on", True, 1) in groups
+    after = znodes_per_partition(srv)
+    # /app's own nodes (counter, hits, plain, lock, l, the waiter's ticket)
+    # went to its partition; partition 0 gained the registrations and the link.
+    assert after[1] - before[1] >= 6, (before, after)
+
+
+def test_node_extensions_in_a_group_work_through_a_follower_of_an_ensemble(request):
+    """The same calls through a follower of a 3-member ensemble: it runs reads on
+    its own copy of /app's partition and sends writes to the leader, which runs
+    the extension on that partition's state."""
+    one = extension_trace(start(request, ONE))
+    ensemble = h.Ensemble(kind="stoa", extra_cfg=dict(GROUPS, tickTime=500))
+    request.addfinalizer(ensemble.cleanup)
+    ensemble.start()
+    leader = ensemble.leader()
+    follower = next(m for i, m in enumerate(ensemble.members, 1) if i != leader)
+    assert extension_trace(follower) == one
+
+
+def test_an_extensions_subtree_must_lie_in_one_group_and_its_multis_too(request):
+    """A node extension whose path has a group on another partition below it is
+    refused with BadArguments; a multi with an extension's op and an op in
+    another group fails whole with BadArguments, and changes nothing."""
     from kazoo.exceptions import BadArgumentsError
-    source = open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions",
-                               "counter.lua")).read()
     srv = start(request, GROUPS)
     c = client(srv)
     try:
         c.ensure_path("/extensions")
         c.create("/app", b"")
-        doc = {"kind": "node", "path": "/app/counter", "source": source}
+        c.create("/billing", b"")
         with pytest.raises(BadArgumentsError):
-            c.create("/extensions/in-group", json.dumps(doc).encode())
-        doc["path"] = "/counter"
-        c.create("/extensions/in-root", json.dumps(doc).encode())
+            register(c, "everything", "/", extension_source("counter.lua"))
+        register(c, "counter", "/app/counter", extension_source("counter.lua"))
+        assert c.get("/app/counter/hits/next")[0] == b"1"
+        t = c.transaction()
+        t.set_data("/app/counter/hits", b"5")
+        t.create("/billing/x", b"")
+        results = t.commit()
+        assert any(isinstance(r, BadArgumentsError) for r in results), results
+        assert c.get("/app/counter/hits")[0] == b"1"
+        assert c.exists("/billing/x") is None
     finally:
         c.stop()
 

@@ -1076,9 +1076,11 @@ impl Engine {
         core.proposed(txn);
     }
 
-    /// Stops maintaining the speculative tree (nothing reads it).
+    /// Stops maintaining the speculative trees (nothing reads them).
     pub(crate) fn drop_speculative(&mut self) {
-        self.cores[0].speculative = None;
+        for core in &mut self.cores {
+            core.speculative = None;
+        }
     }
 }
 

@@ -211,6 +211,11 @@ impl ExtensionManager {
         self.extensions.get(name).map(|e| &e.spec)
     }
 
+    /// The paths node extensions are registered at.
+    pub fn node_extension_paths(&self) -> impl Iterator<Item = &str> {
+        self.node_paths.keys().map(String::as_str)
+    }
+
     /// The node extension owning `path` (its virtual node or a node below
     /// it). Walks `path`'s ancestors, so the cost is its depth, not the
     /// number of extensions: this runs on every request.

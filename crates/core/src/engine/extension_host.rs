@@ -69,6 +69,11 @@ impl ExtensionHost {
         self.session > 0
     }
 
+    /// The paths node extensions are registered at.
+    pub fn node_extension_paths(&self) -> impl Iterator<Item = &str> {
+        self.manager.node_extension_paths()
+    }
+
     /// The node extension whose subtree holds `path`.
     pub fn node_extension_for(&self, path: &str) -> Option<String> {
         if self.node == 0 {

@@ -197,15 +197,21 @@ impl Engine {
             log::warn!("extension {name} refused: {e}");
             e.error_code()
         })?;
-        // Extensions run on partition 0 (docs/partitions.md, "Routing by
-        // placement"): a path in a group placed elsewhere is refused.
-        if let Some(path) = owned.filter(|path| self.partition_of(path) != 0) {
-            log::warn!(
-                "extension {name} refused: {path} lies in a group on partition {} \
-                 (extensions run on partition 0's groups so far)",
-                self.partition_of(&path)
-            );
-            return Err(ErrorCode::BadArguments);
+        // A node extension runs on the partition of its path's group
+        // (docs/partitions.md, "Extensions"): its subtree must lie there
+        // whole, with no group root below it on another partition.
+        if let Some(path) = owned {
+            let partition = self.partition_of(&path);
+            let elsewhere = (self.placement.groups()).find(|&(root, on)| {
+                root != path && stoa_tree::within(root, &path) && on as usize != partition
+            });
+            if let Some((root, on)) = elsewhere {
+                log::warn!(
+                    "extension {name} refused: the group {root} below its path {path} lives on \
+                     partition {on}, and an extension's subtree must lie in one group"
+                );
+                return Err(ErrorCode::BadArguments);
+            }
         }
         Ok(())
     }
@@ -248,15 +254,22 @@ impl Engine {
         if !self.extensions.has_node_extensions() {
             return;
         }
-        self.prepare_extension_state();
-        let tree = self.cores[0]
-            .speculative
-            .as_ref()
-            .unwrap_or(&self.cores[0].tree);
-        let owned: Vec<(String, String)> = tree
-            .ephemerals(sid)
-            .filter_map(|p| Some((self.extensions.node_extension_for(p)?, p.to_owned())))
+        // The partitions node extensions run on (their groups').
+        let mut partitions: Vec<usize> = (self.extensions.node_extension_paths())
+            .map(|path| self.partition_of(path))
             .collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        let mut owned: Vec<(String, String)> = Vec::new();
+        for partition in partitions {
+            self.prepare_extension_state(partition);
+            let core = &self.cores[partition];
+            let tree = core.speculative.as_ref().unwrap_or(&core.tree);
+            owned.extend(
+                (tree.ephemerals(sid))
+                    .filter_map(|p| Some((self.extensions.node_extension_for(p)?, p.to_owned()))),
+            );
+        }
         for (name, path) in owned {
             let request = Request::Delete(DeleteRequest { path, version: -1 });
             let (err, _, writes) = self.call_node_extension(&name, &request, sid);
@@ -416,7 +429,14 @@ impl Engine {
         identity: &Identity,
         ops: &[Request],
     ) -> (Response, i64) {
-        self.prepare_extension_state();
+        // Every op on the partition of the extension's group: the
+        // extension's view and the multi's prep are that partition's.
+        let partitions: Vec<usize> = (ops.iter().filter_map(Request::path))
+            .map(|path| self.partition_of(path))
+            .collect();
+        let partition = partitions.first().copied().unwrap_or(0);
+        let across = partitions.iter().position(|&p| p != partition);
+        self.prepare_extension_state(partition);
         let header = TxnHeader {
             session_id: sid,
             cxid: xid,
@@ -437,25 +457,40 @@ impl Engine {
             ..client
         };
         // The leader's current state: applied plus proposed (O(1) clone).
-        let base = self.cores[0].speculative_tree().clone();
-        let mark = self.cores[0].preparer.begin_multi();
+        let base = self.speculative_tree(partition).clone();
+        let mark = self.cores[partition].preparer.begin_multi();
         let mut txns: Vec<TxnOp> = Vec::new();
         let mut parts: Vec<MultiPart> = Vec::with_capacity(ops.len());
         let mut failed: Option<(usize, ErrorCode)> = None;
-        for (i, op) in ops.iter().enumerate() {
+        if let Some(at) = across {
+            log::info!(
+                "a multi of session {sid:#x} with an extension's op spans partitions \
+                 {partition} and {}: refused",
+                partitions[at]
+            );
+            // The ops with a path are counted: find the op itself.
+            let op_at = (ops.iter().enumerate())
+                .filter(|(_, op)| op.path().is_some())
+                .nth(at)
+                .map_or(0, |(i, _)| i);
+            failed = Some((op_at, ErrorCode::BadArguments));
+        }
+        let ops_to_run = if failed.is_none() { ops } else { &[] };
+        for (i, op) in ops_to_run.iter().enumerate() {
             let name = op
                 .path()
                 .and_then(|p| self.extensions.node_extension_for(p));
             let part = match name {
                 None => {
-                    let core = &mut self.cores[0];
+                    let core = &mut self.cores[partition];
                     (core.preparer.multi_op(&core.tree, &client, op)).map(|txn| {
                         txns.push(txn);
                         MultiPart::Plain(txns.len() - 1)
                     })
                 }
                 Some(name) => {
-                    self.extension_multi_op(&name, op, &header, &base, &mut txns, &server)
+                    let at = (partition, &header, &base);
+                    self.extension_multi_op(&name, op, at, &mut txns, &server)
                 }
             };
             match part {
@@ -467,7 +502,7 @@ impl Engine {
             }
         }
         let keep = failed.is_none();
-        self.cores[0].preparer.end_multi(mark, keep);
+        self.cores[partition].preparer.end_multi(mark, keep);
         let zxid = self.next_zxid();
         debug_assert_eq!(zxid, header.zxid, "nothing took a zxid while the multi ran");
         if let Some((at, code)) = failed {
@@ -478,7 +513,7 @@ impl Engine {
             };
             let response = Response::Multi(codes.iter().map(|c| MultiResult::Error(*c)).collect());
             let op = failure.into_txn_op();
-            self.propose(Txn { header, op });
+            self.propose_on(partition, Txn { header, op });
             return (response, zxid);
         }
         let txn = Txn {
@@ -502,7 +537,7 @@ impl Engine {
                 .collect(),
         );
         drop(applied);
-        self.propose(txn);
+        self.propose_on(partition, txn);
         (response, zxid)
     }
 
@@ -513,8 +548,7 @@ impl Engine {
         &mut self,
         name: &str,
         op: &Request,
-        header: &TxnHeader,
-        base: &DataTree,
+        (partition, header, base): (usize, &TxnHeader, &DataTree),
         txns: &mut Vec<TxnOp>,
         server: &PrepContext<'_>,
     ) -> Result<MultiPart, ErrorCode> {
@@ -543,7 +577,7 @@ impl Engine {
         let response = response_for_extension(op, outcome.reply?)?;
         for write in outcome.writes {
             let write = write_request(write);
-            let core = &mut self.cores[0];
+            let core = &mut self.cores[partition];
             let txn = (core.preparer.multi_op(&core.tree, server, &write)).map_err(|code| {
                 // The extension's view and prep agree: a bug in one of them.
                 log::error!("extension {name}'s write in a multi refused by prep: {code:?}");
@@ -642,12 +676,19 @@ impl Engine {
     /// Readies the state an extension call sees: the leader's speculative tree
     /// (applied + proposed), or a follower's applied tree (it proposes
     /// nothing; the speculative copy would go stale as entries apply).
-    fn prepare_extension_state(&mut self) {
+    fn prepare_extension_state(&mut self, partition: usize) {
         if self.is_leader() {
-            self.cores[0].speculative_tree();
+            self.speculative_tree(partition);
         } else {
             self.drop_speculative();
         }
+    }
+
+    /// The partition an extension call on `request` runs on: its path's
+    /// group's, where the extension's whole subtree lies
+    /// (`check_registration`).
+    fn extension_partition(&self, request: &Request) -> usize {
+        request.path().map_or(0, |path| self.partition_of(path))
     }
 
     /// Runs the extension on the current state: (error, reply, writes).
@@ -660,7 +701,8 @@ impl Engine {
         let Some(ext_request) = extension_request(request, sid) else {
             return (ErrorCode::Unimplemented, Response::Empty, Vec::new());
         };
-        self.prepare_extension_state();
+        let partition = self.extension_partition(request);
+        self.prepare_extension_state(partition);
         // On the leader the call's writes become the next transaction, so
         // the stats it replies with can carry that zxid; a follower's run
         // of a writing call is discarded (the leader runs it again).
@@ -668,12 +710,8 @@ impl Engine {
             zxid: self.peek_next_zxid(),
             time_ms: self.now_ms,
         });
-        let view = View(
-            self.cores[0]
-                .speculative
-                .as_ref()
-                .unwrap_or(&self.cores[0].tree),
-        );
+        let core = &self.cores[partition];
+        let view = View(core.speculative.as_ref().unwrap_or(&core.tree));
         let outcome = self
             .extensions
             .manager_mut()
@@ -709,11 +747,12 @@ impl Engine {
     ) -> (ErrorCode, Response, i64) {
         let (err, response, writes) = self.call_node_extension(name, request, sid);
         // The reply waits until what the extension saw (or wrote) is committed.
-        let after_zxid = self.cores[0].in_flight.back().map_or(0, |t| t.header.zxid);
+        let partition = self.extension_partition(request);
+        let after_zxid = (self.cores[partition].in_flight.back()).map_or(0, |t| t.header.zxid);
         if writes.is_empty() {
             return (err, response, after_zxid);
         }
-        match self.propose_extension_writes(ids, sid, xid, writes) {
+        match self.propose_extension_writes(partition, ids, sid, xid, writes) {
             Ok(zxid) => (err, response, zxid),
             Err(code) => (code, Response::Empty, self.applied_zxid()),
         }
@@ -742,6 +781,7 @@ impl Engine {
 
     fn propose_extension_writes(
         &mut self,
+        partition: usize,
         ids: &[stoa_proto::records::Id],
         sid: SessionId,
         xid: i32,
@@ -760,11 +800,11 @@ impl Engine {
             is_super: true,
             ttl_enabled: self.config.ttl_enabled,
         };
-        match self.cores[0]
+        match self.cores[partition]
             .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))
         {
             Ok(txn) => {
-                self.propose(txn);
+                self.propose_on(partition, txn);
                 Ok(zxid)
             }
             // The speculative view and prep agree, so this means a bug in one
@@ -795,7 +835,7 @@ impl Engine {
         {
             return txn;
         }
-        let before = self.cores[0].speculative_tree().clone();
+        let before = self.speculative_tree(0).clone();
         let mut after = before.clone();
         let natural: Vec<(TreeEventKind, String)> = (after.apply(&txn).events.into_iter())
             .map(|event| (event.kind, event.path.into_owned()))
@@ -906,12 +946,16 @@ impl Engine {
             return;
         }
         let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
+        // A node extension's writes lie in its group; a session extension's
+        // anywhere in one group. Writes over several are prepared on the
+        // first one's partition, which refuses those it does not hold.
+        let partition = (ops.first().and_then(Request::path)).map_or(0, |p| self.partition_of(p));
         let zxid = self.next_zxid();
         let ctx = self.internal_ctx(sid, zxid);
-        match self.cores[0]
+        match self.cores[partition]
             .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))
         {
-            Ok(txn) => self.propose(txn),
+            Ok(txn) => self.propose_on(partition, txn),
             Err(e) => log::warn!("extension {name}: writes refused: {e:?}"),
         }
     }
@@ -922,7 +966,7 @@ impl Engine {
         if !self.extensions.has_session_extensions() {
             return;
         }
-        self.prepare_extension_state();
+        self.prepare_extension_state(0);
         let view = View(
             self.cores[0]
                 .speculative

@@ -23,6 +23,7 @@
 //! Nobody prepares writes while the groups' leaders differ.
 
 use super::{Engine, RAFT_ELECTION_TICKS};
+use stoa_tree::{DataTree, Txn, TxnOp};
 
 /// Ticks the leader of group 0 waits for another group to come to it
 /// before it campaigns there past the members' leases: longer than any
@@ -160,5 +161,50 @@ impl Engine {
                 let _ = core.raft.campaign();
             }
         }
+    }
+}
+
+impl Engine {
+    /// What `partition`'s tree will become once every proposal in flight
+    /// applies, in zxid order: its own group's transactions, and its part
+    /// of every transaction of parts, whichever group carries it. A group
+    /// move is left out: it reaches the speculative trees at apply, which
+    /// drops them (`engine/group_moves.rs`).
+    pub(super) fn pending_on(&self, partition: usize) -> Vec<Txn> {
+        let mut pending = Vec::new();
+        for (group, core) in self.cores.iter().enumerate() {
+            for txn in &core.in_flight {
+                match &txn.op {
+                    TxnOp::Parts { parts, .. } => pending.extend(
+                        (parts.iter())
+                            .filter(|(part, _)| *part as usize == partition)
+                            .map(|(_, op)| Txn {
+                                header: txn.header,
+                                op: op.clone(),
+                            }),
+                    ),
+                    TxnOp::MoveGroups { .. } => {}
+                    _ if group == partition => pending.push(txn.clone()),
+                    _ => {}
+                }
+            }
+        }
+        pending.sort_by_key(|txn| txn.header.zxid);
+        pending
+    }
+
+    /// The leader's current state of `partition`: the applied tree plus
+    /// every proposal in flight (`pending_on`). Built on first use (O(1)
+    /// clone, then the pending transactions) and kept up to date by
+    /// `propose_on` while it is kept.
+    pub(super) fn speculative_tree(&mut self, partition: usize) -> &DataTree {
+        if self.cores[partition].speculative.is_none() {
+            let mut tree = self.cores[partition].tree.clone();
+            for txn in self.pending_on(partition) {
+                tree.apply(&txn);
+            }
+            self.cores[partition].speculative = Some(tree);
+        }
+        (self.cores[partition].speculative.as_ref()).expect("just built")
     }
 }

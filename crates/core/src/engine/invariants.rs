@@ -13,6 +13,20 @@ impl Engine {
         for (partition, core) in self.cores.iter().enumerate() {
             core.check_invariants()
                 .map_err(|e| format!("core {partition}: {e}"))?;
+            if let Some(speculative) = &core.speculative {
+                let mut expected = core.tree.clone();
+                for txn in self.pending_on(partition) {
+                    expected.apply(&txn);
+                }
+                if (speculative.digest(), speculative.last_zxid())
+                    != (expected.digest(), expected.last_zxid())
+                {
+                    return Err(format!(
+                        "core {partition}: the speculative tree is not the applied tree plus \
+                         the proposals in flight"
+                    ));
+                }
+            }
             if let Some(last) = core.in_flight.back() {
                 if last.header.zxid > self.zxids.last() {
                     return Err(format!(
@@ -44,20 +58,6 @@ impl PartitionCore {
                 ));
             }
             previous = zxid;
-        }
-        if let Some(speculative) = &self.speculative {
-            let mut expected = self.tree.clone();
-            for txn in &self.in_flight {
-                expected.apply(txn);
-            }
-            if (speculative.digest(), speculative.last_zxid())
-                != (expected.digest(), expected.last_zxid())
-            {
-                return Err(
-                    "the speculative tree is not the applied tree plus the in-flight transactions"
-                        .into(),
-                );
-            }
         }
         // Writes are owned, held and proposed by the leader alone: a server
         // that stops leading forgets them (`drop_clients`).

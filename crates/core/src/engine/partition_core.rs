@@ -171,20 +171,6 @@ impl PartitionCore {
         applied
     }
 
-    /// The leader's current state: the applied tree plus every proposed
-    /// transaction. Built on first use (O(1) clone, then the in-flight
-    /// transactions) and kept up to date while `keep_speculative` holds.
-    pub fn speculative_tree(&mut self) -> &DataTree {
-        if self.speculative.is_none() {
-            let mut tree = self.tree.clone();
-            for txn in &self.in_flight {
-                tree.apply(txn);
-            }
-            self.speculative = Some(tree);
-        }
-        self.speculative.as_ref().expect("just built")
-    }
-
     /// Whether raft's configuration is joint (a reconfig of several
     /// servers in progress).
     pub fn in_joint_config(&self) -> bool {

@@ -465,17 +465,17 @@ fn the_speculative_tree_shows_proposed_writes_before_they_commit() {
     rig.send(1, 1, create("/s"));
     assert!(rig.engine.tree().node("/s").is_none());
     assert!(
-        rig.engine.cores[0].speculative_tree().node("/s").is_some(),
+        rig.engine.speculative_tree(0).node("/s").is_some(),
         "built from the in-flight txns"
     );
     rig.send(1, 2, create("/t"));
     assert!(
-        rig.engine.cores[0].speculative_tree().node("/t").is_some(),
+        rig.engine.speculative_tree(0).node("/t").is_some(),
         "kept up to date by later proposals"
     );
     rig.settle();
     assert_eq!(
-        rig.engine.cores[0].speculative_tree().digest(),
+        rig.engine.speculative_tree(0).digest(),
         rig.engine.tree().digest()
     );
     rig.engine.drop_speculative();
