@@ -372,6 +372,17 @@ def test_an_extensions_subtree_must_lie_in_one_group_and_its_multis_too(request)
         c.create("/billing", b"")
         with pytest.raises(BadArgumentsError):
             register(c, "everything", "/", extension_source("counter.lua"))
+        # Watch extensions see partition 0's changes only: one inside /app
+        # would never hear of one, so it is refused; at / it is taken.
+        import json
+        quiet = "return function(event, zk) return event.path ~= '/quiet' end"
+        for path, refused in (("/app", True), ("/", False)):
+            doc = json.dumps({"kind": "watch", "path": path, "source": quiet}).encode()
+            if refused:
+                with pytest.raises(BadArgumentsError):
+                    c.create("/extensions/hush-app", doc)
+            else:
+                c.create("/extensions/hush-root", doc)
         register(c, "counter", "/app/counter", extension_source("counter.lua"))
         assert c.get("/app/counter/hits/next")[0] == b"1"
         t = c.transaction()

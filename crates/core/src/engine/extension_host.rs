@@ -49,12 +49,16 @@ impl ExtensionHost {
 
     /// The leader's check of a registration before it is proposed: the
     /// declaration parses and its source compiles.
-    /// Checks a registration; returns the path the extension would own or
-    /// watch, if it names one.
-    pub fn check(&self, name: &str, declaration: &[u8]) -> Result<Option<String>, ExtError> {
+    /// Checks a registration; returns its kind, with the path the
+    /// extension would own or watch if it names one.
+    pub fn check(
+        &self,
+        name: &str,
+        declaration: &[u8],
+    ) -> Result<(stoa_ext::ExtensionKind, Option<String>), ExtError> {
         let spec = self.manager.parse(name, declaration)?;
         self.manager.check(&spec)?;
-        Ok(spec.path)
+        Ok((spec.kind, spec.path))
     }
 
     pub fn has_node_extensions(&self) -> bool {

@@ -193,25 +193,39 @@ impl Engine {
         stoa_tree::check_acl(&root_acl, perms::ADMIN, Caller { ids, is_super })?;
         // A registration with null data is as invalid as an empty one.
         let data = data.as_deref().unwrap_or_default();
-        let owned = self.extensions.check(name, data).map_err(|e| {
+        let (kind, path) = self.extensions.check(name, data).map_err(|e| {
             log::warn!("extension {name} refused: {e}");
             e.error_code()
         })?;
-        // A node extension runs on the partition of its path's group
-        // (docs/partitions.md, "Extensions"): its subtree must lie there
-        // whole, with no group root below it on another partition.
-        if let Some(path) = owned {
-            let partition = self.partition_of(&path);
-            let elsewhere = (self.placement.groups()).find(|&(root, on)| {
-                root != path && stoa_tree::within(root, &path) && on as usize != partition
-            });
-            if let Some((root, on)) = elsewhere {
+        let Some(path) = path else {
+            return Ok(());
+        };
+        let partition = self.partition_of(&path);
+        if kind != stoa_ext::ExtensionKind::Node {
+            // Watch extensions see partition 0's changes only
+            // (docs/partitions.md, "Extensions"): a path in a group placed
+            // elsewhere would never hear of one.
+            if partition != 0 {
                 log::warn!(
-                    "extension {name} refused: the group {root} below its path {path} lives on \
-                     partition {on}, and an extension's subtree must lie in one group"
+                    "extension {name} refused: {path} lies in a group on partition {partition} \
+                     (watch extensions see partition 0's groups so far)"
                 );
                 return Err(ErrorCode::BadArguments);
             }
+            return Ok(());
+        }
+        // A node extension runs on the partition of its path's group
+        // (docs/partitions.md, "Extensions"): its subtree must lie there
+        // whole, with no group root below it on another partition.
+        let elsewhere = (self.placement.groups()).find(|&(root, on)| {
+            root != path && stoa_tree::within(root, &path) && on as usize != partition
+        });
+        if let Some((root, on)) = elsewhere {
+            log::warn!(
+                "extension {name} refused: the group {root} below its path {path} lives on \
+                 partition {on}, and an extension's subtree must lie in one group"
+            );
+            return Err(ErrorCode::BadArguments);
         }
         Ok(())
     }
