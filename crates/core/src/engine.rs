@@ -1034,12 +1034,12 @@ impl Engine {
     /// of the node it names, or of a transaction of parts, the first
     /// part's.
     pub(crate) fn propose_on(&mut self, partition: usize, txn: Txn) {
-        // Watch extensions see the root group's changes (they run on
-        // partition 0's speculative tree).
-        let txn = if partition == 0 && !matches!(txn.op, TxnOp::Parts { .. }) {
-            self.decide_watches(txn)
-        } else {
+        // Watch extensions see each partition's changes on its speculative
+        // tree; a transaction of parts goes as it is.
+        let txn = if matches!(txn.op, TxnOp::Parts { .. }) {
             txn
+        } else {
+            self.decide_watches(partition, txn)
         };
         let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);

@@ -202,16 +202,7 @@ impl Engine {
         };
         let partition = self.partition_of(&path);
         if kind != stoa_ext::ExtensionKind::Node {
-            // Watch extensions see partition 0's changes only
-            // (docs/partitions.md, "Extensions"): a path in a group placed
-            // elsewhere would never hear of one.
-            if partition != 0 {
-                log::warn!(
-                    "extension {name} refused: {path} lies in a group on partition {partition} \
-                     (watch extensions see partition 0's groups so far)"
-                );
-                return Err(ErrorCode::BadArguments);
-            }
+            // A watch extension hears of changes on every partition.
             return Ok(());
         }
         // A node extension runs on the partition of its path's group
@@ -836,8 +827,10 @@ impl Engine {
     /// of the events they chose, the writes' own changes included
     /// (`TxnOp::Watched`). Followers deliver what the leader decided.
     /// Without watch extensions, or when they change nothing, `txn` goes as
-    /// it is.
-    pub(super) fn decide_watches(&mut self, txn: Txn) -> Txn {
+    /// it is. They run on the state of the partition `txn` goes to, and
+    /// their writes are prepared there: one outside it is refused by prep
+    /// and the writes are dropped, with a warning.
+    pub(super) fn decide_watches(&mut self, partition: usize, txn: Txn) -> Txn {
         if !self.extensions.has_watch_extensions()
             || matches!(
                 txn.op,
@@ -849,7 +842,7 @@ impl Engine {
         {
             return txn;
         }
-        let before = self.speculative_tree(0).clone();
+        let before = self.speculative_tree(partition).clone();
         let mut after = before.clone();
         let natural: Vec<(TreeEventKind, String)> = (after.apply(&txn).events.into_iter())
             .map(|event| (event.kind, event.path.into_owned()))
@@ -895,7 +888,7 @@ impl Engine {
         } else {
             let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
             let ctx = self.internal_ctx(0, txn.header.zxid);
-            match self.cores[0]
+            match self.cores[partition]
                 .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))
             {
                 Ok(Txn {
