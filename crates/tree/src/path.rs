@@ -85,15 +85,27 @@ fn is_invalid_char(c: char) -> bool {
 /// The parent of `path` as ZooKeeper computes it (`path.substring(0,
 /// lastSlash)`): `""` for a child of the root, `None` without a slash.
 pub fn parent_of(path: &str) -> Option<&str> {
-    path.rfind('/').map(|i| &path[..i])
+    last_slash(path).map(|i| &path[..i])
 }
 
 /// The last component of `path` (everything after the last slash).
 pub fn name_of(path: &str) -> &str {
-    match path.rfind('/') {
+    match last_slash(path) {
         Some(i) => &path[i + 1..],
         None => path,
     }
+}
+
+/// `parent_of` and `name_of` at once, with one scan.
+pub fn split_last(path: &str) -> Option<(&str, &str)> {
+    last_slash(path).map(|i| (&path[..i], &path[i + 1..]))
+}
+
+/// The last '/' in `path`. A byte scan: paths are short, where `rfind`'s
+/// searcher costs more in set-up than it saves, and '/' is ASCII, so the
+/// index found is a char boundary.
+fn last_slash(path: &str) -> Option<usize> {
+    path.as_bytes().iter().rposition(|&byte| byte == b'/')
 }
 
 /// ZooKeeper stores the root under both `""` and `"/"`; we store it under

@@ -149,14 +149,19 @@ impl DataTree {
 
     /// The node at `path`; `""` is the root, as in ZooKeeper.
     pub fn node(&self, path: &str) -> Option<NodeRef<'_>> {
-        let mut names = components(path)?;
-        let Some(last) = names.next_back() else {
+        let rest = path::canonical(path).strip_prefix('/')?;
+        if rest.is_empty() {
             return Some(self.root.as_ref());
-        };
+        }
+        // The last name found with a byte scan (a backward `split` costs
+        // more in its searcher's set-up than a short path's bytes).
+        let (above, last) = path::split_last(rest).unwrap_or(("", rest));
         // Only the last node is decoded; those above it are passed through.
         let mut children = &self.root.children;
-        for name in names {
-            children = children.children_of(name)??;
+        if !above.is_empty() {
+            for name in above.split('/') {
+                children = children.children_of(name)??;
+            }
         }
         children.get(last)
     }
@@ -202,9 +207,9 @@ impl DataTree {
                 stat: root.stat,
             });
         }
-        let parent = path::canonical(path::parent_of(p)?);
-        self.children_mut(parent)?
-            .update(path::name_of(p), change, data, acl)
+        let (parent, name) = path::split_last(p)?;
+        self.children_mut(path::canonical(parent))?
+            .update(name, change, data, acl)
     }
 
     pub fn node_count(&self) -> usize {
@@ -463,7 +468,7 @@ impl DataTree {
 
 /// The names along `path` from the root (none for the root itself);
 /// `None` for a path that does not start at the root.
-fn components(path: &str) -> Option<impl DoubleEndedIterator<Item = &str>> {
+fn components(path: &str) -> Option<impl Iterator<Item = &str>> {
     let p = path::canonical(path);
     let rest = p.strip_prefix('/')?;
     Some(rest.split('/').filter(move |_| !rest.is_empty()))
