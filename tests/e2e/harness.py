@@ -955,6 +955,15 @@ def assert_enforce_auth_refuses_a_plain_client(srv):
 
 
 @contextlib.contextmanager
+def mntr_int(server, key):
+    """The integer row `key` of the server's mntr (KeyError when it has none)."""
+    for line in server.four_letter("mntr").splitlines():
+        k, _, v = line.partition("\t")
+        if k == key:
+            return int(v)
+    raise KeyError(key)
+
+
 def started_client(client, timeout=10.0):
     """`client` started; stopped and closed however the block ends."""
     try:

@@ -43,14 +43,6 @@ def start(request, shape, threads):
     return srv, srv.hosts
 
 
-def mntr_value(srv, key):
-    for line in srv.four_letter("mntr").splitlines():
-        k, _, v = line.partition("\t")
-        if k == key:
-            return int(v)
-    raise KeyError(key)
-
-
 def pipelined_writer(srv, n, out, armed):
     """Writer n keeps all its calls in flight at once: a setData on each root's
     key per round. The odd writers read the key back after every tenth round's
@@ -141,7 +133,7 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     srv, hosts = start(request, shape, threads)
     bench, bench_out = start_bench(hosts, tmp_path)
     try:
-        h.wait_until(lambda: mntr_value(srv, "stoa_apply_run_txns") > 5000, timeout=30,
+        h.wait_until(lambda: h.mntr_int(srv, "stoa_apply_run_txns") > 5000, timeout=30,
                      what="the bench's load")
         seen, final, events, keys = run_workload(srv)
         _, err = bench.communicate(timeout=60)
@@ -164,8 +156,8 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     assert final == {k: str(ROUNDS - 1).encode() for k in keys}
     # Every watch fired once, a data change of its own key.
     assert sorted(events) == sorted((EventType.CHANGED, k) for k in keys)
-    lent = mntr_value(srv, "stoa_apply_runs_lent")
-    runs, txns = mntr_value(srv, "stoa_apply_runs"), mntr_value(srv, "stoa_apply_run_txns")
+    lent = h.mntr_int(srv, "stoa_apply_runs_lent")
+    runs, txns = h.mntr_int(srv, "stoa_apply_runs"), h.mntr_int(srv, "stoa_apply_run_txns")
     assert runs > 0 and txns >= WRITERS * ROUNDS * len(ROOTS)
     if threads == 0:
         assert lent == 0

@@ -745,14 +745,6 @@ def test_a_group_moves_on_every_member_of_an_ensemble(request):
                 c.stop()
 
 
-def mntr_value(srv, key):
-    for line in srv.four_letter("mntr").splitlines():
-        k, _, v = line.partition("\t")
-        if k == key:
-            return int(v)
-    raise KeyError(key)
-
-
 def test_the_load_balancer_moves_a_group_off_a_busy_partition(request):
     """partition.balanceIntervalMs on: with /g1 and /g3 on partition 1 both
     written to and the other partitions idle, the leader moves one of them to
@@ -777,12 +769,12 @@ def test_the_load_balancer_moves_a_group_off_a_busy_partition(request):
         h.wait_until(split, timeout=30, what="the balancer to split /g1 and /g3")
         print("rebalanced %.2f s after the skew began" % (time.monotonic() - started))
         # Applied on every member (the balancer's own count is the leader's).
-        moves = mntr_value(srv, "stoa_group_moves")
+        moves = h.mntr_int(srv, "stoa_group_moves")
         assert moves >= 1
         time.sleep(2.0)  # four more windows of even load
         for w in writers:
             w.stop()
-        assert mntr_value(srv, "stoa_group_moves") == moves, "it kept moving"
+        assert h.mntr_int(srv, "stoa_group_moves") == moves, "it kept moving"
         where = placed(c.get(PLACEMENT)[0])
         assert where["/g1"] != where["/g3"]
         for g in ("/g1", "/g3"):
