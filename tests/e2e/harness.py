@@ -954,7 +954,6 @@ def assert_enforce_auth_refuses_a_plain_client(srv):
         plain.close()
 
 
-@contextlib.contextmanager
 def mntr_int(server, key):
     """The integer row `key` of the server's mntr (KeyError when it has none)."""
     for line in server.four_letter("mntr").splitlines():
@@ -964,6 +963,7 @@ def mntr_int(server, key):
     raise KeyError(key)
 
 
+@contextlib.contextmanager
 def started_client(client, timeout=10.0):
     """`client` started; stopped and closed however the block ends."""
     try:
