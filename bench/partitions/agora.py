@@ -32,8 +32,11 @@ the measured per-partition cost (CPU per op at P=1, per thread) and the
 cross-partition overhead (P=2's extra CPU per op, the switching cost),
 beside the 16-core device sweep measured before partition threads.
 
-    .venv/bin/python bench/partitions/agora.py --out docs/bench   # about 10 min on 2 cores
-    .venv/bin/python bench/partitions/agora.py --quick            # under a minute: the smoke test's
+    target/bench-venv/bin/python bench/partitions/agora.py --out docs/bench   # about 10 min on 2 cores
+    .venv/bin/python bench/partitions/agora.py --quick     # under a minute: the smoke test's
+
+(matplotlib for the plots: target/bench-venv is the one scripts/bench-compare
+makes from bench/requirements.txt; without it, tables only.)
 
 Rounds alternate the configurations compared (the order rotating each
 round); figures are medians of the rounds, ratios per round (a
@@ -617,7 +620,7 @@ def parse_args(argv):
     ap.add_argument("--no-zookeeper", action="store_true")
     ap.add_argument("--zookeeper-jars", help="a directory of ZooKeeper 3.9.5's jars "
                     "(default: bench/compare's cache, target/anchors/zookeeper-3.9.5)")
-    ap.add_argument("--max-seconds", type=float, default=900,
+    ap.add_argument("--max-seconds", type=float, default=720,
                     help="no run starts after this (the figures so far are reported)")
     a = ap.parse_args(argv)
     a.payloads = [int(x) for x in a.payloads.split(",")]

@@ -339,11 +339,13 @@ def markdown(doc, plots):
       "switching partitions, 10 rebalancing a skew), and a model of the scaling on many "
       "cores. Written by `bench/partitions/agora.py` into `docs/bench/agora.md`, which "
       "`scripts/bench-compare` copies into this file as it is.\n")
-    a("    .venv/bin/python bench/partitions/agora.py --out docs/bench     # about 10 min here")
-    a("    .venv/bin/python bench/partitions/agora.py --quick              "
+    a("    target/bench-venv/bin/python bench/partitions/agora.py --out docs/bench   "
+      "# about 10 min here")
+    a("    .venv/bin/python bench/partitions/agora.py --quick                         "
       "# under a minute, what the smoke test runs\n")
-    a("(`STOA_BIN` or `cargo build --release` for the server; matplotlib, from "
-      "`bench/requirements.txt`, for the plots; `--figures`, `--rounds`, `--duration`, "
+    a("(`STOA_BIN` or `cargo build --release` for the server; for the plots a Python with "
+      "matplotlib, such as `target/bench-venv`, which `scripts/bench-compare` makes from "
+      "`bench/requirements.txt`; `--figures`, `--rounds`, `--duration`, "
       "`--payloads`, `--fractions`, `--window-ms` change the grid, `--max-seconds` bounds "
       "the whole run; ZooKeeper 3.9.5's jars come from `scripts/bench-compare`'s cache, "
       "`target/anchors/`, or `--zookeeper-jars`.)\n")
