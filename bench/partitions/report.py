@@ -369,6 +369,25 @@ def markdown(doc, plots):
       "per op is the server process's user + system time over the measured window "
       "(`stoa bench --server-pid`), split by thread from `/proc/PID/task` over the run.\n"
       % (T1, opts["duration"], opts["warmup"]))
+    runs = [r for r in doc["results"] if "foreign_cores" in r]
+    if runs:
+        fc = sorted(r["foreign_cores"] for r in runs)
+        again = sum(1 for r in runs if r.get("attempts", 1) > 1)
+        still = sum(1 for r in runs if r["foreign_cores"] > opts["max_foreign"])
+        if opts.get("retries"):
+            policy = ("A run during which it passed %.2f cores was taken again (at most %d "
+                      "times), after waiting for a quiet machine (%.0f s of waiting in all), "
+                      "and the least disturbed one kept: %d of %d runs were; %d stayed "
+                      "above it (no quiet came, or no time was left)." % (
+                          opts["max_foreign"], opts["retries"], ctx.get("quiet_waited_s", 0),
+                          again, len(runs), still))
+        else:
+            policy = "No run was taken again (`--retries 0`)."
+        a("**Other work on the machine** during the runs (all its busy CPU less the server's "
+          "and the load generator's, from `/proc/stat`; it includes the kernel's softirq "
+          "work for loopback traffic, charged to no process): median %.2f cores, 90th "
+          "percentile %.2f, most %.2f. %s\n" % (
+              statistics.median(fc), fc[int(0.9 * (len(fc) - 1))], fc[-1], policy))
     if doc.get("notes"):
         for n in doc["notes"]:
             a("*Note:* %s\n" % n)
@@ -471,11 +490,13 @@ def markdown(doc, plots):
         a("Groups `/g1`-`/g4` spread round robin over partitions 1 and 2 (`/g1`, `/g3` on 1; "
           "`/g2`, `/g4` on 2), partition 0 keeps `/`. Two writers (`stoa bench`, 4 sessions x "
           "16 in flight, setData of 8 B, 100 keys each): on `/g1` and `/g2` for %.1f s "
-          "(balanced), then the second moves to `/g3` (the skew: both on partition 1) for "
-          "%.1f s. `mntr`, polled every 100 ms, gives each partition's applied index "
-          "(writes/s) and `stoa_group_moves`; the time is from the skew's start (the new "
-          "writer's launch, its 100 key creates included) to the first poll that sees the "
-          "move applied.\n" % (opts["balanced_s"], opts["skew_s"]))
+          "(balanced; round k a further k/%d of the window, so the skew falls at another "
+          "phase of the balancer's window each round), then the second moves to `/g3` (the "
+          "skew: both on partition 1) for %.1f s. `mntr`, polled every 100 ms, gives each "
+          "partition's applied index (writes/s) and `stoa_group_moves`; the time is from the "
+          "skew's start (the new writer's launch, its 100 key creates included) to the first "
+          "poll that sees the move applied.\n" % (
+              opts["balanced_s"], opts["rebalance_rounds"], opts["skew_s"]))
         a("| round | first move after the skew | moves | placement before | after | writes/s "
           "balanced | skewed, before the move | after the move |")
         a("|---:|---:|---:|---|---|---:|---:|---:|")
@@ -753,7 +774,7 @@ def plots(doc, out_dir):
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), dpi=80)
         for ax, op in zip(axes, ("set", "get")):
             for c in (P1, P2):
-                pts = sorted((r["throughput"], r["p50_ms"], r["p99_ms"]) for r in rows
+                pts = sorted((r["offered"], r["p50_ms"], r["p99_ms"]) for r in rows
                              if r["config"] == c and r["op"] == op)
                 if not pts:
                     continue
@@ -762,7 +783,7 @@ def plots(doc, out_dir):
                 ax.plot([p[0] for p in pts], [p[2] for p in pts], "-o", color=COLORS[c],
                         label="%s p99" % c)
             ax.set_title("%s, 100 B, open loop" % OP_NAMES[op], fontsize=10)
-            ax.set_xlabel("ops/s")
+            ax.set_xlabel("offered ops/s")
             ax.set_ylabel("latency ms")
             ax.set_yscale("log")
             ax.grid(True, alpha=0.3)
