@@ -693,6 +693,8 @@ def parse_args(argv):
     ap.add_argument("--quick", action="store_true",
                     help="one round, short runs, a trimmed grid: the smoke test's (under a minute)")
     ap.add_argument("--out", help="write agora.json, agora_*.png and agora.md into DIR")
+    ap.add_argument("--render", metavar="DIR",
+                    help="run nothing: write the outputs again from DIR/agora.json")
     ap.add_argument("--figures", default=",".join(FIGURES),
                     help="comma-separated, of %s" % ", ".join(FIGURES))
     ap.add_argument("--rounds", type=int, default=3)
@@ -739,8 +741,46 @@ def parse_args(argv):
     return a
 
 
+def write_outputs(ctx, notes, results, peaks, out):
+    """The figures, the model and the targets from a run's results; with
+    `out`, agora.json, agora.md and the plots written there. The
+    markdown."""
+    summary = report.summarize(results, peaks)
+    model_inp = report.model_inputs(summary)
+    pr = model.predict(model_inp.get("write"), model_inp.get("read"))
+    model.self_check()
+    doc = {"version": 1, "context": ctx, "notes": notes, "results": results,
+           "summary": summary, "model_inputs": model_inp, "model": pr,
+           "device_sweep": model.DEVICE_SWEEP}
+    doc["targets"] = report.targets(doc, ROOT)
+    text = report.markdown(doc, plots=[])
+    if out:
+        os.makedirs(out, exist_ok=True)
+        plots = report.plots(doc, out)
+        text = report.markdown(doc, plots=plots)
+        with open(os.path.join(out, "agora.json"), "w") as f:
+            json.dump(report.jsonable(doc), f, indent=1, sort_keys=True)
+            f.write("\n")
+        with open(os.path.join(out, "agora.md"), "w") as f:
+            f.write(text)
+        log("wrote %s/agora.json, agora.md and %d plots" % (out, len(plots)))
+    return text
+
+
+def render(a):
+    """--render DIR: the outputs again from DIR/agora.json's results (after
+    a change to how they are presented), into --out or DIR."""
+    with open(os.path.join(a.render, "agora.json")) as f:
+        doc = json.load(f)
+    print(write_outputs(doc["context"], doc["notes"], doc["results"],
+                        doc["summary"].get("latency_peaks") or {}, a.out or a.render))
+    return 0
+
+
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
+    if a.render:
+        return render(a)
     run = Run(a)
     run.zookeeper = None
     run.latency_peaks = {}
@@ -768,25 +808,7 @@ def main(argv=None):
     ctx["zookeeper"] = run.zookeeper
     ctx["quiet_waited_s"] = round(run.quiet_waited, 1)
     ctx["options"] = {k: v for k, v in vars(a).items()}
-    summary = report.summarize(run.results, run.latency_peaks)
-    model_inp = report.model_inputs(summary)
-    pr = model.predict(model_inp.get("write"), model_inp.get("read"))
-    model.self_check()
-    doc = {"version": 1, "context": ctx, "notes": run.notes, "results": run.results,
-           "summary": summary, "model_inputs": model_inp, "model": pr,
-           "device_sweep": model.DEVICE_SWEEP}
-    doc["targets"] = report.targets(doc, ROOT)
-    text = report.markdown(doc, plots=[])
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        plots = report.plots(doc, a.out)
-        text = report.markdown(doc, plots=plots)
-        with open(os.path.join(a.out, "agora.json"), "w") as f:
-            json.dump(report.jsonable(doc), f, indent=1, sort_keys=True)
-            f.write("\n")
-        with open(os.path.join(a.out, "agora.md"), "w") as f:
-            f.write(text)
-        log("wrote %s/agora.json, agora.md and %d plots" % (a.out, len(plots)))
+    text = write_outputs(ctx, run.notes, run.results, run.latency_peaks, a.out)
     print(text)
     return 0
 

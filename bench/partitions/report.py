@@ -681,15 +681,30 @@ def _reading(L, doc):
                        ", ".join("%.2fx" % r["vs_none_throughput"]["median"] for r in ctl)))
     rb = s.get("rebalance")
     if rb and rb["move_s"]:
+        moved = {}
+        for r in doc["results"]:
+            if r["figure"] != "rebalance":
+                continue
+            before, after = r.get("placement_before") or {}, r.get("placement_after") or {}
+            for g in sorted(after):
+                if before.get(g) != after[g]:
+                    key = "%s from partition %s to %s" % (g, before.get(g), after[g])
+                    moved[key] = moved.get(key, 0) + 1
+        where = "; ".join("%s (%d of %d rounds)" % (k, n, rb["rounds"])
+                          for k, n in sorted(moved.items()))
+        to_zero = any(k.endswith(" to 0") for k in moved)
         out.append("**Rebalancing**: the balancer's first move applied %.2f-%.2f s after "
-                   "the skew began (window %d ms: a skew is seen at the first window "
-                   "boundary after it, and decided on a whole window of it, so the window "
-                   "bounds the time at about two windows). Writes/s before and after the "
-                   "move are the same within the noise (%s vs %s): with every partition on "
-                   "one thread a move evens nothing that costs CPU; it is the mechanism "
-                   "threads will need." % (
-                       rb["move_s"]["low"], rb["move_s"]["high"], rb["window_ms"],
-                       _n(rb["skewed_ops_s"]), _n(rb["after_ops_s"])))
+                   "the skew began, with a window of %d ms: it decides at each window's end "
+                   "on that window's counts, so a skew is acted on at the first window "
+                   "boundary after it starts, at most a window later (plus the 100 ms "
+                   "poll), as the rounds' phases show. It moved %s%s. Writes/s before and after the move are the "
+                   "same within the noise (%s vs %s): with every partition on one thread a "
+                   "move evens nothing that costs CPU; it is the mechanism threads will need."
+                   % (rb["move_s"]["low"], rb["move_s"]["high"], rb["window_ms"], where,
+                      ": partition 0 was the least busy at that window's end (partition 2 "
+                      "still counted the writes to /g2 from before the skew), and it takes "
+                      "partition 0 last only on a tie" if to_zero else "",
+                      _n(rb["skewed_ops_s"]), _n(rb["after_ops_s"])))
     pr = doc.get("model") or {}
     W = pr.get("writes") or {}
     if W:
@@ -744,30 +759,53 @@ def plots(doc, out_dir):
 
     rows = s["throughput"]
     if rows:
-        fig, axes = plt.subplots(2, 2, figsize=(9, 6), dpi=80)
+        fig, axes = plt.subplots(2, 2, figsize=(9, 6.2), dpi=80)
         payloads = sorted({r["payload"] for r in rows})
         configs = [c for c in (P1, P2, T1, ZK) if any(r["config"] == c for r in rows)]
-        width = 0.8 / len(configs)
         for col, op in enumerate(("set", "get")):
-            for row_i, (key, label) in enumerate((("throughput", "ops/s"),
-                                                  ("cpu_us_per_op", "server CPU µs/op"))):
+            # Top: ops/s of every configuration. Bottom: server CPU per op
+            # over P=1's, per round (median and low-high), for the
+            # partitioned configurations (ZooKeeper's is in the table).
+            for row_i, shown in enumerate((configs, [c for c in configs if c in (P2, T1)])):
                 ax = axes[row_i][col]
-                for i, c in enumerate(configs):
-                    xs, ys = [], []
+                width = 0.8 / max(1, len(shown))
+                for i, c in enumerate(shown):
+                    xs, ys, err = [], [], [[], []]
                     for j, p in enumerate(payloads):
                         r = _row(rows, config=c, op=op, payload=p)
-                        if r and r.get(key):
-                            xs.append(j + (i - (len(configs) - 1) / 2) * width)
-                            ys.append(r[key])
-                    ax.bar(xs, ys, width, color=COLORS[c], label=c)
+                        v = r and (r.get("throughput") if row_i == 0 else r.get("vs_p1_cpu"))
+                        if not v:
+                            continue
+                        xs.append(j + (i - (len(shown) - 1) / 2) * width)
+                        if row_i == 0:
+                            ys.append(v)
+                        else:
+                            ys.append(v["median"])
+                            err[0].append(v["median"] - v["low"])
+                            err[1].append(v["high"] - v["median"])
+                    ax.bar(xs, ys, width, color=COLORS[c], label=c,
+                           yerr=err if row_i == 1 and ys else None)
                 ax.set_xticks(range(len(payloads)))
                 ax.set_xticklabels(["%d B" % p for p in payloads])
-                ax.set_title("%s: %s" % (OP_NAMES[op], label), fontsize=10)
-                if key == "cpu_us_per_op":
-                    ax.set_yscale("log")
+                if row_i == 0:
+                    ax.set_title("%s: ops/s (8 x 16)" % OP_NAMES[op], fontsize=10)
+                else:
+                    ax.axhline(1.0, color="grey", lw=0.8)
+                    ax.axhline(CPU_TARGET, color="tab:red", ls=":", label="target 1.10")
+                    ax.set_ylim(0.6, 1.6)
+                    ax.set_title("%s: server CPU per op / P=1's" % OP_NAMES[op], fontsize=10)
                 ax.grid(True, axis="y", alpha=0.3)
-        axes[0][0].legend(fontsize=8)
-        save(fig, "agora_throughput.png", "Throughput and server CPU per op vs partitions")
+        handles, labels = [], []
+        for ax in (axes[0][0], axes[1][0]):
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        fig.savefig(os.path.join(out_dir, "agora_throughput.png"))
+        plt.close(fig)
+        made.append(("agora_throughput.png", "Throughput and server CPU per op vs partitions"))
 
     rows = s["latency"]
     if rows:
@@ -793,7 +831,7 @@ def plots(doc, out_dir):
     rows = [r for r in s["switching"] if r.get("vs_none_throughput")]
     if rows:
         fig, ax = plt.subplots(figsize=(6.5, 3.6), dpi=80)
-        labels, i = [], 0
+        labels, i, top = [], 0, 1.3
         for op in ("get", "set"):
             for way in ("burst10", "burst1"):
                 for k, c in enumerate((P2, P1)):
@@ -801,6 +839,7 @@ def plots(doc, out_dir):
                     if not r:
                         continue
                     sp = r["vs_none_throughput"]
+                    top = max(top, 1.1 * sp["high"])
                     ax.bar(i + 0.38 * k, sp["median"], 0.36, color=COLORS[c],
                            yerr=[[sp["median"] - sp["low"]], [sp["high"] - sp["median"]]],
                            label=c if i == 0 else None)
@@ -812,10 +851,10 @@ def plots(doc, out_dir):
         ax.set_xticks([x for x, _ in labels])
         ax.set_xticklabels([t for _, t in labels], fontsize=8)
         ax.set_ylabel("ops/s / no switch")
-        ax.set_ylim(0, 1.3)
+        ax.set_ylim(0, top)
         ax.set_title("Switching partitions: %s sessions x 1 in flight, 8 B" %
                      doc["context"]["options"]["switch_sessions"], fontsize=10)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)
         save(fig, "agora_switching.png", "The cost of switching partitions")
 
     rounds = [r for r in doc["results"] if r["figure"] == "rebalance" and r.get("samples")]
