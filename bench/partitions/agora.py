@@ -658,6 +658,18 @@ def need_s(a, figure):
                                                + a.skew_s + 4)}[figure]
 
 
+def server_sources(commit):
+    """The last commit at or before `commit` that changed the server's
+    sources (what the binary was built from, when built there)."""
+    try:
+        return subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h", commit, "--",
+                               "crates", "src", "Cargo.toml", "Cargo.lock"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
 def context(run):
     def git(*a):
         try:
@@ -682,6 +694,7 @@ def context(run):
         "cores": os.cpu_count(),
         "commit": git("rev-parse", "--short", "HEAD") + (" (with uncommitted changes)"
                                                          if dirty else ""),
+        "server_sources": server_sources(git("rev-parse", "--short", "HEAD")),
         "stoa_bin": run.bin,
         "load_before": "%.2f" % os.getloadavg()[0],
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
@@ -772,6 +785,8 @@ def render(a):
     a change to how they are presented), into --out or DIR."""
     with open(os.path.join(a.render, "agora.json")) as f:
         doc = json.load(f)
+    if "server_sources" not in doc["context"]:  # a run from before it was recorded
+        doc["context"]["server_sources"] = server_sources(doc["context"]["commit"].split()[0])
     print(write_outputs(doc["context"], doc["notes"], doc["results"],
                         doc["summary"].get("latency_peaks") or {}, a.out or a.render))
     return 0

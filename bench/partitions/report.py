@@ -222,7 +222,9 @@ def targets(doc, root):
     pr = doc.get("model") or {}
     owned = (pr.get("writes") or {}).get("owned (o const)")
     lent = (pr.get("writes") or {}).get("apply lent (o const)")
-    meas = ", ".join("P=%d %.2f" % (p, row[2]) for p, row in sorted(model.DEVICE_SWEEP.items())
+    dev = model.device_ratios(0)
+    meas = ", ".join("P=%d %.2f (%.2f)" % (p, dev[p], row[2])
+                     for p, row in sorted(model.DEVICE_SWEEP.items())
                      if row[2] is not None and p <= 8)
     model_txt = ""
     if owned and lent:
@@ -230,8 +232,8 @@ def targets(doc, root):
                      "(target 5.6)" % (lent[8], owned[8]))
     out.append({
         "target": "16 cores: writes at P partitions >= 0.7 x P x P=1's, up to P=8",
-        "measured": "before partition threads: %s (/ one partition, same load)%s" % (
-            meas, model_txt),
+        "measured": "before partition threads, setData over the P=1 row: %s (in brackets: "
+                    "over one partition at the same load)%s" % (meas, model_txt),
         "goal": ">= 0.7 x P",
         "met": False,
         "machine": "the 16-core device machine, before partition threads "
@@ -349,12 +351,15 @@ def markdown(doc, plots):
       "`--payloads`, `--fractions`, `--window-ms` change the grid, `--max-seconds` bounds "
       "the whole run; ZooKeeper 3.9.5's jars come from `scripts/bench-compare`'s cache, "
       "`target/anchors/`, or `--zookeeper-jars`.)\n")
-    a("**The machine**: %s. Stoa at %s, `cargo build --release`. Run of %s, %d s; load "
+    src = ctx.get("server_sources")
+    a("**The machine**: %s. Stoa at %s%s, `cargo build --release`. Run of %s, %d s; load "
       "average %s before, %s after. Every figure below was measured on this machine, "
       "except the 16-core sweep, which is quoted from `docs/partitions.md` as it was taken "
       "on the 16-core device machine, before partition threads (no device machine was "
-      "lent to this run).\n" % (ctx["machine"], ctx["commit"], ctx["date"], ctx["seconds"],
-                               ctx["load_before"], ctx["load_after"]))
+      "lent to this run).\n" % (
+          ctx["machine"], ctx["commit"],
+          " (the server's sources as at %s)" % src if src and not ctx["commit"].startswith(src)
+          else "", ctx["date"], ctx["seconds"], ctx["load_before"], ctx["load_after"]))
     a("**The configurations**: standalone servers, fresh data directories, `io.threads=0`; "
       "**P=1** is `partitions=1`; **P=2** is `partitions=2`, `partition.groups=/g1` (`/g0` "
       "stays on partition 0, `/g1` is partition 1's), `partition.threads=0` (the default "
