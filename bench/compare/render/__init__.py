@@ -21,6 +21,18 @@ from .text import have_matplotlib, present_systems
 # this one does not drop them: copied verbatim where present.
 EXTRA_SECTIONS = [
     "zoonet.md",  # bench/regions/zoonet.py: composition across regions (issue 24)
+    "agora.md",  # bench/partitions/agora.py: the partitioned engine (issue 23)
+]
+
+# Plots those benchmarks leave under bench/, listed under "Plots" where present.
+EXTRA_PLOTS = [
+    ("agora_throughput.png", "Partitions: throughput and server CPU per op, P=1 vs P=2 "
+     "(AGORA Figs. 6/7)"),
+    ("agora_latency.png", "Partitions: latency vs offered load, P=1 vs P=2 (AGORA Fig. 8)"),
+    ("agora_switching.png", "Partitions: the cost of switching partitions (AGORA Fig. 9)"),
+    ("agora_rebalance.png", "Partitions: rebalancing a skew (AGORA Fig. 10)"),
+    ("agora_model.png", "Partitions: the model of the scaling on 16 cores, beside the "
+     "device sweep"),
 ]
 
 
@@ -30,6 +42,12 @@ def extra_sections(L, path):
         if os.path.exists(section):
             with open(section) as f:
                 L.append(f.read().strip() + "\n")
+
+
+def extra_plots(path):
+    bench = os.path.join(os.path.dirname(os.path.abspath(path)), "bench")
+    return [(png, title) for png, title in EXTRA_PLOTS
+            if os.path.exists(os.path.join(bench, png))]
 
 
 def write_report(path, cells, med, ctx):
@@ -53,9 +71,10 @@ def write_report(path, cells, med, ctx):
                  "extensions; they do not run on etcd.\n")
     ezk_report(L, ctx.get("ezk_points", []), ctx.get("ezk_med", {}), ctx)
     extra_sections(L, path)
-    if ctx["plots"]:
+    plots = list(ctx["plots"]) + extra_plots(path)
+    if plots:
         L.append("## Plots\n")
-        for png, title in ctx["plots"]:
+        for png, title in plots:
             L.append("![%s](bench/%s)\n" % (title, png))
     elif not have_matplotlib():
         L.append("(No plots: matplotlib was not available.)\n")
@@ -76,7 +95,8 @@ def write_report(path, cells, med, ctx):
     L.append("- Resource use with other tree shapes (here one parent of all N znodes), larger "
              "values, each ensemble member's memory, restart after kill -9 (here SIGTERM) and "
              "a follower catching up from a snapshot of that tree.")
-    L.append("- Partitions P > 1 (AGORA's multicore scaling), watch fan-out, session "
+    L.append("- Partitions P > 1 on many cores (AGORA's multicore scaling; P=1 against P=2 "
+             "on 2 cores is in the partitioned engine's section), watch fan-out, session "
              "churn, large (>1 KiB) values, the `raft-engine` baseline for the WAL.")
     L.append("- The load generator shares the 2 cores with the server; a second machine "
              "would remove that bias.")
