@@ -1,0 +1,264 @@
+//! The partitions lent to the server's worker pool (`partition.threads`)
+//! produce, byte for byte, what the engine produces applying them on its
+//! own thread: the same workload through two engines of three partitions,
+//! one with the pool and one without, gives the same replies, events and
+//! WAL records, and the pool is used.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use stoa_core::engine::{Engine, EngineConfig, Input, PartitionWorkers, Recovered};
+use stoa_core::node::persist_job_records;
+use stoa_proto::frame::{encode_connect_request, encode_request};
+use stoa_proto::opcode::OpCode;
+use stoa_proto::records::{
+    Acl, ConnectRequest, CreateRequest, GetDataRequest, Id, RequestHeader, SetDataRequest,
+};
+use stoa_proto::request::Request;
+use stoa_server::partition_workers::PartitionPool;
+use stoa_tree::DataTree;
+
+const CONNS: u64 = 6;
+const KEYS: usize = 60;
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        server_id: 1,
+        partitions: 3,
+        partition_groups: vec!["/a".into(), "/b".into()],
+        balance_interval_ms: None,
+        partition_auto: false,
+        min_session_timeout_ms: 4000,
+        max_session_timeout_ms: 40000,
+        ttl_enabled: false,
+        container_check_interval_ms: 60_000,
+        super_digest: None,
+        snap_count: 100_000_000,
+        max_frame_bytes: 0xfffff,
+        voters: vec![1],
+        learners: vec![],
+        members: vec![],
+        reconfig_enabled: false,
+        read_only_enabled: false,
+        four_letter_whitelist: None,
+        conf_text: String::new(),
+        host_name: "test".into(),
+        working_dir: "/".into(),
+        fixed_election_ticks: None,
+        zxid_counter_limit: None,
+        sasl_users: Vec::new(),
+        gssapi: None,
+        enforce_auth_schemes: None,
+        nonce_seed: 0,
+    }
+}
+
+fn empty() -> Recovered {
+    Recovered {
+        tree: DataTree::new(),
+        snapshot_index: 0,
+        snapshot_term: 0,
+        cut_zxid: None,
+        hard_state: Default::default(),
+        entries: vec![],
+    }
+}
+
+/// The pool, counting the runs it was lent.
+struct Counting {
+    pool: PartitionPool,
+    runs: Arc<AtomicU64>,
+}
+
+impl PartitionWorkers for Counting {
+    fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
+    fn run_all(&self, jobs: &mut [&mut (dyn FnMut() + Send)]) {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        self.pool.run_all(jobs);
+    }
+}
+
+/// What the engine sent each connection, and every WAL record, in order.
+#[derive(Default, PartialEq, Eq)]
+struct Transcript {
+    sends: Vec<Vec<u8>>,
+    records: Vec<u8>,
+}
+
+struct Driver {
+    engine: Engine,
+    seen: Transcript,
+}
+
+impl Driver {
+    fn new(workers: Option<Box<dyn PartitionWorkers>>) -> Driver {
+        let mut engine =
+            Engine::new(config(), vec![empty(), empty(), empty()], 1_700_000_000_000).unwrap();
+        if let Some(workers) = workers {
+            engine.lend_partitions(workers);
+        }
+        let mut driver = Driver {
+            engine,
+            seen: Transcript {
+                sends: vec![Vec::new(); CONNS as usize + 1],
+                records: Vec::new(),
+            },
+        };
+        driver.flush();
+        driver
+    }
+
+    /// Carries out the output, acknowledging every persist at once (an
+    /// infinitely fast disk), until the engine has nothing more to do.
+    fn flush(&mut self) {
+        loop {
+            let out = self.engine.take_output();
+            assert!(out.fatal.is_none(), "{:?}", out.fatal);
+            let mut last: Vec<(u32, u64)> = Vec::new();
+            for job in &out.persists {
+                for record in persist_job_records(job) {
+                    self.seen
+                        .records
+                        .extend_from_slice(&format!("{record:?}").into_bytes());
+                }
+                last.retain(|(p, _)| *p != job.partition);
+                last.push((job.partition, job.number));
+            }
+            for (conn, bytes) in out.sends {
+                self.seen.sends[conn as usize].extend_from_slice(&bytes);
+            }
+            if last.is_empty() {
+                return;
+            }
+            for (partition, number) in last {
+                self.engine.handle(Input::Persisted { partition, number });
+            }
+        }
+    }
+
+    fn frame(&mut self, conn: u64, xid: i32, op: OpCode, request: &Request) {
+        let mut bytes = Vec::new();
+        encode_request(
+            &mut bytes,
+            &RequestHeader {
+                xid,
+                kind: op as i32,
+            },
+            request,
+        );
+        self.engine.handle(Input::Frames { conn, bytes });
+    }
+}
+
+fn key(i: usize) -> String {
+    match i % 3 {
+        0 => format!("/a/k{i}"),
+        1 => format!("/b/k{i}"),
+        _ => format!("/k{i}"),
+    }
+}
+
+fn create(path: &str) -> Request {
+    Request::Create(CreateRequest {
+        path: path.into(),
+        data: Some(b"0".to_vec()),
+        acl: vec![Acl {
+            perms: 31,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }],
+        flags: 0,
+    })
+}
+
+/// Connections, the keys on three partitions, a watcher's data watches on
+/// every key, then rounds in which every connection pipelines setData on
+/// keys of every partition, some of them followed by a read of the key.
+fn workload(d: &mut Driver) {
+    let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+    for conn in 1..=CONNS {
+        d.engine.handle(Input::Accepted { conn, peer });
+        let mut bytes = Vec::new();
+        encode_connect_request(
+            &mut bytes,
+            &ConnectRequest {
+                time_out: 30_000,
+                passwd: vec![0; 16],
+                ..Default::default()
+            },
+        );
+        d.engine.handle(Input::Frames { conn, bytes });
+        d.flush();
+    }
+    let mut xid = 1;
+    for root in ["/a", "/b"] {
+        d.frame(1, xid, OpCode::Create, &create(root));
+        xid += 1;
+    }
+    for i in 0..KEYS {
+        d.frame(1, xid, OpCode::Create, &create(&key(i)));
+        xid += 1;
+    }
+    d.flush();
+    // Connection CONNS watches every key's data.
+    for i in 0..KEYS {
+        let get = Request::GetData(GetDataRequest {
+            path: key(i),
+            watch: true,
+        });
+        d.frame(CONNS, xid, OpCode::GetData, &get);
+        xid += 1;
+    }
+    d.flush();
+    for round in 0..20 {
+        for conn in 1..CONNS {
+            for n in 0..12 {
+                let path = key((round * 7 + conn as usize * 13 + n) % KEYS);
+                let set = Request::SetData(SetDataRequest {
+                    path: path.clone(),
+                    data: Some(format!("{round}-{conn}-{n}").into_bytes()),
+                    version: -1,
+                });
+                d.frame(conn, xid, OpCode::SetData, &set);
+                xid += 1;
+                if (n + conn as usize) % 5 == 0 {
+                    let get = Request::GetData(GetDataRequest { path, watch: false });
+                    d.frame(conn, xid, OpCode::GetData, &get);
+                    xid += 1;
+                }
+            }
+        }
+        d.flush();
+    }
+}
+
+#[test]
+fn lent_partitions_answer_byte_for_byte_as_the_engines_own_thread() {
+    let mut inline = Driver::new(None);
+    workload(&mut inline);
+    let runs = Arc::new(AtomicU64::new(0));
+    let pool = Counting {
+        pool: PartitionPool::start(2).unwrap(),
+        runs: runs.clone(),
+    };
+    let mut lent = Driver::new(Some(Box::new(pool)));
+    workload(&mut lent);
+    assert!(
+        runs.load(Ordering::Relaxed) > 0,
+        "no run was long enough to be lent"
+    );
+    assert!(inline.seen.sends.iter().skip(1).all(|s| !s.is_empty()));
+    for (conn, (a, b)) in (inline.seen.sends.iter().zip(&lent.seen.sends)).enumerate() {
+        assert!(a == b, "connection {conn} was answered differently");
+    }
+    assert!(
+        inline.seen.records == lent.seen.records,
+        "the WAL records differ"
+    );
+}
