@@ -227,7 +227,7 @@ fn workload(d: &mut Driver) {
                 });
                 d.frame(conn, xid, OpCode::SetData, &set);
                 xid += 1;
-                if (n + conn as usize) % 5 == 0 {
+                if (n + conn as usize).is_multiple_of(5) {
                     let get = Request::GetData(GetDataRequest { path, watch: false });
                     d.frame(conn, xid, OpCode::GetData, &get);
                     xid += 1;
