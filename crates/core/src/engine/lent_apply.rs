@@ -310,3 +310,87 @@ impl Engine {
         run.reads_waiting.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_plain;
+    use stoa_proto::codes::ErrorCode;
+    use stoa_tree::{CreateTxn, TreeEventKind, TxnOp};
+
+    fn create(path: &str) -> TxnOp {
+        TxnOp::Create(CreateTxn {
+            path: path.into(),
+            data: None,
+            acl: Vec::new(),
+            ephemeral_owner: 0,
+            parent_cversion: 1,
+        })
+    }
+
+    fn set(path: &str) -> TxnOp {
+        TxnOp::SetData {
+            path: path.into(),
+            data: None,
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn a_clients_write_on_its_own_partition_is_plain() {
+        for op in [
+            create("/app/x"),
+            set("/app"),
+            TxnOp::Delete { path: "/x".into() },
+            TxnOp::DeleteContainer { path: "/c".into() },
+            TxnOp::SetAcl {
+                path: "/x".into(),
+                acl: Vec::new(),
+                aversion: 1,
+            },
+            TxnOp::Check { path: "/x".into() },
+            TxnOp::Error(ErrorCode::NoNode),
+            TxnOp::Multi(vec![create("/a"), set("/b"), TxnOp::Error(ErrorCode::Ok)]),
+        ] {
+            assert!(is_plain(&op), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn what_touches_the_engine_or_several_partitions_is_not() {
+        for op in [
+            // The configuration, the placement, the extensions' registry:
+            // applying them changes the engine, not only a tree.
+            set("/zookeeper/config"),
+            set("/zookeeper/partitions"),
+            create("/extensions/counter"),
+            TxnOp::Delete {
+                path: "/extensions".into(),
+            },
+            TxnOp::Multi(vec![set("/x"), set("/zookeeper/config")]),
+            TxnOp::CreateSession { timeout_ms: 1 },
+            TxnOp::CloseSession { paths: Vec::new() },
+            TxnOp::Seal { voids: Vec::new() },
+            TxnOp::Watched {
+                op: Box::new(set("/x")),
+                extra: Vec::new(),
+                events: vec![(TreeEventKind::NodeDataChanged, "/x".into())],
+            },
+            TxnOp::Parts {
+                parts: vec![(1, set("/app/x"))],
+                order: Vec::new(),
+            },
+            TxnOp::Restore {
+                origin: 1,
+                token: 1,
+                tree: Vec::new(),
+            },
+            TxnOp::MoveGroups {
+                moves: Vec::new(),
+                data: Vec::new(),
+                version: 1,
+            },
+        ] {
+            assert!(!is_plain(&op), "{op:?}");
+        }
+    }
+}
