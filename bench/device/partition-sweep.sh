@@ -6,7 +6,9 @@
 # Writes (set=100) and reads (get=100), 100-byte values. Prints one line per
 # run, then medians and ratios. Bash only: the device machine has nothing
 # installed. Every server is stopped by PID; every run is bounded by
-# `timeout`.
+# `timeout`. THREADS=N sets partition.threads=N on every server (unset:
+# the default, auto), so a second run with THREADS=0 shows what the lent
+# partitions return.
 set -u
 DIR=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-$DIR/stoa}
@@ -29,7 +31,11 @@ start() { # partitions -> PORT, SERVER_PID
   d=$(mktemp -d "$WORK/run.XXXX")
   for ((k = 1; k < parts; k++)); do groups+="${groups:+,}/g$k"; done
   base_cfg "$d" >"$d/zoo.cfg"
-  { echo "partitions=$parts"; [ -n "$groups" ] && echo "partition.groups=$groups"; } >>"$d/zoo.cfg"
+  {
+    echo "partitions=$parts"
+    [ -n "$groups" ] && echo "partition.groups=$groups"
+    [ -n "${THREADS:-}" ] && echo "partition.threads=$THREADS"
+  } >>"$d/zoo.cfg"
   start_server "$d" "server of $parts partitions"
 }
 
