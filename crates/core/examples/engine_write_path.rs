@@ -24,7 +24,6 @@ use stoa_proto::records::{
     Acl, ConnectRequest, CreateRequest, GetDataRequest, Id, RequestHeader, SetDataRequest,
 };
 use stoa_proto::request::Request;
-use stoa_tree::DataTree;
 
 /// Counts allocations (and reallocations) made by every thread.
 struct CountingAllocator;
@@ -63,38 +62,16 @@ fn spread() -> bool {
 
 fn config() -> EngineConfig {
     EngineConfig {
-        server_id: 1,
         partitions: env_or("PARTITIONS", 1) as u32,
         partition_groups: if spread() && env_or("PARTITIONS", 1) > 1 {
             vec!["/g1".into()]
         } else {
             Vec::new()
         },
-        balance_interval_ms: None,
-        partition_auto: false,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        ttl_enabled: false,
-        container_check_interval_ms: 60_000,
-        super_digest: None,
         // Large enough that no snapshot is taken during the run.
         snap_count: 100_000_000,
-        max_frame_bytes: 0xfffff,
-        voters: vec![1],
-        learners: vec![],
-        members: vec![],
-        reconfig_enabled: false,
-        read_only_enabled: false,
-        four_letter_whitelist: None,
-        conf_text: String::new(),
         host_name: "bench".into(),
-        working_dir: "/".into(),
-        fixed_election_ticks: None,
-        zxid_counter_limit: None,
-        sasl_users: Vec::new(),
-        gssapi: None,
-        enforce_auth_schemes: None,
-        nonce_seed: 0,
+        ..EngineConfig::default()
     }
 }
 
@@ -149,24 +126,8 @@ fn main() {
     let keys = env_or("KEYS", 1000);
     let payload = vec![b'x'; env_or("PAYLOAD", 100)];
 
-    let recovered = Recovered {
-        tree: DataTree::new(),
-        snapshot_index: 0,
-        snapshot_term: 0,
-        cut_zxid: None,
-        hard_state: Default::default(),
-        entries: vec![],
-    };
     let partitions = env_or("PARTITIONS", 1);
-    let mut recovered = vec![recovered];
-    recovered.resize_with(partitions, || Recovered {
-        tree: DataTree::new(),
-        snapshot_index: 0,
-        snapshot_term: 0,
-        cut_zxid: None,
-        hard_state: Default::default(),
-        entries: vec![],
-    });
+    let recovered = (0..partitions).map(|_| Recovered::empty()).collect();
     let engine = Engine::new(config(), recovered, 1_700_000_000_000).expect("engine");
     let mut d = Driver {
         engine,

@@ -244,6 +244,45 @@ pub struct EngineConfig {
     pub nonce_seed: u64,
 }
 
+/// A standalone server 1 of one partition with ZooKeeper's defaults
+/// (tickTime 2000's session bounds, snapCount, jute.maxbuffer; no TTL
+/// nodes, no reconfig): what tests and examples start from, naming only
+/// what they change. A real server's comes from its zoo.cfg
+/// (`stoa_server::partition::engine_config`).
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            server_id: 1,
+            partitions: 1,
+            partition_groups: Vec::new(),
+            balance_interval_ms: None,
+            partition_auto: false,
+            min_session_timeout_ms: 4000,
+            max_session_timeout_ms: 40000,
+            ttl_enabled: false,
+            container_check_interval_ms: 60_000,
+            super_digest: None,
+            snap_count: 100_000,
+            max_frame_bytes: 0xfffff,
+            voters: vec![1],
+            learners: vec![],
+            members: vec![],
+            reconfig_enabled: false,
+            read_only_enabled: false,
+            four_letter_whitelist: None,
+            conf_text: String::new(),
+            host_name: "localhost".into(),
+            working_dir: "/".into(),
+            fixed_election_ticks: None,
+            zxid_counter_limit: None,
+            sasl_users: Vec::new(),
+            gssapi: None,
+            enforce_auth_schemes: None,
+            nonce_seed: 0,
+        }
+    }
+}
+
 impl EngineConfig {
     /// A lone voter and no learners: a standalone server.
     pub fn standalone(&self) -> bool {
@@ -267,6 +306,20 @@ pub struct Recovered {
     pub cut_zxid: Option<i64>,
     pub hard_state: raft::eraftpb::HardState,
     pub entries: Vec<Entry>,
+}
+
+impl Recovered {
+    /// A partition that starts from nothing: an empty tree and log.
+    pub fn empty() -> Recovered {
+        Recovered {
+            tree: DataTree::new(),
+            snapshot_index: 0,
+            snapshot_term: 0,
+            cut_zxid: None,
+            hard_state: Default::default(),
+            entries: vec![],
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -17,51 +17,17 @@ use stoa_proto::records::{
 };
 use stoa_proto::request::Request;
 use stoa_server::partition_workers::PartitionPool;
-use stoa_tree::DataTree;
 
 const CONNS: u64 = 6;
 const KEYS: usize = 60;
 
 fn config() -> EngineConfig {
     EngineConfig {
-        server_id: 1,
         partitions: 3,
         partition_groups: vec!["/a".into(), "/b".into()],
-        balance_interval_ms: None,
-        partition_auto: false,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        ttl_enabled: false,
-        container_check_interval_ms: 60_000,
-        super_digest: None,
+        // No snapshot during the run.
         snap_count: 100_000_000,
-        max_frame_bytes: 0xfffff,
-        voters: vec![1],
-        learners: vec![],
-        members: vec![],
-        reconfig_enabled: false,
-        read_only_enabled: false,
-        four_letter_whitelist: None,
-        conf_text: String::new(),
-        host_name: "test".into(),
-        working_dir: "/".into(),
-        fixed_election_ticks: None,
-        zxid_counter_limit: None,
-        sasl_users: Vec::new(),
-        gssapi: None,
-        enforce_auth_schemes: None,
-        nonce_seed: 0,
-    }
-}
-
-fn empty() -> Recovered {
-    Recovered {
-        tree: DataTree::new(),
-        snapshot_index: 0,
-        snapshot_term: 0,
-        cut_zxid: None,
-        hard_state: Default::default(),
-        entries: vec![],
+        ..EngineConfig::default()
     }
 }
 
@@ -96,8 +62,12 @@ struct Driver {
 
 impl Driver {
     fn new(workers: Option<Box<dyn PartitionWorkers>>) -> Driver {
-        let mut engine =
-            Engine::new(config(), vec![empty(), empty(), empty()], 1_700_000_000_000).unwrap();
+        let mut engine = Engine::new(
+            config(),
+            vec![Recovered::empty(), Recovered::empty(), Recovered::empty()],
+            1_700_000_000_000,
+        )
+        .unwrap();
         if let Some(workers) = workers {
             engine.lend_partitions(workers);
         }

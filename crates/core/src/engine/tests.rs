@@ -12,7 +12,6 @@ use stoa_proto::records::{
     Acl, ConnectRequest, ConnectResponse, CreateRequest, Id, RequestHeader, SetDataRequest,
 };
 use stoa_proto::request::Request;
-use stoa_tree::DataTree;
 
 use super::sim_world::wire::{self, ServerFrame as Frame};
 use super::{Engine, EngineConfig, Input, Recovered};
@@ -21,45 +20,15 @@ const T0_MS: i64 = 1_700_000_000_000;
 
 pub(super) fn config() -> EngineConfig {
     EngineConfig {
-        server_id: 1,
-        partitions: 1,
-        partition_groups: Vec::new(),
-        balance_interval_ms: None,
-        partition_auto: false,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
         ttl_enabled: true,
-        container_check_interval_ms: 60_000,
-        super_digest: None,
-        snap_count: 100_000,
-        max_frame_bytes: 0xfffff,
-        voters: vec![1],
-        learners: vec![],
-        members: vec![],
         reconfig_enabled: true,
-        read_only_enabled: false,
-        four_letter_whitelist: None,
-        conf_text: String::new(),
         host_name: "test".into(),
-        working_dir: "/".into(),
-        fixed_election_ticks: None,
-        zxid_counter_limit: None,
-        sasl_users: Vec::new(),
-        gssapi: None,
-        enforce_auth_schemes: None,
-        nonce_seed: 0,
+        ..EngineConfig::default()
     }
 }
 
 pub(super) fn empty() -> Recovered {
-    Recovered {
-        tree: DataTree::new(),
-        snapshot_index: 0,
-        snapshot_term: 0,
-        cut_zxid: None,
-        hard_state: Default::default(),
-        entries: vec![],
-    }
+    Recovered::empty()
 }
 
 /// An engine plus a simulated WAL: persist jobs wait in `unsynced` until
