@@ -200,11 +200,11 @@ impl Engine {
         let Some(path) = path else {
             return Ok(());
         };
-        let partition = self.partition_of(&path);
         if kind != stoa_ext::ExtensionKind::Node {
             // A watch extension hears of changes on every partition.
             return Ok(());
         }
+        let partition = self.partition_of(&path);
         // A node extension runs on the partition of its path's group
         // (docs/partitions.md, "Extensions"): its subtree must lie there
         // whole, with no group root below it on another partition.
@@ -268,8 +268,7 @@ impl Engine {
         let mut owned: Vec<(String, String)> = Vec::new();
         for partition in partitions {
             self.prepare_extension_state(partition);
-            let core = &self.cores[partition];
-            let tree = core.speculative.as_ref().unwrap_or(&core.tree);
+            let tree = self.cores[partition].current_tree();
             owned.extend(
                 (tree.ephemerals(sid))
                     .filter_map(|p| Some((self.extensions.node_extension_for(p)?, p.to_owned()))),
@@ -715,8 +714,7 @@ impl Engine {
             zxid: self.peek_next_zxid(),
             time_ms: self.now_ms,
         });
-        let core = &self.cores[partition];
-        let view = View(core.speculative.as_ref().unwrap_or(&core.tree));
+        let view = View(self.cores[partition].current_tree());
         let outcome = self
             .extensions
             .manager_mut()
@@ -974,12 +972,7 @@ impl Engine {
             return;
         }
         self.prepare_extension_state(0);
-        let view = View(
-            self.cores[0]
-                .speculative
-                .as_ref()
-                .unwrap_or(&self.cores[0].tree),
-        );
+        let view = View(self.cores[0].current_tree());
         let results = self
             .extensions
             .manager_mut()

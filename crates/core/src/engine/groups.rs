@@ -23,7 +23,7 @@
 //! Nobody prepares writes while the groups' leaders differ.
 
 use super::{Engine, RAFT_ELECTION_TICKS};
-use stoa_tree::{DataTree, Txn, TxnOp};
+use stoa_tree::{DataTree, Txn, TxnHeader, TxnOp};
 
 /// Ticks the leader of group 0 waits for another group to come to it
 /// before it campaigns there past the members' leases: longer than any
@@ -165,44 +165,55 @@ impl Engine {
 }
 
 impl Engine {
+    /// The proposals in flight that change `partition`'s tree, as (header,
+    /// op), in no particular order: its own group's transactions, and its
+    /// part of every transaction of parts, whichever group carries it. A
+    /// group move is left out: it reaches the speculative trees at apply,
+    /// which drops them (`engine/group_moves.rs`).
+    pub(super) fn pending_ops_on(
+        &self,
+        partition: usize,
+    ) -> impl Iterator<Item = (TxnHeader, &TxnOp)> + '_ {
+        (self.cores.iter().enumerate()).flat_map(move |(group, core)| {
+            (core.in_flight.iter()).flat_map(move |txn| {
+                // Each transaction as (partition, op) pairs: its parts, or
+                // itself on its own group's partition.
+                let (parts, whole): (&[(u32, TxnOp)], _) = match &txn.op {
+                    TxnOp::Parts { parts, .. } => (parts, None),
+                    TxnOp::MoveGroups { .. } => (&[], None),
+                    op => (&[], Some((group as u32, op))),
+                };
+                (parts.iter().map(|(part, op)| (*part, op)))
+                    .chain(whole)
+                    .filter(move |&(part, _)| part as usize == partition)
+                    .map(move |(_, op)| (txn.header, op))
+            })
+        })
+    }
+
     /// What `partition`'s tree will become once every proposal in flight
-    /// applies, in zxid order: its own group's transactions, and its part
-    /// of every transaction of parts, whichever group carries it. A group
-    /// move is left out: it reaches the speculative trees at apply, which
-    /// drops them (`engine/group_moves.rs`).
-    pub(super) fn pending_on(&self, partition: usize) -> Vec<Txn> {
-        let mut pending = Vec::new();
-        for (group, core) in self.cores.iter().enumerate() {
-            for txn in &core.in_flight {
-                match &txn.op {
-                    TxnOp::Parts { parts, .. } => pending.extend(
-                        (parts.iter())
-                            .filter(|(part, _)| *part as usize == partition)
-                            .map(|(_, op)| Txn {
-                                header: txn.header,
-                                op: op.clone(),
-                            }),
-                    ),
-                    TxnOp::MoveGroups { .. } => {}
-                    _ if group == partition => pending.push(txn.clone()),
-                    _ => {}
-                }
-            }
+    /// applies (`pending_ops_on`), in zxid order: the speculative tree as
+    /// it is built, and as the invariants expect it to be kept.
+    pub(super) fn speculative_from_scratch(&self, partition: usize) -> DataTree {
+        let mut pending: Vec<(TxnHeader, &TxnOp)> = self.pending_ops_on(partition).collect();
+        pending.sort_by_key(|(header, _)| header.zxid);
+        let mut tree = self.cores[partition].tree.clone();
+        for (header, op) in pending {
+            tree.apply(&Txn {
+                header,
+                op: op.clone(),
+            });
         }
-        pending.sort_by_key(|txn| txn.header.zxid);
-        pending
+        tree
     }
 
     /// The leader's current state of `partition`: the applied tree plus
-    /// every proposal in flight (`pending_on`). Built on first use (O(1)
-    /// clone, then the pending transactions) and kept up to date by
-    /// `propose_on` while it is kept.
+    /// every proposal in flight. Built on first use (O(1) clone, then the
+    /// pending transactions) and kept up to date by `propose_on` while it
+    /// is kept.
     pub(super) fn speculative_tree(&mut self, partition: usize) -> &DataTree {
         if self.cores[partition].speculative.is_none() {
-            let mut tree = self.cores[partition].tree.clone();
-            for txn in self.pending_on(partition) {
-                tree.apply(&txn);
-            }
+            let tree = self.speculative_from_scratch(partition);
             self.cores[partition].speculative = Some(tree);
         }
         (self.cores[partition].speculative.as_ref()).expect("just built")

@@ -14,10 +14,7 @@ impl Engine {
             core.check_invariants()
                 .map_err(|e| format!("core {partition}: {e}"))?;
             if let Some(speculative) = &core.speculative {
-                let mut expected = core.tree.clone();
-                for txn in self.pending_on(partition) {
-                    expected.apply(&txn);
-                }
+                let expected = self.speculative_from_scratch(partition);
                 if (speculative.digest(), speculative.last_zxid())
                     != (expected.digest(), expected.last_zxid())
                 {

@@ -171,6 +171,12 @@ impl PartitionCore {
         applied
     }
 
+    /// The state extensions see: the speculative tree while it is kept
+    /// (the leader's applied plus proposed), else the applied tree.
+    pub fn current_tree(&self) -> &DataTree {
+        self.speculative.as_ref().unwrap_or(&self.tree)
+    }
+
     /// Whether raft's configuration is joint (a reconfig of several
     /// servers in progress).
     pub fn in_joint_config(&self) -> bool {
