@@ -749,9 +749,15 @@ impl Engine {
         ids: &[stoa_proto::records::Id],
     ) -> (ErrorCode, Response, i64) {
         let (err, response, writes) = self.call_node_extension(name, request, sid);
-        // The reply waits until what the extension saw (or wrote) is committed.
+        // The reply waits until what the extension saw (or wrote) is
+        // committed: every proposal its partition's state holds, a part
+        // proposed through another group's log included.
         let partition = self.extension_partition(request);
-        let after_zxid = (self.cores[partition].in_flight.back()).map_or(0, |t| t.header.zxid);
+        let after_zxid = (self
+            .pending_ops_on(partition)
+            .map(|(header, _)| header.zxid))
+        .max()
+        .unwrap_or(0);
         if writes.is_empty() {
             return (err, response, after_zxid);
         }
