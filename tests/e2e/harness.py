@@ -8,6 +8,7 @@ PID (SIGTERM, then SIGKILL after a bound), also at interpreter exit.
 """
 
 import contextlib
+import json
 import os
 import queue
 import shutil
@@ -952,6 +953,21 @@ def assert_enforce_auth_refuses_a_plain_client(srv):
     finally:
         plain.stop()
         plain.close()
+
+
+def example_extension(name):
+    """The source of a shipped extension (examples/extensions/NAME)."""
+    with open(os.path.join(REPO_ROOT, "examples", "extensions", name)) as f:
+        return f.read()
+
+
+def register_extension(client, name, path, source, kind="node", ephemeral=False, **extra):
+    """Registers an extension as /extensions/NAME (`path` None: a watch or
+    session extension without one)."""
+    doc = dict(kind=kind, source=source, **extra)
+    if path is not None:
+        doc["path"] = path
+    client.create("/extensions/" + name, json.dumps(doc).encode(), ephemeral=ephemeral)
 
 
 def mntr_int(server, key):

@@ -2,9 +2,7 @@
 the tree, the shipped examples, atomicity under concurrency, the sandbox, and
 durability of registrations. Stoa-only (ZooKeeper has no extensions)."""
 
-import json
 import time
-import os
 import threading
 
 import pytest
@@ -17,19 +15,10 @@ import harness as h
 
 pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: server-side extensions")
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions")
 
 
-def example(name):
-    with open(os.path.join(EXAMPLES, name)) as f:
-        return f.read()
-
-
-def register(client, name, path, source, kind="node", ephemeral=False, **extra):
-    doc = dict(kind=kind, source=source, **extra)
-    if path is not None:
-        doc["path"] = path
-    client.create("/extensions/" + name, json.dumps(doc).encode(), ephemeral=ephemeral)
+example = h.example_extension
+register = h.register_extension
 
 
 @pytest.fixture

@@ -277,19 +277,6 @@ def test_a_nested_group_root_is_refused_at_start_with_a_clear_message(tmp_path):
         srv.cleanup()
 
 
-def extension_source(name):
-    import os
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions",
-                           name)) as f:
-        return f.read()
-
-
-def register(c, name, path, source):
-    import json
-    c.create("/extensions/" + name, json.dumps({"kind": "node", "path": path,
-                                                 "source": source}).encode())
-
-
 def extension_trace(srv):
     """A counter and a FIFO lock registered inside the group /app: calls from two
     sessions, a multi with an extension's op, and a holder's close that passes
@@ -300,8 +287,8 @@ def extension_trace(srv):
     try:
         a.ensure_path("/extensions")
         a.create("/app", b"")
-        register(a, "counter", "/app/counter", extension_source("counter.lua"))
-        register(a, "lock", "/app/lock", extension_source("fifo_lock.lua"))
+        h.register_extension(a, "counter", "/app/counter", h.example_extension("counter.lua"))
+        h.register_extension(a, "lock", "/app/lock", h.example_extension("fifo_lock.lua"))
         for c in (a, b, a):
             trace.append(("next", c.get("/app/counter/hits/next")[0]))
         trace.append(("add", stat_of(a.set("/app/counter/hits", b"10"))))
@@ -363,7 +350,6 @@ def watch_extension_trace(srv):
     """A watch extension registered at /app (a group of its own): it rolls a
     change below /app up into a data change of /app, hides /app/hidden's, and
     counts the changes in /app/stats in the changing transaction itself."""
-    import json
     rollup = """
       return function(ev, zk)
         if ev.type ~= "NodeDataChanged" or ev.path == "/app/stats" then return true end
@@ -378,8 +364,7 @@ def watch_extension_trace(srv):
         a.ensure_path("/extensions")
         for path in ("/app", "/app/stats", "/app/x", "/app/hidden"):
             a.create(path, b"0")
-        a.create("/extensions/rollup", json.dumps({"kind": "watch", "path": "/app",
-                                                    "source": rollup}).encode())
+        h.register_extension(a, "rollup", "/app", rollup, kind="watch")
         b.get("/app", watch=lambda e: events.append((e.type, e.path)))
         b.get("/app/x", watch=lambda e: events.append((e.type, e.path)))
         b.get("/app/hidden", watch=lambda e: events.append((e.type, e.path)))
@@ -419,9 +404,9 @@ def test_an_extensions_subtree_must_lie_in_one_group_and_its_multis_too(request)
         c.create("/app", b"")
         c.create("/billing", b"")
         with pytest.raises(BadArgumentsError):
-            register(c, "everything", "/", extension_source("counter.lua"))
+            h.register_extension(c, "everything", "/", h.example_extension("counter.lua"))
 
-        register(c, "counter", "/app/counter", extension_source("counter.lua"))
+        h.register_extension(c, "counter", "/app/counter", h.example_extension("counter.lua"))
         assert c.get("/app/counter/hits/next")[0] == b"1"
         t = c.transaction()
         t.set_data("/app/counter/hits", b"5")

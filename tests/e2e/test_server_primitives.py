@@ -12,8 +12,6 @@ held (version 1) or waiting (version 0); the extension grants a ticket by
 setting its data once, so a waiter watches only its own ticket.
 """
 
-import json
-import os
 import threading
 import time
 
@@ -24,7 +22,6 @@ import harness as h
 
 pytestmark = pytest.mark.skipif(h.target() != "stoa", reason="stoa-only: server-side extensions")
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "extensions")
 
 # name -> (source file, registration path, the instance node, the ticket an exclusive holder creates)
 PRIMS = {
@@ -38,13 +35,8 @@ EXCLUSIVE = sorted(PRIMS)
 WAIT_S = 20  # a grant that does not come within this is a failure
 
 
-def example(name):
-    with open(os.path.join(EXAMPLES, name)) as f:
-        return f.read()
-
-
-def register(client, name, path, source):
-    client.create("/extensions/" + name, json.dumps(dict(kind="node", path=path, source=source)).encode())
+example = h.example_extension
+register = h.register_extension
 
 
 def setup_prim(admin, prim, permits=1):
