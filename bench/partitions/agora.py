@@ -159,6 +159,20 @@ class Run:
                 self.started.remove(srv)
             shutil.rmtree(srv.base_dir, ignore_errors=True)
 
+    def each_server(self, label, rounds, configs, need=10, start=None):
+        """Each round, each configuration in that round's rotated order:
+        yields (round, name, server), a fresh server of that configuration
+        (`start(name)`, by default a Stoa server), stopped once the caller's
+        loop body is done with it."""
+        for rnd in range(rounds):
+            for name in rotated(configs, rnd):
+                self.check_time("%s round %d %s" % (label, rnd, name), need=need)
+                srv = start(name) if start else self.start_stoa(name, CONFIGS[name])
+                try:
+                    yield rnd, name, srv
+                finally:
+                    self.stop(srv)
+
     def stop_all(self):
         for srv in list(self.started):
             try:
@@ -423,28 +437,25 @@ def fig_throughput(run):
     elif jars is None:
         run.notes.append("ZooKeeper 3.9.5: %s." % where)
     cells = [(op, p) for op in OPS for p in a.payloads]
-    for rnd in range(a.rounds):
-        for name in rotated(configs, rnd):
-            run.check_time("throughput round %d %s" % (rnd, name), need=15)
-            srv = run.start_zk(jars) if name == ZK else run.start_stoa(name, CONFIGS[name])
-            try:
-                if name == ZK:
-                    # The JIT's warm-up, not measured (bench/compare gives 10 s).
-                    run.bench(srv, ["--root", "/g0,/g1", "--sessions", 8, "--outstanding", 16,
-                                    "--read-ratio", 50, "--keys", 1000,
-                                    "--duration", a.zk_warmup, "--warmup", 0])
-                mine = cells if name != T1 else [(op, p) for op, p in cells if p == 100]
-                for op, payload in (mine if rnd % 2 == 0 else mine[::-1]):
-                    run.check_time("throughput %s %s %d" % (name, op, payload))
-                    run.settle(srv)
-                    f = run.bench(srv, closed_args(a, op, payload),
-                                  record={"figure": "throughput", "config": name, "op": op,
-                                          "payload": payload, "round": rnd})
-                    if f:
-                        log("round %d %-26s %s %4d B: %9.0f ops/s  %.2f us/op" % (
-                            rnd, name, op, payload, f["throughput"], f["cpu_us_per_op"] or 0))
-            finally:
-                run.stop(srv)
+    def start(name):
+        return run.start_zk(jars) if name == ZK else run.start_stoa(name, CONFIGS[name])
+
+    for rnd, name, srv in run.each_server("throughput", a.rounds, configs, need=15, start=start):
+        if name == ZK:
+            # The JIT's warm-up, not measured (bench/compare gives 10 s).
+            run.bench(srv, ["--root", "/g0,/g1", "--sessions", 8, "--outstanding", 16,
+                            "--read-ratio", 50, "--keys", 1000,
+                            "--duration", a.zk_warmup, "--warmup", 0])
+        mine = cells if name != T1 else [(op, p) for op, p in cells if p == 100]
+        for op, payload in (mine if rnd % 2 == 0 else mine[::-1]):
+            run.check_time("throughput %s %s %d" % (name, op, payload))
+            run.settle(srv)
+            f = run.bench(srv, closed_args(a, op, payload),
+                          record={"figure": "throughput", "config": name, "op": op,
+                                  "payload": payload, "round": rnd})
+            if f:
+                log("round %d %-26s %s %4d B: %9.0f ops/s  %.2f us/op" % (
+                    rnd, name, op, payload, f["throughput"], f["cpu_us_per_op"] or 0))
 
 
 def peak_of(run, config, op, payload=100):
@@ -459,32 +470,26 @@ def fig_latency(run):
     a = run.args
     peaks = {op: peak_of(run, "P=1", op) for op in OPS}
     configs = ["P=1", "P=2"]
-    for rnd in range(a.latency_rounds):
-        for name in rotated(configs, rnd):
-            run.check_time("latency round %d %s" % (rnd, name), need=10)
-            srv = run.start_stoa(name, CONFIGS[name])
-            try:
-                for op in OPS:
-                    if not peaks[op]:
-                        f = run.bench(srv, closed_args(a, op, 100))
-                        peaks[op] = f and f["throughput"]
-                        if not peaks[op]:
-                            continue
-                    fracs = a.fractions if rnd % 2 == 0 else a.fractions[::-1]
-                    for frac in fracs:
-                        run.check_time("latency %s %s %.2f" % (name, op, frac))
-                        run.settle(srv)
-                        rate = int(peaks[op] * frac)
-                        f = run.bench(srv, closed_args(a, op, 100) + ["--rate", rate],
-                                      record={"figure": "latency", "config": name, "op": op,
-                                              "payload": 100, "fraction": frac,
-                                              "offered": rate, "round": rnd})
-                        if f:
-                            log("round %d %s %s at %.0f%% (%d/s): %.0f ops/s p50 %.2f p99 %.2f ms"
-                                % (rnd, name, op, 100 * frac, rate, f["throughput"],
-                                   f["p50_ms"], f["p99_ms"]))
-            finally:
-                run.stop(srv)
+    for rnd, name, srv in run.each_server("latency", a.latency_rounds, configs):
+        for op in OPS:
+            if not peaks[op]:
+                f = run.bench(srv, closed_args(a, op, 100))
+                peaks[op] = f and f["throughput"]
+                if not peaks[op]:
+                    continue
+            fracs = a.fractions if rnd % 2 == 0 else a.fractions[::-1]
+            for frac in fracs:
+                run.check_time("latency %s %s %.2f" % (name, op, frac))
+                run.settle(srv)
+                rate = int(peaks[op] * frac)
+                f = run.bench(srv, closed_args(a, op, 100) + ["--rate", rate],
+                              record={"figure": "latency", "config": name, "op": op,
+                                      "payload": 100, "fraction": frac,
+                                      "offered": rate, "round": rnd})
+                if f:
+                    log("round %d %s %s at %.0f%% (%d/s): %.0f ops/s p50 %.2f p99 %.2f ms"
+                        % (rnd, name, op, 100 * frac, rate, f["throughput"],
+                           f["p50_ms"], f["p99_ms"]))
     run.latency_peaks = peaks
 
 
@@ -498,26 +503,20 @@ def fig_switching(run):
     way in every round (rotated), at P=2 and at P=1 (the control)."""
     a = run.args
     configs = ["P=2", "P=1"]
-    for rnd in range(a.rounds):
-        for name in rotated(configs, rnd):
-            run.check_time("switching round %d %s" % (rnd, name), need=10)
-            srv = run.start_stoa(name, CONFIGS[name])
-            try:
-                for op in OPS:
-                    for way, flags in rotated(SWITCH_WAYS, rnd):
-                        run.check_time("switching %s %s %s" % (name, op, way))
-                        run.settle(srv)
-                        f = run.bench(srv, flags + [
-                            "--sessions", a.switch_sessions, "--outstanding", 1,
-                            "--mix", "%s=100" % op, "--payload", 8, "--keys", 1000,
-                            "--duration", a.duration, "--warmup", a.warmup],
-                            record={"figure": "switching", "config": name, "op": op,
-                                    "way": way, "payload": 8, "round": rnd})
-                        if f:
-                            log("round %d %s %s %-7s %9.0f ops/s  %.2f us/op" % (
-                                rnd, name, op, way, f["throughput"], f["cpu_us_per_op"] or 0))
-            finally:
-                run.stop(srv)
+    for rnd, name, srv in run.each_server("switching", a.rounds, configs):
+        for op in OPS:
+            for way, flags in rotated(SWITCH_WAYS, rnd):
+                run.check_time("switching %s %s %s" % (name, op, way))
+                run.settle(srv)
+                f = run.bench(srv, flags + [
+                    "--sessions", a.switch_sessions, "--outstanding", 1,
+                    "--mix", "%s=100" % op, "--payload", 8, "--keys", 1000,
+                    "--duration", a.duration, "--warmup", a.warmup],
+                    record={"figure": "switching", "config": name, "op": op,
+                            "way": way, "payload": 8, "round": rnd})
+                if f:
+                    log("round %d %s %s %-7s %9.0f ops/s  %.2f us/op" % (
+                        rnd, name, op, way, f["throughput"], f["cpu_us_per_op"] or 0))
 
 
 def placement(run, srv):
