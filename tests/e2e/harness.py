@@ -955,6 +955,20 @@ def assert_enforce_auth_refuses_a_plain_client(srv):
         plain.close()
 
 
+def plain_stoa_pass_only(what):
+    """The skip marks of a test that starts its own Stoa servers (`what`): it
+    runs once, in the plain STOA_TARGET=stoa pass at partitions=1."""
+    # Here, not at the top: the benchmarks import this module from a
+    # Python without pytest (bench/requirements.txt).
+    import pytest
+    return [
+        pytest.mark.skipif(target() != "stoa" or ensemble_target(),
+                           reason="starts its own %s: runs under STOA_TARGET=stoa" % what),
+        pytest.mark.skipif(stoa_partitions() > 1,
+                           reason="starts its own %s: runs in the partitions=1 pass" % what),
+    ]
+
+
 def example_extension(name):
     """The source of a shipped extension (examples/extensions/NAME)."""
     with open(os.path.join(REPO_ROOT, "examples", "extensions", name)) as f:

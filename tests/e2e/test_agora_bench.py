@@ -12,19 +12,13 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 import harness as h
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 AGORA = os.path.join(ROOT, "bench", "partitions", "agora.py")
 
-pytestmark = [
-    pytest.mark.skipif(h.target() != "stoa" or h.ensemble_target(),
-                       reason="starts its own Stoa servers: runs under STOA_TARGET=stoa"),
-    pytest.mark.skipif(h.stoa_partitions() > 1,
-                       reason="starts its own servers: runs in the partitions=1 pass"),
-]
+pytestmark = h.plain_stoa_pass_only("Stoa servers")
 
 
 def finite(x):

@@ -11,19 +11,13 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 import harness as h
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ZOONET = os.path.join(ROOT, "bench", "regions", "zoonet.py")
 
-pytestmark = [
-    pytest.mark.skipif(h.target() != "stoa" or h.ensemble_target(),
-                       reason="starts its own Stoa ensembles: runs under STOA_TARGET=stoa"),
-    pytest.mark.skipif(h.stoa_partitions() > 1,
-                       reason="starts its own ensembles: runs in the partitions=1 pass"),
-]
+pytestmark = h.plain_stoa_pass_only("Stoa ensembles")
 
 
 def test_zoonet_quick_run_prints_every_figure(namespaces_allowed, tmp_path):
