@@ -170,6 +170,13 @@ impl Engine {
     /// proposals), and a reconfig has not removed or demoted it. Otherwise
     /// writes are held.
     pub(super) fn may_prepare(&self) -> bool {
+        self.may_write_placement() && self.placement_settled()
+    }
+
+    /// `may_prepare`, but for a placement no leader has written yet: the
+    /// first leader writes it before anything else
+    /// (`Engine::publish_placement`).
+    pub(super) fn may_write_placement(&self) -> bool {
         self.may_prepare_unless_restoring()
             && self.restore.quiet()
             && self.group_moves_in_flight.is_none()

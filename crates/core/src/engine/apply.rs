@@ -168,6 +168,18 @@ impl Engine {
             TxnOp::CloseSession { .. } => Some(SessionChange::Closed),
             _ => None,
         };
+        // No member may serve a client before it routes by the placement
+        // the log holds (`Engine::placement_settled`). Checked under test
+        // (the simulators run release builds), not in a server: a data
+        // directory written before the placement was, replays its
+        // sessions' creations.
+        if cfg!(any(test, debug_assertions)) {
+            let created = matches!(session_change, Some(SessionChange::Created { .. }));
+            assert!(
+                !created || self.placement_settled(),
+                "session {sid:#x} created at {zxid:#x} before the placement was written"
+            );
+        }
         let restore = super::admin_snapshots::restore_origin(&txn.op);
         let (result, membership_changed) = match txn.op {
             TxnOp::Parts { parts, order } => {

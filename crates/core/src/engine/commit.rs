@@ -27,6 +27,9 @@ impl Engine {
             self.report_applied(partition);
         }
         self.maybe_seal();
+        // The first leader's placement goes right after its seal: client
+        // writes wait for it (`Engine::placement_settled`).
+        self.publish_placement();
         self.drive_restore();
         self.serve_snapshot_requests();
         self.complete_attaches();

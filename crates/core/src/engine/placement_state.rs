@@ -166,7 +166,7 @@ impl Engine {
     pub(super) fn publish_placement(&mut self) {
         if self.cores.len() == 1
             || !self.is_leader()
-            || !self.may_prepare()
+            || !self.may_write_placement()
             || self.placement_written()
         {
             return;
@@ -200,6 +200,16 @@ impl Engine {
                 }
             });
         self.propose_on(PLACEMENT_PARTITION, txn);
+    }
+
+    /// Whether clients' writes and sessions may be prepared as far as the
+    /// placement goes: with several partitions, once a leader wrote it.
+    /// Every session is then created after the placement in the one
+    /// order, so no member serves a client before it routes by the
+    /// ensemble's placement (a member configured with other groups would
+    /// otherwise route that client's reads by its own until then).
+    pub(super) fn placement_settled(&self) -> bool {
+        self.cores.len() == 1 || self.placement_node_version().is_none_or(|v| v > 0)
     }
 
     /// The placement the data holds, if any.
