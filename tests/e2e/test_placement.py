@@ -392,6 +392,63 @@ def test_a_watch_extension_in_a_group_on_another_partition_behaves_as_on_one(req
     assert one == [[(EventType.CHANGED, "/app")], b"1", True, b"2"]
 
 
+def session_extension_trace(srv):
+    """A session extension that reads `/` and two groups' roots when a session
+    starts, records what it saw in one node of each of three groups (one write
+    over three partitions), and at the session's end updates one and deletes
+    another; then a plain client's write goes through."""
+    track = """
+      return {
+        start = function(ev, zk)
+          local seen = table.concat(zk.children("/"), ",") .. "|" .. zk.get("/app") .. "|"
+            .. zk.get("/billing") .. "|" .. #zk.children("/billing")
+          local n = #zk.children("/app")
+          zk.create("/app/s" .. n, seen)
+          zk.create("/billing/s" .. n, seen)
+          zk.create("/plain/s" .. n, seen)
+        end,
+        ["end"] = function(ev, zk)
+          local n = #zk.children("/app") - 1
+          zk.set("/billing/s" .. n, "ended")
+          zk.delete("/plain/s" .. n)
+        end,
+      }"""
+    a = client(srv)
+    try:
+        a.ensure_path("/extensions")
+        for path in ("/app", "/billing", "/plain"):
+            a.create(path, path.encode())
+        h.register_extension(a, "track", None, track, kind="session")
+        trace = []
+        for _ in range(2):
+            n = len(a.get_children("/app"))
+            b = client(srv)
+            h.wait_until(lambda: a.exists("/plain/s%d" % n), timeout=10, what="the start's writes")
+            trace.append([a.get("/%s/s%d" % (g, n))[0] for g in ("app", "billing", "plain")])
+            b.stop()
+            h.wait_until(lambda: not a.exists("/plain/s%d" % n), timeout=10, what="the end's writes")
+            trace.append(a.get("/billing/s%d" % n)[0])
+        # Nothing the extension wrote left the server waiting for a zxid.
+        trace.append(outcome(lambda: a.create("/after", b"") and "created"))
+        trace.append(sorted(a.get_children("/plain")))
+        return trace
+    finally:
+        a.stop()
+
+
+def test_a_session_extension_sees_and_writes_every_partition_as_on_one(request):
+    """A session extension reads each path where a client would, and its writes
+    over several groups commit as one transaction of parts, exactly as on a
+    server of one partition. (They were prepared on the first write's partition,
+    which refused the others', and the zxid handed out for them was never
+    proposed: every later write waited for it.)"""
+    one = session_extension_trace(start(request, ONE))
+    groups = session_extension_trace(start(request, GROUPS))
+    assert groups == one
+    seen = b"app,billing,extensions,plain,zookeeper|/app|/billing|"
+    assert one[:2] == [[seen + b"0"] * 3, b"ended"], one
+
+
 def test_an_extensions_subtree_must_lie_in_one_group_and_its_multis_too(request):
     """A node extension whose path has a group on another partition below it is
     refused with BadArguments; a multi with an extension's op and an op in

@@ -58,6 +58,7 @@ mod routed_reads;
 mod routing;
 mod sasl_auth;
 mod server_snapshots;
+mod session_extensions;
 
 /// Raft ticks per election timeout (a lone voter elects itself at once).
 const RAFT_ELECTION_TICKS: usize = 10;

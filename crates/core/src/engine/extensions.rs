@@ -63,7 +63,7 @@ enum MultiPart {
 }
 
 /// The extension view of a tree.
-struct View<'a>(&'a DataTree);
+pub(super) struct View<'a>(pub(super) &'a DataTree);
 
 impl TreeView for View<'_> {
     fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat), ErrorCode> {
@@ -680,7 +680,7 @@ impl Engine {
     /// Readies the state an extension call sees: the leader's speculative tree
     /// (applied + proposed), or a follower's applied tree (it proposes
     /// nothing; the speculative copy would go stale as entries apply).
-    fn prepare_extension_state(&mut self, partition: usize) {
+    pub(super) fn prepare_extension_state(&mut self, partition: usize) {
         if self.is_leader() {
             self.speculative_tree(partition);
         } else {
@@ -939,64 +939,6 @@ impl Engine {
         }
         watched
     }
-
-    pub(super) fn propose_internal_writes(
-        &mut self,
-        name: &str,
-        sid: SessionId,
-        writes: Vec<WriteOp>,
-    ) {
-        if !self.is_leader() {
-            return; // the leader's own extension run makes these writes
-        }
-        if self.order.is_some() && !self.sealed {
-            // A new leader applying its predecessors' entries hands out no
-            // zxid before its seal (`Engine::maybe_seal` proposes these).
-            self.held_internal_writes
-                .push((name.to_string(), sid, writes));
-            return;
-        }
-        let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-        // A node extension's writes lie in its group; a session extension's
-        // anywhere in one group. Writes over several are prepared on the
-        // first one's partition, which refuses those it does not hold.
-        let partition = (ops.first().and_then(Request::path)).map_or(0, |p| self.partition_of(p));
-        let zxid = self.next_zxid();
-        let ctx = self.internal_ctx(sid, zxid);
-        match self.cores[partition]
-            .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))
-        {
-            Ok(txn) => self.propose_on(partition, txn),
-            Err(e) => log::warn!("extension {name}: writes refused: {e:?}"),
-        }
-    }
-
-    /// Session extensions at session start and end; their writes commit as
-    /// multis of their own.
-    pub(super) fn run_session_extensions(&mut self, sid: SessionId, started: bool) {
-        if !self.extensions.has_session_extensions() {
-            return;
-        }
-        self.prepare_extension_state(0);
-        let view = View(self.cores[0].current_tree());
-        let results = self
-            .extensions
-            .manager_mut()
-            .session_event(started, sid, &view);
-        if !self.extensions.has_node_extensions() {
-            self.drop_speculative();
-        }
-        for (name, result) in results {
-            match result {
-                Ok(writes) if !writes.is_empty() => {
-                    let owner = if started { sid } else { 0 };
-                    self.propose_internal_writes(&name, owner, writes);
-                }
-                Ok(_) => {}
-                Err(e) => log::warn!("session extension {name} failed: {e}"),
-            }
-        }
-    }
 }
 
 /// The tree's name of an event a watch extension chose (the four node
@@ -1072,7 +1014,7 @@ fn extension_request(request: &Request, session_id: i64) -> Option<ExtRequest> {
     })
 }
 
-fn write_request(write: WriteOp) -> Request {
+pub(super) fn write_request(write: WriteOp) -> Request {
     match write {
         WriteOp::Create {
             path,

@@ -4,10 +4,9 @@
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
-use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader, TxnOp};
+use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader};
 
 use super::handoff::{Admitted, Identity, ReadCall, ReadOutcome};
-use super::routing::WriteRoute;
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::watch::ConnId;
@@ -199,19 +198,9 @@ impl Engine {
             return;
         }
         let route = self.write_route(request);
-        let prepared = match (self.check_registration(ids, is_super, request), route) {
-            (Err(code), _) => Err(stoa_tree::PrepError::Code(code)),
-            (Ok(()), WriteRoute::On(partition)) => (self.cores[partition])
-                .preparing(|preparer, tree| preparer.prepare(tree, &ctx, request)),
-            (Ok(()), WriteRoute::RootChange { own, parents }) => {
-                self.prepare_root_change(&ctx, request, own, parents)
-            }
-            (Ok(()), WriteRoute::MultiAcross) => {
-                let Request::Multi(ops) = request else {
-                    unreachable!("only a multi goes across partitions")
-                };
-                self.prepare_multi_across(&ctx, ops)
-            }
+        let prepared = match self.check_registration(ids, is_super, request) {
+            Err(code) => Err(stoa_tree::PrepError::Code(code)),
+            Ok(()) => self.prepare_routed(&ctx, request, route),
         };
         let txn = match prepared {
             Ok(txn) => txn,
@@ -228,11 +217,7 @@ impl Engine {
                 }
             }
         };
-        let home = match &txn.op {
-            TxnOp::Parts { parts, .. } => parts[0].0 as usize,
-            _ => route.partition(),
-        };
-        self.propose_on(home, txn);
+        self.propose_on(route.home(&txn), txn);
     }
 
     /// addauth, as ZooKeeper's providers answer it. `digest` takes any
@@ -310,7 +295,7 @@ impl Engine {
 }
 
 /// Whether a write names `/zookeeper/partitions` or a path below it.
-fn touches_placement(request: &Request) -> bool {
+pub(super) fn touches_placement(request: &Request) -> bool {
     match request {
         Request::Multi(ops) => ops.iter().any(touches_placement),
         other => other

@@ -10,13 +10,23 @@ use stoa_tree::{PrepContext, PrepError, Txn, TxnOp};
 
 use super::Engine;
 
+/// The partition whose tree holds `path`'s node, on a server of
+/// `partitions` partitions placed by `placement`.
+pub(super) fn partition_holding(
+    placement: &crate::placement::Placement,
+    partitions: usize,
+    path: &str,
+) -> usize {
+    if partitions > 1 && super::group_moves::is_placement_path(path) {
+        return super::group_moves::PLACEMENT_PARTITION;
+    }
+    placement.partition_of(path) as usize
+}
+
 impl Engine {
     /// The partition whose tree holds `path`'s node.
     pub(super) fn partition_of(&self, path: &str) -> usize {
-        if self.cores.len() > 1 && super::group_moves::is_placement_path(path) {
-            return super::group_moves::PLACEMENT_PARTITION;
-        }
-        self.placement.partition_of(path) as usize
+        partition_holding(&self.placement, self.cores.len(), path)
     }
 
     /// For a group root other than `/` whose parent lives on another
@@ -89,6 +99,30 @@ impl Engine {
 
     fn parent_partition(&self, path: &str) -> usize {
         stoa_tree::parent_of(path).map_or(0, |parent| self.partition_of(parent))
+    }
+
+    /// Prepares a write where `route` (its `write_route`) says: on one
+    /// partition, as a group root's node and link, or as a multi over
+    /// several partitions.
+    pub(super) fn prepare_routed(
+        &mut self,
+        ctx: &PrepContext<'_>,
+        request: &Request,
+        route: WriteRoute,
+    ) -> Result<Txn, PrepError> {
+        match route {
+            WriteRoute::On(partition) => (self.cores[partition])
+                .preparing(|preparer, tree| preparer.prepare(tree, ctx, request)),
+            WriteRoute::RootChange { own, parents } => {
+                self.prepare_root_change(ctx, request, own, parents)
+            }
+            WriteRoute::MultiAcross => {
+                let Request::Multi(ops) = request else {
+                    unreachable!("only a multi goes across partitions")
+                };
+                self.prepare_multi_across(ctx, ops)
+            }
+        }
     }
 
     /// Prepares the create or delete of a group root: the link on its
@@ -369,6 +403,15 @@ impl WriteRoute {
         match self {
             WriteRoute::On(partition) | WriteRoute::RootChange { own: partition, .. } => partition,
             WriteRoute::MultiAcross => 0,
+        }
+    }
+
+    /// The group that carries `txn`, prepared (or failed) on this route: a
+    /// transaction of parts goes in its first part's log.
+    pub(super) fn home(self, txn: &Txn) -> usize {
+        match &txn.op {
+            TxnOp::Parts { parts, .. } => parts[0].0 as usize,
+            _ => self.partition(),
         }
     }
 }
