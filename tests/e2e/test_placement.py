@@ -392,6 +392,77 @@ def test_a_watch_extension_in_a_group_on_another_partition_behaves_as_on_one(req
     assert one == [[(EventType.CHANGED, "/app")], b"1", True, b"2"]
 
 
+def watch_extension_parts_trace(srv):
+    """A watch extension without a path over changes that span groups: group
+    roots' creates, a multi over two groups (a write of the extension joins its
+    /app part) and a session's close deleting ephemerals in both groups (one
+    deletion's event rewritten)."""
+    tally = """
+      return function(ev, zk)
+        if ev.type == "NodeCreated" and ev.path:match("^/app/e") then
+          zk.set("/app/count", tostring((tonumber((zk.get("/app/count"))) or 0) + 1))
+        end
+        if ev.type == "NodeDeleted" and ev.path:match("^/billing/e") then
+          return { type = "NodeDataChanged", path = "/billing" }
+        end
+        return true
+      end"""
+    a, b = client(srv), client(srv)
+    events = []
+    heard = lambda e: events.append((e.type, e.path))  # noqa: E731
+    steps = []
+
+    def step(what, n):
+        h.wait_until(lambda: len(events) >= n, timeout=10, what=what)
+        b.sync("/")
+        time.sleep(0.2)
+        steps.append((what, sorted(events)))
+        events.clear()
+
+    try:
+        a.ensure_path("/extensions")
+        h.register_extension(a, "tally", None, tally, kind="watch")
+        b.get_children("/", watch=heard)
+        a.create("/app", b"")
+        step("a group root's create", 1)
+        a.create("/billing", b"")
+        a.create("/app/count", b"0")
+        b.get("/app/count", watch=heard)
+        txn = a.transaction()
+        txn.create("/app/e1", b"")
+        txn.create("/billing/x", b"")
+        multi = txn.commit()
+        step("a multi over two groups", 1)
+        count, count_stat = a.get("/app/count")
+        steps.append(("count", count, count_stat.mzxid == a.exists("/billing/x").czxid))
+        c = client(srv)
+        c.create("/app/e2", b"", ephemeral=True)
+        c.create("/billing/e3", b"", ephemeral=True)
+        b.exists("/app/e2", watch=heard)
+        b.get("/billing", watch=heard)
+        c.stop()
+        step("a session's close", 2)
+        steps.append(("after", a.get("/app/count")[0], multi))
+        return steps
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_watch_extension_hears_of_changes_spanning_groups_as_on_one(request):
+    """A transaction over several groups is shown to watch extensions part by
+    part, each on its partition's state: they hear of a group root's create, a
+    multi over groups and a session's close as on one partition, their writes
+    join the part of their group, and their rewrites reach the watchers. (Such
+    transactions went to the log unseen by them.)"""
+    one = watch_extension_parts_trace(start(request, ONE))
+    groups = watch_extension_parts_trace(start(request, GROUPS))
+    assert groups == one
+    assert one[2] == ("count", b"1", True), one
+    assert one[3] == ("a session's close", [(EventType.CHANGED, "/billing"),
+                                             (EventType.DELETED, "/app/e2")]), one
+
+
 def session_extension_trace(srv):
     """A session extension that reads `/` and two groups' roots when a session
     starts, records what it saw in one node of each of three groups (one write

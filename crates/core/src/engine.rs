@@ -1089,12 +1089,8 @@ impl Engine {
     /// part's.
     pub(crate) fn propose_on(&mut self, partition: usize, txn: Txn) {
         // Watch extensions see each partition's changes on its speculative
-        // tree; a transaction of parts goes as it is.
-        let txn = if matches!(txn.op, TxnOp::Parts { .. }) {
-            txn
-        } else {
-            self.decide_watches(partition, txn)
-        };
+        // tree (a transaction of parts, part by part).
+        let txn = self.decide_watches(partition, txn);
         let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);
         debug_assert_eq!(data.len(), txn.encoded_len());

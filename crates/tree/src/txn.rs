@@ -194,7 +194,7 @@ fn event_kind_of(code: u8) -> Option<TreeEventKind> {
 /// its partition.
 fn parts_match_order(parts: &[(u32, TxnOp)], order: &[u32]) -> bool {
     let partition_of = |entry: &u32| entry & !SILENT_PART;
-    parts.iter().all(|(partition, op)| match op {
+    parts.iter().all(|(partition, op)| match op.decided() {
         TxnOp::Multi(ops) => {
             ops.len()
                 == order
@@ -454,8 +454,11 @@ impl TxnOp {
             }
             TxnOp::Watched { op, extra, events } => {
                 assert!(
-                    !matches!(**op, TxnOp::Watched { .. } | TxnOp::Seal { .. }),
-                    "a watched seal or watched change"
+                    !matches!(
+                        **op,
+                        TxnOp::Watched { .. } | TxnOp::Seal { .. } | TxnOp::Parts { .. }
+                    ),
+                    "a watched seal, watched change or watched transaction of parts"
                 );
                 codec::put_u8(out, tag::WATCHED);
                 op.encode(out);
@@ -571,6 +574,7 @@ impl TxnOp {
                         | TxnOp::Seal { .. }
                         | TxnOp::Restore { .. }
                         | TxnOp::MoveGroups { .. }
+                        | TxnOp::Parts { .. }
                 ) {
                     return Err(DecodeError::BadValue("watched op"));
                 }
@@ -600,9 +604,12 @@ impl TxnOp {
                     if parts.iter().any(|(p, _)| *p == partition) {
                         return Err(DecodeError::BadValue("a partition's part twice"));
                     }
+                    // A part may be watched (a leader's watch extensions
+                    // decided its events); the op it watches is checked
+                    // as a part's would be.
                     let op = TxnOp::decode(r, true)?;
                     if matches!(
-                        op,
+                        op.decided(),
                         TxnOp::Parts { .. } | TxnOp::Seal { .. } | TxnOp::Watched { .. }
                     ) {
                         return Err(DecodeError::BadValue("part op"));
@@ -774,6 +781,21 @@ mod tests {
                 ],
                 order: vec![SILENT_PART, 1],
             },
+            // Parts a watch extension decided the events of, a multi's too.
+            TxnOp::Parts {
+                parts: vec![
+                    (
+                        2,
+                        TxnOp::Watched {
+                            op: Box::new(TxnOp::Multi(vec![TxnOp::Delete { path: "/q".into() }])),
+                            extra: vec![TxnOp::Delete { path: "/r".into() }],
+                            events: vec![(TreeEventKind::NodeDeleted, "/r".into())],
+                        },
+                    ),
+                    (0, TxnOp::Multi(vec![TxnOp::Delete { path: "/a".into() }])),
+                ],
+                order: vec![2, 0],
+            },
         ]
     }
 
@@ -794,8 +816,18 @@ mod tests {
             order: vec![],
         };
         let multi = || TxnOp::Multi(vec![delete()]);
+        let watched = |op: TxnOp| TxnOp::Watched {
+            op: Box::new(op),
+            extra: vec![],
+            events: vec![],
+        };
         for bad in [
             parts(vec![(0, delete()), (0, delete())]),
+            // A watched part's multi must match the order too.
+            TxnOp::Parts {
+                parts: vec![(0, watched(multi())), (1, multi())],
+                order: vec![0, 0],
+            },
             parts(vec![(0, parts(vec![(1, delete())]))]),
             parts(vec![(0, TxnOp::Seal { voids: vec![] })]),
             TxnOp::Multi(vec![parts(vec![(1, delete())])]),

@@ -308,14 +308,20 @@ impl Engine {
             let part = part as usize;
             let part_txn = Txn { header, op };
             let applied = self.cores[part].apply(&part_txn);
-            let events: Vec<(ChangeKind, String)> = (applied.events.iter())
-                .map(|event| (change_of(event.kind), event.path.to_string()))
-                .collect();
+            // A leader running watch extensions decided what this part's
+            // watchers hear (`Engine::decide_watches`), of its own nodes.
+            let events: Vec<(ChangeKind, String)> = match &part_txn.op {
+                TxnOp::Watched { events, .. } => (events.iter())
+                    .map(|(kind, path)| (change_of(*kind), path.clone()))
+                    .collect(),
+                _ => (applied.events.iter())
+                    .map(|event| (change_of(event.kind), event.path.to_string()))
+                    .filter(|(_, path)| self.partition_of(path) == part)
+                    .collect(),
+            };
             results.push((part as u32, applied.result));
             for (change, path) in events {
-                if self.partition_of(&path) == part {
-                    self.fire(part, header.zxid, change, &path);
-                }
+                self.fire(part, header.zxid, change, &path);
             }
         }
         if order.is_empty() {

@@ -833,25 +833,60 @@ impl Engine {
     /// Without watch extensions, or when they change nothing, `txn` goes as
     /// it is. They run on the state of the partition `txn` goes to, and
     /// their writes are prepared there: one outside it is refused by prep
-    /// and the writes are dropped, with a warning.
+    /// and the writes are dropped, with a warning. A transaction of parts
+    /// is decided part by part, each on its partition's state and with the
+    /// events about that partition's own nodes (`Engine::apply_parts`
+    /// fires no other), so an extension hears of a group root's create or
+    /// a session's close over several partitions as on one.
     pub(super) fn decide_watches(&mut self, partition: usize, txn: Txn) -> Txn {
-        if !self.extensions.has_watch_extensions()
-            || matches!(
-                txn.op,
-                TxnOp::Seal { .. }
-                    | TxnOp::Error(_)
-                    | TxnOp::Watched { .. }
-                    | TxnOp::Restore { .. }
-            )
-        {
+        if !self.extensions.has_watch_extensions() {
             return txn;
         }
+        let Txn { header, op } = txn;
+        let op = match op {
+            TxnOp::Parts { parts, order } => TxnOp::Parts {
+                parts: (parts.into_iter())
+                    .map(|(part, op)| {
+                        (
+                            part,
+                            self.decide_op_watches(part as usize, header, op, true),
+                        )
+                    })
+                    .collect(),
+                order,
+            },
+            op => self.decide_op_watches(partition, header, op, false),
+        };
+        Txn { header, op }
+    }
+
+    /// `decide_watches` of one op on `partition`; `part`: the op is a part
+    /// of a transaction over several partitions, whose events about other
+    /// partitions' nodes (a link, a tree's own `/`) are not this one's.
+    fn decide_op_watches(
+        &mut self,
+        partition: usize,
+        header: TxnHeader,
+        op: TxnOp,
+        part: bool,
+    ) -> TxnOp {
+        if matches!(
+            op,
+            TxnOp::Seal { .. } | TxnOp::Error(_) | TxnOp::Watched { .. } | TxnOp::Restore { .. }
+        ) {
+            return op;
+        }
+        let txn = Txn { header, op };
         let before = self.speculative_tree(partition).clone();
         let mut after = before.clone();
-        let natural: Vec<(TreeEventKind, String)> = (after.apply(&txn).events.into_iter())
+        let all: Vec<(TreeEventKind, String)> = (after.apply(&txn).events.into_iter())
             .map(|event| (event.kind, event.path.into_owned()))
             .collect();
-        let own_events = natural.len();
+        let own_events = all.len();
+        let own_node = |engine: &Self, path: &str| !part || engine.partition_of(path) == partition;
+        let natural: Vec<(TreeEventKind, String)> = (all.into_iter())
+            .filter(|(_, path)| own_node(self, path))
+            .collect();
         let mut events = Vec::with_capacity(natural.len());
         let mut writes = Vec::new();
         let mut rewritten = false;
@@ -891,7 +926,7 @@ impl Engine {
             Vec::new()
         } else {
             let ops: Vec<Request> = writes.into_iter().map(write_request).collect();
-            let ctx = self.internal_ctx(0, txn.header.zxid);
+            let ctx = self.internal_ctx(0, header.zxid);
             match self.cores[partition]
                 .preparing(|preparer, tree| preparer.prepare(tree, &ctx, &Request::Multi(ops)))
             {
@@ -913,13 +948,12 @@ impl Engine {
             }
         };
         if extra.is_empty() && !rewritten {
-            return txn;
+            return txn.op;
         }
-        let Txn { header, op } = txn;
         let mut watched = Txn {
             header,
             op: TxnOp::Watched {
-                op: Box::new(op),
+                op: Box::new(txn.op),
                 extra,
                 events: Vec::new(),
             },
@@ -929,7 +963,8 @@ impl Engine {
         let mut tree = before;
         events.extend(
             (tree.apply(&watched).events.into_iter().skip(own_events))
-                .map(|event| (event.kind, event.path.into_owned())),
+                .map(|event| (event.kind, event.path.into_owned()))
+                .filter(|(_, path)| own_node(self, path)),
         );
         if let TxnOp::Watched {
             events: decided, ..
@@ -937,7 +972,7 @@ impl Engine {
         {
             *decided = events;
         }
-        watched
+        watched.op
     }
 }
 
