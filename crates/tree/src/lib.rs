@@ -20,6 +20,7 @@ mod response;
 mod shared_bytes;
 mod snapshot;
 mod snapshot_load;
+mod stubs;
 mod tree;
 mod txn;
 

@@ -303,16 +303,12 @@ impl Preparer {
             }
         }
         for p in &paths {
-            if let Some(parent) = path::parent_of(p) {
-                if let Ok(mut rec) = self.record(tree, parent) {
-                    rec.child_count = rec.child_count.saturating_sub(1);
-                    if let Some(s) = rec.stat.as_mut() {
-                        s.pzxid = ctx.zxid;
-                    }
-                    self.add(ctx.zxid, parent, rec);
-                }
+            match path::parent_of(p)
+                .and_then(|parent| Some((parent, self.record(tree, parent).ok()?)))
+            {
+                Some((parent, rec)) => self.record_delete(tree, ctx.zxid, p, parent, rec),
+                None => self.add(ctx.zxid, p, deleted()),
             }
-            self.add(ctx.zxid, p, deleted());
         }
         let op = TxnOp::CloseSession {
             paths: paths.into_iter().collect(),
@@ -605,7 +601,7 @@ impl Preparer {
         if node.child_count > 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        self.record_delete(ctx.zxid, p, parent_path, parent);
+        self.record_delete(tree, ctx.zxid, p, parent_path, parent);
         Ok(TxnOp::Delete { path: p.to_owned() })
     }
 
@@ -625,17 +621,61 @@ impl Preparer {
             return Err(ErrorCode::BadVersion);
         }
         let parent = self.record(tree, parent_path)?;
-        self.record_delete(ctx.zxid, p, parent_path, parent);
+        self.record_delete(tree, ctx.zxid, p, parent_path, parent);
         Ok(TxnOp::DeleteContainer { path: p.to_owned() })
     }
 
-    fn record_delete(&mut self, zxid: i64, p: &str, parent_path: &str, mut parent: Record) {
+    fn record_delete(
+        &mut self,
+        tree: &DataTree,
+        zxid: i64,
+        p: &str,
+        parent_path: &str,
+        mut parent: Record,
+    ) {
         parent.child_count = parent.child_count.saturating_sub(1);
         if let Some(s) = parent.stat.as_mut() {
             s.pzxid = zxid;
         }
+        // A stub left with nothing to hold goes too, as the tree prunes it
+        // when the delete applies (`DataTree::prune_stubs`).
+        let prune = parent.child_count == 0
+            && (parent.stat.as_ref()).is_some_and(|s| crate::stubs::is_stub(parent_path, s));
         self.add(zxid, parent_path, parent);
         self.add(zxid, p, deleted());
+        if prune {
+            let grandparent = path::parent_of(parent_path).map(path::canonical);
+            let above = grandparent.and_then(|g| Some((g, self.record(tree, g).ok()?)));
+            if let Some((grandparent, record)) = above {
+                self.record_delete(tree, zxid, parent_path, grandparent, record);
+            }
+        }
+    }
+
+    /// A nested group root's node part: the partition holds none of the
+    /// root's missing ancestors, which applying the part makes stubs
+    /// (`DataTree::apply_part`). Records them as pending stubs, top down,
+    /// so the create that follows finds its parent. Inside a multi mark,
+    /// a failure takes them back.
+    pub fn assume_stubs(&mut self, tree: &DataTree, p: &str, zxid: i64) {
+        let Some(parent) = path::parent_of(p).map(path::canonical) else {
+            return;
+        };
+        if parent == path::ROOT || self.record(tree, parent).is_ok() {
+            return;
+        }
+        self.assume_stubs(tree, parent, zxid);
+        let grandparent = path::canonical(path::parent_of(parent).unwrap_or_default());
+        if let Ok(mut above) = self.record(tree, grandparent) {
+            above.child_count += 1;
+            self.add(zxid, grandparent, above);
+        }
+        let stub = Record {
+            stat: Some(PersistedStat::default()),
+            child_count: 0,
+            acl: shared_acl(&[Acl::open_unsafe()]),
+        };
+        self.add(zxid, parent, stub);
     }
 
     fn set_data(

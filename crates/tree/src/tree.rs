@@ -49,6 +49,10 @@ pub struct DataTree {
     /// it, and summing it there walked the whole tree on the partition
     /// thread (a stall of about a second at a million znodes).
     pub(crate) data_bytes: u64,
+    /// Stubs (`crate::stubs`) among the nodes, and their share of
+    /// `data_bytes`, which the server takes off what it reports.
+    pub(crate) stubs: usize,
+    pub(crate) stub_bytes: u64,
 }
 
 impl Default for DataTree {
@@ -96,6 +100,8 @@ impl DataTree {
             sessions: RedBlackTreeMapSync::new_sync(),
             last_zxid: 0,
             data_bytes: 0,
+            stubs: 0,
+            stub_bytes: 0,
         }
     }
 
@@ -365,6 +371,10 @@ impl DataTree {
     pub(crate) fn note_added(&mut self, p: &str, node: NodeRef<'_>) {
         self.node_count += 1;
         self.data_bytes += node_bytes(p, node);
+        if crate::stubs::is_stub(p, &node.stat) {
+            self.stubs += 1;
+            self.stub_bytes += node_bytes(p, node);
+        }
         let owner = node.stat.ephemeral_owner;
         match EphemeralKind::of(owner) {
             EphemeralKind::Void => {}
@@ -398,6 +408,10 @@ impl DataTree {
     fn note_removed(&mut self, p: &str, node: NodeRef<'_>) {
         self.node_count -= 1;
         self.data_bytes -= node_bytes(p, node);
+        if crate::stubs::is_stub(p, &node.stat) {
+            self.stubs -= 1;
+            self.stub_bytes -= node_bytes(p, node);
+        }
         let owner = node.stat.ephemeral_owner;
         match EphemeralKind::of(owner) {
             EphemeralKind::Void => {}
@@ -448,6 +462,19 @@ impl DataTree {
         }
         if nodes != self.node_count {
             return Err(format!("{nodes} nodes, count kept as {}", self.node_count));
+        }
+        let (mut stubs, mut stub_bytes) = (0usize, 0u64);
+        self.walk(|p, n| {
+            if crate::stubs::is_stub(p, &n.stat) {
+                stubs += 1;
+                stub_bytes += node_bytes(p, n);
+            }
+        });
+        if (stubs, stub_bytes) != (self.stubs, self.stub_bytes) {
+            return Err(format!(
+                "{stubs} stubs of {stub_bytes} bytes, kept as {} of {}",
+                self.stubs, self.stub_bytes
+            ));
         }
         if data_bytes != self.data_bytes {
             return Err(format!(
@@ -513,7 +540,11 @@ fn check_node(tree: &DataTree, p: &str, n: NodeRef<'_>) -> Result<(), String> {
 
 /// Calls `visit` with `node` at `start` and every node below it, each
 /// parent before its children, siblings sorted.
-fn walk_from<'a>(start: &str, node: NodeRef<'a>, mut visit: impl FnMut(&str, NodeRef<'a>)) {
+pub(crate) fn walk_from<'a>(
+    start: &str,
+    node: NodeRef<'a>,
+    mut visit: impl FnMut(&str, NodeRef<'a>),
+) {
     visit(start, node);
     // Explicit stack: paths may nest deeper than a thread's stack.
     let mut path = String::from(if start == ROOT { "" } else { start });
