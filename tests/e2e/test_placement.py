@@ -266,15 +266,101 @@ def test_every_partition_comes_back_after_kill_9(request):
         c.stop()
 
 
-def test_a_nested_group_root_is_refused_at_start_with_a_clear_message(tmp_path):
-    srv = h.Server(kind="stoa", ensemble=False,
-                   extra_cfg={"partitions": 2, "partition.groups": "/app/inner"})
+NESTED = {"partitions": 4,
+          "partition.groups": "/app,/app/t1,/plain/t2,/app/t1/x/deep"}
+"""Nested group roots, spread round robin over partitions 1-3: /app on 1, /app/t1
+on 2 (its parent's group on 1), /plain/t2 on 3 (its parent in the root group on
+0) and /app/t1/x/deep on 1 again, below /app/t1's group on 2."""
+
+
+def dump(c, path="/"):
+    """Every node a client sees below `path` (not /zookeeper): its data, stat and
+    children, depth first."""
+    out = []
+    for child in sorted(c.get_children(path)):
+        p = (path.rstrip("/") + "/" + child)
+        if p == "/zookeeper":
+            continue
+        data, stat = c.get(p)
+        out.append((p, data, stat_of(stat)))
+        out.extend(dump(c, p))
+    return out
+
+
+def nested_trace(srv):
+    """Creates, reads, watches, multis, ephemerals and deletes through nested
+    group roots, with the errors a client can meet on the way."""
+    c = client(srv)
+    trace = []
+    events = []
+    heard = lambda e: events.append((e.type, e.path))  # noqa: E731
     try:
-        srv.launch()
-        h.wait_until(lambda: not srv.running(), timeout=15, what="the server to refuse to start")
-        assert "not a top-level path" in srv.log_tail(20)
+        trace.append(("before its parent", outcome(lambda: c.create("/plain/t2", b""))))
+        for path in ("/app", "/app/t1", "/app/t1/x", "/plain"):
+            trace.append(("create", path, outcome(lambda p=path: c.create(p, path.encode()))))
+        c.get_children("/app/t1/x", watch=heard)
+        c.exists("/app/t1/x/deep", watch=heard)
+        trace.append(("create deep", outcome(lambda: c.create("/app/t1/x/deep", b"d"))))
+        trace.append(("again", outcome(lambda: c.create("/app/t1", b""))))
+        trace.append(("leaf", outcome(lambda: c.create("/app/t1/x/deep/leaf", b"l"))))
+        trace.append(("seq", outcome(lambda: c.create("/app/t1/q-", b"", sequence=True))))
+        d = client(srv)
+        trace.append(("ephemeral root", outcome(lambda: d.create("/plain/t2", b"e", ephemeral=True))))
+        trace.append(("child of ephemeral", outcome(lambda: c.create("/plain/t2/y", b""))))
+        d.stop()
+        trace.append(("gone with its session", stat_of(c.exists("/plain/t2"))))
+        t = c.transaction()
+        t.create("/plain/t2", b"again")
+        t.create("/plain/t2/m", b"")
+        t.create("/app/t1/m", b"")
+        t.set_data("/app", b"v2")
+        trace.append(("multi", [type(r).__name__ for r in t.commit()]))
+        trace.append(("delete non-empty", outcome(lambda: c.delete("/app/t1/x/deep"))))
+        trace.append(("delete parent of a root", outcome(lambda: c.delete("/app/t1/x"))))
+        trace.append(("tree", dump(c)))
+        raw = h.RawClient(srv.hosts)
+        try:
+            trace.append(("counts", [raw.get_all_children_number(p)
+                                     for p in ("/", "/app", "/app/t1", "/app/t1/x", "/plain")]))
+        finally:
+            raw.close()
+        trace.append(("mntr", h.mntr_int(srv, "zk_znode_count")))
+        c.delete("/app/t1/x/deep", recursive=True)
+        trace.append(("deleted deep", c.get_children("/app/t1/x"), stat_of(c.exists("/app/t1/x"))))
+        trace.append(("delete x", outcome(lambda: c.delete("/app/t1/x"))))
+        trace.append(("recreate", outcome(lambda: c.ensure_path("/app/t1/x/deep/leaf")),
+                      stat_of(c.exists("/app/t1/x/deep"))))
+        c.sync("/")
+        time.sleep(0.2)
+        trace.append(("events", sorted(events)))
+        trace.append(("final", dump(c), h.mntr_int(srv, "zk_znode_count")))
     finally:
-        srv.cleanup()
+        c.stop()
+    return trace
+
+
+def test_nested_group_roots_behave_as_on_one_partition(request):
+    """Group roots inside other groups (and inside the root group): a nested
+    root's node hangs from stubs on its partition, its link from its parent's
+    node on the parent's, and a client sees exactly what one partition shows."""
+    one = nested_trace(start(request, ONE))
+    nested_srv = start(request, NESTED)
+    nested = nested_trace(nested_srv)
+    assert nested == one
+    assert placed_groups(nested_srv) == {"/app": 1, "/app/t1": 2, "/plain/t2": 3,
+                                         "/app/t1/x/deep": 1}
+
+
+def placed_groups(srv):
+    """Root -> partition, as the server's placement node has it."""
+    c = client(srv)
+    try:
+        text = c.get("/zookeeper/partitions")[0].decode()
+    finally:
+        c.stop()
+    pairs = (line[len("group="):].split(" ", 1) for line in text.splitlines()
+             if line.startswith("group="))
+    return {root: int(partition) for partition, root in pairs}
 
 
 def extension_trace(srv):

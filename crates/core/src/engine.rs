@@ -167,21 +167,14 @@ fn start_order(recovered: &[Recovered]) -> Result<crate::apply_order::ApplyOrder
     ))
 }
 
-/// The placement of the configured groups. Only top-level roots so far
-/// (docs/partitions.md, "Routing by placement").
+/// The placement of the configured groups.
 fn start_placement(config: &EngineConfig) -> Result<crate::placement::Placement, String> {
-    let groups = &config.partition_groups;
-    if let Some(nested) = groups
-        .iter()
-        .find(|root| root.rfind('/').is_some_and(|at| at > 0))
-    {
-        return Err(format!(
-            "partition.groups: {nested} is not a top-level path (nested group roots are not \
-             supported yet)"
-        ));
-    }
-    crate::placement::Placement::new(config.partitions, config.partition_auto, groups)
-        .map_err(|e| format!("partition.groups: {e}"))
+    crate::placement::Placement::new(
+        config.partitions,
+        config.partition_auto,
+        &config.partition_groups,
+    )
+    .map_err(|e| format!("partition.groups: {e}"))
 }
 
 /// Settings the engine needs, derived from the server config.
@@ -1101,7 +1094,7 @@ impl Engine {
             );
             for (part, op) in parts {
                 if let Some(speculative) = &mut self.cores[*part as usize].speculative {
-                    speculative.apply(&Txn {
+                    speculative.apply_part(&Txn {
                         header: txn.header,
                         op: op.clone(),
                     });

@@ -307,7 +307,7 @@ impl Engine {
         for (part, op) in parts {
             let part = part as usize;
             let part_txn = Txn { header, op };
-            let applied = self.cores[part].apply(&part_txn);
+            let applied = self.cores[part].apply_part(&part_txn);
             // A leader running watch extensions decided what this part's
             // watchers hear (`Engine::decide_watches`), of its own nodes.
             let events: Vec<(ChangeKind, String)> = match &part_txn.op {

@@ -879,7 +879,9 @@ impl Engine {
         let txn = Txn { header, op };
         let before = self.speculative_tree(partition).clone();
         let mut after = before.clone();
-        let all: Vec<(TreeEventKind, String)> = (after.apply(&txn).events.into_iter())
+        // `apply_part`: as a part applies (a nested group root's node may
+        // hang from stubs); a whole transaction's creates have parents.
+        let all: Vec<(TreeEventKind, String)> = (after.apply_part(&txn).events.into_iter())
             .map(|event| (event.kind, event.path.into_owned()))
             .collect();
         let own_events = all.len();
@@ -962,7 +964,7 @@ impl Engine {
         // events past the op's own in what the whole transaction makes.
         let mut tree = before;
         events.extend(
-            (tree.apply(&watched).events.into_iter().skip(own_events))
+            (tree.apply_part(&watched).events.into_iter().skip(own_events))
                 .map(|event| (event.kind, event.path.into_owned()))
                 .filter(|(_, path)| own_node(self, path)),
         );

@@ -165,6 +165,9 @@ impl Engine {
             totals.nodes += core.tree.node_count();
             totals.data_bytes += core.tree.approximate_data_size();
             totals.ephemerals += core.tree.ephemeral_count();
+            // Stubs above nested group roots are no client's nodes.
+            totals.nodes -= core.tree.stub_count();
+            totals.data_bytes -= core.tree.stub_bytes();
             if partition > 0 {
                 totals.nodes -= empty.node_count();
                 totals.data_bytes -= empty.approximate_data_size();

@@ -156,8 +156,22 @@ impl PartitionCore {
 
     /// Applies a committed transaction to the tree.
     pub fn apply<'t>(&mut self, txn: &'t Txn) -> Applied<'t> {
+        self.apply_as(txn, false)
+    }
+
+    /// Applies this partition's part of a committed transaction of parts
+    /// (a nested group root's node may need stubs: `DataTree::apply_part`).
+    pub fn apply_part<'t>(&mut self, txn: &'t Txn) -> Applied<'t> {
+        self.apply_as(txn, true)
+    }
+
+    fn apply_as<'t>(&mut self, txn: &'t Txn, part: bool) -> Applied<'t> {
         let zxid = txn.header.zxid;
-        let applied = self.tree.apply(txn);
+        let applied = if part {
+            self.tree.apply_part(txn)
+        } else {
+            self.tree.apply(txn)
+        };
         self.preparer.applied(zxid);
         // A transaction the leader still holds (a reconfig's, applied
         // through `apply_conf_change_entry`) leaves the in-flight queue here.

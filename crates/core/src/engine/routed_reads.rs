@@ -16,6 +16,11 @@ use stoa_proto::response::Response;
 use super::handoff::{ReadCall, ReadOutcome};
 use super::Engine;
 
+/// The placement's own node, which no client's count includes.
+fn is_placement_node(path: &str) -> bool {
+    path == stoa_tree::PARTITIONS
+}
+
 impl Engine {
     /// Runs a read on the partitions it needs and answers as one.
     pub(super) fn read_routed(&mut self, call: ReadCall) -> ReadOutcome {
@@ -143,8 +148,10 @@ impl Engine {
         }
     }
 
-    /// The path's own count (group roots below it counted once, as links)
-    /// and each group root's descendants on its partition.
+    /// The nodes below the path, each counted on the partition that
+    /// serves it: a partition's tree also holds links to group roots and
+    /// stubs above nested ones, which it does not serve. Walks the
+    /// subtrees, as ZooKeeper's count does.
     fn read_children_number(&mut self, call: ReadCall) -> ReadOutcome {
         let Request::GetAllChildrenNumber(r) = &call.request else {
             unreachable!("routed here for getAllChildrenNumber")
@@ -152,27 +159,23 @@ impl Engine {
         let path = r.path.clone();
         let own = self.partition_of(&path);
         let outcome = self.cores[own].read(call.clone());
-        let Ok(Response::GetAllChildrenNumber(mut total)) = outcome.result else {
+        if outcome.result.is_err() {
             return outcome;
-        };
-        let roots: Vec<(String, usize)> = (self.placement.groups())
-            .filter(|&(root, p)| {
-                root != path.as_str()
-                    && p as usize != own
-                    && (path == stoa_tree::ROOT || root.starts_with(&format!("{path}/")))
-            })
-            .map(|(root, p)| (root.to_string(), p as usize))
-            .collect();
-        for (root, p) in roots {
-            if self.cores[p].tree.node(&root).is_some() {
-                total.total_number += self.cores[p].tree.all_children_number(&root) as i32;
-            }
+        }
+        let partitions = self.cores.len();
+        let mut total = 0usize;
+        for partition in self.partitions_under(&path) {
+            let placement = &self.placement;
+            (self.cores[partition].tree).walk_below(&path, |at, _| {
+                let served = super::routing::partition_holding(placement, partitions, at);
+                total += usize::from(served == partition && !is_placement_node(at));
+            });
         }
         ReadOutcome {
             zxid: 0,
             result: Ok(Response::GetAllChildrenNumber(
                 GetAllChildrenNumberResponse {
-                    total_number: total.total_number,
+                    total_number: total as i32,
                 },
             )),
             fired: Vec::new(),

@@ -143,6 +143,7 @@ impl Engine {
         // ACL, and whether the node exists.
         self.prepare_node_and_link(ctx, own, parents, |node, link| {
             let link = link.multi_op(&link_request)?;
+            node.assume_stubs_for(request);
             let node = node.multi_op(request)?;
             Ok((node, link))
         })
@@ -256,8 +257,13 @@ impl Engine {
                     stoa_tree::SILENT_PART,
                 )
             });
+            let spans = link.is_some();
             let steps = link_step.into_iter().chain([(own, Cow::Borrowed(op), 0)]);
             for (partition, request, silent) in steps {
+                if spans && partition == own {
+                    let core = &mut self.cores[own];
+                    assume_stubs_for(&mut core.preparer, &core.tree, ctx.zxid, &request);
+                }
                 let prepared = self.cores[partition]
                     .preparing(|preparer, tree| preparer.multi_op(tree, ctx, &request));
                 match prepared {
@@ -423,7 +429,28 @@ pub(super) struct PartPreparer<'a, 'c> {
     ctx: &'a PrepContext<'c>,
 }
 
+/// Before a group root's node part: a create of a nested root whose
+/// ancestors this partition does not hold finds them as stubs
+/// (`Preparer::assume_stubs`); applying the part makes them.
+fn assume_stubs_for(
+    preparer: &mut stoa_tree::Preparer,
+    tree: &stoa_tree::DataTree,
+    zxid: i64,
+    request: &Request,
+) {
+    if let Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) = request {
+        preparer.assume_stubs(tree, &c.path, zxid);
+    } else if let Request::CreateTtl(c) = request {
+        preparer.assume_stubs(tree, &c.path, zxid);
+    }
+}
+
 impl PartPreparer<'_, '_> {
+    fn assume_stubs_for(&mut self, request: &Request) {
+        let core = &mut *self.core;
+        assume_stubs_for(&mut core.preparer, &core.tree, self.ctx.zxid, request);
+    }
+
     pub(super) fn multi_op(
         &mut self,
         request: &Request,
