@@ -347,20 +347,83 @@ def test_nested_group_roots_behave_as_on_one_partition(request):
     nested_srv = start(request, NESTED)
     nested = nested_trace(nested_srv)
     assert nested == one
-    assert placed_groups(nested_srv) == {"/app": 1, "/app/t1": 2, "/plain/t2": 3,
-                                         "/app/t1/x/deep": 1}
+    admin = client(nested_srv)
+    try:
+        assert placed(admin.get(PLACEMENT)[0]) == {
+            "/app": 1, "/app/t1": 2, "/plain/t2": 3, "/app/t1/x/deep": 1}
+    finally:
+        admin.stop()
 
 
-def placed_groups(srv):
-    """Root -> partition, as the server's placement node has it."""
+NESTED_MOVES = [("/app/t1", 1), ("/app", 2), ("/app/t1/x/deep", 0), ("/app/t1", 3),
+                ("/plain/t2", 0), ("/app", 0), ("/app/t1/x/deep", 2), ("/plain/t2", 1),
+                ("/app", 3), ("/app/t1", 3), ("/app", 1), ("/app/t1", 2), ("/plain/t2", 3),
+                ("/app/t1/x/deep", 1)]
+"""Each nested group onto its parent's partition, away from it, onto and off
+the partitions of the groups around it, and back where it started."""
+
+
+def nested_moves_trace(srv, moving):
+    """Builds a tree over the nested groups (an ephemeral among them), then,
+    step by step, moves a group (when `moving`), reads everything back, writes
+    in every group and fires a watch set before the move."""
+    c, owner = client(srv), client(srv)
+    admin = super_client(srv) if moving else None
+    roots = ["/app", "/app/t1", "/app/t1/x/deep", "/plain/t2"]
+    trace = []
+    try:
+        for path in ("/app/t1/x/deep/leaf", "/plain/t2/y", "/app/t1/q/r"):
+            c.ensure_path(path)
+        owner.create("/app/t1/x/deep/eph", b"e", ephemeral=True)
+        raw = h.RawClient(srv.hosts)
+        for step, (root, to) in enumerate(NESTED_MOVES):
+            fired = []
+            for r in roots:
+                c.exists(r + "/w", watch=lambda e: fired.append((e.type, e.path)))
+            if moving:
+                move(admin, root, to)
+                assert placed(admin.get(PLACEMENT)[0])[root] == to
+            for r in roots:
+                if c.exists(r + "/w"):
+                    c.delete(r + "/w")
+                else:
+                    c.create(r + "/w", b"%d" % step)
+            c.sync("/")
+            time.sleep(0.1)
+            trace.append((step, dump(c), sorted(fired),
+                          [raw.get_all_children_number(p) for p in ("/", "/app", "/app/t1", "/plain")],
+                          h.mntr_int(srv, "zk_znode_count"), sorted(owner.get_children("/app/t1/x/deep"))))
+        raw.close()
+        owner.stop()
+        trace.append(("the session's ephemeral went", dump(c)))
+    finally:
+        for x in (c, admin):
+            if x is not None:
+                x.stop()
+    return trace
+
+
+def test_nested_groups_move_between_partitions_as_groups_do(request):
+    """Nested groups moved onto their parent's partition, away from it and
+    around each other: every node keeps its data and stat, the counts and
+    watches stay what one partition shows, writes go on in every group, and the
+    session's ephemeral in a nested group still goes with it; then the server
+    restarts from that data."""
+    one = nested_moves_trace(start(request, ONE), moving=False)
+    srv = start(request, NESTED)
+    moved = nested_moves_trace(srv, moving=True)
+    for a, b in zip(moved, one):
+        assert a == b
+    assert len(moved) == len(one)
+    c = client(srv)
+    before = dump(c)
+    c.stop()
+    srv.restart()
     c = client(srv)
     try:
-        text = c.get("/zookeeper/partitions")[0].decode()
+        assert dump(c) == before
     finally:
         c.stop()
-    pairs = (line[len("group="):].split(" ", 1) for line in text.splitlines()
-             if line.startswith("group="))
-    return {root: int(partition) for partition, root in pairs}
 
 
 def extension_trace(srv):

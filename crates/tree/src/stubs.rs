@@ -167,9 +167,18 @@ mod tests {
         w.run(&delete("/a/b/c/d", -1)).unwrap();
         assert_eq!(w.tree.stub_count(), 2);
         let ctx = w.ctx(1, &[]);
-        let txn = w.prep.prepare(&w.tree, &ctx, &delete("/a/b/c", -1)).unwrap();
-        assert!(w.prep.current_acl(&w.tree, "/a/b").is_none(), "pruned in prep");
-        assert!(w.prep.current_acl(&w.tree, "/a").is_none(), "pruned in prep");
+        let txn = w
+            .prep
+            .prepare(&w.tree, &ctx, &delete("/a/b/c", -1))
+            .unwrap();
+        assert!(
+            w.prep.current_acl(&w.tree, "/a/b").is_none(),
+            "pruned in prep"
+        );
+        assert!(
+            w.prep.current_acl(&w.tree, "/a").is_none(),
+            "pruned in prep"
+        );
         w.tree.apply_part(&txn);
         w.prep.applied(txn.header.zxid);
         assert_eq!(w.tree.stub_count(), 0);

@@ -964,9 +964,13 @@ impl Engine {
         // events past the op's own in what the whole transaction makes.
         let mut tree = before;
         events.extend(
-            (tree.apply_part(&watched).events.into_iter().skip(own_events))
-                .map(|event| (event.kind, event.path.into_owned()))
-                .filter(|(_, path)| own_node(self, path)),
+            (tree
+                .apply_part(&watched)
+                .events
+                .into_iter()
+                .skip(own_events))
+            .map(|event| (event.kind, event.path.into_owned()))
+            .filter(|(_, path)| own_node(self, path)),
         );
         if let TxnOp::Watched {
             events: decided, ..

@@ -146,18 +146,11 @@ impl Engine {
                 from < self.cores.len() && to < self.cores.len() && from != to,
                 "a move of {root} from {from} to {to}"
             );
-            let parents = stoa_tree::parent_of(root).map_or(0, |parent| self.partition_of(parent));
-            if let Some(subtree) = self.cores[from].tree.evict(root, zxid) {
-                if from == parents {
-                    self.cores[from].tree.adopt(root, subtree.link(), zxid);
-                }
-                if to == parents {
-                    // Its link, which the node replaces.
-                    self.cores[to].tree.evict(root, zxid);
-                }
-                self.cores[to].tree.adopt(root, subtree, zxid);
-            }
-            self.move_watches(root, from, to);
+            self.move_group(zxid, root, from, to);
+            self.placement
+                .move_group(root, m.to)
+                .unwrap_or_else(|e| panic!("a committed move of {root}: {e}"));
+            self.move_watches(root, from);
             self.stats.group_moves += 1;
         }
         // Checked by the leader that proposed it: the moves, and groups
@@ -174,18 +167,114 @@ impl Engine {
         }
     }
 
-    fn move_watches(&mut self, root: &str, from: usize, to: usize) {
-        let above = |path: &str| path != root && stoa_tree::within(root, path);
-        let moving = (self.cores[from].watches).select(|_, path| stoa_tree::within(path, root));
-        for (conn, kind, path) in &moving {
-            self.cores[from].watches.remove(*conn, *kind, path);
-            self.cores[to].watches.add(*conn, *kind, path);
+    /// Moves `root`'s group from partition `from` to `to` (the placement
+    /// still has it on `from`). Groups nested in it stay where they are:
+    /// their subtrees are lifted out of the tree they leave it in and put
+    /// back under stubs, and the moved subtree's link to one or its stubs
+    /// above one are replaced where it lands (docs/partitions.md, "Nested
+    /// group roots").
+    fn move_group(&mut self, zxid: i64, root: &str, from: usize, to: usize) {
+        let parents = stoa_tree::parent_of(root).map_or(0, |parent| self.partition_of(parent));
+        // Whether `nested`'s parent is in this group itself (then the
+        // group's partition holds its link).
+        let linked_from_root = |engine: &Self, nested: &str| {
+            stoa_tree::parent_of(nested).is_some_and(|p| engine.placement.group_of(p) == root)
+        };
+        // The nested groups staying on `from`, out of the way.
+        let mut staying = Vec::new();
+        for nested in self.outermost_nested(root, from) {
+            let links_here = linked_from_root(self, &nested);
+            if let Some(subtree) = self.cores[from].tree.evict(&nested, zxid) {
+                let link = links_here.then(|| subtree.link());
+                staying.push((nested, subtree, link));
+            }
         }
-        let recursive = self.cores[from]
-            .watches
-            .select(|kind, path| kind == WatchKind::PersistentRecursive && above(path));
-        for (conn, kind, path) in &recursive {
-            self.cores[to].watches.add(*conn, *kind, path);
+        // The nested groups already on `to`, out of the way.
+        let mut waiting = Vec::new();
+        for nested in self.outermost_nested(root, to) {
+            if let Some(subtree) = self.cores[to].tree.evict(&nested, zxid) {
+                waiting.push((nested, subtree));
+            }
+        }
+        let moving = self.cores[from].tree.evict(root, zxid);
+        if moving.is_some() && from == parents {
+            let link = moving.as_ref().expect("checked").link();
+            self.cores[from].tree.adopt(root, link, zxid);
+        }
+        // What `to` held at the root: its link (when `to` is the parent's
+        // partition) or stubs, which the node replaces.
+        if moving.is_some() {
+            self.cores[to].tree.evict(root, zxid);
+        }
+        let landed = moving.is_some();
+        if let Some(subtree) = moving {
+            let tree = &mut self.cores[to].tree;
+            tree.ensure_stubs(root);
+            tree.adopt(root, subtree, zxid);
+        }
+        for (nested, subtree, link) in staying {
+            let tree = &mut self.cores[from].tree;
+            tree.ensure_stubs(&nested);
+            tree.adopt(&nested, subtree, zxid);
+            let tree = &mut self.cores[to].tree;
+            if let (Some(link), true) = (link, landed) {
+                tree.adopt(&nested, link, zxid);
+            } else if let Some(parent) = stoa_tree::parent_of(&nested) {
+                // Stubs the moved subtree brought along for it.
+                tree.prune_stubs(parent);
+            }
+        }
+        for (nested, subtree) in waiting {
+            let tree = &mut self.cores[to].tree;
+            // The moved subtree's link to it, or stubs above it.
+            tree.evict(&nested, zxid);
+            tree.ensure_stubs(&nested);
+            tree.adopt(&nested, subtree, zxid);
+        }
+        // Stubs the group hung from where it left, if nothing else does.
+        let tree = &mut self.cores[from].tree;
+        match stoa_tree::parent_of(root) {
+            Some(parent) if tree.node(root).is_none() => tree.prune_stubs(parent),
+            _ => tree.prune_stubs(root),
+        }
+    }
+
+    /// The groups nested in `root` that live on `partition` and in no other
+    /// such group nested in it (their subtrees hold the rest).
+    fn outermost_nested(&self, root: &str, partition: usize) -> Vec<String> {
+        let on: Vec<&str> = (self.placement.groups())
+            .filter(|&(nested, p)| {
+                p as usize == partition && nested != root && stoa_tree::within(nested, root)
+            })
+            .map(|(nested, _)| nested)
+            .collect();
+        (on.iter())
+            .filter(|nested| {
+                !(on.iter()).any(|outer| outer != *nested && stoa_tree::within(nested, outer))
+            })
+            .map(|nested| nested.to_string())
+            .collect()
+    }
+
+    /// The watches set on the group's paths go where the paths are now
+    /// served, a nested group's staying where it is; a recursive watch is
+    /// on every partition holding a path below it (`partitions_under`),
+    /// one on an ancestor of the group too.
+    fn move_watches(&mut self, root: &str, from: usize) {
+        let related = |path: &str| stoa_tree::within(path, root) || stoa_tree::within(root, path);
+        let watched = (self.cores[from].watches).select(|_, path| related(path));
+        for (conn, kind, path) in &watched {
+            let targets = if *kind == WatchKind::PersistentRecursive {
+                self.partitions_under(path)
+            } else {
+                vec![self.partition_of(path)]
+            };
+            for &target in targets.iter().filter(|&&t| t != from) {
+                self.cores[target].watches.add(*conn, *kind, path);
+            }
+            if !targets.contains(&from) {
+                self.cores[from].watches.remove(*conn, *kind, path);
+            }
         }
     }
 }

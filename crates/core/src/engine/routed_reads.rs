@@ -87,7 +87,7 @@ impl Engine {
 
     /// The partition of `path` and every partition holding a group root
     /// below it.
-    fn partitions_under(&self, path: &str) -> Vec<usize> {
+    pub(super) fn partitions_under(&self, path: &str) -> Vec<usize> {
         let mut partitions = vec![self.partition_of(path)];
         let below = |root: &str| root != path && stoa_tree::within(root, path);
         for (root, partition) in self.placement.groups() {
