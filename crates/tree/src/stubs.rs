@@ -77,7 +77,7 @@ impl DataTree {
         for create in creates(&txn.op) {
             let parent = path::parent_of(create).map(path::canonical);
             let missing = parent.is_some_and(|parent| {
-                self.node(parent).is_none() && !made.iter().any(|m| *m == parent)
+                self.node(parent).is_none() && !made.contains(&parent)
             });
             if missing {
                 self.ensure_stubs(create);
