@@ -197,8 +197,8 @@ impl Engine {
             }
         }
         let moving = self.cores[from].tree.evict(root, zxid);
-        if moving.is_some() && from == parents {
-            let link = moving.as_ref().expect("checked").link();
+        if let (Some(subtree), true) = (&moving, from == parents) {
+            let link = subtree.link();
             self.cores[from].tree.adopt(root, link, zxid);
         }
         // What `to` held at the root: its link (when `to` is the parent's
