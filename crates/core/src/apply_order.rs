@@ -14,14 +14,19 @@
 //! died first), and every zxid between one epoch's last and the next
 //! epoch's first is void. Only a leader can know which: once every entry
 //! in its logs is committed, anything missing from them never will be.
-//! Its first transaction is then a seal, in partition 0's group: the
-//! void ranges between what it applied, every entry waiting, and the
-//! seal's own zxid. A seal's ranges take effect when it commits (they
-//! name only zxids that will never appear), and the seal itself applies
-//! in its place in the order, as a transaction that changes nothing.
-//! Every range a seal names is below its zxid, so a server that has
-//! applied the seal needs none of them again: a cut (below) carries no
-//! ranges.
+//! Its first transaction is then a seal, in partition 0's group: one void
+//! range from the first zxid missing up to the seal's own. What waits
+//! above a missing zxid is committed in its group's log but voided too:
+//! no server applied it (the order waited), so no client heard of it, and
+//! a session whose write was lost in one group must not see its next,
+//! committed in another group, apply without it (ZooKeeper applies a
+//! session's writes in order or not at all). A seal's range takes effect
+//! when it commits, and a voided entry passes as nothing whenever its
+//! group delivers it; the seal itself applies in its place in the order,
+//! as a transaction that changes nothing. Every range a seal names is
+//! below its zxid, so a server that has applied the seal needs none of
+//! them again: a cut (below) carries no ranges, and an entry at or below
+//! the applied zxid delivered after it is one voided.
 //!
 //! An operation over several partitions (a create whose parent lives on
 //! another, a session's close, a `multi`) is one entry in one group's log
@@ -57,6 +62,9 @@ pub struct Ready<T> {
     pub index: u64,
     /// None: an entry outside the order (a new leader's empty entry).
     pub zxid: Option<i64>,
+    /// Its zxid is void: a seal voided it with everything above the first
+    /// zxid lost (see `ApplyOrder::seal`); it applies as nothing.
+    pub void: bool,
     pub entry: T,
 }
 
@@ -195,13 +203,8 @@ impl<T> ApplyOrder<T> {
             last + 1,
             "partition {partition} committed index {index} after {last}"
         );
-        if let Some(zxid) = zxid {
-            assert!(
-                zxid > self.applied,
-                "partition {partition} committed zxid {zxid:#x}, at or below the applied {:#x}",
-                self.applied
-            );
-        }
+        // An entry at or below the applied zxid is one a seal voided, its
+        // group delivering it after the seal applied: it passes as void.
         self.waiting[partition].push_back(Waiting { index, zxid, entry });
     }
 
@@ -224,9 +227,9 @@ impl<T> ApplyOrder<T> {
     pub fn seal(&mut self, next: i64) -> Vec<(i64, i64)> {
         let mut present: Vec<i64> = (self.waiting.iter().flatten())
             .filter_map(|w| w.zxid)
+            .filter(|&zxid| zxid > self.applied && !self.voids.covers(zxid, zxid))
             .collect();
         present.sort_unstable();
-        let mut ranges = Vec::new();
         let mut previous = self.applied;
         for zxid in present.into_iter().chain(std::iter::once(next)) {
             assert!(
@@ -234,12 +237,19 @@ impl<T> ApplyOrder<T> {
                 "zxid {zxid:#x} twice or not above {previous:#x}"
             );
             if !self.voids.covers(previous + 1, zxid - 1) {
-                ranges.push((previous + 1, zxid - 1));
+                // The first zxid lost, and everything above it up to the
+                // seal: what waits above a lost zxid was applied nowhere
+                // (the order waited for it), so no client heard of it, and
+                // one session's write must not apply without an earlier
+                // one of its that was lost (its next went to another
+                // group's log, which committed it).
+                let ranges = vec![(previous + 1, next - 1)];
+                self.add_voids(&ranges);
+                return ranges;
             }
             previous = zxid;
         }
-        self.add_voids(&ranges);
-        ranges
+        Vec::new()
     }
 
     /// The server installed a leader's snapshot taken at `cut`, every
@@ -276,15 +286,18 @@ impl<T> ApplyOrder<T> {
         for (p, head) in heads {
             match head.zxid {
                 None => return Some(p),
-                Some(zxid)
-                    if zxid > self.applied && self.voids.covers(self.applied + 1, zxid - 1) =>
-                {
-                    next = Some(p)
-                }
+                Some(zxid) if self.is_void(zxid) => return Some(p),
+                Some(zxid) if self.voids.covers(self.applied + 1, zxid - 1) => next = Some(p),
                 Some(_) => {}
             }
         }
         next
+    }
+
+    /// A zxid that will never apply: void, or at or below the applied one
+    /// (a voided entry its group delivered after its seal applied).
+    fn is_void(&self, zxid: i64) -> bool {
+        zxid <= self.applied || self.voids.covers(zxid, zxid)
     }
 
     /// The next entry to apply, if its turn has come.
@@ -292,7 +305,8 @@ impl<T> ApplyOrder<T> {
         let partition = self.next_partition()?;
         let Waiting { index, zxid, entry } = self.waiting[partition].pop_front()?;
         self.applied_index[partition] = index;
-        if let Some(zxid) = zxid {
+        let void = zxid.is_some_and(|zxid| self.is_void(zxid));
+        if let (Some(zxid), false) = (zxid, void) {
             self.applied = zxid;
             self.voids.forget_through(zxid);
         }
@@ -300,6 +314,7 @@ impl<T> ApplyOrder<T> {
             partition,
             index,
             zxid,
+            void,
             entry,
         })
     }

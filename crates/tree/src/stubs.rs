@@ -76,9 +76,8 @@ impl DataTree {
         let mut made: Vec<&str> = Vec::new();
         for create in creates(&txn.op) {
             let parent = path::parent_of(create).map(path::canonical);
-            let missing = parent.is_some_and(|parent| {
-                self.node(parent).is_none() && !made.contains(&parent)
-            });
+            let missing =
+                parent.is_some_and(|parent| self.node(parent).is_none() && !made.contains(&parent));
             if missing {
                 self.ensure_stubs(create);
             }

@@ -10,9 +10,11 @@ fn fresh(partitions: usize) -> ApplyOrder<()> {
     ApplyOrder::recover(partitions, &Cut::default())
 }
 
-/// Applies everything whose turn has come: (partition, zxid) in order.
+/// Applies everything whose turn has come: (partition, zxid) in order,
+/// what a seal voided left out.
 fn drain(order: &mut ApplyOrder<()>) -> Vec<(usize, Option<i64>)> {
     std::iter::from_fn(|| order.next_ready())
+        .filter(|ready| !ready.void)
         .map(|ready| (ready.partition, ready.zxid))
         .collect()
 }
@@ -46,34 +48,41 @@ fn a_new_epoch_waits_for_its_seal() {
 }
 
 #[test]
-fn a_leaders_seal_voids_what_never_committed() {
+fn a_leaders_seal_voids_what_never_committed_and_everything_above_it() {
     let mut order = fresh(2);
     order.seal(z(1, 1));
-    // z(1, 2) went to partition 0 and died with its leader.
+    // z(1, 2) went to partition 0 and died with its leader; z(1, 3) and
+    // z(1, 5), committed in partition 1's log above it, applied nowhere.
     order.committed(0, 1, Some(z(1, 1)), ());
     order.committed(1, 1, Some(z(1, 3)), ());
     order.committed(1, 2, Some(z(1, 5)), ());
     assert_eq!(drain(&mut order), vec![(0, Some(z(1, 1)))]);
     let seal = order.seal(z(4, 1));
-    assert_eq!(
-        seal,
-        vec![(z(1, 2), z(1, 2)), (z(1, 4), z(1, 4)), (z(1, 6), z(4, 0))]
-    );
-    assert_eq!(
-        drain(&mut order),
-        vec![(1, Some(z(1, 3))), (1, Some(z(1, 5)))]
-    );
-    // A follower given the same seal applies the same.
+    assert_eq!(seal, vec![(z(1, 2), z(4, 0))]);
+    let passed: Vec<(u64, bool)> = std::iter::from_fn(|| order.next_ready())
+        .map(|ready| (ready.index, ready.void))
+        .collect();
+    assert_eq!(passed, vec![(1, true), (2, true)], "voided, in log order");
+    assert_eq!(order.applied(), z(1, 1));
+    assert_eq!(order.applied_index(1), 2);
+    // A follower given the same seal applies the same, whether partition
+    // 1 delivers its entries before the seal commits or after it applied.
     let mut follower = fresh(2);
     follower.add_voids(&[(1, z(1, 0))]);
     follower.committed(1, 1, Some(z(1, 3)), ());
-    follower.committed(1, 2, Some(z(1, 5)), ());
     follower.committed(0, 1, Some(z(1, 1)), ());
     follower.add_voids(&seal);
+    follower.committed(0, 2, Some(z(4, 1)), ());
     assert_eq!(
         drain(&mut follower),
-        vec![(0, Some(z(1, 1))), (1, Some(z(1, 3))), (1, Some(z(1, 5)))]
+        vec![(0, Some(z(1, 1))), (0, Some(z(4, 1)))]
     );
+    follower.committed(1, 2, Some(z(1, 5)), ());
+    let late: Vec<bool> = std::iter::from_fn(|| follower.next_ready())
+        .map(|ready| ready.void)
+        .collect();
+    assert_eq!(late, vec![true]);
+    assert_eq!(follower.applied(), z(4, 1));
 }
 
 #[test]
@@ -192,6 +201,14 @@ struct History {
     logs: Vec<Vec<Item>>,
     cuts: Vec<Cut>,
     last_applied: i64,
+    /// The committed seals' ranges: what applies nowhere.
+    voided: Vec<(i64, i64)>,
+}
+
+impl History {
+    fn voided(&self, zxid: i64) -> bool {
+        self.voided.iter().any(|&(lo, hi)| lo <= zxid && zxid <= hi)
+    }
 }
 
 impl History {
@@ -200,7 +217,9 @@ impl History {
     fn truth(&self, partition: usize, through: i64) -> Vec<i64> {
         let mut zxids: Vec<i64> = (self.logs.iter().flatten())
             .filter_map(|item| match item {
-                Item::Txn(zxid, parts) if parts.contains(&partition) && *zxid <= through => {
+                Item::Txn(zxid, parts)
+                    if parts.contains(&partition) && *zxid <= through && !self.voided(*zxid) =>
+                {
                     Some(*zxid)
                 }
                 Item::Seal(zxid, _) if partition == 0 && *zxid <= through => Some(*zxid),
@@ -287,10 +306,18 @@ fn history(rng: &mut Rng, partitions: usize, leaders: usize) -> History {
         reference.waiting.iter().all(VecDeque::is_empty),
         "the last seal leaves nothing waiting"
     );
+    let voided = (logs.iter().flatten())
+        .filter_map(|item| match item {
+            Item::Seal(_, ranges) => Some(ranges.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
     History {
         logs,
         cuts,
         last_applied: reference.applied(),
+        voided,
     }
 }
 
@@ -368,6 +395,17 @@ fn deliver(order: &mut ApplyOrder<()>, history: &History, delivered: &mut [usize
 fn apply_ready(order: &mut ApplyOrder<()>, state: &mut [Vec<i64>], history: &History) {
     while let Some(ready) = order.next_ready() {
         let Some(zxid) = ready.zxid else { continue };
+        if ready.void {
+            assert!(
+                history.voided(zxid),
+                "{zxid:#x} passed as void, no seal voided it"
+            );
+            continue;
+        }
+        assert!(
+            !history.voided(zxid),
+            "{zxid:#x} applied, but a seal voided it"
+        );
         let parts = match &history.logs[ready.partition][ready.index as usize - 1] {
             Item::Txn(_, parts) => parts.clone(),
             Item::Seal(..) => vec![0],

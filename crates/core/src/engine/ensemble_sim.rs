@@ -68,6 +68,8 @@ use crate::node::sim_disk::INSTALL_STOPPED;
 const OBSERVERS: u64 = 2;
 const CLIENTS: usize = 4;
 const KEYS_PER_CLIENT: usize = 2;
+/// A key that is a group root nested in its client's group (two partitions).
+const NESTED_GROUP: &str = "/c3/k1";
 const STEPS_PER_SEED: usize = 3000;
 /// Per ensemble size; a seed of five participants costs about as much
 /// as one of three (some 80 ms in release).
@@ -260,9 +262,11 @@ fn engine_config(seed: u64, voters: u64, partitions: u32, id: u64) -> super::Eng
     // Reconfiguring several groups is not built yet (issue 23).
     cfg.reconfig_enabled = partitions == 1;
     // Two clients' keys live in groups of their own, on other partitions
-    // (their roots' creates and the sessions' closes span partitions).
+    // (their roots' creates and the sessions' closes span partitions), and
+    // one key of client 3 is a group nested in its client's (its node on
+    // stubs wherever the moves put it apart from /c3).
     if partitions > 1 {
-        cfg.partition_groups = vec!["/c1".into(), "/c3".into()];
+        cfg.partition_groups = vec!["/c1".into(), "/c3".into(), NESTED_GROUP.into()];
     }
     cfg.voters = (1..=voters).collect();
     cfg.learners = (voters + 1..=servers).collect();
@@ -1016,12 +1020,10 @@ impl Sim {
         if !self.as_admin(c) {
             return;
         }
-        let (p1, p3) = (
-            self.rng.below(self.partitions as u64),
-            self.rng.below(self.partitions as u64),
-        );
+        let [p1, p3, nested] = [(); 3].map(|()| self.rng.below(self.partitions as u64));
         let text = format!(
-            "partitions={}\nauto=false\nversion=0\ngroup={p1} /c1\ngroup={p3} /c3\n",
+            "partitions={}\nauto=false\nversion=0\ngroup={p1} /c1\ngroup={p3} /c3\n\
+             group={nested} {NESTED_GROUP}\n",
             self.partitions
         );
         let set = Request::SetData(stoa_proto::records::SetDataRequest {
@@ -1302,13 +1304,36 @@ impl Sim {
         let engine = self.servers[leader].engine().expect("leader runs");
         if self.partitions > 1 {
             // Wherever the moves left the group, its keys are there alone.
-            let on = engine.partition_of("/c1");
+            for (key, group) in [("/c1/k0", "/c1"), ("/c3/k0", "/c3")] {
+                let on = engine.partition_of(group);
+                for (p, core) in engine.cores.iter().enumerate() {
+                    let here = core.tree.node(key).is_some();
+                    assert_eq!(
+                        here,
+                        p == on,
+                        "seed {seed}: {key} on partition {p}; {group} is on {on}"
+                    );
+                }
+            }
+            // The nested group's node is on its partition, its link on its
+            // parent's, and a stub /c3 above it where /c3 is neither served
+            // nor linked (its link is on partition 0, with `/`).
+            let (on, parents) = (
+                engine.partition_of(NESTED_GROUP),
+                engine.partition_of("/c3"),
+            );
             for (p, core) in engine.cores.iter().enumerate() {
-                let here = core.tree.node("/c1/k0").is_some();
+                let held = core.tree.node(NESTED_GROUP).is_some();
                 assert_eq!(
-                    here,
-                    p == on,
-                    "seed {seed}: /c1/k0 on partition {p}; /c1 is on {on}"
+                    held,
+                    p == on || p == parents,
+                    "seed {seed}: {NESTED_GROUP} on partition {p}: on {on}, its parent on {parents}"
+                );
+                let stubs = usize::from(p == on && on != parents && on != 0);
+                assert_eq!(
+                    core.tree.stub_count(),
+                    stubs,
+                    "seed {seed}: stubs on partition {p}"
                 );
             }
         }

@@ -171,6 +171,11 @@ impl Engine {
             let Some(ready) = self.order.as_mut().and_then(|order| order.next_ready()) else {
                 break;
             };
+            if ready.void {
+                self.apply_run(&mut run);
+                self.skip_void_entry(ready.partition, &ready.entry);
+                continue;
+            }
             match self.take_plain(ready.partition, &ready.entry) {
                 Some(txn) => {
                     let ends_run = self.may_release_reads(&mut run, &txn.header);
@@ -194,6 +199,33 @@ impl Engine {
         }
         self.apply_run(&mut run);
         self.run = run;
+    }
+
+    /// An entry a seal voided (`ApplyOrder::seal`): committed in its
+    /// group's log but applied nowhere, as if it never committed. Only its
+    /// bookkeeping is done.
+    fn skip_void_entry(&mut self, partition: usize, entry: &Entry) {
+        let core = &mut self.cores[partition];
+        assert!(
+            entry.index == core.applied_index + 1,
+            "skipping {} after {}",
+            entry.index,
+            core.applied_index
+        );
+        core.applied_index = entry.index;
+        core.applied_term = entry.term;
+        core.log_bytes_since_snapshot += entry.data.len() as u64;
+        if let Some(zxid) = Txn::zxid_of(&entry.data) {
+            log::info!("partition {partition}: zxid {zxid:#x} voided by its seal, not applied");
+            // A leader's own (it cannot have sealed after proposing it).
+            if core
+                .in_flight
+                .front()
+                .is_some_and(|t| t.header.zxid == zxid)
+            {
+                core.in_flight.pop_front();
+            }
+        }
     }
 
     /// The entry's transaction if it is plain, with the bookkeeping
