@@ -206,15 +206,7 @@ impl Engine {
     /// bookkeeping is done.
     fn skip_void_entry(&mut self, partition: usize, entry: &Entry) {
         let core = &mut self.cores[partition];
-        assert!(
-            entry.index == core.applied_index + 1,
-            "skipping {} after {}",
-            entry.index,
-            core.applied_index
-        );
-        core.applied_index = entry.index;
-        core.applied_term = entry.term;
-        core.log_bytes_since_snapshot += entry.data.len() as u64;
+        core.take_entry(entry);
         if let Some(zxid) = Txn::zxid_of(&entry.data) {
             log::info!("partition {partition}: zxid {zxid:#x} voided by its seal, not applied");
             // A leader's own (it cannot have sealed after proposing it).
@@ -251,15 +243,7 @@ impl Engine {
             }
             txn
         };
-        assert!(
-            entry.index == core.applied_index + 1,
-            "applying {} after {}",
-            entry.index,
-            core.applied_index
-        );
-        core.applied_index = entry.index;
-        core.applied_term = entry.term;
-        core.log_bytes_since_snapshot += entry.data.len() as u64;
+        core.take_entry(entry);
         Some(txn)
     }
 

@@ -154,6 +154,20 @@ impl PartitionCore {
         Some(txn)
     }
 
+    /// The bookkeeping of a transaction entry taken from the order (applied
+    /// or voided): the next index, its term, the log it adds to.
+    pub fn take_entry(&mut self, entry: &raft::eraftpb::Entry) {
+        assert!(
+            entry.index == self.applied_index + 1,
+            "taking {} after {}",
+            entry.index,
+            self.applied_index
+        );
+        self.applied_index = entry.index;
+        self.applied_term = entry.term;
+        self.log_bytes_since_snapshot += entry.data.len() as u64;
+    }
+
     /// Applies a committed transaction to the tree.
     pub fn apply<'t>(&mut self, txn: &'t Txn) -> Applied<'t> {
         self.apply_as(txn, false)
