@@ -496,6 +496,9 @@ pub struct Engine {
     /// Extensions' writes made by the entries a new leader applied before
     /// its seal: (extension, session, writes), proposed right after it.
     held_internal_writes: Vec<(String, SessionId, Vec<stoa_ext::WriteOp>)>,
+    /// Whether a leader wrote the placement (or one partition needs none):
+    /// `Engine::placement_settled`.
+    placement_settled: bool,
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
@@ -560,6 +563,7 @@ impl Engine {
             group_moves_in_flight: None,
             group_load: Default::default(),
             held_internal_writes: Vec::new(),
+            placement_settled: false,
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),

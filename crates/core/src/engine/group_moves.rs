@@ -165,6 +165,7 @@ impl Engine {
         if self.group_moves_in_flight.is_some_and(|at| at <= zxid) {
             self.group_moves_in_flight = None;
         }
+        self.note_placement_state();
     }
 
     /// Moves `root`'s group from partition `from` to `to` (the placement

@@ -25,6 +25,12 @@ impl Engine {
     /// added), wherever they now live. Until then the node only mirrors
     /// the configuration, and is written from it.
     pub(super) fn settle_placement(&mut self) -> Result<(), String> {
+        let settled = self.settle_placement_node();
+        self.note_placement_state();
+        settled
+    }
+
+    fn settle_placement_node(&mut self) -> Result<(), String> {
         if self.cores.len() == 1 {
             return Ok(());
         }
@@ -209,7 +215,14 @@ impl Engine {
     /// ensemble's placement (a member configured with other groups would
     /// otherwise route that client's reads by its own until then).
     pub(super) fn placement_settled(&self) -> bool {
-        self.cores.len() == 1 || self.placement_node_version().is_none_or(|v| v > 0)
+        self.placement_settled
+    }
+
+    /// Recomputes `placement_settled` (kept, since `may_prepare` asks on
+    /// every write): after the trees were replaced, or the node written.
+    pub(super) fn note_placement_state(&mut self) {
+        self.placement_settled =
+            self.cores.len() == 1 || self.placement_node_version().is_none_or(|v| v > 0);
     }
 
     /// The placement the data holds, if any.
