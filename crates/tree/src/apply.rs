@@ -325,8 +325,6 @@ impl DataTree {
             Some(_) => {}
         }
         self.detach(&p, Some(zxid));
-        // A nested group root's node hung from stubs nothing else needs.
-        self.prune_stubs(&parent_path);
         ev.push(event(TreeEventKind::NodeDeleted, p));
         ev.push(event(TreeEventKind::NodeChildrenChanged, parent_path));
         Ok(())

@@ -46,11 +46,19 @@ impl DataTree {
         self.attach(parent, stub);
     }
 
-    /// Takes out the stub at `p` if nothing hangs from it, then its
+    /// Takes out the stub at `p` (or, if there is no node at `p`, at its
+    /// nearest ancestor there is) if nothing hangs from it, then its
     /// parent's the same way, up to the first node that is no stub or
     /// still has children.
     pub fn prune_stubs(&mut self, p: &str) {
-        let mut at = path::canonical(p).to_owned();
+        let mut nearest = path::canonical(p);
+        while self.node(nearest).is_none() {
+            match path::parent_of(nearest) {
+                Some(parent) => nearest = path::canonical(parent),
+                None => return,
+            }
+        }
+        let mut at = nearest.to_owned();
         loop {
             let prune = self
                 .node(&at)

@@ -393,13 +393,18 @@ impl DataTree {
     pub(crate) fn detach(&mut self, p: &str, zxid: Option<i64>) -> Option<Node> {
         let parent = path::canonical(path::parent_of(p)?);
         let node = self.children_mut(parent)?.remove(path::name_of(p))?;
+        let mut emptied_stub = false;
         if let Some(zxid) = zxid {
             let raise = |s: &mut PersistedStat| s.pzxid = s.pzxid.max(zxid);
-            self.update_node(parent, &raise, None, None)
-                .expect("the parent is there");
+            let left = (self.update_node(parent, &raise, None, None)).expect("the parent is there");
+            emptied_stub = left.child_count == 0 && crate::stubs::is_stub(parent, &left.stat);
         }
         assert!(node.children.is_empty(), "detach {p}: node has children");
         self.note_removed(p, node.as_ref());
+        if emptied_stub {
+            // A nested group root's node hung from stubs nothing else needs.
+            self.prune_stubs(parent);
+        }
         Some(node)
     }
 
@@ -442,11 +447,16 @@ impl DataTree {
             return Err("no root".into());
         }
         let (mut nodes, mut data_bytes) = (0usize, 0u64);
+        let (mut stubs, mut stub_bytes) = (0usize, 0u64);
         let (mut ephemeral_count, mut container_count, mut ttl_count) = (0usize, 0usize, 0usize);
         let mut first_error = None;
         self.walk(|p, n| {
             nodes += 1;
             data_bytes += node_bytes(p, n);
+            if crate::stubs::is_stub(p, &n.stat) {
+                stubs += 1;
+                stub_bytes += node_bytes(p, n);
+            }
             if first_error.is_none() {
                 first_error = check_node(self, p, n).err();
             }
@@ -463,13 +473,6 @@ impl DataTree {
         if nodes != self.node_count {
             return Err(format!("{nodes} nodes, count kept as {}", self.node_count));
         }
-        let (mut stubs, mut stub_bytes) = (0usize, 0u64);
-        self.walk(|p, n| {
-            if crate::stubs::is_stub(p, &n.stat) {
-                stubs += 1;
-                stub_bytes += node_bytes(p, n);
-            }
-        });
         if (stubs, stub_bytes) != (self.stubs, self.stub_bytes) {
             return Err(format!(
                 "{stubs} stubs of {stub_bytes} bytes, kept as {} of {}",

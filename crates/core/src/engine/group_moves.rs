@@ -202,14 +202,12 @@ impl Engine {
             let link = subtree.link();
             self.cores[from].tree.adopt(root, link, zxid);
         }
-        // What `to` held at the root: its link (when `to` is the parent's
-        // partition) or stubs, which the node replaces.
-        if moving.is_some() {
-            self.cores[to].tree.evict(root, zxid);
-        }
         let landed = moving.is_some();
         if let Some(subtree) = moving {
             let tree = &mut self.cores[to].tree;
+            // What `to` held at the root: its link (when `to` is the
+            // parent's partition) or stubs, which the node replaces.
+            tree.evict(root, zxid);
             tree.ensure_stubs(root);
             tree.adopt(root, subtree, zxid);
         }
@@ -233,11 +231,7 @@ impl Engine {
             tree.adopt(&nested, subtree, zxid);
         }
         // Stubs the group hung from where it left, if nothing else does.
-        let tree = &mut self.cores[from].tree;
-        match stoa_tree::parent_of(root) {
-            Some(parent) if tree.node(root).is_none() => tree.prune_stubs(parent),
-            _ => tree.prune_stubs(root),
-        }
+        self.cores[from].tree.prune_stubs(root);
     }
 
     /// The groups nested in `root` that live on `partition` and in no other
