@@ -46,6 +46,7 @@ mod handoff;
 mod invariants;
 mod leader_loss;
 mod lent_apply;
+mod lent_prep;
 pub use lent_apply::{InlineWorkers, PartitionWorkers};
 mod monitor;
 mod ownership;
@@ -510,6 +511,8 @@ pub struct Engine {
     workers: Box<dyn lent_apply::PartitionWorkers>,
     /// The run of plain transactions being applied, its buffers kept.
     run: lent_apply::Run,
+    /// Plain writes admitted this turn, not yet prepared.
+    prep_batch: lent_prep::PrepBatch,
 }
 
 impl Engine {
@@ -575,6 +578,7 @@ impl Engine {
             },
             workers: Box::new(lent_apply::InlineWorkers),
             run: Default::default(),
+            prep_batch: Default::default(),
             config,
         };
         // A lone voter is leader from the start; that is no change of leader.
@@ -690,6 +694,26 @@ impl Engine {
     }
 
     pub fn handle(&mut self, input: Input) {
+        // A turn's client requests, its own clients' or forwarded, may
+        // leave plain writes to prepare together (`engine/lent_prep.rs`);
+        // anything else finds them prepared.
+        let requests = matches!(
+            input,
+            Input::Frames { .. }
+                | Input::Peer {
+                    message: forward::EngineMessage::Forward { .. },
+                    ..
+                }
+        );
+        if !requests {
+            self.prepare_batch();
+        }
+        self.open_prep_batch(requests);
+        self.handle_input(input);
+        self.open_prep_batch(false);
+    }
+
+    fn handle_input(&mut self, input: Input) {
         match input {
             Input::Accepted { conn, peer } => self.gate.accept(conn, peer, self.now_ms),
             Input::ClientCertificate { conn, subject } => {
@@ -747,6 +771,7 @@ impl Engine {
 
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
+        self.prepare_batch();
         assert_eq!(
             self.ensemble.outgoing.is_some(),
             self.in_joint_config(),
@@ -780,6 +805,7 @@ impl Engine {
     /// Runs raft until it has nothing more to do now, and returns everything
     /// the engine wants done outside.
     pub fn take_output(&mut self) -> Output {
+        self.prepare_batch();
         self.roll_epoch();
         self.drive_raft();
         // Sessions established while raft ran (createSession applied, an
@@ -1085,12 +1111,13 @@ impl Engine {
     /// of the node it names, or of a transaction of parts, the first
     /// part's.
     pub(crate) fn propose_on(&mut self, partition: usize, txn: Txn) {
+        debug_assert!(
+            self.prep_batch.is_empty(),
+            "a proposal made while plain writes before it wait unprepared"
+        );
         // Watch extensions see each partition's changes on its speculative
         // tree (a transaction of parts, part by part).
         let txn = self.decide_watches(partition, txn);
-        let mut data = Vec::with_capacity(txn.encoded_len());
-        txn.encode(&mut data);
-        debug_assert_eq!(data.len(), txn.encoded_len());
         if let TxnOp::Parts { parts, .. } = &txn.op {
             assert_eq!(
                 parts[0].0 as usize, partition,
@@ -1108,19 +1135,7 @@ impl Engine {
         if extensions::changes_registration(&txn.op) {
             (self.cores[0].registrations_in_flight).push_back(txn.header.zxid);
         }
-        let core = &mut self.cores[partition];
-        if let Some(to) = core.raft.raft.lead_transferee {
-            // raft-rs drops proposals while it hands leadership over; client
-            // writes are held meanwhile, and what cannot wait (a session's
-            // creation or expiry) keeps this leader.
-            log::info!("leader transfer to server {to} abandoned: a transaction must go out");
-            core.raft.raft.abort_leader_transfer();
-        }
-        if let Err(e) = core.raft.propose(vec![], data) {
-            // Only a non-leader refuses; standalone is always leader once caught up.
-            panic!("raft refused a proposal of partition {partition}: {e}");
-        }
-        core.proposed(txn);
+        self.cores[partition].propose_txn(partition, txn);
     }
 
     /// Stops maintaining the speculative trees (nothing reads them).

@@ -133,6 +133,9 @@ pub fn mntr(m: &Monitor) -> String {
         ("stoa_apply_runs", s.apply_runs.to_string()),
         ("stoa_apply_run_txns", s.apply_run_txns.to_string()),
         ("stoa_apply_runs_lent", s.apply_runs_lent.to_string()),
+        ("stoa_prep_batches", s.prep_batches.to_string()),
+        ("stoa_prep_batch_writes", s.prep_batch_writes.to_string()),
+        ("stoa_prep_batches_lent", s.prep_batches_lent.to_string()),
     ];
     let mut out = String::new();
     for (k, v) in rows {

@@ -35,6 +35,12 @@ pub struct Stats {
     pub apply_runs: u64,
     pub apply_run_txns: u64,
     pub apply_runs_lent: u64,
+    /// Batches of plain writes prepared with several partitions, the
+    /// writes in them, and the batches lent to worker threads
+    /// (`engine/lent_prep.rs`).
+    pub prep_batches: u64,
+    pub prep_batch_writes: u64,
+    pub prep_batches_lent: u64,
     pub txns_applied: u64,
     pub request_errors: u64,
     pub sessions_expired: u64,

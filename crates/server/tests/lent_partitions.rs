@@ -2,7 +2,10 @@
 //! produce, byte for byte, what the engine produces applying them on its
 //! own thread: the same workload through two engines of three partitions,
 //! one with the pool and one without, gives the same replies, events and
-//! WAL records, and the pool is used.
+//! WAL records, and the pool is used, both to prepare writes and to apply
+//! them. A third engine takes its output after every request, so that no
+//! write waits in a batch to be prepared: each connection is answered as
+//! by the other two.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,10 +61,13 @@ struct Transcript {
 struct Driver {
     engine: Engine,
     seen: Transcript,
+    /// Takes the output after every request: each write is prepared
+    /// alone, as it arrives.
+    flush_each: bool,
 }
 
 impl Driver {
-    fn new(workers: Option<Box<dyn PartitionWorkers>>) -> Driver {
+    fn new(workers: Option<Box<dyn PartitionWorkers>>, flush_each: bool) -> Driver {
         let mut engine = Engine::new(
             config(),
             vec![Recovered::empty(), Recovered::empty(), Recovered::empty()],
@@ -77,6 +83,7 @@ impl Driver {
                 sends: vec![Vec::new(); CONNS as usize + 1],
                 records: Vec::new(),
             },
+            flush_each,
         };
         driver.flush();
         driver
@@ -121,6 +128,9 @@ impl Driver {
             request,
         );
         self.engine.handle(Input::Frames { conn, bytes });
+        if self.flush_each {
+            self.flush();
+        }
     }
 }
 
@@ -210,18 +220,30 @@ fn workload(d: &mut Driver) {
 
 #[test]
 fn lent_partitions_answer_byte_for_byte_as_the_engines_own_thread() {
-    let mut inline = Driver::new(None);
+    let mut inline = Driver::new(None, false);
     workload(&mut inline);
     let runs = Arc::new(AtomicU64::new(0));
     let pool = Counting {
         pool: PartitionPool::start(2).unwrap(),
         runs: runs.clone(),
     };
-    let mut lent = Driver::new(Some(Box::new(pool)));
+    let mut lent = Driver::new(Some(Box::new(pool)), false);
     workload(&mut lent);
+    let mut one_by_one = Driver::new(None, true);
+    workload(&mut one_by_one);
+    let stats = lent.engine.monitor().stats;
     assert!(
-        runs.load(Ordering::Relaxed) > 0,
-        "no run was long enough to be lent"
+        stats.prep_batches_lent > 0 && stats.apply_runs_lent > 0,
+        "no batch or no run was long enough to be lent: {stats:?}"
+    );
+    assert_eq!(
+        runs.load(Ordering::Relaxed),
+        stats.prep_batches_lent + stats.apply_runs_lent
+    );
+    let alone = one_by_one.engine.monitor().stats;
+    assert_eq!(
+        alone.prep_batches, alone.prep_batch_writes,
+        "a batch of several writes"
     );
     assert!(inline.seen.sends.iter().skip(1).all(|s| !s.is_empty()));
     for (conn, (a, b)) in (inline.seen.sends.iter().zip(&lent.seen.sends)).enumerate() {
@@ -231,4 +253,10 @@ fn lent_partitions_answer_byte_for_byte_as_the_engines_own_thread() {
         inline.seen.records == lent.seen.records,
         "the WAL records differ"
     );
+    for (conn, (a, b)) in (inline.seen.sends.iter().zip(&one_by_one.seen.sends)).enumerate() {
+        assert!(
+            a == b,
+            "connection {conn} was answered differently when every request was prepared on arrival"
+        );
+    }
 }

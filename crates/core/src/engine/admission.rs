@@ -123,6 +123,7 @@ impl Engine {
         }
         if let Some(root) = self.auto_group_for(&admission.request) {
             // The group first; the request once it applied.
+            self.prepare_batch();
             self.propose_group_add(&root);
             self.cores[0].held_writes.push_back(admission);
             return Admitted::Held;
@@ -134,6 +135,13 @@ impl Engine {
             request,
             ..
         } = admission;
+        if let Some(partition) = self.batch_partition(&request) {
+            let zxid = self.next_zxid();
+            self.batch_write(partition, zxid, sid, xid, identity, request);
+            return Admitted::Proposed(zxid);
+        }
+        // Whatever follows prepares or proposes: the batch's writes first.
+        self.prepare_batch();
         if let Some(name) = self.extension_for(&request) {
             self.leader_extension_write(origin, sid, xid, &identity.ids, &name, &request);
             return Admitted::Answered;
@@ -242,6 +250,8 @@ impl Engine {
     /// which connection the leader accepts the session's writes from.
     pub(super) fn admit_session(&mut self, call: SessionCall) -> SessionAdmitted {
         debug_assert!(self.is_leader(), "only a leader admits sessions");
+        // A session's life reads what is in flight and proposes.
+        self.prepare_batch();
         match call {
             SessionCall::Create {
                 origin: (server, conn),

@@ -1458,6 +1458,16 @@ fn run(seed: u64, voters: u64, partitions: u32) {
             sim.moves,
             participants,
         );
+        let batched = |stat: fn(&Engine) -> u64| -> u64 {
+            (sim.servers.iter())
+                .map(|s| s.engine().map_or(0, stat))
+                .sum()
+        };
+        eprintln!(
+            "  plain writes prepared in batches (since last restart): {} in {} batches",
+            batched(|e| e.stats.prep_batch_writes),
+            batched(|e| e.stats.prep_batches),
+        );
         eprintln!(
             "  steps with 0, 1, .. servers down or cut off: {:?}; with a leader: {}; in a joint configuration (steps, crashes): {:?}",
             sim.fault_steps, sim.leader_steps, sim.joint

@@ -34,6 +34,9 @@ impl Engine {
                 }
             }
         }
+        if !self.prep_batch.is_empty() {
+            return Err("plain writes left unprepared after their turn".into());
+        }
         self.gate
             .check_invariants(self.applied_zxid())
             .map_err(|e| format!("gate: {e}"))?;

@@ -129,6 +129,26 @@ impl PartitionCore {
         self.raft.raft.term
     }
 
+    /// Proposes `txn` to this partition's group (`partition`, for the
+    /// message should raft refuse: only a server that does not lead does).
+    pub fn propose_txn(&mut self, partition: usize, txn: Txn) {
+        let mut data = Vec::with_capacity(txn.encoded_len());
+        txn.encode(&mut data);
+        debug_assert_eq!(data.len(), txn.encoded_len());
+        if let Some(to) = self.raft.raft.lead_transferee {
+            // raft-rs drops proposals while it hands leadership over; client
+            // writes are held meanwhile, and what cannot wait (a session's
+            // creation or expiry) keeps this leader.
+            log::info!("leader transfer to server {to} abandoned: a transaction must go out");
+            self.raft.raft.abort_leader_transfer();
+        }
+        if let Err(e) = self.raft.propose(vec![], data) {
+            // Only a non-leader refuses; standalone is always leader once caught up.
+            panic!("raft refused a proposal of partition {partition}: {e}");
+        }
+        self.proposed(txn);
+    }
+
     /// Bookkeeping for a transaction raft accepted.
     pub fn proposed(&mut self, txn: Txn) {
         // A transaction of parts reaches each speculative tree part by

@@ -1,0 +1,235 @@
+//! Preparing client writes with the partitions lent to worker threads
+//! (docs/partitions.md, "Lent partitions: preparing", slice 5b's second
+//! phase).
+//!
+//! While the leader takes in one turn's client frames and followers'
+//! forwards, a *plain* write (a data write whose ops all go to one
+//! partition, touching neither `/zookeeper` nor `/extensions`, with no
+//! node or watch extension involved) gets its zxid at once, as every write
+//! does (its reply is matched by it), and waits in a batch to be prepared.
+//! The batch is prepared, in zxid order per partition, before anything else
+//! prepares or proposes, reads a speculative tree or in-flight list, or may
+//! change leadership: before every admission that is not plain, and at the
+//! start of every input other than frames and forwards, of every tick and
+//! of every output taken. So each group receives its proposals in zxid
+//! order and each check sees every earlier write of its partition, as when
+//! each write was prepared on arrival, and no write waits past the turn.
+//!
+//! Preparing a batch: each partition prepares its share against its own
+//! tree and pending changes and proposes it to its own group. The shares
+//! touch disjoint state (each job borrows one partition core), so they may
+//! run on any threads at once; without workers (the simulator,
+//! `partition.threads=0`) they run one after another, the same phases, so
+//! the simulator checks the batching under every fault. With one
+//! partition nothing is batched: each write is prepared on arrival.
+
+use stoa_proto::request::Request;
+use stoa_tree::{PrepContext, Txn};
+
+use super::handoff::Identity;
+use super::partition_core::PartitionCore;
+use super::routing::WriteRoute;
+use super::Engine;
+use crate::session::SessionId;
+
+/// Writes below which a batch is prepared on the engine's thread even with
+/// workers: waking a thread costs some microseconds, preparing a plain
+/// write a few.
+const LEND_MIN_WRITES: usize = 32;
+
+/// A plain write admitted and given its zxid, not yet prepared.
+pub(super) struct PlainWrite {
+    zxid: i64,
+    session_id: SessionId,
+    xid: i32,
+    time_ms: i64,
+    identity: Identity,
+    request: Request,
+}
+
+/// The plain writes of the turn under way, per partition in zxid order.
+/// Its vectors are kept from batch to batch.
+#[derive(Default)]
+pub(super) struct PrepBatch {
+    /// Requests are being taken in (an input of frames or a forward):
+    /// plain writes may wait here until the turn's output.
+    open: bool,
+    writes: usize,
+    /// Per partition, its share in zxid order.
+    shares: Vec<Vec<PlainWrite>>,
+    /// Per partition, the writes of its share that failed (counted as
+    /// request errors, as a write prepared on arrival is).
+    errors: Vec<u64>,
+}
+
+impl PrepBatch {
+    pub(super) fn is_empty(&self) -> bool {
+        self.writes == 0
+    }
+}
+
+/// Whether `request` is a data write, the kind a batch may hold.
+fn is_data_write(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::Create(_)
+            | Request::Create2(_)
+            | Request::CreateContainer(_)
+            | Request::CreateTtl(_)
+            | Request::Delete(_)
+            | Request::SetData(_)
+            | Request::SetAcl(_)
+            | Request::Multi(_)
+    )
+}
+
+/// Whether a path is one whose writes change the engine, not only a tree:
+/// the configuration, the placement, the extensions' registry.
+fn is_engine_path(path: &str) -> bool {
+    stoa_tree::within(path, stoa_tree::ZOOKEEPER)
+        || stoa_tree::within(path, super::extensions::EXTENSIONS_ROOT)
+}
+
+impl PartitionCore {
+    /// Prepares this partition's share of a batch in zxid order and
+    /// proposes each transaction to its group; returns how many failed.
+    fn prepare_share(
+        &mut self,
+        partition: usize,
+        share: &mut Vec<PlainWrite>,
+        ttl_enabled: bool,
+    ) -> u64 {
+        let mut errors = 0;
+        for write in share.drain(..) {
+            let ctx = PrepContext {
+                session_id: write.session_id,
+                cxid: write.xid,
+                zxid: write.zxid,
+                time_ms: write.time_ms,
+                ids: &write.identity.ids,
+                is_super: write.identity.is_super,
+                ttl_enabled,
+            };
+            let prepared =
+                self.preparing(|preparer, tree| preparer.prepare(tree, &ctx, &write.request));
+            let txn = match prepared {
+                Ok(txn) => txn,
+                Err(e) => {
+                    errors += 1;
+                    Txn {
+                        header: ctx.header(),
+                        op: e.into_txn_op(),
+                    }
+                }
+            };
+            self.propose_txn(partition, txn);
+        }
+        errors
+    }
+}
+
+impl Engine {
+    /// Opens the batch to the plain writes of an input of frames or
+    /// forwards, or closes it (what it holds waits for `prepare_batch`).
+    pub(super) fn open_prep_batch(&mut self, open: bool) {
+        self.prep_batch.open = open && self.cores.len() > 1;
+    }
+
+    /// The partition a request admitted now may wait in the batch for:
+    /// `Some` only for a plain write while the batch is open.
+    pub(super) fn batch_partition(&self, request: &Request) -> Option<usize> {
+        if !self.prep_batch.open
+            || !is_data_write(request)
+            || self.extensions.has_watch_extensions()
+        {
+            return None;
+        }
+        let engine_path = match request {
+            Request::Multi(ops) => ops.iter().any(|op| op.path().is_none_or(is_engine_path)),
+            request => request.path().is_none_or(is_engine_path),
+        };
+        if engine_path || self.routes_to_extension(request) {
+            return None;
+        }
+        match self.write_route(request) {
+            WriteRoute::On(partition) => Some(partition),
+            WriteRoute::RootChange { .. } | WriteRoute::MultiAcross => None,
+        }
+    }
+
+    /// Puts a plain write, its zxid just handed out, in the batch.
+    pub(super) fn batch_write(
+        &mut self,
+        partition: usize,
+        zxid: i64,
+        session_id: SessionId,
+        xid: i32,
+        identity: Identity,
+        request: Request,
+    ) {
+        debug_assert!(
+            self.prep_batch.open,
+            "a write batched outside a turn's requests"
+        );
+        if self.group_load_counted() {
+            self.count_group_request(&request);
+        }
+        let batch = &mut self.prep_batch;
+        batch.shares.resize_with(self.cores.len(), Vec::new);
+        batch.shares[partition].push(PlainWrite {
+            zxid,
+            session_id,
+            xid,
+            time_ms: self.now_ms,
+            identity,
+            request,
+        });
+        batch.writes += 1;
+    }
+
+    /// Prepares and proposes every write of the batch (lent when it is
+    /// worth it); leaves it empty.
+    pub(super) fn prepare_batch(&mut self) {
+        let batch = &mut self.prep_batch;
+        if batch.is_empty() {
+            return;
+        }
+        batch.errors.clear();
+        batch.errors.resize(batch.shares.len(), 0);
+        self.stats.prep_batches += 1;
+        self.stats.prep_batch_writes += batch.writes as u64;
+        let ttl_enabled = self.config.ttl_enabled;
+        let busy = batch
+            .shares
+            .iter()
+            .filter(|share| !share.is_empty())
+            .count();
+        let lend = busy > 1 && batch.writes >= LEND_MIN_WRITES && self.workers.threads() > 0;
+        let jobs = (self.cores.iter_mut().enumerate())
+            .zip(&mut batch.shares)
+            .zip(&mut batch.errors);
+        if lend {
+            self.stats.prep_batches_lent += 1;
+            let mut jobs: Vec<Box<dyn FnMut() + Send + '_>> = jobs
+                .filter(|((_, share), _)| !share.is_empty())
+                .map(|(((partition, core), share), errors)| {
+                    Box::new(move || *errors = core.prepare_share(partition, share, ttl_enabled))
+                        as Box<dyn FnMut() + Send + '_>
+                })
+                .collect();
+            let mut refs: Vec<&mut (dyn FnMut() + Send)> =
+                jobs.iter_mut().map(|job| &mut **job as _).collect();
+            self.workers.run_all(&mut refs);
+        } else {
+            for (((partition, core), share), errors) in jobs {
+                *errors = core.prepare_share(partition, share, ttl_enabled);
+            }
+        }
+        debug_assert!(
+            batch.shares.iter().all(Vec::is_empty),
+            "a share left unprepared"
+        );
+        self.stats.request_errors += batch.errors.iter().sum::<u64>();
+        batch.writes = 0;
+    }
+}
