@@ -27,7 +27,8 @@ ROUNDS = 150
 def start(request, shape, threads):
     """A standalone server, or a 3-member ensemble whose follower (it applies decoded entries, the leader its own) is the one
     the kazoo sessions use and whose counters are checked; the bench's
-    sessions spread over every member."""
+    sessions spread over every member. Returns that server, the hosts, and
+    the server that prepares the writes (the leader)."""
     cfg = dict(GROUPS, **{"partition.threads": threads})
     if shape == "ensemble":
         ensemble = h.Ensemble(kind="stoa", extra_cfg=cfg)
@@ -35,12 +36,12 @@ def start(request, shape, threads):
         ensemble.start()
         leader = ensemble.leader()
         assert leader is not None, "no leader"
-        follower = next(m for i, m in enumerate(ensemble.members, 1) if i != leader)
-        return follower, ensemble.hosts
+        follower = next(m for m in ensemble.members if m is not leader)
+        return follower, ensemble.hosts, leader
     srv = h.Server(kind="stoa", extra_cfg=cfg)
     request.addfinalizer(srv.cleanup)
     srv.start()
-    return srv, srv.hosts
+    return srv, srv.hosts, srv
 
 
 def pipelined_writer(srv, n, out, armed):
@@ -130,7 +131,7 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     and reads and watch each other's keys: every read sees exactly its own
     session's write before it, every watch fires once, and every bench call
     succeeds, whether the partitions apply on worker threads or not."""
-    srv, hosts = start(request, shape, threads)
+    srv, hosts, preparer = start(request, shape, threads)
     bench, bench_out = start_bench(hosts, tmp_path)
     try:
         h.wait_until(lambda: h.mntr_int(srv, "stoa_apply_run_txns") > 5000, timeout=30,
@@ -163,3 +164,13 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         assert lent == 0
     else:
         assert lent > 0, f"no run was lent ({runs} runs of {txns} transactions)"
+    # The leader prepared the plain writes in batches, lent or not as it
+    # applied them (engine/lent_prep.rs).
+    batches = h.mntr_int(preparer, "stoa_prep_batches")
+    writes = h.mntr_int(preparer, "stoa_prep_batch_writes")
+    batches_lent = h.mntr_int(preparer, "stoa_prep_batches_lent")
+    assert batches > 0 and writes >= WRITERS * ROUNDS * len(ROOTS)
+    if threads == 0:
+        assert batches_lent == 0
+    else:
+        assert batches_lent > 0, f"no batch was lent ({batches} batches of {writes} writes)"
