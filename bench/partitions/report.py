@@ -589,7 +589,7 @@ def _model_section(L, doc, plots):
             ("owned (o linear)", W), ("owned, no WAL bound (o const)", W),
             ("one thread (o const)", R), ("owned (o const)", R), ("owned (o linear)", R)]
     a("| P | 0.7 x P (target) | device sweep setData, before threads | writes: one thread "
-      "(built, threads=0) | apply lent (built) | + prep lent, io.threads | owned partitions "
+      "(built, threads=0) | apply lent (built) | + prep lent (built), io.threads (built) | owned partitions "
       "| owned, o x (P-1) | owned, no WAL bound | device sweep getData | reads: one thread "
       "| owned partitions | owned, o x (P-1) |")
     a("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -717,7 +717,7 @@ def _reading(L, doc):
         nowal = W.get("owned, no WAL bound (o const)", {})
         inp = (doc.get("model_inputs") or {}).get("write") or {}
         out.append("**The model**: the lent apply (built) can reach %.2fx at P=8, prep "
-                   "lent with I/O threads %.2fx; owned partitions %.2fx, bounded by the one "
+                   "lent with I/O threads (both built) %.2fx; owned partitions %.2fx, bounded by the one "
                    "WAL thread at its present CPU per write (%.2f µs), %.2fx without that "
                    "bound. The target, 5.6x at P=8, needs owned partitions and a WAL that "
                    "does not stay one thread's work per write; the device sweep (about 1x "
