@@ -694,6 +694,10 @@ impl Engine {
     }
 
     pub fn handle(&mut self, input: Input) {
+        if self.cores.len() == 1 {
+            // One partition prepares each write on arrival.
+            return self.handle_input(input);
+        }
         // A turn's client requests, its own clients' or forwarded, may
         // leave plain writes to prepare together (`engine/lent_prep.rs`);
         // anything else finds them prepared.
@@ -713,6 +717,7 @@ impl Engine {
         self.open_prep_batch(false);
     }
 
+    #[inline(always)]
     fn handle_input(&mut self, input: Input) {
         match input {
             Input::Accepted { conn, peer } => self.gate.accept(conn, peer, self.now_ms),

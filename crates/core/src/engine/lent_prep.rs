@@ -132,7 +132,8 @@ impl Engine {
     /// Opens the batch to the plain writes of an input of frames or
     /// forwards, or closes it (what it holds waits for `prepare_batch`).
     pub(super) fn open_prep_batch(&mut self, open: bool) {
-        self.prep_batch.open = open && self.cores.len() > 1;
+        debug_assert!(self.cores.len() > 1, "one partition prepares on arrival");
+        self.prep_batch.open = open;
     }
 
     /// The partition a request admitted now may wait in the batch for:

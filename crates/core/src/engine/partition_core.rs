@@ -131,6 +131,7 @@ impl PartitionCore {
 
     /// Proposes `txn` to this partition's group (`partition`, for the
     /// message should raft refuse: only a server that does not lead does).
+    #[inline]
     pub fn propose_txn(&mut self, partition: usize, txn: Txn) {
         let mut data = Vec::with_capacity(txn.encoded_len());
         txn.encode(&mut data);
