@@ -14,12 +14,11 @@ use std::net::SocketAddr;
 use raft::eraftpb::Entry;
 use raft::RawNode;
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::frame::{
-    decode_connect_request, decode_request_frame, FrameDecoder, RequestFrameError,
-};
+use stoa_proto::frame::{decode_connect_request, FrameDecoder, RequestFrameError};
 use stoa_proto::response::Response;
 use stoa_tree::{DataTree, Txn, TxnOp};
 
+use crate::client_frame::ClientFrame;
 use crate::ensemble::Role;
 use crate::raft_log::RaftLog;
 use crate::session::{Pending, SessionId};
@@ -328,6 +327,12 @@ pub enum Input {
     Frames {
         conn: ConnId,
         bytes: Vec<u8>,
+    },
+    /// Whole frames as their reader cut and decoded them
+    /// (`client_frame::decode_frames`).
+    Requests {
+        conn: ConnId,
+        frames: Vec<ClientFrame<'static>>,
     },
     /// A connection's TLS client certificate named this subject (RFC
     /// 2253): its requests carry the `x509` identity too, as ZooKeeper's
@@ -704,6 +709,7 @@ impl Engine {
         let requests = matches!(
             input,
             Input::Frames { .. }
+                | Input::Requests { .. }
                 | Input::Peer {
                     message: forward::EngineMessage::Forward { .. },
                     ..
@@ -729,6 +735,11 @@ impl Engine {
                 self.gate.add_identity(conn, id, false);
             }
             Input::Frames { conn, bytes } => self.on_frames(conn, &bytes),
+            Input::Requests { conn, frames } => {
+                for frame in frames {
+                    self.on_frame(conn, frame);
+                }
+            }
             Input::FourLetter { conn, word } => {
                 let text = self.four_letter(&word, conn);
                 self.gate.send_raw(conn, text.into_bytes());
@@ -839,7 +850,7 @@ impl Engine {
         while !bytes.is_empty() {
             match decoder.decode(bytes) {
                 Ok(Some((consumed, body))) => {
-                    self.on_frame(conn, body);
+                    self.on_frame(conn, ClientFrame::Bytes(body.into()));
                     bytes = &bytes[consumed..];
                 }
                 // The reader hands over whole frames only.
@@ -858,7 +869,7 @@ impl Engine {
         }
     }
 
-    fn on_frame(&mut self, conn: ConnId, body: &[u8]) {
+    fn on_frame(&mut self, conn: ConnId, frame: ClientFrame<'_>) {
         if !self.is_member() {
             self.out.closes.push(conn);
             return;
@@ -870,7 +881,7 @@ impl Engine {
             && !self.config.read_only_enabled
             && !self.gate.kept.contains_key(&conn)
         {
-            return self.await_leader(conn, body);
+            return self.await_leader(conn, frame);
         }
         let Some(c) = self.gate.conns.get_mut(&conn) else {
             return;
@@ -878,7 +889,17 @@ impl Engine {
         c.packets_received += 1;
         self.gate.counters.packets_received += 1;
         if !c.handshaken {
-            match decode_connect_request(body) {
+            let ClientFrame::Bytes(body) = frame else {
+                // A reader decodes every frame but a connection's first.
+                debug_assert!(
+                    false,
+                    "connection {conn}: a decoded frame before the handshake"
+                );
+                log::warn!("closing connection {conn}: a request before its handshake");
+                self.out.closes.push(conn);
+                return;
+            };
+            match decode_connect_request(&body) {
                 Ok((req, sent_read_only)) => self.on_connect(conn, req, sent_read_only),
                 Err(e) => {
                     log::warn!("closing connection {conn}: bad connect request: {e}");
@@ -892,7 +913,7 @@ impl Engine {
                 // Refused below and closing: the rest of its read goes too.
                 return;
             }
-            if c.early.len() >= EARLY_FRAMES_MAX || c.early_bytes + body.len() > EARLY_BYTES_MAX {
+            if c.early.len() >= EARLY_FRAMES_MAX || c.early_bytes + frame.len() > EARLY_BYTES_MAX {
                 c.early = Vec::new();
                 c.early_bytes = EARLY_BYTES_MAX + 1;
                 log::warn!(
@@ -904,11 +925,11 @@ impl Engine {
                 self.out.closes.push(conn);
                 return;
             }
-            c.early_bytes += body.len();
-            c.early.push(body.to_vec());
+            c.early_bytes += frame.len();
+            c.early.push(frame.into_owned());
             return;
         }
-        self.serve_frame(conn, body);
+        self.serve_frame(conn, frame);
     }
 
     /// No leader known, so nothing can be served consistently. A new
@@ -918,14 +939,14 @@ impl Engine {
     /// connect timeout there (issue 27). An established session that is
     /// not one the change of leader kept had its connection closed then;
     /// anything still arriving on it is refused.
-    fn await_leader(&mut self, conn: ConnId, body: &[u8]) {
+    fn await_leader(&mut self, conn: ConnId, frame: ClientFrame<'_>) {
         if self.gate.conns.get(&conn).is_none_or(|c| c.handshaken) {
             self.out.closes.push(conn);
             return;
         }
         let waiting = self.gate.awaiting_leader.entry(conn).or_default();
-        waiting.bytes += body.len();
-        waiting.frames.push(body.to_vec());
+        waiting.bytes += frame.len();
+        waiting.frames.push(frame.into_owned());
         if waiting.frames.len() > EARLY_FRAMES_MAX || waiting.bytes > EARLY_BYTES_MAX {
             log::warn!("closing connection {conn}: too much sent while no leader is known");
             self.gate.awaiting_leader.remove(&conn);
@@ -938,7 +959,7 @@ impl Engine {
         let waiting = std::mem::take(&mut self.gate.awaiting_leader);
         for (conn, held) in waiting {
             for frame in held.frames {
-                self.on_frame(conn, &frame);
+                self.on_frame(conn, frame);
             }
         }
     }
@@ -970,14 +991,14 @@ impl Engine {
         };
         let early = std::mem::take(&mut c.early);
         c.early_bytes = 0;
-        for body in early {
-            self.serve_frame(conn, &body);
+        for frame in early {
+            self.serve_frame(conn, frame);
         }
     }
 
     /// A request frame of a connection with an established session.
-    fn serve_frame(&mut self, conn: ConnId, body: &[u8]) {
-        match decode_request_frame(body) {
+    fn serve_frame(&mut self, conn: ConnId, frame: ClientFrame<'_>) {
+        match frame.into_request() {
             Ok((header, request)) => self.on_request(conn, header.xid, request),
             Err(RequestFrameError::Body { header, error }) => {
                 if matches!(error, stoa_proto::request::RequestError::UnknownOpcode(_)) {

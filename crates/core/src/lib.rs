@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod apply_order;
+pub mod client_frame;
 pub mod engine;
 pub mod ensemble;
 pub mod fourlw;

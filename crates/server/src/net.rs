@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use stoa_core::client_frame::{decode_frames, ClientFrame};
 use stoa_proto::frame::{FrameDecoder, FrameError, FRAME_LENGTH_BYTES};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -38,11 +39,12 @@ pub enum NetEvent {
         /// A TLS client certificate's subject (RFC 2253).
         client_certificate: Option<String>,
     },
-    /// Whole frames, length prefixes included, in the order read: every
-    /// frame a read completed, in one hand-off.
+    /// Every frame a read completed, in the order read, in one hand-off:
+    /// decoded by the reader, but for the connection's first (its connect
+    /// request), which the engine decodes in the handshake.
     Frames {
         conn: ConnId,
-        bytes: Vec<u8>,
+        frames: Vec<ClientFrame<'static>>,
     },
     FourLetter {
         conn: ConnId,
@@ -283,6 +285,8 @@ async fn read_loop(
     let decoder = FrameDecoder::new(max_frame_bytes);
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BUFFER_BYTES);
     let mut first = true;
+    // The connection's first frame, its connect request, is not decoded here.
+    let mut first_frame = true;
     // Bytes the frame at the front of `buf` needs in all, once known.
     let mut wanted = FRAME_LENGTH_BYTES;
     loop {
@@ -314,12 +318,18 @@ async fn read_loop(
         if complete == 0 {
             continue;
         }
-        let bytes = buf[..complete].to_vec();
+        // Decoding a request is pure: it leaves the engine's thread here.
+        let frames = decode_frames(&decoder, &buf[..complete], first_frame);
+        first_frame = false;
         buf.drain(..complete);
         if buf.capacity() > READ_BUFFER_KEPT_BYTES_MAX && buf.len() < READ_BUFFER_BYTES {
             buf.shrink_to(READ_BUFFER_BYTES);
         }
-        if events.send(NetEvent::Frames { conn, bytes }).await.is_err() {
+        if events
+            .send(NetEvent::Frames { conn, frames })
+            .await
+            .is_err()
+        {
             return Err("server shutting down".into());
         }
     }

@@ -664,7 +664,7 @@ impl Sockets {
                     engine.handle(Input::ClientCertificate { conn, subject });
                 }
             }
-            NetEvent::Frames { conn, bytes } => engine.handle(Input::Frames { conn, bytes }),
+            NetEvent::Frames { conn, frames } => engine.handle(Input::Requests { conn, frames }),
             NetEvent::FourLetter { conn, word } => engine.handle(Input::FourLetter { conn, word }),
             NetEvent::Closed { conn } => {
                 self.conns.remove(&conn);

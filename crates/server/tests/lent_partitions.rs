@@ -3,17 +3,19 @@
 //! own thread: the same workload through two engines of three partitions,
 //! one with the pool and one without, gives the same replies, events and
 //! WAL records, and the pool is used, both to prepare writes and to apply
-//! them. A third engine takes its output after every request, so that no
-//! write waits in a batch to be prepared: each connection is answered as
-//! by the other two.
+//! them; the one with the pool is fed its requests decoded, as the
+//! server's readers decode them. A third engine takes its output after
+//! every request, so that no write waits in a batch to be prepared: each
+//! connection is answered as by the other two.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use stoa_core::client_frame::decode_frames;
 use stoa_core::engine::{Engine, EngineConfig, Input, PartitionWorkers, Recovered};
 use stoa_core::node::persist_job_records;
-use stoa_proto::frame::{encode_connect_request, encode_request};
+use stoa_proto::frame::{encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::opcode::OpCode;
 use stoa_proto::records::{
     Acl, ConnectRequest, CreateRequest, GetDataRequest, Id, RequestHeader, SetDataRequest,
@@ -64,10 +66,13 @@ struct Driver {
     /// Takes the output after every request: each write is prepared
     /// alone, as it arrives.
     flush_each: bool,
+    /// Feeds requests decoded, as the server's readers do
+    /// (`Input::Requests`), not as bytes.
+    decoded: bool,
 }
 
 impl Driver {
-    fn new(workers: Option<Box<dyn PartitionWorkers>>, flush_each: bool) -> Driver {
+    fn new(workers: Option<Box<dyn PartitionWorkers>>, flush_each: bool, decoded: bool) -> Driver {
         let mut engine = Engine::new(
             config(),
             vec![Recovered::empty(), Recovered::empty(), Recovered::empty()],
@@ -84,6 +89,7 @@ impl Driver {
                 records: Vec::new(),
             },
             flush_each,
+            decoded,
         };
         driver.flush();
         driver
@@ -127,7 +133,12 @@ impl Driver {
             },
             request,
         );
-        self.engine.handle(Input::Frames { conn, bytes });
+        if self.decoded {
+            let frames = decode_frames(&FrameDecoder::new(1 << 20), &bytes, false);
+            self.engine.handle(Input::Requests { conn, frames });
+        } else {
+            self.engine.handle(Input::Frames { conn, bytes });
+        }
         if self.flush_each {
             self.flush();
         }
@@ -220,16 +231,16 @@ fn workload(d: &mut Driver) {
 
 #[test]
 fn lent_partitions_answer_byte_for_byte_as_the_engines_own_thread() {
-    let mut inline = Driver::new(None, false);
+    let mut inline = Driver::new(None, false, false);
     workload(&mut inline);
     let runs = Arc::new(AtomicU64::new(0));
     let pool = Counting {
         pool: PartitionPool::start(2).unwrap(),
         runs: runs.clone(),
     };
-    let mut lent = Driver::new(Some(Box::new(pool)), false);
+    let mut lent = Driver::new(Some(Box::new(pool)), false, true);
     workload(&mut lent);
-    let mut one_by_one = Driver::new(None, true);
+    let mut one_by_one = Driver::new(None, true, false);
     workload(&mut one_by_one);
     let stats = lent.engine.monitor().stats;
     assert!(

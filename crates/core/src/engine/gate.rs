@@ -41,7 +41,7 @@ pub(crate) struct Conn {
     /// Request frames that came after the handshake, before the session
     /// was established: served once it is, as ZooKeeper, which stops
     /// reading such a connection until then, would serve them.
-    pub early: Vec<Vec<u8>>,
+    pub early: Vec<crate::client_frame::ClientFrame<'static>>,
     pub early_bytes: usize,
     /// A SASL exchange between two of the client's tokens.
     pub sasl: Option<crate::sasl::Exchange>,
@@ -75,7 +75,7 @@ pub(crate) fn waited_past<'a>(
 /// A connection's frames held while no leader is known.
 #[derive(Default)]
 pub(crate) struct AwaitingLeader {
-    pub frames: Vec<Vec<u8>>,
+    pub frames: Vec<crate::client_frame::ClientFrame<'static>>,
     pub bytes: usize,
     pub ticks: usize,
 }
