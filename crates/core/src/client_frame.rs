@@ -100,6 +100,33 @@ mod tests {
         bytes
     }
 
+    proptest::proptest! {
+        /// Any bodies, cut from their frames: the first kept whole, every
+        /// other one decoded exactly as the engine decodes a body it is
+        /// given whole, and none lost or panicking.
+        #[test]
+        fn any_frames_cut_and_decode_as_the_engine_would(
+            bodies in proptest::collection::vec(proptest::collection::vec(0u8..=255, 0..40), 0..6),
+            first: bool,
+        ) {
+            let mut bytes = Vec::new();
+            for body in &bodies {
+                bytes.extend((body.len() as i32).to_be_bytes());
+                bytes.extend(body);
+            }
+            let frames = decode_frames(&FrameDecoder::new(1 << 20), &bytes, first);
+            proptest::prop_assert_eq!(frames.len(), bodies.len());
+            for (i, (frame, body)) in frames.into_iter().zip(&bodies).enumerate() {
+                proptest::prop_assert_eq!(frame.len(), body.len());
+                proptest::prop_assert_eq!(matches!(frame, ClientFrame::Bytes(_)), first && i == 0);
+                proptest::prop_assert_eq!(
+                    format!("{:?}", frame.into_request()),
+                    format!("{:?}", decode_request_frame(body))
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_first_frame_stays_whole_and_the_others_decode_as_the_engine_would() {
         let decoder = FrameDecoder::new(1 << 20);
