@@ -46,6 +46,7 @@ mod invariants;
 mod leader_loss;
 mod lent_apply;
 mod lent_prep;
+mod lent_reads;
 pub use lent_apply::{InlineWorkers, PartitionWorkers};
 mod monitor;
 mod ownership;
@@ -518,6 +519,8 @@ pub struct Engine {
     run: lent_apply::Run,
     /// Plain writes admitted this turn, not yet prepared.
     prep_batch: lent_prep::PrepBatch,
+    /// Plain reads taken this turn, not yet served.
+    read_batch: lent_reads::ReadBatch,
 }
 
 impl Engine {
@@ -584,6 +587,7 @@ impl Engine {
             workers: Box::new(lent_apply::InlineWorkers),
             run: Default::default(),
             prep_batch: Default::default(),
+            read_batch: Default::default(),
             config,
         };
         // A lone voter is leader from the start; that is no change of leader.
@@ -704,8 +708,9 @@ impl Engine {
             return self.handle_input(input);
         }
         // A turn's client requests, its own clients' or forwarded, may
-        // leave plain writes to prepare together (`engine/lent_prep.rs`);
-        // anything else finds them prepared.
+        // leave plain writes to prepare together (`engine/lent_prep.rs`)
+        // and plain reads to serve together (`engine/lent_reads.rs`);
+        // anything else finds them done.
         let requests = matches!(
             input,
             Input::Frames { .. }
@@ -716,7 +721,7 @@ impl Engine {
                 }
         );
         if !requests {
-            self.prepare_batch();
+            self.finish_batches();
         }
         self.open_prep_batch(requests);
         self.handle_input(input);
@@ -787,7 +792,7 @@ impl Engine {
 
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
-        self.prepare_batch();
+        self.finish_batches();
         assert_eq!(
             self.ensemble.outgoing.is_some(),
             self.in_joint_config(),
@@ -821,7 +826,7 @@ impl Engine {
     /// Runs raft until it has nothing more to do now, and returns everything
     /// the engine wants done outside.
     pub fn take_output(&mut self) -> Output {
-        self.prepare_batch();
+        self.finish_batches();
         self.roll_epoch();
         self.drive_raft();
         // Sessions established while raft ran (createSession applied, an
@@ -1064,6 +1069,7 @@ impl Engine {
     pub(crate) fn pump(&mut self, sid: SessionId) {
         // Nothing applies while the queue drains.
         let applied_zxid = self.applied_zxid();
+        let batching = self.prep_batch_open();
         loop {
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
@@ -1088,6 +1094,14 @@ impl Engine {
                     }
                     return;
                 }
+                Some(Pending::Read { request, .. })
+                    if batching && lent_reads::is_plain_read(request) => {}
+                // What is answered now must not overtake the session's
+                // batched reads: the queue goes on once they are served.
+                Some(_) if self.read_batch.holds(sid) => {
+                    self.read_batch.stop(sid);
+                    return;
+                }
                 Some(Pending::Read { .. } | Pending::Reply { .. } | Pending::Decided { .. }) => {}
             }
             let Some(item) = s.queue.pop_front() else {
@@ -1099,9 +1113,11 @@ impl Engine {
                     request,
                     received_ms,
                 } => {
-                    self.execute_read(conn, sid, xid, request);
-                    self.stats
-                        .record_latency((self.now_ms - received_ms).max(0) as u64);
+                    if let Err(request) = self.batch_read(conn, sid, xid, request, received_ms) {
+                        self.execute_read(conn, sid, xid, request);
+                        self.stats
+                            .record_latency((self.now_ms - received_ms).max(0) as u64);
+                    }
                 }
                 Pending::Reply { xid, err, response } => {
                     self.gate

@@ -136,6 +136,9 @@ pub fn mntr(m: &Monitor) -> String {
         ("stoa_prep_batches", s.prep_batches.to_string()),
         ("stoa_prep_batch_writes", s.prep_batch_writes.to_string()),
         ("stoa_prep_batches_lent", s.prep_batches_lent.to_string()),
+        ("stoa_read_batches", s.read_batches.to_string()),
+        ("stoa_read_batch_reads", s.read_batch_reads.to_string()),
+        ("stoa_read_batches_lent", s.read_batches_lent.to_string()),
     ];
     let mut out = String::new();
     for (k, v) in rows {

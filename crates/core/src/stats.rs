@@ -41,6 +41,12 @@ pub struct Stats {
     pub prep_batches: u64,
     pub prep_batch_writes: u64,
     pub prep_batches_lent: u64,
+    /// Batches of plain reads served with several partitions, the reads
+    /// in them, and the batches lent to worker threads
+    /// (`engine/lent_reads.rs`).
+    pub read_batches: u64,
+    pub read_batch_reads: u64,
+    pub read_batches_lent: u64,
     pub txns_applied: u64,
     pub request_errors: u64,
     pub sessions_expired: u64,

@@ -2,10 +2,10 @@
 //! produce, byte for byte, what the engine produces applying them on its
 //! own thread: the same workload through two engines of three partitions,
 //! one with the pool and one without, gives the same replies, events and
-//! WAL records, and the pool is used, both to prepare writes and to apply
-//! them; the one with the pool is fed its requests decoded, as the
+//! WAL records, and the pool is used to prepare writes, apply them and
+//! serve reads; the one with the pool is fed its requests decoded, as the
 //! server's readers decode them. A third engine takes its output after
-//! every request, so that no write waits in a batch to be prepared: each
+//! every request, so that no write or read waits in a batch: each
 //! connection is answered as by the other two.
 
 use std::net::SocketAddr;
@@ -207,6 +207,23 @@ fn workload(d: &mut Driver) {
         xid += 1;
     }
     d.flush();
+    // Every connection reads every key, some with a watch: one turn's
+    // reads, long enough to be served by the pool. A ping among them is
+    // answered in its session's order, and the reads behind it after.
+    for conn in 1..CONNS {
+        for i in 0..KEYS {
+            let get = Request::GetData(GetDataRequest {
+                path: key(i),
+                watch: (i + conn as usize).is_multiple_of(4),
+            });
+            d.frame(conn, xid, OpCode::GetData, &get);
+            xid += 1;
+            if i == 50 {
+                d.frame(conn, -2, OpCode::Ping, &Request::Ping);
+            }
+        }
+    }
+    d.flush();
     for round in 0..20 {
         for conn in 1..CONNS {
             for n in 0..12 {
@@ -244,17 +261,21 @@ fn lent_partitions_answer_byte_for_byte_as_the_engines_own_thread() {
     workload(&mut one_by_one);
     let stats = lent.engine.monitor().stats;
     assert!(
-        stats.prep_batches_lent > 0 && stats.apply_runs_lent > 0,
+        stats.prep_batches_lent > 0 && stats.apply_runs_lent > 0 && stats.read_batches_lent > 0,
         "no batch or no run was long enough to be lent: {stats:?}"
     );
     assert_eq!(
         runs.load(Ordering::Relaxed),
-        stats.prep_batches_lent + stats.apply_runs_lent
+        stats.prep_batches_lent + stats.apply_runs_lent + stats.read_batches_lent
     );
     let alone = one_by_one.engine.monitor().stats;
     assert_eq!(
         alone.prep_batches, alone.prep_batch_writes,
         "a batch of several writes"
+    );
+    assert_eq!(
+        alone.read_batches, alone.read_batch_reads,
+        "a batch of several reads"
     );
     assert!(inline.seen.sends.iter().skip(1).all(|s| !s.is_empty()));
     for (conn, (a, b)) in (inline.seen.sends.iter().zip(&lent.seen.sends)).enumerate() {

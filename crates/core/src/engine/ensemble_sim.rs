@@ -1464,9 +1464,11 @@ fn run(seed: u64, voters: u64, partitions: u32) {
                 .sum()
         };
         eprintln!(
-            "  plain writes prepared in batches (since last restart): {} in {} batches",
+            "  plain writes prepared in batches (since last restart): {} in {} batches; plain reads served in batches: {} in {} batches",
             batched(|e| e.stats.prep_batch_writes),
             batched(|e| e.stats.prep_batches),
+            batched(|e| e.stats.read_batch_reads),
+            batched(|e| e.stats.read_batches),
         );
         eprintln!(
             "  steps with 0, 1, .. servers down or cut off: {:?}; with a leader: {}; in a joint configuration (steps, crashes): {:?}",

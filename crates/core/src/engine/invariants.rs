@@ -37,6 +37,9 @@ impl Engine {
         if !self.prep_batch.is_empty() {
             return Err("plain writes left unprepared after their turn".into());
         }
+        if !self.read_batch.is_empty() {
+            return Err("plain reads left unanswered after their turn".into());
+        }
         self.gate
             .check_invariants(self.applied_zxid())
             .map_err(|e| format!("gate: {e}"))?;

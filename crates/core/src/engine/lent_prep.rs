@@ -136,6 +136,17 @@ impl Engine {
         self.prep_batch.open = open;
     }
 
+    /// Whether a turn's requests are being taken in (the batches may grow).
+    pub(super) fn prep_batch_open(&self) -> bool {
+        self.prep_batch.open
+    }
+
+    /// Serves the turn's batched reads and prepares its batched writes.
+    pub(super) fn finish_batches(&mut self) {
+        self.serve_read_batch();
+        self.prepare_batch();
+    }
+
     /// The partition a request admitted now may wait in the batch for:
     /// `Some` only for a plain write while the batch is open.
     pub(super) fn batch_partition(&self, request: &Request) -> Option<usize> {

@@ -13,6 +13,12 @@ use crate::watch::ConnId;
 
 impl Engine {
     pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, request: Request) {
+        // An auth, a SASL token or a read-only server's close is answered
+        // at once, not through the session's queue: the reads batched
+        // before it go first.
+        if !self.read_batch.is_empty() && answered_outside_queue(&request) {
+            self.serve_read_batch();
+        }
         let Some(sid) = self.gate.conns.get(&conn).and_then(|c| c.session) else {
             // Handshake answered but the session is gone (expired meanwhile).
             self.out.closes.push(conn);
@@ -292,6 +298,15 @@ impl Engine {
         self.gate
             .send_reply(conn, xid, outcome.zxid, err, &response);
     }
+}
+
+/// Whether `request` may be answered without passing its session's queue
+/// (everything but a read, a write, a sync and a ping: the rare requests
+/// for which batched reads are served first).
+fn answered_outside_queue(request: &Request) -> bool {
+    !(super::lent_reads::is_plain_read(request)
+        || (request.is_write() && !matches!(request, Request::CloseSession))
+        || matches!(request, Request::Sync(_) | Request::Ping))
 }
 
 /// Whether a write names `/zookeeper/partitions` or a path below it.
