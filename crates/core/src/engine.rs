@@ -1113,7 +1113,7 @@ impl Engine {
                     request,
                     received_ms,
                 } => {
-                    if let Err(request) = self.batch_read(conn, sid, xid, request, received_ms) {
+                    if let Some(request) = self.batch_read(conn, sid, xid, request, received_ms) {
                         self.execute_read(conn, sid, xid, request);
                         self.stats
                             .record_latency((self.now_ms - received_ms).max(0) as u64);

@@ -91,7 +91,7 @@ pub(super) fn is_plain_read(request: &Request) -> bool {
 
 impl Engine {
     /// Takes `request`, at the head of `sid`'s queue on `conn`, into the
-    /// batch if it may wait there; gives it back otherwise.
+    /// batch if it may wait there; gives it back (`Some`) otherwise.
     pub(super) fn batch_read(
         &mut self,
         conn: ConnId,
@@ -99,12 +99,12 @@ impl Engine {
         xid: i32,
         request: Request,
         received_ms: i64,
-    ) -> Result<(), Request> {
+    ) -> Option<Request> {
         if !self.prep_batch_open() || !is_plain_read(&request) {
-            return Err(request);
+            return Some(request);
         }
         let Some(identity) = self.gate.conns.get(&conn).map(|c| c.identity.clone()) else {
-            return Err(request);
+            return Some(request);
         };
         if self.group_load_counted() {
             self.count_group_request(&request);
@@ -125,7 +125,7 @@ impl Engine {
             received_ms,
         });
         batch.sessions.insert(sid);
-        Ok(())
+        None
     }
 
     /// Serves every read of the batch (lent when it is worth it), answers
