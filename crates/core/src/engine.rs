@@ -1069,7 +1069,7 @@ impl Engine {
     pub(crate) fn pump(&mut self, sid: SessionId) {
         // Nothing applies while the queue drains.
         let applied_zxid = self.applied_zxid();
-        let batching = self.prep_batch_open();
+        let batching = self.batches_reads();
         loop {
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
@@ -1113,11 +1113,17 @@ impl Engine {
                     request,
                     received_ms,
                 } => {
-                    if let Some(request) = self.batch_read(conn, sid, xid, request, received_ms) {
-                        self.execute_read(conn, sid, xid, request);
-                        self.stats
-                            .record_latency((self.now_ms - received_ms).max(0) as u64);
-                    }
+                    let request = if batching {
+                        match self.batch_read(conn, sid, xid, request, received_ms) {
+                            None => continue,
+                            Some(request) => request,
+                        }
+                    } else {
+                        request
+                    };
+                    self.execute_read(conn, sid, xid, request);
+                    self.stats
+                        .record_latency((self.now_ms - received_ms).max(0) as u64);
                 }
                 Pending::Reply { xid, err, response } => {
                     self.gate

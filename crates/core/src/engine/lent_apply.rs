@@ -61,6 +61,23 @@ impl PartitionWorkers for InlineWorkers {
     }
 }
 
+/// For the simulators: says it has a thread, so that every lent phase
+/// runs as with workers (reads are batched only then), but runs the jobs
+/// one after another on the caller's thread, deterministically.
+#[cfg(test)]
+pub(crate) struct SequentialWorkers;
+
+#[cfg(test)]
+impl PartitionWorkers for SequentialWorkers {
+    fn threads(&self) -> usize {
+        1
+    }
+
+    fn run_all(&self, jobs: &mut [&mut (dyn FnMut() + Send)]) {
+        InlineWorkers.run_all(jobs);
+    }
+}
+
 /// Entries below which a run is applied on the engine's thread even with
 /// workers: waking a thread costs some microseconds, applying a plain
 /// transaction about one.

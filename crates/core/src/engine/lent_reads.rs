@@ -90,6 +90,15 @@ pub(super) fn is_plain_read(request: &Request) -> bool {
 }
 
 impl Engine {
+    /// Whether reads are batched now: while a turn's requests are taken in,
+    /// on a server with threads to lend its partitions to. Without them a
+    /// batch only costs (holding a turn's reads and replies at once defeats
+    /// the allocator's caches: 15% more instructions per read at two
+    /// partitions), where batching writes costs 1%.
+    pub(super) fn batches_reads(&self) -> bool {
+        self.prep_batch_open() && self.workers.threads() > 0
+    }
+
     /// Takes `request`, at the head of `sid`'s queue on `conn`, into the
     /// batch if it may wait there; gives it back (`Some`) otherwise.
     pub(super) fn batch_read(
@@ -100,7 +109,7 @@ impl Engine {
         request: Request,
         received_ms: i64,
     ) -> Option<Request> {
-        if !self.prep_batch_open() || !is_plain_read(&request) {
+        if !self.batches_reads() || !is_plain_read(&request) {
             return Some(request);
         }
         let Some(identity) = self.gate.conns.get(&conn).map(|c| c.identity.clone()) else {

@@ -65,7 +65,12 @@ impl SimMachine {
         for (partition, start) in (0..).zip(starts) {
             recovered.push(node::recovered(start, &replay, partition)?);
         }
-        let engine = Engine::new(config, recovered, now_ms)?;
+        let lend = config.partitions > 1;
+        let mut engine = Engine::new(config, recovered, now_ms)?;
+        if lend {
+            // As a server lending its partitions to threads, run in order.
+            engine.lend_partitions(Box::new(crate::engine::lent_apply::SequentialWorkers));
+        }
         self.node = Some(Node::new(engine, wal, snapshots));
         Ok(booted)
     }
