@@ -20,9 +20,10 @@
 //! whose completion may let a read or a decided reply go out; that read
 //! then sees the state at its write, as it would sequentially.
 //!
-//! Without workers (the simulator, `partition.threads=0`) the shares run
-//! one after another on the engine's thread: the same phases, so the
-//! simulator checks the runs' cutting and merging too.
+//! Without workers (`partition.threads=0`) the shares run one after
+//! another on the engine's thread: the same phases. The simulators lend
+//! to `SequentialWorkers`, which run the jobs in order, so they check the
+//! runs' cutting and merging too.
 
 use raft::eraftpb::{Entry, EntryType};
 use stoa_tree::{Txn, TxnHeader, TxnOp};

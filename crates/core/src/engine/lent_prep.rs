@@ -18,10 +18,11 @@
 //! Preparing a batch: each partition prepares its share against its own
 //! tree and pending changes and proposes it to its own group. The shares
 //! touch disjoint state (each job borrows one partition core), so they may
-//! run on any threads at once; without workers (the simulator,
-//! `partition.threads=0`) they run one after another, the same phases, so
-//! the simulator checks the batching under every fault. With one
-//! partition nothing is batched: each write is prepared on arrival.
+//! run on any threads at once; without workers (`partition.threads=0`)
+//! they run one after another, the same phases. The simulators lend to
+//! `SequentialWorkers` (the jobs in order), so they check the batching
+//! under every fault. With one partition nothing is batched: each write is
+//! prepared on arrival.
 
 use stoa_proto::request::Request;
 use stoa_tree::{PrepContext, Txn};
