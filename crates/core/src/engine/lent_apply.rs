@@ -62,6 +62,31 @@ impl PartitionWorkers for InlineWorkers {
     }
 }
 
+/// Runs `job` on every item: spread over `workers` when `lend`, else one
+/// after another on this thread. The lent phases' jobs each borrow one
+/// partition core (their items), so they may run at once.
+pub(super) fn run_jobs<T: Send>(
+    workers: &dyn PartitionWorkers,
+    lend: bool,
+    items: impl Iterator<Item = T>,
+    job: impl Fn(T) + Sync,
+) {
+    if !lend {
+        return items.for_each(job);
+    }
+    let job = &job;
+    let mut items: Vec<Option<T>> = items.map(Some).collect();
+    let mut jobs: Vec<Box<dyn FnMut() + Send + '_>> = (items.iter_mut())
+        .map(|item| {
+            Box::new(move || job(item.take().expect("a job runs once")))
+                as Box<dyn FnMut() + Send + '_>
+        })
+        .collect();
+    let mut refs: Vec<&mut (dyn FnMut() + Send)> =
+        jobs.iter_mut().map(|job| &mut **job as _).collect();
+    workers.run_all(&mut refs);
+}
+
 /// For the simulators: says it has a thread, so that every lent phase
 /// runs as with workers (reads are batched only then), but runs the jobs
 /// one after another on the caller's thread, deterministically.
@@ -290,26 +315,15 @@ impl Engine {
         self.stats.apply_runs += 1;
         self.stats.apply_run_txns += run.entries.len() as u64;
         let busy = run.shares.iter().filter(|share| !share.is_empty()).count();
-        if busy > 1 && run.entries.len() >= LEND_MIN_ENTRIES && self.workers.threads() > 0 {
+        let lend = busy > 1 && run.entries.len() >= LEND_MIN_ENTRIES && self.workers.threads() > 0;
+        if lend {
             self.stats.apply_runs_lent += 1;
-            let mut jobs: Vec<Box<dyn FnMut() + Send + '_>> =
-                (self.cores.iter_mut().zip(&run.shares).zip(&mut run.applied))
-                    .filter(|((_, share), _)| !share.is_empty())
-                    .map(|((core, share), applied)| {
-                        Box::new(move || core.apply_share(share, applied))
-                            as Box<dyn FnMut() + Send + '_>
-                    })
-                    .collect();
-            let mut refs: Vec<&mut (dyn FnMut() + Send)> =
-                jobs.iter_mut().map(|job| &mut **job as _).collect();
-            self.workers.run_all(&mut refs);
-        } else {
-            for ((core, share), applied) in
-                (self.cores.iter_mut().zip(&run.shares)).zip(&mut run.applied)
-            {
-                core.apply_share(share, applied);
-            }
         }
+        let shares = (self.cores.iter_mut().zip(&run.shares).zip(&mut run.applied))
+            .filter(|((_, share), _)| !share.is_empty());
+        run_jobs(&*self.workers, lend, shares, |((core, share), applied)| {
+            core.apply_share(share, applied)
+        });
         self.merge_run(run);
     }
 

@@ -28,6 +28,7 @@ use stoa_proto::request::Request;
 use stoa_tree::{PrepContext, Txn};
 
 use super::handoff::Identity;
+use super::lent_apply::run_jobs;
 use super::partition_core::PartitionCore;
 use super::routing::WriteRoute;
 use super::Engine;
@@ -69,19 +70,10 @@ impl PrepBatch {
     }
 }
 
-/// Whether `request` is a data write, the kind a batch may hold.
+/// Whether `request` is a data write, the kind a batch may hold: a write
+/// other than a reconfig or a session's close, which change the engine.
 fn is_data_write(request: &Request) -> bool {
-    matches!(
-        request,
-        Request::Create(_)
-            | Request::Create2(_)
-            | Request::CreateContainer(_)
-            | Request::CreateTtl(_)
-            | Request::Delete(_)
-            | Request::SetData(_)
-            | Request::SetAcl(_)
-            | Request::Multi(_)
-    )
+    request.is_write() && !matches!(request, Request::Reconfig(_) | Request::CloseSession)
 }
 
 /// Whether a path is one whose writes change the engine, not only a tree:
@@ -218,26 +210,21 @@ impl Engine {
             .filter(|share| !share.is_empty())
             .count();
         let lend = busy > 1 && batch.writes >= LEND_MIN_WRITES && self.workers.threads() > 0;
-        let jobs = (self.cores.iter_mut().enumerate())
-            .zip(&mut batch.shares)
-            .zip(&mut batch.errors);
         if lend {
             self.stats.prep_batches_lent += 1;
-            let mut jobs: Vec<Box<dyn FnMut() + Send + '_>> = jobs
-                .filter(|((_, share), _)| !share.is_empty())
-                .map(|(((partition, core), share), errors)| {
-                    Box::new(move || *errors = core.prepare_share(partition, share, ttl_enabled))
-                        as Box<dyn FnMut() + Send + '_>
-                })
-                .collect();
-            let mut refs: Vec<&mut (dyn FnMut() + Send)> =
-                jobs.iter_mut().map(|job| &mut **job as _).collect();
-            self.workers.run_all(&mut refs);
-        } else {
-            for (((partition, core), share), errors) in jobs {
-                *errors = core.prepare_share(partition, share, ttl_enabled);
-            }
         }
+        let shares = (self.cores.iter_mut().enumerate())
+            .zip(&mut batch.shares)
+            .zip(&mut batch.errors)
+            .filter(|((_, share), _)| !share.is_empty());
+        run_jobs(
+            &*self.workers,
+            lend,
+            shares,
+            |(((partition, core), share), errors)| {
+                *errors = core.prepare_share(partition, share, ttl_enabled)
+            },
+        );
         debug_assert!(
             batch.shares.iter().all(Vec::is_empty),
             "a share left unprepared"

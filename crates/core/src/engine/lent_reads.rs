@@ -21,11 +21,10 @@
 //! engine's thread.
 
 use rustc_hash::FxHashSet;
-use stoa_proto::codes::ErrorCode;
 use stoa_proto::request::Request;
-use stoa_proto::response::Response;
 
 use super::handoff::{ReadCall, ReadOutcome};
+use super::lent_apply::run_jobs;
 use super::Engine;
 use crate::session::SessionId;
 use crate::watch::ConnId;
@@ -154,26 +153,16 @@ impl Engine {
             .filter(|share| !share.is_empty())
             .count();
         let lend = busy > 1 && batch.reads.len() >= LEND_MIN_READS && self.workers.threads() > 0;
-        let jobs = (self.cores.iter_mut())
-            .zip(&mut batch.shares)
-            .zip(&mut batch.outcomes);
         if lend {
             self.stats.read_batches_lent += 1;
-            let mut jobs: Vec<Box<dyn FnMut() + Send + '_>> = jobs
-                .filter(|((_, share), _)| !share.is_empty())
-                .map(|((core, share), outcomes)| {
-                    Box::new(move || outcomes.extend(share.drain(..).map(|call| core.read(call))))
-                        as Box<dyn FnMut() + Send + '_>
-                })
-                .collect();
-            let mut refs: Vec<&mut (dyn FnMut() + Send)> =
-                jobs.iter_mut().map(|job| &mut **job as _).collect();
-            self.workers.run_all(&mut refs);
-        } else {
-            for ((core, share), outcomes) in jobs {
-                outcomes.extend(share.drain(..).map(|call| core.read(call)));
-            }
         }
+        let shares = (self.cores.iter_mut())
+            .zip(&mut batch.shares)
+            .zip(&mut batch.outcomes)
+            .filter(|((_, share), _)| !share.is_empty());
+        run_jobs(&*self.workers, lend, shares, |((core, share), outcomes)| {
+            outcomes.extend(share.drain(..).map(|call| core.read(call)))
+        });
         let mut batch = std::mem::take(&mut self.read_batch);
         // Nothing applied since the reads were taken: the server's prefix.
         let zxid = self.applied_zxid();
@@ -183,15 +172,7 @@ impl Engine {
                 .next()
                 .expect("every batched read has an outcome");
             debug_assert!(outcome.fired.is_empty(), "a plain read fired a watch");
-            let (err, response) = match outcome.result {
-                Ok(response) => (ErrorCode::Ok, response),
-                Err(code) => (code, Response::Empty),
-            };
-            if err != ErrorCode::Ok {
-                self.stats.request_errors += 1;
-            }
-            self.gate
-                .send_reply(read.conn, read.xid, zxid, err, &response);
+            self.answer_read(read.conn, read.xid, zxid, outcome.result);
             self.stats
                 .record_latency((self.now_ms - read.received_ms).max(0) as u64);
         }

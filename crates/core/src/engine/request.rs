@@ -288,15 +288,25 @@ impl Engine {
         for (change, path) in &outcome.fired {
             self.gate.notify(conn, outcome.zxid, *change, path);
         }
-        let (err, response) = match outcome.result {
+        self.answer_read(conn, xid, outcome.zxid, outcome.result);
+    }
+
+    /// Sends a read's answer (an error, counted, or its response).
+    pub(super) fn answer_read(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        zxid: i64,
+        result: Result<Response, ErrorCode>,
+    ) {
+        let (err, response) = match result {
             Ok(response) => (ErrorCode::Ok, response),
             Err(code) => (code, Response::Empty),
         };
         if err != ErrorCode::Ok {
             self.stats.request_errors += 1;
         }
-        self.gate
-            .send_reply(conn, xid, outcome.zxid, err, &response);
+        self.gate.send_reply(conn, xid, zxid, err, &response);
     }
 }
 
