@@ -174,3 +174,96 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         assert batches_lent == 0
     else:
         assert batches_lent > 0, f"no batch was lent ({batches} batches of {writes} writes)"
+
+
+def start_read_bench(hosts, tmp_path):
+    """`stoa bench` reading on every partition, 4 sessions x 32 calls in
+    flight: each turn's reads come in batches long enough to be lent."""
+    out = tmp_path / "read-bench.json"
+    argv = [h.stoa_bin(), "bench", "--servers", hosts, "--quiet", "--json", str(out),
+            "--root", "/app/rbench,/billing/rbench,/plain/rbench", "--keys", "60",
+            "--sessions", "4", "--outstanding", "32", "--read-ratio", "100",
+            "--warmup", "0", "--duration", "4"]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True), out
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+@pytest.mark.parametrize("shape", ["standalone", "ensemble"])
+def test_pipelined_reads_on_every_partition_keep_each_sessions_order(
+        request, tmp_path, shape, threads):
+    """Reads batched per turn and served by each partition (engine/lent_reads.rs),
+    under a bench's reads on three partitions: a kazoo session pipelining reads
+    of keys on every partition, with a sync, exists and getChildren among them,
+    gets every answer in the order it asked (kazoo drops a connection whose
+    reply xids go out of order) and never sees a key go back while another
+    session keeps writing it."""
+    srv, hosts, _ = start(request, shape, threads)
+    keys = [f"{root}/r{i}" for root in ROOTS for i in range(20)]
+    writer = KazooClient(hosts=srv.hosts, timeout=20)
+    reader = KazooClient(hosts=srv.hosts, timeout=20)
+    writer.start()
+    reader.start()
+    bench, bench_out = start_read_bench(hosts, tmp_path)
+    stop = threading.Event()
+    failures = []
+
+    def write():
+        n = 0
+        try:
+            while not stop.is_set() and n < 400:
+                n += 1
+                for r in [writer.set_async(k, str(n).encode()) for k in keys]:
+                    r.get(timeout=20)
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(f"writer: {e!r}")
+
+    try:
+        for root in ROOTS:
+            writer.ensure_path(root)
+        for k in keys:
+            writer.create(k, b"0")
+        thread = threading.Thread(target=write)
+        thread.start()
+        last = {k: 0 for k in keys}
+        for _ in range(25):
+            calls = []
+            for i, k in enumerate(keys):
+                calls.append((k, reader.get_async(k)))
+                if i == len(keys) // 2:
+                    # Answered at once where nothing is ahead of it (a
+                    # standalone server's sync): it waits for the batch.
+                    calls.append((None, reader.sync_async(ROOTS[0])))
+            calls.append((None, reader.exists_async(keys[0])))
+            calls.append((None, reader.get_children_async(ROOTS[1])))
+            for k, call in calls:
+                value = call.get(timeout=20)
+                if k is None:
+                    continue
+                seen = int(value[0])
+                assert seen >= last[k], f"{k} went back from {last[k]} to {seen}"
+                last[k] = seen
+        stop.set()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the writer did not finish"
+        assert not failures, failures
+        assert max(last.values()) > 0, "the reads never saw a write"
+        _, err = bench.communicate(timeout=60)
+    finally:
+        stop.set()
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        writer.stop()
+        reader.stop()
+    assert bench.returncode == 0, err
+    with open(bench_out) as f:
+        results = json.load(f)["results"]
+    assert all(not r["errors"] for r in results), [r["errors"] for r in results]
+    batches, reads = h.mntr_int(srv, "stoa_read_batches"), h.mntr_int(srv, "stoa_read_batch_reads")
+    lent = h.mntr_int(srv, "stoa_read_batches_lent")
+    if threads == 0:
+        # Without a thread to serve them, reads are not batched.
+        assert batches == 0 and lent == 0
+    else:
+        assert reads >= len(keys) and lent > 0, f"{batches} batches of {reads} reads, {lent} lent"
