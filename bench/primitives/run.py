@@ -206,6 +206,8 @@ def run_topology(kind, n, s, c, levels, args, cal, deadline, results):
                     cell["acquisitions_per_s"] = r["throughput_ops_s"]
                     cell["errors"] = r["errors"]
                     cell["timeouts"] = r["prim"]["timeouts"]
+                    # The lock's own cost, apart from queueing (prim.rs, Handoffs).
+                    cell["handoffs"] = r["prim"].get("handoffs")
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     cell["error"] = str(e)[-300:]
                     cell["measured_ms"] = None

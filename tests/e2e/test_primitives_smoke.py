@@ -91,6 +91,11 @@ def test_a_tiny_grid_runs_end_to_end_with_the_model_beside(namespaces_allowed, t
         assert "error" not in c and not c["errors"], (c, out)
         assert c["acquisitions"] > 0 and c["measured_ms"] > 0, (c, out)
         assert c["model_ms"] > 0 and c["ratio"] > 0, (c, out)
+        # The lock's own cost beside the latency: no grant seen before the
+        # previous holder's release, and what the lock took is part of it.
+        ho = c["handoffs"]
+        assert ho["overlaps"] == 0, (c, out)
+        assert 0 < ho["own_mean_us"] / 1e3 <= c["measured_ms"] * 1.001, (c, out)
     far = [c for c in cells if c["n"] == 3]
     # Every acquire needs at least one client round trip and one consensus round.
     for c in far:

@@ -64,6 +64,9 @@ pub const USAGE: &str = "usage: stoa bench [options]
                              (default 500; N clients offer N / think requests per second)
   --hold-ms MS               lock scenarios: mean critical section, exponential (default 1)
   --poll-ms MS               prim-lock-tas-async: interval between its creates (default 5)
+  --lock-trace FILE          lock scenarios: write one line per measured acquisition,
+                             `client began granted release_sent released` (µs from the
+                             end of the warm-up), to tell a lock's own cost from queueing
   --backoff-ms MS            quota scenarios: pause after a refusal for lack of quota
                              (default 1)
   --label TEXT               name of this run in the outputs
@@ -113,6 +116,8 @@ pub struct Cell {
     pub hold: Duration,
     /// prim-lock-tas-async: interval between its creates.
     pub poll: Duration,
+    /// Lock scenarios: where each acquisition's timestamps go.
+    pub lock_trace: Option<PathBuf>,
 }
 
 /// The protocol a run speaks.
@@ -228,6 +233,7 @@ pub struct Args {
     pub think: Option<Duration>,
     pub hold: Option<Duration>,
     pub poll: Option<Duration>,
+    pub lock_trace: Option<PathBuf>,
 }
 
 /// Upper bounds that keep a typo from launching an unbounded run.
@@ -326,6 +332,7 @@ impl Args {
                 "--root" => out.root = Some(value.to_owned()),
                 "--json" => out.json = Some(PathBuf::from(value)),
                 "--csv" => out.csv = Some(PathBuf::from(value)),
+                "--lock-trace" => out.lock_trace = Some(PathBuf::from(value)),
                 _ => return Err(format!("unknown option {flag}")),
             }
             i += 2;
@@ -406,6 +413,7 @@ impl Args {
             think: self.think.unwrap_or(Duration::from_millis(500)),
             hold: self.hold.unwrap_or(Duration::from_millis(1)),
             poll: self.poll.unwrap_or(Duration::from_millis(5)),
+            lock_trace: self.lock_trace.clone(),
         }
     }
 }

@@ -24,6 +24,13 @@
 //!   here.
 //!
 //! The client-side ones run against any ZooKeeper-protocol server.
+//!
+//! Besides the acquire latency each cell reports its hand-offs
+//! ([`Handoffs`]): the gap from a holder's release to the next grant, and
+//! the mean of what the lock itself took per grant. Under high contention
+//! the acquire latency is mostly waiting for other holders, which a short
+//! cell draws by chance; the hand-off is the lock's own cost.
+//! `--lock-trace FILE` writes each acquisition's timestamps.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -109,6 +116,89 @@ pub struct PrimStats {
     /// Requests still not granted when their time ran out.
     pub timeouts: u64,
     pub acquire: Option<Latency>,
+    /// The lock's own cost, apart from queueing: `Handoffs::of`.
+    pub handoffs: Handoffs,
+}
+
+/// One acquisition as its client saw it: when it asked, when it learnt it
+/// held, when it sent its release and when the release was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquisition {
+    pub client: usize,
+    pub measured: bool,
+    pub began: Instant,
+    pub granted: Instant,
+    pub release_sent: Instant,
+    pub released: Instant,
+}
+
+/// What the grants, in the order the clients learnt them, say about the
+/// lock itself. A request made while another client held the lock waits
+/// for that hold whatever the lock; what the lock adds is the hand-off:
+/// from the holder's release (sent) to the next grant (learnt). Those are
+/// a cell's figures that do not depend on how many requests happened to
+/// queue: a real hand-off cost shows here, queueing noise does not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Handoffs {
+    /// Measured grants to a request made before the previous holder
+    /// released.
+    pub count: u64,
+    /// Their release-to-grant gaps.
+    pub gap: Option<Latency>,
+    /// Mean over measured grants of what the lock itself took: the gap for
+    /// a hand-off, the whole acquire for a request that found it free.
+    pub own_mean_us: f64,
+    /// Grants learnt before the previous holder sent its release: mutual
+    /// exclusion broken as the clients saw it (0 for a correct lock).
+    pub overlaps: u64,
+}
+
+impl Handoffs {
+    pub fn of(acquisitions: &[Acquisition]) -> Handoffs {
+        let mut order: Vec<&Acquisition> = acquisitions.iter().collect();
+        order.sort_by_key(|a| a.granted);
+        let mut gaps = new_histogram();
+        let (mut count, mut overlaps, mut own_us, mut measured) = (0, 0, 0.0, 0u64);
+        let us = |d: Duration| d.as_micros() as u64;
+        for (i, a) in order.iter().enumerate() {
+            if !a.measured {
+                continue;
+            }
+            measured += 1;
+            let previous = i.checked_sub(1).map(|j| order[j]);
+            match previous {
+                Some(p) if a.granted < p.release_sent => {
+                    overlaps += 1;
+                }
+                Some(p) if a.began < p.release_sent => {
+                    count += 1;
+                    let gap = us(a.granted - p.release_sent);
+                    gaps.saturating_record(gap.clamp(1, LATENCY_US_MAX));
+                    own_us += gap as f64;
+                }
+                _ => own_us += us(a.granted.saturating_duration_since(a.began)) as f64,
+            }
+        }
+        Handoffs {
+            count,
+            gap: (!gaps.is_empty()).then(|| Latency::of(&gaps)),
+            own_mean_us: if measured > 0 {
+                own_us / measured as f64
+            } else {
+                0.0
+            },
+            overlaps,
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "count": self.count,
+            "gap_us": self.gap.map(|l| l.json()),
+            "own_mean_us": self.own_mean_us,
+            "overlaps": self.overlaps,
+        })
+    }
 }
 
 impl PrimStats {
@@ -125,6 +215,7 @@ impl PrimStats {
             "acquisitions_per_s": if secs > 0.0 { self.acquisitions as f64 / secs } else { 0.0 },
             "timeouts": self.timeouts,
             "acquire_us": self.acquire.map(|l| l.json()),
+            "handoffs": self.handoffs.json(),
         })
     }
 
@@ -132,14 +223,26 @@ impl PrimStats {
         let secs = elapsed.as_secs_f64().max(1e-9);
         format!(
             "  lock {}: {} clients, think {:.0} ms, hold {:.0} ms: {:.2} acquisitions/s, \
-             mean acquire {:.2} ms, {} timed out\n",
+             mean acquire {:.2} ms ({:.2} ms the lock's own), {} hand-offs of median {:.2} ms, \
+             {} timed out{}\n",
             self.primitive.name(),
             self.clients,
             self.think.as_secs_f64() * 1e3,
             self.hold.as_secs_f64() * 1e3,
             self.acquisitions as f64 / secs,
             self.acquire.map(|l| l.mean_us / 1e3).unwrap_or(f64::NAN),
-            self.timeouts
+            self.handoffs.own_mean_us / 1e3,
+            self.handoffs.count,
+            self.handoffs
+                .gap
+                .map(|l| l.p50_us as f64 / 1e3)
+                .unwrap_or(f64::NAN),
+            self.timeouts,
+            if self.handoffs.overlaps > 0 {
+                format!(", {} OVERLAPPING GRANTS", self.handoffs.overlaps)
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -156,6 +259,7 @@ pub fn exponential(rng: &mut Rng, mean: Duration) -> Duration {
 }
 
 struct ClientStats {
+    acquisitions_seen: Vec<Acquisition>,
     latency: Histogram<u64>,
     acquisitions: u64,
     timeouts: u64,
@@ -232,6 +336,7 @@ pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<Cel
         let (think, hold, poll) = (cell.think, cell.hold, cell.poll);
         handles.push(tokio::spawn(async move {
             lock_loop(
+                i,
                 client,
                 primitive,
                 rng,
@@ -254,6 +359,13 @@ pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<Cel
     let mut all = new_histogram();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let (mut acquisitions, mut timeouts) = (0, 0);
+    let seen: Vec<Acquisition> = stats
+        .iter()
+        .flat_map(|s| s.acquisitions_seen.iter().copied())
+        .collect();
+    if let Some(path) = &cell.lock_trace {
+        write_trace(path, &seen, warmup_end)?;
+    }
     for s in stats {
         all.add(&s.latency).expect("histograms share bounds");
         acquisitions += s.acquisitions;
@@ -272,6 +384,7 @@ pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<Cel
         acquisitions,
         timeouts,
         acquire: (!all.is_empty()).then_some(latency),
+        handoffs: Handoffs::of(&seen),
     };
     // Throughput over the window requests were made in (grants of requests
     // made in it that came after it are few and counted).
@@ -287,7 +400,28 @@ pub async fn run(servers: &str, cell: &Cell, primitive: Primitive) -> Result<Cel
     ))
 }
 
+/// `--lock-trace`: the measured acquisitions in grant order, one a line:
+/// `client began granted release_sent released`, µs from `zero`.
+fn write_trace(path: &std::path::Path, seen: &[Acquisition], zero: Instant) -> Result<(), String> {
+    let mut order: Vec<&Acquisition> = seen.iter().filter(|a| a.measured).collect();
+    order.sort_by_key(|a| a.granted);
+    let us = |t: Instant| t.saturating_duration_since(zero).as_micros();
+    let mut text = String::from("# client began_us granted_us release_sent_us released_us\n");
+    for a in order {
+        text.push_str(&format!(
+            "{} {} {} {} {}\n",
+            a.client,
+            us(a.began),
+            us(a.granted),
+            us(a.release_sent),
+            us(a.released)
+        ));
+    }
+    std::fs::write(path, text).map_err(|e| format!("--lock-trace {}: {e}", path.display()))
+}
+
 async fn lock_loop(
+    index: usize,
     client: Client,
     primitive: Primitive,
     mut rng: Rng,
@@ -296,6 +430,7 @@ async fn lock_loop(
     measure_end: Instant,
 ) -> ClientStats {
     let mut stats = ClientStats {
+        acquisitions_seen: Vec::new(),
         latency: new_histogram(),
         acquisitions: 0,
         timeouts: 0,
@@ -366,11 +501,22 @@ async fn lock_loop(
             stats.latency.saturating_record(us.clamp(1, LATENCY_US_MAX));
         }
         tokio::time::sleep(exponential(&mut rng, hold)).await;
+        let release_sent = clock::now();
         let released = match held {
             None => tas.release().await,
             Some(Held::Queue(mut q)) => q.release().await,
             Some(Held::Ticket(ticket)) => ticket.release().await,
         };
+        // Every grant, the warm-up's too: a measured hand-off may follow
+        // one made in it.
+        stats.acquisitions_seen.push(Acquisition {
+            client: index,
+            measured,
+            began,
+            granted: done,
+            release_sent,
+            released: clock::now(),
+        });
         if let Err(e) = released {
             *stats
                 .errors
@@ -398,6 +544,57 @@ mod tests {
         }
         assert_eq!(Primitive::parse("nope"), None);
         assert!(Primitive::Server.server_side() && !Primitive::Queue.server_side());
+    }
+
+    /// Acquisitions at these times (ms from one instant):
+    /// (client, measured, began, granted, release sent).
+    fn acquisitions(times: &[(usize, bool, f64, f64, f64)]) -> Vec<Acquisition> {
+        let zero = Instant::now();
+        let at = |ms: f64| zero + Duration::from_secs_f64(ms / 1e3);
+        times
+            .iter()
+            .map(|&(client, measured, began, granted, sent)| Acquisition {
+                client,
+                measured,
+                began: at(began),
+                granted: at(granted),
+                release_sent: at(sent),
+                released: at(sent + 1.0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn handoffs_are_the_locks_own_cost() {
+        let h = Handoffs::of(&acquisitions(&[
+            // Found free in the warm-up: not counted, but the next one
+            // queued behind it.
+            (0, false, 0.0, 1.0, 100.0),
+            // Asked while 0 held: a hand-off of 2 ms after its release.
+            (1, true, 50.0, 102.0, 200.0),
+            // Asked while 1 held: 10 ms.
+            (2, true, 150.0, 210.0, 250.0),
+            // Found it free: its whole acquire (3 ms) is the lock's.
+            (0, true, 400.0, 403.0, 450.0),
+        ]));
+        assert_eq!(h.count, 2);
+        assert_eq!(h.overlaps, 0);
+        let gap = h.gap.expect("two gaps");
+        assert!((1900..=2100).contains(&gap.p50_us), "{gap:?}");
+        assert!((9900..=10100).contains(&gap.max_us), "{gap:?}");
+        assert!((h.own_mean_us - 5000.0).abs() < 50.0, "{}", h.own_mean_us);
+    }
+
+    #[test]
+    fn handoffs_see_overlapping_grants() {
+        // 1 learnt its grant before 0 sent its release.
+        let h = Handoffs::of(&acquisitions(&[
+            (0, true, 0.0, 1.0, 100.0),
+            (1, true, 10.0, 50.0, 120.0),
+        ]));
+        assert_eq!((h.overlaps, h.count), (1, 0));
+        assert!(h.gap.is_none());
+        assert_eq!(Handoffs::of(&[]).own_mean_us, 0.0);
     }
 
     #[test]
