@@ -111,13 +111,16 @@ def run_workload(srv):
     return seen, final, events, keys
 
 
-def start_bench(hosts, tmp_path):
-    """`stoa bench` writing on every partition, 4 sessions x 32 calls in flight:
-    commits come in batches long enough to be lent."""
-    out = tmp_path / "bench.json"
+def start_bench(hosts, tmp_path, reads=0):
+    """`stoa bench` on every partition, 4 sessions x 32 calls in flight,
+    writing (or reading, `reads` percent): each turn's commits (or reads)
+    come in batches long enough to be lent."""
+    name = "write" if reads == 0 else "read"
+    out = tmp_path / f"{name}-bench.json"
+    roots = ",".join(f"{root}/{name}-bench" for root in ROOTS)
     argv = [h.stoa_bin(), "bench", "--servers", hosts, "--quiet", "--json", str(out),
-            "--root", "/app/bench,/billing/bench,/plain/bench", "--keys", "60",
-            "--sessions", "4", "--outstanding", "32", "--read-ratio", "0",
+            "--root", roots, "--keys", "60",
+            "--sessions", "4", "--outstanding", "32", "--read-ratio", str(reads),
             "--warmup", "0", "--duration", "4"]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True), out
@@ -176,18 +179,6 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         assert batches_lent > 0, f"no batch was lent ({batches} batches of {writes} writes)"
 
 
-def start_read_bench(hosts, tmp_path):
-    """`stoa bench` reading on every partition, 4 sessions x 32 calls in
-    flight: each turn's reads come in batches long enough to be lent."""
-    out = tmp_path / "read-bench.json"
-    argv = [h.stoa_bin(), "bench", "--servers", hosts, "--quiet", "--json", str(out),
-            "--root", "/app/rbench,/billing/rbench,/plain/rbench", "--keys", "60",
-            "--sessions", "4", "--outstanding", "32", "--read-ratio", "100",
-            "--warmup", "0", "--duration", "4"]
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True), out
-
-
 @pytest.mark.parametrize("threads", [0, 2])
 @pytest.mark.parametrize("shape", ["standalone", "ensemble"])
 def test_pipelined_reads_on_every_partition_keep_each_sessions_order(
@@ -204,7 +195,7 @@ def test_pipelined_reads_on_every_partition_keep_each_sessions_order(
     reader = KazooClient(hosts=srv.hosts, timeout=20)
     writer.start()
     reader.start()
-    bench, bench_out = start_read_bench(hosts, tmp_path)
+    bench, bench_out = start_bench(hosts, tmp_path, reads=100)
     stop = threading.Event()
     failures = []
 
