@@ -126,6 +126,21 @@ def start_bench(hosts, tmp_path, reads=0):
                             text=True), out
 
 
+def stop_bench(bench):
+    """Kills a bench that has not ended (a failure cut its test short)."""
+    if bench.poll() is None:
+        bench.kill()
+        bench.wait()
+
+
+def assert_bench_clean(bench, out, err):
+    """The bench ended well and none of its calls failed."""
+    assert bench.returncode == 0, err
+    with open(out) as f:
+        results = json.load(f)["results"]
+    assert all(not r["errors"] for r in results), [r["errors"] for r in results]
+
+
 @pytest.mark.parametrize("threads", [0, 2])
 @pytest.mark.parametrize("shape", ["standalone", "ensemble"])
 def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
@@ -142,13 +157,8 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         seen, final, events, keys = run_workload(srv)
         _, err = bench.communicate(timeout=60)
     finally:
-        if bench.poll() is None:
-            bench.kill()
-            bench.wait()
-    assert bench.returncode == 0, err
-    with open(bench_out) as f:
-        results = json.load(f)["results"]
-    assert all(not r["errors"] for r in results), [r["errors"] for r in results]
+        stop_bench(bench)
+    assert_bench_clean(bench, bench_out, err)
     for n, calls in enumerate(seen):
         assert calls is not None, f"writer {n} did not report"
         for key, i, version, data, read_version in calls:
@@ -242,15 +252,10 @@ def test_pipelined_reads_on_every_partition_keep_each_sessions_order(
         _, err = bench.communicate(timeout=60)
     finally:
         stop.set()
-        if bench.poll() is None:
-            bench.kill()
-            bench.wait()
+        stop_bench(bench)
         writer.stop()
         reader.stop()
-    assert bench.returncode == 0, err
-    with open(bench_out) as f:
-        results = json.load(f)["results"]
-    assert all(not r["errors"] for r in results), [r["errors"] for r in results]
+    assert_bench_clean(bench, bench_out, err)
     batches, reads = h.mntr_int(srv, "stoa_read_batches"), h.mntr_int(srv, "stoa_read_batch_reads")
     lent = h.mntr_int(srv, "stoa_read_batches_lent")
     if threads == 0:

@@ -38,6 +38,15 @@ pub struct PrepContext<'a> {
 }
 
 impl PrepContext<'_> {
+    /// The error transaction a write that failed to prepare commits in its
+    /// place (`PrepError::into_txn_op`), under this context's header.
+    pub fn failed(&self, e: PrepError) -> Txn {
+        Txn {
+            header: self.header(),
+            op: e.into_txn_op(),
+        }
+    }
+
     pub fn header(&self) -> TxnHeader {
         TxnHeader {
             session_id: self.session_id,

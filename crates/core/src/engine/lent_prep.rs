@@ -25,7 +25,7 @@
 //! prepared on arrival.
 
 use stoa_proto::request::Request;
-use stoa_tree::{PrepContext, Txn};
+use stoa_tree::PrepContext;
 
 use super::handoff::Identity;
 use super::lent_apply::run_jobs;
@@ -105,16 +105,10 @@ impl PartitionCore {
             };
             let prepared =
                 self.preparing(|preparer, tree| preparer.prepare(tree, &ctx, &write.request));
-            let txn = match prepared {
-                Ok(txn) => txn,
-                Err(e) => {
-                    errors += 1;
-                    Txn {
-                        header: ctx.header(),
-                        op: e.into_txn_op(),
-                    }
-                }
-            };
+            let txn = prepared.unwrap_or_else(|e| {
+                errors += 1;
+                ctx.failed(e)
+            });
             self.propose_txn(partition, txn);
         }
         errors

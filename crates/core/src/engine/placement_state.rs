@@ -9,7 +9,7 @@
 
 use stoa_proto::records::SetDataRequest;
 use stoa_proto::request::Request;
-use stoa_tree::{GroupMove, Txn, PARTITIONS};
+use stoa_tree::{GroupMove, PARTITIONS};
 
 use super::group_moves::{roots, PLACEMENT_PARTITION};
 use super::routing::SEQUENTIAL_FLAG;
@@ -200,10 +200,7 @@ impl Engine {
             .prepare_placement_write(&ctx, &request, |_, _| Ok((moves, next)))
             .unwrap_or_else(|e| {
                 log::warn!("the server's own write of {PARTITIONS} was refused ({e:?})");
-                Txn {
-                    header: ctx.header(),
-                    op: e.into_txn_op(),
-                }
+                ctx.failed(e)
             });
         self.propose_on(PLACEMENT_PARTITION, txn);
     }

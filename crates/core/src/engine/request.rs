@@ -4,7 +4,7 @@
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
-use stoa_tree::{digest_id, PrepContext, ReplyShape, Txn, TxnHeader};
+use stoa_tree::{digest_id, PrepContext, ReplyShape};
 
 use super::handoff::{Admitted, Identity, ReadCall, ReadOutcome};
 use super::Engine;
@@ -195,10 +195,7 @@ impl Engine {
             };
             let txn = prepared.unwrap_or_else(|e| {
                 self.stats.request_errors += 1;
-                Txn {
-                    header: ctx.header(),
-                    op: e.into_txn_op(),
-                }
+                ctx.failed(e)
             });
             self.propose_on(super::group_moves::PLACEMENT_PARTITION, txn);
             return;
@@ -208,21 +205,10 @@ impl Engine {
             Err(code) => Err(stoa_tree::PrepError::Code(code)),
             Ok(()) => self.prepare_routed(&ctx, request, route),
         };
-        let txn = match prepared {
-            Ok(txn) => txn,
-            Err(e) => {
-                self.stats.request_errors += 1;
-                Txn {
-                    header: TxnHeader {
-                        session_id: sid,
-                        cxid: xid,
-                        zxid,
-                        time_ms: self.now_ms,
-                    },
-                    op: e.into_txn_op(),
-                }
-            }
-        };
+        let txn = prepared.unwrap_or_else(|e| {
+            self.stats.request_errors += 1;
+            ctx.failed(e)
+        });
         self.propose_on(route.home(&txn), txn);
     }
 

@@ -9,7 +9,6 @@ use stoa_ext::{TreeView, WriteOp};
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::records::Stat;
 use stoa_proto::request::Request;
-use stoa_tree::Txn;
 
 use super::extensions::{write_request, View};
 use super::routing::partition_holding;
@@ -96,10 +95,7 @@ impl Engine {
         };
         let txn = prepared.unwrap_or_else(|e| {
             log::warn!("extension {name}: writes refused: {e:?}");
-            Txn {
-                header: ctx.header(),
-                op: e.into_txn_op(),
-            }
+            ctx.failed(e)
         });
         self.propose_on(route.home(&txn), txn);
     }
