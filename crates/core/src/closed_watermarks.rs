@@ -1,0 +1,211 @@
+//! The read rule of partitions that apply on threads of their own: the one
+//! dense order's zxids with a closed watermark per partition (issue 23;
+//! docs/partitions.md, "Three read rules, compared").
+//!
+//! Under the one order a server applies every partition's entries merged
+//! by zxid (`ApplyOrder`), so its state is always a prefix of the history
+//! and a read is served at once. With a thread per partition, a merge
+//! that makes each partition wait for the others' earlier entries couples
+//! the threads. This rule lets each partition apply its own entries as
+//! they commit and moves the wait to the reads that need it:
+//!
+//! - A partition's state at its last applied zxid `a` is the projection of
+//!   the whole history at any zxid from `a` up to just before its next
+//!   entry: its **closed** zxid, the highest such point this server can
+//!   vouch for. Zxids are dense, so the server knows the partition has no
+//!   entry it has not seen below a zxid once every zxid up to there is in
+//!   hand in some partition's log (or void).
+//! - A session that has seen zxid `s` reads a partition once its closed
+//!   zxid reaches `s`, and the reply carries `max(s, a)`. What the session
+//!   reads is then the projection at that zxid, and the zxids of its
+//!   replies never go back, so every session reads prefixes of the one
+//!   history in order: ZooKeeper's guarantees, and the one zxid a client
+//!   keeps still means what it does today on reconnect.
+//!
+//! Pure: no I/O, no clock.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// One server's knowledge of the order, for the read rule above.
+#[derive(Debug, Clone)]
+pub struct ClosedWatermarks {
+    /// Every zxid at or below is in hand (committed in its partition's
+    /// log here) or void.
+    known: i64,
+    /// Ranges above `known + 1` in hand or void: first zxid to last.
+    ahead: BTreeMap<i64, i64>,
+    /// Each partition's last applied zxid.
+    applied: Vec<i64>,
+    /// Each partition's zxids in hand and not applied yet, in log order.
+    unapplied: Vec<VecDeque<i64>>,
+}
+
+impl ClosedWatermarks {
+    /// A server of `partitions` whose every partition has applied the
+    /// history up to `from` (a snapshot's zxid, 0 for none).
+    pub fn new(partitions: usize, from: i64) -> Self {
+        assert!(partitions >= 1, "a server has at least one partition");
+        ClosedWatermarks {
+            known: from,
+            ahead: BTreeMap::new(),
+            applied: vec![from; partitions],
+            unapplied: vec![VecDeque::new(); partitions],
+        }
+    }
+
+    /// Every zxid at or below this is in hand here or void.
+    pub fn known(&self) -> i64 {
+        self.known
+    }
+
+    /// The last zxid `partition` applied.
+    pub fn applied(&self, partition: usize) -> i64 {
+        self.applied[partition]
+    }
+
+    /// `partition`'s group committed its entry `zxid` here: in hand, to be
+    /// applied. A partition's entries come in zxid order.
+    pub fn committed(&mut self, partition: usize, zxid: i64) {
+        let last = (self.unapplied[partition].back()).map_or(self.applied[partition], |&z| z);
+        assert!(
+            zxid > last,
+            "partition {partition} committed {zxid:#x} after {last:#x}"
+        );
+        self.unapplied[partition].push_back(zxid);
+        self.mark(zxid, zxid);
+    }
+
+    /// No zxid from `first` to `last` will ever exist (a seal's ranges,
+    /// an epoch's end).
+    pub fn void(&mut self, first: i64, last: i64) {
+        self.mark(first, last);
+    }
+
+    /// `partition` applied its next entry in hand, `zxid`.
+    pub fn apply(&mut self, partition: usize, zxid: i64) {
+        let next = self.unapplied[partition].pop_front();
+        assert_eq!(
+            next,
+            Some(zxid),
+            "partition {partition} applied {zxid:#x} out of turn"
+        );
+        self.applied[partition] = zxid;
+    }
+
+    /// The highest zxid at which `partition`'s state is the projection of
+    /// the history: just before its next entry in hand, or, with none in
+    /// hand, as far as every zxid is known (an entry of its at or below
+    /// `known` would be in hand).
+    pub fn closed(&self, partition: usize) -> i64 {
+        match self.unapplied[partition].front() {
+            Some(&next) => next - 1,
+            None => self.known.max(self.applied[partition]),
+        }
+    }
+
+    /// A read of `partition` by a session that has seen `seen`: the zxid
+    /// its reply carries, or None while the partition cannot vouch for
+    /// `seen` yet (the read waits).
+    pub fn serve(&self, partition: usize, seen: i64) -> Option<i64> {
+        (self.closed(partition) >= seen).then(|| seen.max(self.applied[partition]))
+    }
+
+    /// Marks `first..=last` in hand or void, and moves `known` over every
+    /// range that now touches it.
+    fn mark(&mut self, first: i64, last: i64) {
+        let first = first.max(self.known + 1);
+        if first > last {
+            return;
+        }
+        let end = self.ahead.entry(first).or_insert(last);
+        *end = (*end).max(last);
+        while let Some((&lo, &hi)) = self.ahead.first_key_value() {
+            if lo > self.known + 1 {
+                break;
+            }
+            self.known = self.known.max(hi);
+            self.ahead.pop_first();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_closes_up_to_its_next_entry_in_hand() {
+        let mut marks = ClosedWatermarks::new(2, 0);
+        marks.committed(0, 1);
+        marks.committed(0, 3);
+        assert_eq!(marks.known(), 1, "2 is not in hand");
+        assert_eq!(marks.closed(0), 0, "1 is not applied");
+        assert_eq!(marks.closed(1), 1);
+        marks.apply(0, 1);
+        assert_eq!(marks.closed(0), 2, "its next entry is 3");
+        marks.committed(1, 2);
+        assert_eq!(marks.known(), 3);
+        assert_eq!(marks.closed(1), 1, "2 is in hand, not applied");
+        marks.apply(0, 3);
+        assert_eq!(marks.closed(0), 3);
+        marks.apply(1, 2);
+        assert_eq!(marks.closed(1), 3);
+    }
+
+    #[test]
+    fn a_read_waits_until_its_partition_vouches_for_what_the_session_saw() {
+        let mut marks = ClosedWatermarks::new(2, 0);
+        marks.committed(1, 2);
+        marks.apply(1, 2);
+        // A session read partition 1 at 2; partition 0 cannot vouch for 2
+        // while 1 is not in hand: it could be partition 0's.
+        assert_eq!(marks.serve(1, 0), Some(2));
+        assert_eq!(marks.serve(0, 2), None);
+        assert_eq!(marks.serve(0, 0), Some(0), "a session that saw nothing");
+        marks.committed(0, 1);
+        assert_eq!(marks.serve(0, 2), None, "1 is not applied");
+        marks.apply(0, 1);
+        assert_eq!(marks.serve(0, 2), Some(2), "the reply never goes back");
+    }
+
+    #[test]
+    fn void_ranges_close_as_in_hand_zxids_do() {
+        let mut marks = ClosedWatermarks::new(3, 10);
+        marks.committed(2, 1 << 32 | 1);
+        marks.void(11, (1 << 32) - 1);
+        assert_eq!(
+            marks.known(),
+            (1 << 32) - 1,
+            "the new epoch's counter 0 is not named"
+        );
+        marks.void(1 << 32, 1 << 32);
+        assert_eq!(marks.known(), 1 << 32 | 1);
+        assert_eq!(marks.closed(0), 1 << 32 | 1);
+        assert_eq!(marks.closed(2), 1 << 32);
+    }
+
+    #[test]
+    fn ranges_in_any_order_and_overlapping_join_up() {
+        let mut marks = ClosedWatermarks::new(1, 0);
+        marks.void(5, 9);
+        marks.void(3, 6);
+        marks.void(12, 12);
+        marks.void(2, 2);
+        assert_eq!(marks.known(), 0);
+        marks.void(1, 1);
+        assert_eq!(marks.known(), 9);
+        marks.void(10, 11);
+        assert_eq!(marks.known(), 12);
+        marks.void(4, 8);
+        assert_eq!(marks.known(), 12, "a range already known changes nothing");
+    }
+
+    #[test]
+    #[should_panic(expected = "out of turn")]
+    fn a_partition_applies_in_log_order() {
+        let mut marks = ClosedWatermarks::new(1, 0);
+        marks.committed(0, 1);
+        marks.committed(0, 2);
+        marks.apply(0, 2);
+    }
+}

@@ -1,0 +1,398 @@
+//! A model of partitions that apply on threads of their own, to compare the
+//! read rules they could keep (issue 23; docs/partitions.md, "Three read
+//! rules, compared"). Seeded and pure: the tests check every rule's
+//! histories, and `examples/order_model.rs` prints its figures.
+//!
+//! The world: one leader that orders writes (each committed when made),
+//! two servers, and sessions making one call at a time on keys spread
+//! over the partitions. Every step, each partition of each server may take
+//! its group's next committed entry in hand, and may apply one in hand:
+//! each at its own speed, drawn per run, as threads on a loaded machine
+//! run. A session's call is answered once its server can: a write once
+//! the server has applied it, a read by its scheme's rule. Now and then a
+//! session moves to the other server with what a standard client keeps,
+//! one 64-bit zxid, as a reconnect does.
+//!
+//! The schemes:
+//!
+//! - [`Scheme::OneOrder`]: what Stoa does. Zxids from one dense counter;
+//!   a server applies every partition's entries merged in zxid order
+//!   (`ApplyOrder`), so a partition waits for the others' earlier entries,
+//!   and reads are served at once.
+//! - [`Scheme::Watermarks`]: the same zxids; each partition applies what
+//!   it has in hand at once; a read waits for its partition's closed zxid
+//!   to reach what the session saw (`ClosedWatermarks`).
+//! - [`Scheme::Vectors`]: AGORA's per-partition numbering with vector
+//!   stamps (`VectorStamp`); each partition applies at once; a read waits
+//!   for its partition to reach the session's stamp. On a reconnect the
+//!   new server gets only the stamp's scalar.
+//! - [`Scheme::Unwaited`]: each partition applies at once and every read
+//!   is served at once: AGORA's fast reads, the baseline of the waits.
+
+pub mod history;
+
+use std::collections::VecDeque;
+
+use crate::apply_order::{ApplyOrder, Cut};
+use crate::closed_watermarks::ClosedWatermarks;
+use crate::sim_rng::Rng;
+use crate::vector_stamps::{VectorReplica, VectorSequencer, VectorStamp};
+use history::{History, Op, WriteId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    OneOrder,
+    Watermarks,
+    Vectors,
+    Unwaited,
+}
+
+impl Scheme {
+    pub const ALL: [Scheme; 4] = [
+        Scheme::OneOrder,
+        Scheme::Watermarks,
+        Scheme::Vectors,
+        Scheme::Unwaited,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::OneOrder => "one order",
+            Scheme::Watermarks => "closed watermarks",
+            Scheme::Vectors => "vector stamps",
+            Scheme::Unwaited => "unwaited (fast reads)",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub scheme: Scheme,
+    pub partitions: usize,
+    /// Key `k` lives on partition `k % partitions`.
+    pub keys: usize,
+    pub sessions: usize,
+    pub calls_per_session: usize,
+    pub write_percent: u64,
+    /// Of a session's calls, how many move it to the other server first.
+    pub reconnect_percent: u64,
+    pub seed: u64,
+}
+
+/// What the run cost, in steps (every partition thread may act once a step).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Figures {
+    pub reads: u64,
+    /// Reads not answerable the step they arrived.
+    pub reads_waited: u64,
+    /// Steps from arrival to answer, over every read.
+    pub read_wait_steps: u64,
+    pub writes: u64,
+    /// Entries applied, on both servers.
+    pub applies: u64,
+    /// Steps from in hand to applied, over every entry applied.
+    pub apply_wait_steps: u64,
+    pub reconnects: u64,
+    /// Steps the run took.
+    pub steps: u64,
+}
+
+pub struct Run {
+    pub history: History,
+    pub figures: Figures,
+}
+
+/// A write in its partition's log.
+struct Entry {
+    key: usize,
+    id: WriteId,
+    zxid: i64,
+    stamp: VectorStamp,
+}
+
+struct Server {
+    /// Each partition's entries in hand, and applied (counts of its log).
+    in_hand: Vec<usize>,
+    applied: Vec<usize>,
+    /// The step each entry in hand and not applied came, per partition.
+    waiting_since: Vec<VecDeque<u64>>,
+    /// Each partition's chance in a hundred to act, each step.
+    speed: Vec<u64>,
+    values: Vec<WriteId>,
+    order: ApplyOrder<()>,
+    marks: ClosedWatermarks,
+    vectors: VectorReplica,
+}
+
+enum Call {
+    Read { key: usize, since: u64 },
+    Write { partition: usize, entry: usize },
+}
+
+struct Session {
+    server: usize,
+    seen_zxid: i64,
+    seen_stamp: VectorStamp,
+    calls_left: usize,
+    call: Option<Call>,
+}
+
+struct World<'c> {
+    config: &'c Config,
+    rng: Rng,
+    logs: Vec<Vec<Entry>>,
+    next_zxid: i64,
+    sequencer: VectorSequencer,
+    servers: Vec<Server>,
+    sessions: Vec<Session>,
+    history: History,
+    figures: Figures,
+    step: u64,
+}
+
+/// Runs the model to the end: every session's calls made and answered.
+pub fn run(config: &Config) -> Run {
+    assert!(config.partitions >= 1 && config.keys >= 1 && config.sessions >= 1);
+    let mut rng = Rng(config.seed);
+    let servers = (0..2)
+        .map(|_| Server {
+            in_hand: vec![0; config.partitions],
+            applied: vec![0; config.partitions],
+            waiting_since: vec![VecDeque::new(); config.partitions],
+            // From a stalled thread to one that keeps up.
+            speed: (0..config.partitions).map(|_| 10 + rng.below(91)).collect(),
+            values: vec![0; config.keys],
+            order: ApplyOrder::recover(config.partitions, &Cut::default()),
+            marks: ClosedWatermarks::new(config.partitions, 0),
+            vectors: VectorReplica::new(config.partitions),
+        })
+        .collect();
+    let sessions = (0..config.sessions)
+        .map(|s| Session {
+            server: s % 2,
+            seen_zxid: 0,
+            seen_stamp: VectorStamp::zero(config.partitions),
+            calls_left: config.calls_per_session,
+            call: None,
+        })
+        .collect();
+    let mut world = World {
+        config,
+        rng,
+        logs: (0..config.partitions).map(|_| Vec::new()).collect(),
+        next_zxid: 1,
+        sequencer: VectorSequencer::new(config.partitions),
+        servers,
+        sessions,
+        history: History {
+            sessions: vec![Vec::new(); config.sessions],
+            versions: vec![Vec::new(); config.keys],
+        },
+        figures: Figures::default(),
+        step: 0,
+    };
+    let limit = 1_000 + 200 * (config.calls_per_session * config.sessions) as u64;
+    while !world.done() {
+        assert!(world.step < limit, "the model made no progress: {config:?}");
+        world.step();
+    }
+    world.figures.steps = world.step;
+    Run {
+        history: world.history,
+        figures: world.figures,
+    }
+}
+
+impl World<'_> {
+    fn done(&self) -> bool {
+        (self.sessions.iter()).all(|s| s.calls_left == 0 && s.call.is_none())
+    }
+
+    fn step(&mut self) {
+        self.step += 1;
+        for server in 0..self.servers.len() {
+            for partition in self.shuffled(self.config.partitions) {
+                let speed = self.servers[server].speed[partition];
+                if self.rng.chance(speed) {
+                    self.take_in_hand(server, partition);
+                }
+                if self.rng.chance(speed) {
+                    self.apply(server, partition);
+                }
+            }
+        }
+        for session in self.shuffled(self.sessions.len()) {
+            self.advance(session);
+        }
+    }
+
+    fn shuffled(&mut self, n: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            order.swap(i, self.rng.below(i as u64 + 1) as usize);
+        }
+        order
+    }
+
+    fn take_in_hand(&mut self, server: usize, partition: usize) {
+        let srv = &mut self.servers[server];
+        let index = srv.in_hand[partition];
+        let Some(entry) = self.logs[partition].get(index) else {
+            return;
+        };
+        srv.in_hand[partition] += 1;
+        srv.waiting_since[partition].push_back(self.step);
+        srv.order
+            .committed(partition, index as u64 + 1, Some(entry.zxid), ());
+        srv.marks.committed(partition, entry.zxid);
+    }
+
+    /// The partition's thread applies its next entry in hand, if its
+    /// scheme lets it now.
+    fn apply(&mut self, server: usize, partition: usize) {
+        let scheme = self.config.scheme;
+        let srv = &mut self.servers[server];
+        let index = srv.applied[partition];
+        if index == srv.in_hand[partition] {
+            return;
+        }
+        let entry = &self.logs[partition][index];
+        if scheme == Scheme::OneOrder {
+            // Its turn in the one order: every zxid below is applied.
+            if entry.zxid != srv.order.applied() + 1 {
+                return;
+            }
+            let ready = srv.order.next_ready().expect("the next zxid is in hand");
+            assert_eq!((ready.partition, ready.zxid), (partition, Some(entry.zxid)));
+        }
+        srv.applied[partition] += 1;
+        srv.values[entry.key] = entry.id;
+        srv.marks.apply(partition, entry.zxid);
+        srv.vectors.apply(partition, &entry.stamp);
+        let since = srv.waiting_since[partition].pop_front().unwrap();
+        self.figures.applies += 1;
+        self.figures.apply_wait_steps += self.step - since;
+    }
+
+    fn advance(&mut self, session: usize) {
+        match self.sessions[session].call {
+            Some(Call::Read { key, since }) => self.try_read(session, key, since),
+            Some(Call::Write { partition, entry }) => {
+                self.try_answer_write(session, partition, entry)
+            }
+            // A session makes its next call a step or so after its answer.
+            None if self.sessions[session].calls_left > 0 && self.rng.chance(50) => {
+                self.call(session)
+            }
+            None => {}
+        }
+    }
+
+    fn call(&mut self, session: usize) {
+        self.sessions[session].calls_left -= 1;
+        if self.rng.chance(self.config.reconnect_percent) {
+            self.reconnect(session);
+        }
+        let key = self.rng.below(self.config.keys as u64) as usize;
+        if self.rng.chance(self.config.write_percent) {
+            self.write(session, key);
+        } else {
+            self.figures.reads += 1;
+            self.sessions[session].call = Some(Call::Read {
+                key,
+                since: self.step,
+            });
+            self.try_read(session, key, self.step);
+        }
+    }
+
+    /// The session moves to the other server, carrying the one number a
+    /// client keeps; it is taken once that server has caught up with it,
+    /// as ZooKeeper's servers refuse a client that has seen more.
+    fn reconnect(&mut self, session: usize) {
+        let to = 1 - self.sessions[session].server;
+        let srv = &self.servers[to];
+        let s = &mut self.sessions[session];
+        let taken = match self.config.scheme {
+            Scheme::OneOrder => srv.order.applied() >= s.seen_zxid,
+            Scheme::Watermarks | Scheme::Unwaited => srv.marks.known() >= s.seen_zxid,
+            Scheme::Vectors => srv.vectors.scalar() >= s.seen_stamp.scalar(),
+        };
+        if !taken {
+            return;
+        }
+        self.figures.reconnects += 1;
+        s.server = to;
+        // The server knows only the client's scalar, not which partitions
+        // it saw.
+        s.seen_stamp = VectorStamp::zero(self.config.partitions);
+    }
+
+    fn write(&mut self, session: usize, key: usize) {
+        let partition = key % self.config.partitions;
+        let id = self.history_len() as WriteId + 1;
+        let zxid = self.next_zxid;
+        self.next_zxid += 1;
+        let stamp = (self.sequencer).stamp(partition, &self.sessions[session].seen_stamp);
+        self.logs[partition].push(Entry {
+            key,
+            id,
+            zxid,
+            stamp,
+        });
+        self.history.versions[key].push(id);
+        self.history.sessions[session].push(Op::Write { key, id });
+        self.figures.writes += 1;
+        let entry = self.logs[partition].len() - 1;
+        self.sessions[session].call = Some(Call::Write { partition, entry });
+    }
+
+    fn history_len(&self) -> usize {
+        self.history.sessions.iter().map(Vec::len).sum()
+    }
+
+    fn try_answer_write(&mut self, session: usize, partition: usize, entry: usize) {
+        let s = &mut self.sessions[session];
+        let srv = &self.servers[s.server];
+        if srv.applied[partition] <= entry {
+            return;
+        }
+        let written = &self.logs[partition][entry];
+        s.seen_zxid = s.seen_zxid.max(written.zxid);
+        s.seen_stamp = (srv.vectors.serve(partition, &s.seen_stamp))
+            .expect("the partition applied what the session saw of it");
+        s.call = None;
+    }
+
+    fn try_read(&mut self, session: usize, key: usize, since: u64) {
+        let partition = key % self.config.partitions;
+        let s = &mut self.sessions[session];
+        let srv = &self.servers[s.server];
+        match self.config.scheme {
+            Scheme::OneOrder => {
+                let applied = srv.order.applied();
+                assert!(applied >= s.seen_zxid, "a server behind its session");
+                s.seen_zxid = applied;
+            }
+            Scheme::Watermarks => match srv.marks.serve(partition, s.seen_zxid) {
+                Some(zxid) => s.seen_zxid = zxid,
+                None => return,
+            },
+            Scheme::Vectors => match srv.vectors.serve(partition, &s.seen_stamp) {
+                Some(stamp) => s.seen_stamp = stamp,
+                None => return,
+            },
+            Scheme::Unwaited => {}
+        }
+        let saw = srv.values[key];
+        s.call = None;
+        self.history.sessions[session].push(Op::Read { key, saw });
+        if self.step > since {
+            self.figures.reads_waited += 1;
+            self.figures.read_wait_steps += self.step - since;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
