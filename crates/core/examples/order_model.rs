@@ -26,7 +26,7 @@ fn env_list(name: &str, default: &str) -> Vec<usize> {
 fn main() {
     let seeds = env_list("SEEDS", "50")[0] as u64;
     let partitions = env_list("PARTITIONS", "2,4,8");
-    println!("{seeds} seeded runs per cell: 8 sessions x 100 calls, 30% writes, 2 keys per partition; reconnects: the share of calls a session moves to the other server before");
+    println!("{seeds} seeded runs per cell: 8 sessions x 100 calls, 30% writes (a fifth of them a multi over two partitions), 2 keys per partition; reconnects: the share of calls a session moves to the other server before");
     println!(
         "{:<22} {:>3} {:>10} {:>10} {:>8} {:>12} {:>16} {:>18}",
         "rule",
@@ -52,6 +52,7 @@ fn main() {
                     sessions: 8,
                     calls_per_session: 100,
                     write_percent: 30,
+                    multi_percent: 20,
                     reconnect_percent,
                     seed,
                 });
@@ -98,13 +99,14 @@ fn main() {
 
 const READS: u64 = 2_000_000;
 
-/// A partition that applied one write of every 4 zxids, read by sessions
-/// that have seen recent zxids.
+/// Partitions that each applied every P-th zxid, read by sessions that
+/// have seen recent zxids.
 fn time_watermarks(partitions: usize) -> f64 {
     let mut marks = ClosedWatermarks::new(partitions, 0);
     for zxid in 1..=4_000 {
         let p = (zxid as usize) % partitions;
-        marks.committed(p, zxid);
+        let previous = marks.applied(p);
+        marks.committed(p, zxid, previous);
         marks.apply(p, zxid);
     }
     let mut seen = 3_900i64;
@@ -125,7 +127,7 @@ fn time_vectors(partitions: usize) -> f64 {
     let mut writer = VectorStamp::zero(partitions);
     for i in 0..4_000 {
         let p = i % partitions;
-        let stamp = leader.stamp(p, &writer);
+        let stamp = leader.stamp(&[p], &writer);
         replica.apply(p, &stamp);
         writer = stamp;
     }

@@ -9,12 +9,18 @@
 //! the threads. This rule lets each partition apply its own entries as
 //! they commit and moves the wait to the reads that need it:
 //!
+//! - A partition's *items* are its own entries and the parts it holds of
+//!   operations over several partitions, which commit as one entry in one
+//!   group's log. Each item names the zxid of the partition's item before
+//!   it: the leader knows it when it hands the zxid out. A partition
+//!   applies along that chain, so it waits for no other partition but for
+//!   the entries that carry its parts.
 //! - A partition's state at its last applied zxid `a` is the projection of
 //!   the whole history at any zxid from `a` up to just before its next
-//!   entry: its **closed** zxid, the highest such point this server can
-//!   vouch for. Zxids are dense, so the server knows the partition has no
-//!   entry it has not seen below a zxid once every zxid up to there is in
-//!   hand in some partition's log (or void).
+//!   item: its **closed** zxid, the highest such point this server can
+//!   vouch for. With the next item not in hand, that is as far as every
+//!   zxid is in hand here (or void): zxids are dense, so an item of the
+//!   partition's at or below would be in hand.
 //! - A session that has seen zxid `s` reads a partition once its closed
 //!   zxid reaches `s`, and the reply carries `max(s, a)`. What the session
 //!   reads is then the projection at that zxid, and the zxids of its
@@ -24,7 +30,7 @@
 //!
 //! Pure: no I/O, no clock.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// One server's knowledge of the order, for the read rule above.
 #[derive(Debug, Clone)]
@@ -36,8 +42,9 @@ pub struct ClosedWatermarks {
     ahead: BTreeMap<i64, i64>,
     /// Each partition's last applied zxid.
     applied: Vec<i64>,
-    /// Each partition's zxids in hand and not applied yet, in log order.
-    unapplied: Vec<VecDeque<i64>>,
+    /// Each partition's items in hand and not applied yet: the zxid of
+    /// the item before each, to its own.
+    unapplied: Vec<BTreeMap<i64, i64>>,
 }
 
 impl ClosedWatermarks {
@@ -49,7 +56,7 @@ impl ClosedWatermarks {
             known: from,
             ahead: BTreeMap::new(),
             applied: vec![from; partitions],
-            unapplied: vec![VecDeque::new(); partitions],
+            unapplied: vec![BTreeMap::new(); partitions],
         }
     }
 
@@ -63,15 +70,20 @@ impl ClosedWatermarks {
         self.applied[partition]
     }
 
-    /// `partition`'s group committed its entry `zxid` here: in hand, to be
-    /// applied. A partition's entries come in zxid order.
-    pub fn committed(&mut self, partition: usize, zxid: i64) {
-        let last = (self.unapplied[partition].back()).map_or(self.applied[partition], |&z| z);
+    /// An item of `partition`'s is in hand here: its entry `zxid`
+    /// committed, and `previous` is the zxid of its item before. Every part
+    /// of an entry is in hand when its entry is.
+    pub fn committed(&mut self, partition: usize, zxid: i64, previous: i64) {
         assert!(
-            zxid > last,
-            "partition {partition} committed {zxid:#x} after {last:#x}"
+            previous < zxid && previous >= self.applied[partition],
+            "partition {partition}'s item {zxid:#x} after {previous:#x}, applied {:#x}",
+            self.applied[partition]
         );
-        self.unapplied[partition].push_back(zxid);
+        let twice = self.unapplied[partition].insert(previous, zxid);
+        assert!(
+            twice.is_none(),
+            "partition {partition} has two items after {previous:#x}"
+        );
         self.mark(zxid, zxid);
     }
 
@@ -81,9 +93,16 @@ impl ClosedWatermarks {
         self.mark(first, last);
     }
 
-    /// `partition` applied its next entry in hand, `zxid`.
+    /// The zxid of the item `partition` applies next, if it is in hand.
+    pub fn next(&self, partition: usize) -> Option<i64> {
+        self.unapplied[partition]
+            .get(&self.applied[partition])
+            .copied()
+    }
+
+    /// `partition` applied its next item, `zxid`.
     pub fn apply(&mut self, partition: usize, zxid: i64) {
-        let next = self.unapplied[partition].pop_front();
+        let next = self.unapplied[partition].remove(&self.applied[partition]);
         assert_eq!(
             next,
             Some(zxid),
@@ -93,12 +112,12 @@ impl ClosedWatermarks {
     }
 
     /// The highest zxid at which `partition`'s state is the projection of
-    /// the history: just before its next entry in hand, or, with none in
-    /// hand, as far as every zxid is known (an entry of its at or below
-    /// `known` would be in hand).
+    /// the history: just before its next item in hand, or, with that one
+    /// not in hand, as far as every zxid is known (an item of its at or
+    /// below `known` would be in hand).
     pub fn closed(&self, partition: usize) -> i64 {
-        match self.unapplied[partition].front() {
-            Some(&next) => next - 1,
+        match self.next(partition) {
+            Some(next) => next - 1,
             None => self.known.max(self.applied[partition]),
         }
     }
@@ -134,16 +153,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_partition_closes_up_to_its_next_entry_in_hand() {
+    fn a_partition_closes_up_to_its_next_item_in_hand() {
         let mut marks = ClosedWatermarks::new(2, 0);
-        marks.committed(0, 1);
-        marks.committed(0, 3);
+        marks.committed(0, 1, 0);
+        marks.committed(0, 3, 1);
         assert_eq!(marks.known(), 1, "2 is not in hand");
         assert_eq!(marks.closed(0), 0, "1 is not applied");
         assert_eq!(marks.closed(1), 1);
         marks.apply(0, 1);
-        assert_eq!(marks.closed(0), 2, "its next entry is 3");
-        marks.committed(1, 2);
+        assert_eq!(marks.closed(0), 2, "its next item is 3");
+        marks.committed(1, 2, 0);
         assert_eq!(marks.known(), 3);
         assert_eq!(marks.closed(1), 1, "2 is in hand, not applied");
         marks.apply(0, 3);
@@ -155,23 +174,45 @@ mod tests {
     #[test]
     fn a_read_waits_until_its_partition_vouches_for_what_the_session_saw() {
         let mut marks = ClosedWatermarks::new(2, 0);
-        marks.committed(1, 2);
+        marks.committed(1, 2, 0);
         marks.apply(1, 2);
         // A session read partition 1 at 2; partition 0 cannot vouch for 2
         // while 1 is not in hand: it could be partition 0's.
         assert_eq!(marks.serve(1, 0), Some(2));
         assert_eq!(marks.serve(0, 2), None);
         assert_eq!(marks.serve(0, 0), Some(0), "a session that saw nothing");
-        marks.committed(0, 1);
+        marks.committed(0, 1, 0);
         assert_eq!(marks.serve(0, 2), None, "1 is not applied");
         marks.apply(0, 1);
         assert_eq!(marks.serve(0, 2), Some(2), "the reply never goes back");
     }
 
     #[test]
+    fn a_part_of_another_partitions_entry_applies_in_its_place_in_the_chain() {
+        // Zxid 2 is an entry of partition 1 with a part on partition 0;
+        // partition 0's own entry 3 names 2 as its item before.
+        let mut marks = ClosedWatermarks::new(2, 0);
+        marks.committed(0, 1, 0);
+        marks.committed(0, 3, 2);
+        marks.apply(0, 1);
+        assert_eq!(marks.next(0), None, "3 waits for the part at 2");
+        assert_eq!(marks.closed(0), 1, "2 is not in hand");
+        marks.committed(1, 2, 0);
+        marks.committed(0, 2, 1);
+        assert_eq!(marks.next(0), Some(2));
+        marks.apply(0, 2);
+        assert_eq!(marks.closed(0), 2);
+        assert_eq!(marks.serve(1, 2), None, "partition 1 has not applied 2");
+        marks.apply(1, 2);
+        assert_eq!(marks.serve(1, 2), Some(2));
+        marks.apply(0, 3);
+        assert_eq!(marks.closed(0), 3);
+    }
+
+    #[test]
     fn void_ranges_close_as_in_hand_zxids_do() {
         let mut marks = ClosedWatermarks::new(3, 10);
-        marks.committed(2, 1 << 32 | 1);
+        marks.committed(2, 1 << 32 | 1, 10);
         marks.void(11, (1 << 32) - 1);
         assert_eq!(
             marks.known(),
@@ -202,10 +243,10 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "out of turn")]
-    fn a_partition_applies_in_log_order() {
+    fn a_partition_applies_along_its_chain() {
         let mut marks = ClosedWatermarks::new(1, 0);
-        marks.committed(0, 1);
-        marks.committed(0, 2);
+        marks.committed(0, 1, 0);
+        marks.committed(0, 2, 1);
         marks.apply(0, 2);
     }
 }

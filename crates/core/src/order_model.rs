@@ -5,7 +5,9 @@
 //!
 //! The world: one leader that orders writes (each committed when made),
 //! two servers, and sessions making one call at a time on keys spread
-//! over the partitions. Every step, each partition of each server may take
+//! over the partitions. Some writes are a `multi` of two keys on two
+//! partitions: one entry in its first key's partition's log, with a part
+//! for each partition, as the engine commits them. Every step, each partition of each server may take
 //! its group's next committed entry in hand, and may apply one in hand:
 //! each at its own speed, drawn per run, as threads on a loaded machine
 //! run. A session's call is answered once its server can: a write once
@@ -19,19 +21,23 @@
 //!   a server applies every partition's entries merged in zxid order
 //!   (`ApplyOrder`), so a partition waits for the others' earlier entries,
 //!   and reads are served at once.
-//! - [`Scheme::Watermarks`]: the same zxids; each partition applies what
-//!   it has in hand at once; a read waits for its partition's closed zxid
-//!   to reach what the session saw (`ClosedWatermarks`).
+//! - [`Scheme::Watermarks`]: the same zxids; each partition applies its
+//!   items (its entries, and the parts other partitions' entries hold for
+//!   it) along their chain as they come in hand; a read waits for its
+//!   partition's closed zxid to reach what the session saw
+//!   (`ClosedWatermarks`).
 //! - [`Scheme::Vectors`]: AGORA's per-partition numbering with vector
-//!   stamps (`VectorStamp`); each partition applies at once; a read waits
-//!   for its partition to reach the session's stamp. On a reconnect the
-//!   new server gets only the stamp's scalar.
+//!   stamps (`VectorStamp`); a `multi` gets one stamp numbered by every
+//!   partition it touches (§IV-E); each partition applies in its own
+//!   numbering as parts come in hand; a read waits for its partition to
+//!   reach the session's stamp. On a reconnect the new server gets only
+//!   the stamp's scalar.
 //! - [`Scheme::Unwaited`]: each partition applies at once and every read
 //!   is served at once: AGORA's fast reads, the baseline of the waits.
 
 pub mod history;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::apply_order::{ApplyOrder, Cut};
 use crate::closed_watermarks::ClosedWatermarks;
@@ -74,6 +80,8 @@ pub struct Config {
     pub sessions: usize,
     pub calls_per_session: usize,
     pub write_percent: u64,
+    /// Of the writes, how many are a `multi` of two keys on two partitions.
+    pub multi_percent: u64,
     /// Of a session's calls, how many move it to the other server first.
     pub reconnect_percent: u64,
     pub seed: u64,
@@ -88,9 +96,10 @@ pub struct Figures {
     /// Steps from arrival to answer, over every read.
     pub read_wait_steps: u64,
     pub writes: u64,
-    /// Entries applied, on both servers.
+    /// Parts applied (a write's, on each partition it touches), on both
+    /// servers.
     pub applies: u64,
-    /// Steps from in hand to applied, over every entry applied.
+    /// Steps from in hand to applied, over every part applied.
     pub apply_wait_steps: u64,
     pub reconnects: u64,
     /// Steps the run took.
@@ -102,20 +111,40 @@ pub struct Run {
     pub figures: Figures,
 }
 
-/// A write in its partition's log.
+/// A write, in the log of its first key's partition (its owner): one
+/// entry, whatever the partitions it touches.
 struct Entry {
+    id: WriteId,
+    zxid: i64,
+    stamp: VectorStamp,
+    parts: Vec<Part>,
+}
+
+struct Part {
+    partition: usize,
+    key: usize,
+    /// The zxid of the partition's item before this one.
+    previous: i64,
+}
+
+/// A part in hand on a partition that applies on its own.
+struct Item {
     key: usize,
     id: WriteId,
     zxid: i64,
     stamp: VectorStamp,
+    since: u64,
 }
 
 struct Server {
-    /// Each partition's entries in hand, and applied (counts of its log).
+    /// Each partition's log: entries in hand, and (one order) applied.
     in_hand: Vec<usize>,
     applied: Vec<usize>,
-    /// The step each entry in hand and not applied came, per partition.
+    /// One order: the step each entry in hand and not applied came.
     waiting_since: Vec<VecDeque<u64>>,
+    /// The other rules: each partition's items in hand, by zxid (by
+    /// sequence number under vector stamps).
+    items: Vec<BTreeMap<i64, Item>>,
     /// Each partition's chance in a hundred to act, each step.
     speed: Vec<u64>,
     values: Vec<WriteId>,
@@ -126,7 +155,7 @@ struct Server {
 
 enum Call {
     Read { key: usize, since: u64 },
-    Write { partition: usize, entry: usize },
+    Write { owner: usize, entry: usize },
 }
 
 struct Session {
@@ -142,6 +171,8 @@ struct World<'c> {
     rng: Rng,
     logs: Vec<Vec<Entry>>,
     next_zxid: i64,
+    /// Each partition's last item's zxid, as the leader hands them out.
+    last_item: Vec<i64>,
     sequencer: VectorSequencer,
     servers: Vec<Server>,
     sessions: Vec<Session>,
@@ -152,13 +183,14 @@ struct World<'c> {
 
 /// Runs the model to the end: every session's calls made and answered.
 pub fn run(config: &Config) -> Run {
-    assert!(config.partitions >= 1 && config.keys >= 1 && config.sessions >= 1);
+    assert!(config.partitions >= 1 && config.keys >= config.partitions && config.sessions >= 1);
     let mut rng = Rng(config.seed);
     let servers = (0..2)
         .map(|_| Server {
             in_hand: vec![0; config.partitions],
             applied: vec![0; config.partitions],
             waiting_since: vec![VecDeque::new(); config.partitions],
+            items: (0..config.partitions).map(|_| BTreeMap::new()).collect(),
             // From a stalled thread to one that keeps up.
             speed: (0..config.partitions).map(|_| 10 + rng.below(91)).collect(),
             values: vec![0; config.keys],
@@ -181,6 +213,7 @@ pub fn run(config: &Config) -> Run {
         rng,
         logs: (0..config.partitions).map(|_| Vec::new()).collect(),
         next_zxid: 1,
+        last_item: vec![0; config.partitions],
         sequencer: VectorSequencer::new(config.partitions),
         servers,
         sessions,
@@ -234,52 +267,90 @@ impl World<'_> {
         order
     }
 
-    fn take_in_hand(&mut self, server: usize, partition: usize) {
-        let srv = &mut self.servers[server];
-        let index = srv.in_hand[partition];
-        let Some(entry) = self.logs[partition].get(index) else {
-            return;
-        };
-        srv.in_hand[partition] += 1;
-        srv.waiting_since[partition].push_back(self.step);
-        srv.order
-            .committed(partition, index as u64 + 1, Some(entry.zxid), ());
-        srv.marks.committed(partition, entry.zxid);
-    }
-
-    /// The partition's thread applies its next entry in hand, if its
-    /// scheme lets it now.
-    fn apply(&mut self, server: usize, partition: usize) {
+    fn take_in_hand(&mut self, server: usize, owner: usize) {
         let scheme = self.config.scheme;
         let srv = &mut self.servers[server];
-        let index = srv.applied[partition];
-        if index == srv.in_hand[partition] {
+        let index = srv.in_hand[owner];
+        let Some(entry) = self.logs[owner].get(index) else {
+            return;
+        };
+        srv.in_hand[owner] += 1;
+        if scheme == Scheme::OneOrder {
+            srv.waiting_since[owner].push_back(self.step);
+            (srv.order).committed(owner, index as u64 + 1, Some(entry.zxid), ());
             return;
         }
-        let entry = &self.logs[partition][index];
-        if scheme == Scheme::OneOrder {
-            // Its turn in the one order: every zxid below is applied.
-            if entry.zxid != srv.order.applied() + 1 {
-                return;
-            }
-            let ready = srv.order.next_ready().expect("the next zxid is in hand");
-            assert_eq!((ready.partition, ready.zxid), (partition, Some(entry.zxid)));
+        // Every part is in hand with its entry, on its own partition.
+        for part in &entry.parts {
+            let p = part.partition;
+            srv.marks.committed(p, entry.zxid, part.previous);
+            let at = match scheme {
+                Scheme::Vectors => entry.stamp.get(p) as i64,
+                _ => entry.zxid,
+            };
+            let item = Item {
+                key: part.key,
+                id: entry.id,
+                zxid: entry.zxid,
+                stamp: entry.stamp.clone(),
+                since: self.step,
+            };
+            srv.items[p].insert(at, item);
         }
-        srv.applied[partition] += 1;
-        srv.values[entry.key] = entry.id;
-        srv.marks.apply(partition, entry.zxid);
-        srv.vectors.apply(partition, &entry.stamp);
-        let since = srv.waiting_since[partition].pop_front().unwrap();
-        self.figures.applies += 1;
-        self.figures.apply_wait_steps += self.step - since;
+    }
+
+    /// The partition's thread applies its next entry or part, if its rule
+    /// lets it now.
+    fn apply(&mut self, server: usize, partition: usize) {
+        let srv = &mut self.servers[server];
+        // When what applies came in hand, and how many parts it holds.
+        let (since, parts) = match self.config.scheme {
+            Scheme::OneOrder => {
+                let index = srv.applied[partition];
+                if index == srv.in_hand[partition] {
+                    return;
+                }
+                let entry = &self.logs[partition][index];
+                // Its turn in the one order: every zxid below is applied.
+                if entry.zxid != srv.order.applied() + 1 {
+                    return;
+                }
+                let ready = srv.order.next_ready().expect("the next zxid is in hand");
+                assert_eq!((ready.partition, ready.zxid), (partition, Some(entry.zxid)));
+                srv.applied[partition] += 1;
+                for part in &entry.parts {
+                    srv.values[part.key] = entry.id;
+                }
+                let since = srv.waiting_since[partition].pop_front().unwrap();
+                (since, entry.parts.len() as u64)
+            }
+            Scheme::Vectors => {
+                let next = srv.vectors.applied(partition) as i64 + 1;
+                let Some(item) = srv.items[partition].remove(&next) else {
+                    return;
+                };
+                srv.vectors.apply(partition, &item.stamp);
+                srv.values[item.key] = item.id;
+                (item.since, 1)
+            }
+            Scheme::Watermarks | Scheme::Unwaited => {
+                let Some(next) = srv.marks.next(partition) else {
+                    return;
+                };
+                let item = srv.items[partition].remove(&next).unwrap();
+                srv.marks.apply(partition, item.zxid);
+                srv.values[item.key] = item.id;
+                (item.since, 1)
+            }
+        };
+        self.figures.applies += parts;
+        self.figures.apply_wait_steps += parts * (self.step - since);
     }
 
     fn advance(&mut self, session: usize) {
         match self.sessions[session].call {
             Some(Call::Read { key, since }) => self.try_read(session, key, since),
-            Some(Call::Write { partition, entry }) => {
-                self.try_answer_write(session, partition, entry)
-            }
+            Some(Call::Write { owner, entry }) => self.try_answer_write(session, owner, entry),
             // A session makes its next call a step or so after its answer.
             None if self.sessions[session].calls_left > 0 && self.rng.chance(50) => {
                 self.call(session)
@@ -329,38 +400,73 @@ impl World<'_> {
     }
 
     fn write(&mut self, session: usize, key: usize) {
-        let partition = key % self.config.partitions;
+        let p = self.config.partitions;
+        let mut keys = vec![key];
+        if p > 1 && self.rng.chance(self.config.multi_percent) {
+            let other = loop {
+                let other = self.rng.below(self.config.keys as u64) as usize;
+                if other % p != key % p {
+                    break other;
+                }
+            };
+            keys.push(other);
+        }
         let id = self.history_len() as WriteId + 1;
         let zxid = self.next_zxid;
         self.next_zxid += 1;
-        let stamp = (self.sequencer).stamp(partition, &self.sessions[session].seen_stamp);
-        self.logs[partition].push(Entry {
-            key,
+        let mut parts = Vec::with_capacity(keys.len());
+        for &key in &keys {
+            let partition = key % p;
+            let previous = std::mem::replace(&mut self.last_item[partition], zxid);
+            parts.push(Part {
+                partition,
+                key,
+                previous,
+            });
+            self.history.versions[key].push(id);
+        }
+        let touched: Vec<usize> = parts.iter().map(|part| part.partition).collect();
+        let stamp = (self.sequencer).stamp(&touched, &self.sessions[session].seen_stamp);
+        let owner = key % p;
+        self.logs[owner].push(Entry {
             id,
             zxid,
             stamp,
+            parts,
         });
-        self.history.versions[key].push(id);
-        self.history.sessions[session].push(Op::Write { key, id });
+        self.history.sessions[session].push(Op::Write { keys, id });
         self.figures.writes += 1;
-        let entry = self.logs[partition].len() - 1;
-        self.sessions[session].call = Some(Call::Write { partition, entry });
+        let entry = self.logs[owner].len() - 1;
+        self.sessions[session].call = Some(Call::Write { owner, entry });
     }
 
     fn history_len(&self) -> usize {
         self.history.sessions.iter().map(Vec::len).sum()
     }
 
-    fn try_answer_write(&mut self, session: usize, partition: usize, entry: usize) {
+    /// A write is answered once its server applied all of it.
+    fn try_answer_write(&mut self, session: usize, owner: usize, entry: usize) {
         let s = &mut self.sessions[session];
         let srv = &self.servers[s.server];
-        if srv.applied[partition] <= entry {
+        let written = &self.logs[owner][entry];
+        let applied = match self.config.scheme {
+            Scheme::OneOrder => srv.order.applied() >= written.zxid,
+            Scheme::Vectors => (written.parts.iter()).all(|part| {
+                srv.vectors.applied(part.partition) >= written.stamp.get(part.partition)
+            }),
+            Scheme::Watermarks | Scheme::Unwaited => {
+                (written.parts.iter()).all(|part| srv.marks.applied(part.partition) >= written.zxid)
+            }
+        };
+        if !applied {
             return;
         }
-        let written = &self.logs[partition][entry];
         s.seen_zxid = s.seen_zxid.max(written.zxid);
-        s.seen_stamp = (srv.vectors.serve(partition, &s.seen_stamp))
-            .expect("the partition applied what the session saw of it");
+        // The reply carries what the partitions it touched have seen, as
+        // a read's would.
+        for part in &written.parts {
+            s.seen_stamp.merge(srv.vectors.clock(part.partition));
+        }
         s.call = None;
     }
 

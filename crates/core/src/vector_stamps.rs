@@ -80,6 +80,11 @@ impl VectorReplica {
         self.clocks[partition].get(partition)
     }
 
+    /// What `partition` has seen of every partition.
+    pub fn clock(&self, partition: usize) -> &VectorStamp {
+        &self.clocks[partition]
+    }
+
     /// `partition` applied its next write, stamped `stamp`.
     pub fn apply(&mut self, partition: usize, stamp: &VectorStamp) {
         let next = self.applied(partition) + 1;
@@ -123,13 +128,24 @@ impl VectorSequencer {
         }
     }
 
-    /// The stamp of a write to `partition` by a session whose stamp is
-    /// `seen`: the partition's clock merged with it, one write further.
-    pub fn stamp(&mut self, partition: usize, seen: &VectorStamp) -> VectorStamp {
-        let clock = &mut self.clocks[partition];
-        clock.merge(seen);
-        clock.0[partition] += 1;
-        clock.clone()
+    /// The stamp of a write to `partitions` by a session whose stamp is
+    /// `seen`: each partition in turn merges the stamp so far into its
+    /// clock and numbers the write (§IV-E: a write over several partitions
+    /// gets one stamp with a number from each); then each merges the whole
+    /// stamp, so that its later writes come after every part of this one.
+    pub fn stamp(&mut self, partitions: &[usize], seen: &VectorStamp) -> VectorStamp {
+        assert!(!partitions.is_empty(), "a write touches a partition");
+        let mut stamp = seen.clone();
+        for &partition in partitions {
+            let clock = &mut self.clocks[partition];
+            clock.merge(&stamp);
+            clock.0[partition] += 1;
+            stamp = clock.clone();
+        }
+        for &partition in partitions {
+            self.clocks[partition].merge(&stamp);
+        }
+        stamp
     }
 }
 
@@ -144,9 +160,9 @@ mod tests {
         // not applied /data yet.
         let mut leader = VectorSequencer::new(2);
         let writer = VectorStamp::zero(2);
-        let data = leader.stamp(0, &writer);
+        let data = leader.stamp(&[0], &writer);
         assert_eq!(data, VectorStamp(vec![1, 0]));
-        let ready = leader.stamp(1, &data);
+        let ready = leader.stamp(&[1], &data);
         assert_eq!(ready, VectorStamp(vec![1, 1]));
 
         let mut server = VectorReplica::new(2);
@@ -161,8 +177,8 @@ mod tests {
     #[test]
     fn independent_writes_need_no_wait() {
         let mut leader = VectorSequencer::new(2);
-        let a = leader.stamp(0, &VectorStamp::zero(2));
-        let b = leader.stamp(1, &VectorStamp::zero(2));
+        let a = leader.stamp(&[0], &VectorStamp::zero(2));
+        let b = leader.stamp(&[1], &VectorStamp::zero(2));
         let mut server = VectorReplica::new(2);
         server.apply(1, &b);
         let seen = server.serve(1, &VectorStamp::zero(2)).unwrap();
@@ -174,12 +190,23 @@ mod tests {
     }
 
     #[test]
+    fn a_write_over_two_partitions_is_numbered_by_both_and_orders_their_later_writes() {
+        let mut leader = VectorSequencer::new(2);
+        let zero = VectorStamp::zero(2);
+        let multi = leader.stamp(&[1, 0], &zero);
+        assert_eq!(multi, VectorStamp(vec![1, 1]));
+        // A later write on either partition depends on both parts.
+        assert_eq!(leader.stamp(&[1], &zero), VectorStamp(vec![1, 2]));
+        assert_eq!(leader.stamp(&[0], &zero), VectorStamp(vec![2, 1]));
+    }
+
+    #[test]
     #[should_panic(expected = "out of turn")]
     fn a_partition_applies_its_writes_in_order() {
         let mut leader = VectorSequencer::new(1);
         let zero = VectorStamp::zero(1);
-        let _first = leader.stamp(0, &zero);
-        let second = leader.stamp(0, &zero);
+        let _first = leader.stamp(&[0], &zero);
+        let second = leader.stamp(&[0], &zero);
         VectorReplica::new(1).apply(0, &second);
     }
 }

@@ -4,8 +4,9 @@
 //! session alone sees writes in an order that respects causality:
 //! AGORA's guarantee across partitions).
 //!
-//! Each write has its own id and each key one order of its writes (every
-//! server applies a partition's writes in its log's order), so both checks
+//! Each write has its own id (a `multi` is one write of several keys) and
+//! each key one order of its writes (every server applies a partition's
+//! writes in its log's order), so both checks
 //! are cycle searches over a graph of the operations, with these edges:
 //! each session's order; a key's writes in order; from the write a read
 //! saw to the read; and from a read to the write after the one it saw (it
@@ -19,8 +20,15 @@ pub type WriteId = u64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Write { key: usize, id: WriteId },
-    Read { key: usize, saw: WriteId },
+    /// One write of every key in `keys`, atomically.
+    Write {
+        keys: Vec<usize>,
+        id: WriteId,
+    },
+    Read {
+        key: usize,
+        saw: WriteId,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -86,7 +94,7 @@ impl<'h> Graph<'h> {
         let mut position = std::collections::HashMap::new();
         for (key, writes) in history.versions.iter().enumerate() {
             for (at, &id) in writes.iter().enumerate() {
-                position.insert(id, (key, at));
+                position.insert((key, id), at);
             }
         }
         let mut edges = vec![Vec::new(); total];
@@ -105,11 +113,8 @@ impl<'h> Graph<'h> {
                 let next = if saw == 0 {
                     0
                 } else {
-                    let (written_key, at) = position[&saw];
-                    assert_eq!(
-                        written_key, key,
-                        "read of {key} saw a write of {written_key}"
-                    );
+                    let at = (position.get(&(key, saw)))
+                        .unwrap_or_else(|| panic!("read of {key} saw {saw}, not a write of it"));
                     edges[node_of_write[&saw]].push(node);
                     at + 1
                 };
@@ -171,7 +176,7 @@ impl<'h> Graph<'h> {
         let session = self.starts.partition_point(|&start| start <= node) - 1;
         let index = node - self.starts[session];
         let op = match self.history.sessions[session][index] {
-            Op::Write { key, id } => format!("write k{key}={id}"),
+            Op::Write { ref keys, id } => format!("write {keys:?}={id}"),
             Op::Read { key, saw } => format!("read k{key} saw {saw}"),
         };
         format!("s{session}#{index} {op}")
@@ -183,7 +188,10 @@ mod tests {
     use super::*;
 
     fn w(key: usize, id: WriteId) -> Op {
-        Op::Write { key, id }
+        Op::Write {
+            keys: vec![key],
+            id,
+        }
     }
     fn r(key: usize, saw: WriteId) -> Op {
         Op::Read { key, saw }
@@ -236,6 +244,25 @@ mod tests {
         };
         assert!(history.sequentially_consistent().is_err());
         assert_eq!(history.causally_consistent().unwrap_err().0, 1);
+    }
+
+    #[test]
+    fn half_a_multi_seen_is_neither() {
+        let multi = Op::Write {
+            keys: vec![0, 1],
+            id: 1,
+        };
+        let torn = History {
+            sessions: vec![vec![multi.clone()], vec![r(0, 1), r(1, 0)]],
+            versions: vec![vec![1], vec![1]],
+        };
+        assert!(torn.sequentially_consistent().is_err());
+        assert!(torn.causally_consistent().is_err());
+        let whole = History {
+            sessions: vec![vec![multi], vec![r(1, 0), r(0, 1), r(1, 1)]],
+            versions: vec![vec![1], vec![1]],
+        };
+        assert_eq!(whole.sequentially_consistent(), Ok(()));
     }
 
     #[test]

@@ -10,6 +10,7 @@ fn config(scheme: Scheme, partitions: usize, reconnect_percent: u64, seed: u64) 
         sessions: 4,
         calls_per_session: 40,
         write_percent: 30,
+        multi_percent: 20,
         reconnect_percent,
         seed,
     }
@@ -102,17 +103,19 @@ fn unwaited_reads_are_not_even_causal() {
 }
 
 #[test]
-fn the_schemes_that_let_partitions_apply_alone_hold_no_entry_for_another() {
-    for seed in 0..20 {
-        let one_order = run(&config(Scheme::OneOrder, 3, 0, seed)).figures;
-        let watermarks = run(&config(Scheme::Watermarks, 3, 0, seed)).figures;
-        assert!(one_order.applies > 0 && watermarks.applies > 0);
-        let per_apply = |f: &Figures| f.apply_wait_steps as f64 / f.applies as f64;
-        assert!(
-            per_apply(&one_order) > per_apply(&watermarks),
-            "seed {seed}: {one_order:?} {watermarks:?}"
-        );
-    }
+fn partitions_that_apply_alone_hold_their_parts_for_less_than_the_one_order() {
+    let per_part = |scheme| {
+        let (mut applies, mut steps) = (0, 0);
+        for seed in 0..40 {
+            let figures = run(&config(scheme, 3, 0, seed)).figures;
+            applies += figures.applies;
+            steps += figures.apply_wait_steps;
+        }
+        steps as f64 / applies as f64
+    };
+    let one_order = per_part(Scheme::OneOrder);
+    let watermarks = per_part(Scheme::Watermarks);
+    assert!(one_order > 1.5 * watermarks, "{one_order} {watermarks}");
 }
 
 #[test]
