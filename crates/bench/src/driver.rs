@@ -201,7 +201,7 @@ struct Plan {
     /// Per-worker interval between scheduled starts (open loop).
     interval: Option<Duration>,
     nonce: u64,
-    /// Calls a worker makes under one root before the next (0: each key
+    /// Calls a session makes under one root before the next (0: each key
     /// at random over the whole keyspace).
     burst: usize,
 }
@@ -271,11 +271,14 @@ pub async fn measure<B: Backend>(
     let cpu_window = cpu::Window::starting_at(warmup_end, &cell.server_pids);
     let mut handles = Vec::with_capacity(workers);
     for (s, session) in sessions.iter().enumerate() {
+        let roots = root_count().min(plan.keys.len()).max(1);
+        let keys = Arc::new(KeyChooser::new(roots, plan.nonce, s));
         for k in 0..cell.outstanding {
             let id = (s * cell.outstanding + k) as u64;
             let session = session.clone();
             let plan = Arc::clone(&plan);
-            handles.push(tokio::spawn(worker(session, plan, id, start)));
+            let keys = Arc::clone(&keys);
+            handles.push(tokio::spawn(worker(session, plan, keys, id, start)));
         }
     }
     let (mut stats, cpu) = cpu_window.gather(handles, "worker").await?;
@@ -433,7 +436,13 @@ pub async fn join_one(set: &mut tokio::task::JoinSet<Result<(), String>>) -> Res
     }
 }
 
-async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant) -> WorkerStats {
+async fn worker<B: Backend>(
+    session: B,
+    plan: Arc<Plan>,
+    keys: Arc<KeyChooser>,
+    id: u64,
+    start: Instant,
+) -> WorkerStats {
     let mut rng = Rng::new(plan.nonce ^ (id + 1).wrapping_mul(0x1000_0001));
     let mut stats = WorkerStats {
         latencies: Latencies::new(),
@@ -444,7 +453,6 @@ async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant
     };
     let mut created: VecDeque<String> = VecDeque::new();
     let mut seq: u64 = 0;
-    let mut keys = KeyChooser::new(&plan, &mut rng);
     // Open loop: spread the workers' first starts over one interval.
     let mut scheduled = plan
         .interval
@@ -471,7 +479,7 @@ async fn worker<B: Backend>(session: B, plan: Arc<Plan>, id: u64, start: Instant
         if kind == OpKind::Delete && created.is_empty() {
             kind = OpKind::Create;
         }
-        let key = keys.next(&plan, &mut rng);
+        let key = keys.next(plan.keys.len(), plan.burst, &mut rng);
         let result = call(
             &session,
             &plan,
@@ -530,39 +538,43 @@ pub fn error_name(e: &Error) -> String {
     }
 }
 
-/// Which key a worker's next call takes: any at random, or, with a burst,
-/// one at random under the current root, `burst` calls running before the
-/// worker moves to the next root.
+/// Which key a session's next call takes: any at random, or, with a
+/// burst, one at random under the session's current root, `burst` calls
+/// running before the session moves to the next root. The session's
+/// workers (one per call in flight) share it, so a pipelining session
+/// makes `burst` consecutive calls under one root as a synchronous one
+/// does; with a chooser per worker it hopped roots on nearly every call.
 struct KeyChooser {
     /// Roots that hold keys (fewer keys than roots leave some empty).
     roots: usize,
-    root: usize,
-    left: usize,
+    first_root: usize,
+    /// Calls the session has taken a key for.
+    calls: AtomicU64,
 }
 
 impl KeyChooser {
-    fn new(plan: &Plan, rng: &mut Rng) -> KeyChooser {
-        let roots = root_count().min(plan.keys.len()).max(1);
+    /// The chooser of `session`, with keys spread over `roots` roots.
+    fn new(roots: usize, nonce: u64, session: usize) -> KeyChooser {
+        assert!(roots >= 1);
+        let mut rng = Rng::new(nonce ^ (session as u64 + 1).wrapping_mul(0x9E37_79B9));
         KeyChooser {
             roots,
-            root: rng.below(roots as u64) as usize,
-            left: plan.burst,
+            first_root: rng.below(roots as u64) as usize,
+            calls: AtomicU64::new(0),
         }
     }
 
-    fn next(&mut self, plan: &Plan, rng: &mut Rng) -> usize {
-        let (n, roots) = (plan.keys.len(), self.roots);
-        if plan.burst == 0 || roots == 1 {
+    /// One of `n` keys for the session's next call.
+    fn next(&self, n: usize, burst: usize, rng: &mut Rng) -> usize {
+        let roots = self.roots;
+        if burst == 0 || roots == 1 {
             return rng.below(n as u64) as usize;
         }
-        if self.left == 0 {
-            self.root = (self.root + 1) % roots;
-            self.left = plan.burst;
-        }
-        self.left -= 1;
+        let call = self.calls.fetch_add(1, Ordering::Relaxed) as usize;
+        let root = (self.first_root + call / burst) % roots;
         // Keys root, root + roots, root + 2 roots, ...: all under one root.
-        let under = (n - self.root).div_ceil(roots);
-        self.root + roots * rng.below(under as u64) as usize
+        let under = (n - root).div_ceil(roots);
+        root + roots * rng.below(under as u64) as usize
     }
 }
 
@@ -685,6 +697,24 @@ mod tests {
         assert_eq!(rotated("a:1,b:2,c:3", 1), "b:2,c:3,a:1");
         assert_eq!(rotated("a:1, b:2,c:3", 5), "c:3,a:1,b:2");
         assert_eq!(rotated("a:1", 3), "a:1");
+    }
+
+    #[test]
+    fn a_sessions_calls_in_flight_take_turns_in_its_bursts() {
+        let chooser = KeyChooser::new(3, 7, 0);
+        let mut rngs: Vec<Rng> = (0..4).map(Rng::new).collect();
+        // Four workers of one session, taking keys in turn: 10 keys over 3
+        // roots (key i under root i mod 3), bursts of 5.
+        let roots: Vec<usize> = (0..30)
+            .map(|call| chooser.next(10, 5, &mut rngs[call % 4]) % 3)
+            .collect();
+        for (burst, calls) in roots.chunks(5).enumerate() {
+            let root = (chooser.first_root + burst) % 3;
+            assert_eq!(calls, [root; 5], "burst {burst}: {roots:?}");
+        }
+        // Without a burst, keys anywhere.
+        let spread = (0..200).map(|_| chooser.next(10, 0, &mut rngs[0]));
+        assert_eq!(spread.collect::<std::collections::BTreeSet<_>>().len(), 10);
     }
 
     #[test]

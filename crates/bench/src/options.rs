@@ -41,10 +41,10 @@ pub const USAGE: &str = "usage: stoa bench [options]
                              one load generator per group drives a server of several
                              partitions (partition.groups); several roots spread the
                              keyspace over them (key i under root i mod n)
-  --burst N                  with several roots: calls a session's worker makes under one
-                             root before it moves to the next (default 0: keys at random
-                             over all roots); with --outstanding 1 a session switches
-                             partitions every N calls
+  --burst N                  with several roots: calls a session makes under one root
+                             before it moves to the next (default 0: keys at random
+                             over all roots), its calls in flight taking turns; a
+                             session switches partitions every N calls
   --clean-up                 once measured, delete what the run's creates left (not
                              counted in any figure): the next run finds the tree as
                              this one did
