@@ -187,6 +187,12 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         assert batches_lent == 0
     else:
         assert batches_lent > 0, f"no batch was lent ({batches} batches of {writes} writes)"
+    # Every transaction carried its chain links, and each matched the item
+    # its partition applied last, on the member and on the leader
+    # (engine/chains.rs).
+    for member in ([srv] if srv is preparer else [srv, preparer]):
+        assert h.mntr_int(member, "stoa_chain_links_followed") >= WRITERS * ROUNDS * len(ROOTS)
+        assert h.mntr_int(member, "stoa_chain_breaks") == 0
 
 
 @pytest.mark.parametrize("threads", [0, 2])

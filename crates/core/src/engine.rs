@@ -31,6 +31,7 @@ mod admission;
 mod apply;
 mod balancer;
 mod catch_up;
+mod chains;
 mod commit;
 mod connect;
 mod core_read;
@@ -562,6 +563,10 @@ impl Engine {
             cores.push(partition_core::PartitionCore::new(
                 tree, raft, snapshot, now_ms,
             ));
+        }
+        let chained = cores.len() > 1;
+        for core in &mut cores {
+            core.chained = chained;
         }
         let mut engine = Engine {
             now_ms,
@@ -1183,7 +1188,12 @@ impl Engine {
         if extensions::changes_registration(&txn.op) {
             (self.cores[0].registrations_in_flight).push_back(txn.header.zxid);
         }
-        self.cores[partition].propose_txn(partition, txn);
+        if self.cores[partition].chained {
+            let links = self.take_links(partition, &txn);
+            self.cores[partition].propose_linked(partition, txn, &links);
+        } else {
+            self.cores[partition].propose_txn(partition, txn);
+        }
     }
 
     /// Stops maintaining the speculative trees (nothing reads them).

@@ -139,6 +139,11 @@ pub fn mntr(m: &Monitor) -> String {
         ("stoa_read_batches", s.read_batches.to_string()),
         ("stoa_read_batch_reads", s.read_batch_reads.to_string()),
         ("stoa_read_batches_lent", s.read_batches_lent.to_string()),
+        (
+            "stoa_chain_links_followed",
+            s.chain_links_followed.to_string(),
+        ),
+        ("stoa_chain_breaks", s.chain_breaks.to_string()),
     ];
     let mut out = String::new();
     for (k, v) in rows {

@@ -47,6 +47,10 @@ pub struct Stats {
     pub read_batches: u64,
     pub read_batch_reads: u64,
     pub read_batches_lent: u64,
+    /// With several partitions: chain links checked as entries applied,
+    /// and those that did not match (`engine/chains.rs`).
+    pub chain_links_followed: u64,
+    pub chain_breaks: u64,
     pub txns_applied: u64,
     pub request_errors: u64,
     pub sessions_expired: u64,

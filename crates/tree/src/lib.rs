@@ -36,7 +36,9 @@ pub use snapshot::{read_embedded_snapshot, read_snapshot, write_snapshot, Snapsh
 pub use snapshot_load::{tree_from_nodes, ImportedNode};
 pub use tree::DataTree;
 pub use tree::Subtree;
-pub use txn::{CreateTxn, GroupMove, Txn, TxnHeader, TxnOp, SILENT_PART};
+pub use txn::{
+    ChainLink, ChainLinks, CreateTxn, GroupMove, Txn, TxnHeader, TxnOp, SILENT_PART, UNKNOWN_LINK,
+};
 
 #[cfg(test)]
 mod model_tests;

@@ -8,8 +8,26 @@ use stoa_proto::records::Acl;
 use crate::apply::TreeEventKind;
 use crate::codec::{self, DecodeError, Reader};
 
-/// Version byte leading every encoded txn.
+/// Version byte leading every encoded txn of a server of one partition.
 const TXN_FORMAT_VERSION: u8 = 1;
+/// Version byte of a txn that carries its chain links (a server of several
+/// partitions): the same header, the links, then the same op.
+const TXN_CHAINED_VERSION: u8 = 2;
+
+/// A txn's link on one partition it touches: the partition, and the zxid
+/// of that partition's item before this txn, or [`UNKNOWN_LINK`]. Each
+/// partition's items (its own txns and the parts it holds of txns over
+/// several partitions) form a chain, so that a partition could apply its
+/// items without waiting for the others' (docs/partitions.md, "Owned
+/// partitions: the plan").
+pub type ChainLink = (u32, i64);
+
+/// A link the leader does not know: the first item of a partition after
+/// the leader took over.
+pub const UNKNOWN_LINK: i64 = -1;
+
+/// Bytes of one encoded chain link.
+const LINK_BYTES: usize = 4 + 8;
 
 /// Who and when: ZooKeeper's `TxnHeader` minus the type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -236,19 +254,69 @@ impl Txn {
         TXN_HEADER_BYTES + self.op.encoded_len()
     }
 
+    /// Appends the encoding with its chain links (format version 2).
+    pub fn encode_chained(&self, links: &[ChainLink], out: &mut Vec<u8>) {
+        codec::put_u8(out, TXN_CHAINED_VERSION);
+        codec::put_i64(out, self.header.session_id);
+        codec::put_i32(out, self.header.cxid);
+        codec::put_i64(out, self.header.zxid);
+        codec::put_i64(out, self.header.time_ms);
+        codec::put_u32(out, links.len() as u32);
+        for &(partition, previous) in links {
+            codec::put_u32(out, partition);
+            codec::put_i64(out, previous);
+        }
+        self.op.encode(out);
+    }
+
+    /// Exactly the bytes `encode_chained` appends.
+    pub fn encoded_len_chained(&self, links: usize) -> usize {
+        self.encoded_len() + LEN_PREFIX_BYTES + LINK_BYTES * links
+    }
+
     /// The zxid in an encoded txn's header, without decoding the rest.
     pub fn zxid_of(bytes: &[u8]) -> Option<i64> {
-        if bytes.first() != Some(&TXN_FORMAT_VERSION) {
+        if !matches!(
+            bytes.first(),
+            Some(&TXN_FORMAT_VERSION | &TXN_CHAINED_VERSION)
+        ) {
             return None;
         }
         let field = bytes.get(ZXID_OFFSET..ZXID_OFFSET + 8)?;
         Some(i64::from_be_bytes(field.try_into().ok()?))
     }
 
+    /// The chain links of an encoded txn, read in place: none for one
+    /// without (format version 1); None if it is not a txn's encoding.
+    /// Read at fixed offsets: every member does it for every entry.
+    pub fn chain_of(bytes: &[u8]) -> Option<ChainLinks<'_>> {
+        match *bytes.first()? {
+            TXN_FORMAT_VERSION if bytes.len() > TXN_HEADER_BYTES => Some(ChainLinks { bytes: &[] }),
+            TXN_CHAINED_VERSION => {
+                let (count, rest) = bytes
+                    .get(TXN_HEADER_BYTES..)?
+                    .split_first_chunk::<LEN_PREFIX_BYTES>()?;
+                let span = LINK_BYTES.checked_mul(u32::from_be_bytes(*count) as usize)?;
+                Some(ChainLinks {
+                    bytes: rest.get(..span)?,
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// The void ranges of an encoded seal; None for any other txn (read
     /// from the op's tag first, so other txns are not decoded).
     pub fn seal_of(bytes: &[u8]) -> Option<Vec<(i64, i64)>> {
-        if bytes.get(TXN_HEADER_BYTES) != Some(&tag::SEAL) {
+        let op_at = match *bytes.first()? {
+            TXN_FORMAT_VERSION => TXN_HEADER_BYTES,
+            _ => {
+                let count = bytes.get(TXN_HEADER_BYTES..TXN_HEADER_BYTES + 4)?;
+                let count = u32::from_be_bytes(count.try_into().ok()?) as usize;
+                TXN_HEADER_BYTES + LEN_PREFIX_BYTES + LINK_BYTES.checked_mul(count)?
+            }
+        };
+        if bytes.get(op_at) != Some(&tag::SEAL) {
             return None;
         }
         match Txn::decode(bytes).ok()?.op {
@@ -257,24 +325,77 @@ impl Txn {
         }
     }
 
-    /// Decodes exactly one txn; never panics, allocates at most in
-    /// proportion to `bytes.len()`.
+    /// Decodes exactly one txn, of either format version (a chained one's
+    /// links are skipped: `chain_of` reads them); never panics, allocates
+    /// at most in proportion to `bytes.len()`.
     pub fn decode(bytes: &[u8]) -> Result<Txn, DecodeError> {
         let mut r = Reader::new(bytes);
-        if r.u8()? != TXN_FORMAT_VERSION {
-            return Err(DecodeError::BadValue("txn format version"));
-        }
-        let header = TxnHeader {
-            session_id: r.i64()?,
-            cxid: r.i32()?,
-            zxid: r.i64()?,
-            time_ms: r.i64()?,
-        };
+        let header = read_header(&mut r)?;
+        read_links(&mut r, bytes[0])?;
         let op = TxnOp::decode(&mut r, true)?;
         r.finish()?;
         Ok(Txn { header, op })
     }
 }
+
+/// The version byte and the header after it.
+fn read_header(r: &mut Reader<'_>) -> Result<TxnHeader, DecodeError> {
+    if !matches!(r.u8()?, TXN_FORMAT_VERSION | TXN_CHAINED_VERSION) {
+        return Err(DecodeError::BadValue("txn format version"));
+    }
+    Ok(TxnHeader {
+        session_id: r.i64()?,
+        cxid: r.i32()?,
+        zxid: r.i64()?,
+        time_ms: r.i64()?,
+    })
+}
+
+/// The chain links after the header of a txn of format `version`,
+/// checked and left in place.
+fn read_links<'a>(r: &mut Reader<'a>, version: u8) -> Result<ChainLinks<'a>, DecodeError> {
+    if version != TXN_CHAINED_VERSION {
+        return Ok(ChainLinks { bytes: &[] });
+    }
+    let count = r.u32()? as usize;
+    if count > r.remaining() / LINK_BYTES {
+        return Err(DecodeError::TooLong);
+    }
+    let links = ChainLinks {
+        bytes: r.take(count * LINK_BYTES)?,
+    };
+    if links.clone().any(|(_, previous)| previous < UNKNOWN_LINK) {
+        return Err(DecodeError::BadValue("chain link"));
+    }
+    Ok(links)
+}
+
+/// A txn's chain links, as `Txn::chain_of` finds them in its encoding.
+#[derive(Debug, Clone)]
+pub struct ChainLinks<'a> {
+    bytes: &'a [u8],
+}
+
+impl Iterator for ChainLinks<'_> {
+    type Item = ChainLink;
+
+    fn next(&mut self) -> Option<ChainLink> {
+        let (link, rest) = self.bytes.split_first_chunk::<LINK_BYTES>()?;
+        self.bytes = rest;
+        let (partition, previous) = link.split_at(4);
+        Some((
+            u32::from_be_bytes(partition.try_into().expect("4 bytes")),
+            i64::from_be_bytes(previous.try_into().expect("8 bytes")),
+        ))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.bytes.len() / LINK_BYTES;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for ChainLinks<'_> {}
 
 /// The version byte and the header's fields.
 const TXN_HEADER_BYTES: usize = 1 + 8 + 4 + 8 + 8;
@@ -878,7 +999,46 @@ mod tests {
             );
             buf.push(0);
             assert_eq!(Txn::decode(&buf), Err(DecodeError::TrailingBytes));
+
+            let links = [(0, UNKNOWN_LINK), (3, 0x1_0000_0004)];
+            let mut chained = Vec::new();
+            txn.encode_chained(&links, &mut chained);
+            assert_eq!(chained.len(), txn.encoded_len_chained(links.len()));
+            assert_eq!(Txn::zxid_of(&chained), Some(txn.header.zxid));
+            assert_eq!(Txn::seal_of(&chained), Txn::seal_of(&buf[..buf.len() - 1]));
+            let read = |bytes| Txn::chain_of(bytes).map(Iterator::collect::<Vec<_>>);
+            assert_eq!(read(&chained), Some(links.to_vec()));
+            assert_eq!(read(&buf[..buf.len() - 1]), Some(Vec::new()));
+            assert_eq!(Txn::decode(&chained), Ok(txn.clone()));
+            assert!(Txn::decode(&chained[..chained.len() - 1]).is_err());
+            let mut no_links = Vec::new();
+            txn.encode_chained(&[], &mut no_links);
+            assert_eq!(Txn::decode(&no_links), Ok(txn.clone()));
         }
+    }
+
+    #[test]
+    fn forged_chains_are_rejected() {
+        let txn = Txn {
+            header: TxnHeader::default(),
+            op: TxnOp::Check { path: "/a".into() },
+        };
+        let mut buf = Vec::new();
+        txn.encode_chained(&[(1, 7)], &mut buf);
+        let count_at = TXN_HEADER_BYTES;
+        let mut huge = buf.clone();
+        huge[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(Txn::decode(&huge), Err(DecodeError::TooLong));
+        assert!(Txn::chain_of(&huge).is_none());
+        assert_eq!(Txn::seal_of(&huge), None);
+        let mut below = buf.clone();
+        let previous_at = count_at + 4 + 4;
+        below[previous_at..previous_at + 8].copy_from_slice(&(-2i64).to_be_bytes());
+        assert!(Txn::decode(&below).is_err());
+        let mut version = buf;
+        version[0] = 3;
+        assert!(Txn::decode(&version).is_err());
+        assert_eq!(Txn::zxid_of(&version), None);
     }
 
     #[test]
@@ -897,17 +1057,25 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             // Proves the decoder is total on arbitrary input.
             let _ = Txn::decode(&bytes);
+            let _ = Txn::chain_of(&bytes).map(Iterator::count);
+            let _ = Txn::seal_of(&bytes);
         }
 
         #[test]
-        fn mutated_encodings_never_panic(i in 0usize..12, pos in any::<usize>(), byte in any::<u8>()) {
+        fn mutated_encodings_never_panic(i in 0usize..12, pos in any::<usize>(), byte in any::<u8>(), chained in any::<bool>()) {
             // Proves single-byte corruption of valid txns is handled.
             let txn = Txn { header: TxnHeader::default(), op: sample()[i].clone() };
             let mut buf = Vec::new();
-            txn.encode(&mut buf);
+            if chained {
+                txn.encode_chained(&[(1, 2), (2, UNKNOWN_LINK)], &mut buf);
+            } else {
+                txn.encode(&mut buf);
+            }
             let at = pos % buf.len();
             buf[at] = byte;
             let _ = Txn::decode(&buf);
+            let _ = Txn::chain_of(&buf).map(Iterator::count);
+            let _ = Txn::seal_of(&buf);
         }
     }
 }

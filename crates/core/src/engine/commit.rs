@@ -157,6 +157,7 @@ impl Engine {
             "sealed the order before zxid {zxid:#x}: {} range(s) of zxids that will never exist",
             voids.len()
         );
+        self.restart_chains();
         self.propose(stoa_tree::Txn {
             header: stoa_tree::TxnHeader {
                 session_id: 0,

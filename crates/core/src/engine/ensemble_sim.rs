@@ -1436,6 +1436,16 @@ fn run(seed: u64, voters: u64, partitions: u32) {
         .find(|e| e.is_leader())
         .map(|e| e.membership().voters());
     sim.finish();
+    // Every member checked the chain links of what it applied (a broken
+    // link fails the run at once); with several partitions some were.
+    let links: u64 = (sim.servers.iter())
+        .map(|s| s.engine().map_or(0, |e| e.stats.chain_links_followed))
+        .sum();
+    assert_eq!(
+        links > 0,
+        partitions > 1,
+        "seed {seed}: {links} chain links followed at {partitions} partitions"
+    );
     if std::env::var("STOA_SIM_VERBOSE").is_ok() {
         let acked: usize = sim
             .clients
@@ -1464,7 +1474,7 @@ fn run(seed: u64, voters: u64, partitions: u32) {
                 .sum()
         };
         eprintln!(
-            "  plain writes prepared in batches (since last restart): {} in {} batches; plain reads served in batches: {} in {} batches",
+            "  plain writes prepared in batches (since last restart): {} in {} batches; plain reads served in batches: {} in {} batches; chain links followed: {links}",
             batched(|e| e.stats.prep_batch_writes),
             batched(|e| e.stats.prep_batches),
             batched(|e| e.stats.read_batch_reads),

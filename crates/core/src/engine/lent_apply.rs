@@ -219,6 +219,7 @@ impl Engine {
                 self.skip_void_entry(ready.partition, &ready.entry);
                 continue;
             }
+            self.follow_chain(ready.partition, &ready.entry);
             match self.take_plain(ready.partition, &ready.entry) {
                 Some(txn) => {
                     let ends_run = self.may_release_reads(&mut run, &txn.header);

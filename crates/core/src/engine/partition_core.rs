@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use raft::RawNode;
-use stoa_tree::{Applied, DataTree, Preparer, Txn, TxnOp};
+use stoa_tree::{Applied, ChainLink, DataTree, Preparer, Txn, TxnOp, UNKNOWN_LINK};
 
 use super::handoff::Admission;
 use super::ownership::Owner;
@@ -79,6 +79,14 @@ pub(crate) struct PartitionCore {
     /// The zxid and time (ms) of the newest snapshot taken, or the one
     /// recovered from (`last_snapshot` of the AdminServer).
     pub last_snapshot: Option<(i64, i64)>,
+    /// A server of several partitions logs each transaction with its chain
+    /// links (`engine/chains.rs`).
+    pub chained: bool,
+    /// Leader: the zxid of this partition's last item proposed since its
+    /// seal; None before the first.
+    pub chain_proposed: Option<i64>,
+    /// The zxid of this partition's last item applied, if known.
+    pub chain_applied: Option<i64>,
 }
 
 impl PartitionCore {
@@ -111,6 +119,9 @@ impl PartitionCore {
             last_container_check_ms: now_ms,
             unaligned_ticks: 0,
             last_snapshot,
+            chained: false,
+            chain_proposed: None,
+            chain_applied: None,
         }
     }
 
@@ -132,10 +143,40 @@ impl PartitionCore {
     /// Proposes `txn` to this partition's group (`partition`, for the
     /// message should raft refuse: only a server that does not lead does).
     #[inline]
+    /// Proposes a transaction that touches this partition alone.
     pub fn propose_txn(&mut self, partition: usize, txn: Txn) {
-        let mut data = Vec::with_capacity(txn.encoded_len());
-        txn.encode(&mut data);
-        debug_assert_eq!(data.len(), txn.encoded_len());
+        if !self.chained {
+            let mut data = Vec::with_capacity(txn.encoded_len());
+            txn.encode(&mut data);
+            debug_assert_eq!(data.len(), txn.encoded_len());
+            return self.propose_data(partition, txn, data);
+        }
+        let link = (partition as u32, self.take_link(txn.header.zxid));
+        self.propose_linked(partition, txn, &[link]);
+    }
+
+    /// Proposes a transaction with its chain links on every partition it
+    /// touches (`engine/chains.rs`).
+    pub fn propose_linked(&mut self, partition: usize, txn: Txn, links: &[ChainLink]) {
+        debug_assert!(self.chained);
+        let mut data = Vec::with_capacity(txn.encoded_len_chained(links.len()));
+        txn.encode_chained(links, &mut data);
+        debug_assert_eq!(data.len(), txn.encoded_len_chained(links.len()));
+        self.propose_data(partition, txn, data)
+    }
+
+    /// This partition's link for the item `zxid` the leader proposes: the
+    /// zxid of its item before, if it knows it.
+    pub fn take_link(&mut self, zxid: i64) -> i64 {
+        let previous = self.chain_proposed.replace(zxid);
+        debug_assert!(
+            previous.is_none_or(|p| p < zxid),
+            "item {zxid:#x} proposed after {previous:x?}"
+        );
+        previous.unwrap_or(UNKNOWN_LINK)
+    }
+
+    fn propose_data(&mut self, partition: usize, txn: Txn, data: Vec<u8>) {
         if let Some(to) = self.raft.raft.lead_transferee {
             // raft-rs drops proposals while it hands leadership over; client
             // writes are held meanwhile, and what cannot wait (a session's

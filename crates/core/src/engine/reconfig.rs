@@ -276,6 +276,8 @@ impl Engine {
             raft.raft_log.last_index(),
             "raft ignored a configuration change it was checked to accept"
         );
+        // Its transaction travels in the change's context, without links.
+        self.cores[0].chain_proposed = None;
         self.cores[0].proposed(txn);
     }
 

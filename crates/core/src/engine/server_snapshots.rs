@@ -156,6 +156,7 @@ impl Engine {
             .as_mut()
             .expect("several partitions")
             .install(&cut);
+        self.forget_applied_chains();
         self.reload_extensions();
         self.membership_applied();
         self.publish_members();
@@ -181,6 +182,7 @@ impl Engine {
         if index > cut.indices[partition] {
             cut.indices[partition] = index;
             order.install(&cut);
+            self.forget_applied_chains();
         }
         let core = &mut self.cores[partition];
         if index > core.applied_index {

@@ -1,0 +1,162 @@
+//! Chain links: step 1 of owned partitions (docs/partitions.md, "Owned
+//! partitions: the plan").
+//!
+//! With several partitions, every transaction is logged with a link on
+//! each partition it touches: the zxid of that partition's item before it
+//! (`stoa_tree::ChainLink`). A partition's items are then a chain, and a
+//! partition on a thread of its own can apply along it without merging
+//! the others' logs. Today every member still applies in the one merged
+//! order, and checks each link against the item it applied last on that
+//! partition: the simulators and the end-to-end tests exercise the links
+//! under crashes, failovers, seals and group moves before anything relies
+//! on them. A link that does not match is a bug in the leader's order of
+//! proposals (each partition's items must be proposed in zxid order); it
+//! is counted in `mntr` (`stoa_chain_breaks`), logged, and fatal under
+//! test.
+//!
+//! A leader knows its links from its seal on: each chain starts anew
+//! there with an unknown link, as it does after a snapshot is installed
+//! and after a configuration change or a transaction logged without links.
+
+use raft::eraftpb::{Entry, EntryType};
+use stoa_tree::{ChainLink, Txn, TxnOp, UNKNOWN_LINK};
+
+use super::Engine;
+
+/// The partitions a transaction proposed through `group`'s log touches,
+/// the group's own first: a transaction of parts, its parts'; a group
+/// move, the placement's and each group's old and new partitions.
+fn touched(group: usize, op: &TxnOp) -> Vec<u32> {
+    let mut partitions = vec![group as u32];
+    let mut touch = |p: u32| {
+        if !partitions.contains(&p) {
+            partitions.push(p);
+        }
+    };
+    match op {
+        TxnOp::Parts { parts, .. } => parts.iter().for_each(|(p, _)| touch(*p)),
+        TxnOp::MoveGroups { moves, .. } => {
+            for m in moves {
+                touch(m.from);
+                touch(m.to);
+            }
+        }
+        _ => {}
+    }
+    partitions
+}
+
+impl Engine {
+    /// Leader: the links of `txn`, proposed through `group`'s log, each
+    /// partition it touches moving its chain on to it.
+    pub(super) fn take_links(&mut self, group: usize, txn: &Txn) -> Vec<ChainLink> {
+        (touched(group, &txn.op).into_iter())
+            .map(|p| (p, self.cores[p as usize].take_link(txn.header.zxid)))
+            .collect()
+    }
+
+    /// Leader: every chain starts anew at its seal (what the partitions'
+    /// last items were under another leader, it does not know).
+    pub(super) fn restart_chains(&mut self) {
+        for core in &mut self.cores {
+            core.chain_proposed = None;
+        }
+    }
+
+    /// What each partition applied last is no longer known: a snapshot
+    /// was installed in place of the entries before.
+    pub(super) fn forget_applied_chains(&mut self) {
+        for core in &mut self.cores {
+            core.chain_applied = None;
+        }
+    }
+
+    /// Member, with several partitions: checks the links of an entry about
+    /// to apply in the one order (not a voided one) against what each
+    /// partition it touches applied last, then moves each chain on to it.
+    pub(super) fn follow_chain(&mut self, group: usize, entry: &Entry) {
+        match entry.get_entry_type() {
+            // A configuration change's transaction travels without links.
+            EntryType::EntryConfChangeV2 => {
+                self.cores[0].chain_applied = None;
+                return;
+            }
+            EntryType::EntryNormal if !entry.data.is_empty() => {}
+            _ => return,
+        }
+        // An undecodable entry stops the engine when it applies.
+        let (Some(zxid), Some(links)) = (Txn::zxid_of(&entry.data), Txn::chain_of(&entry.data))
+        else {
+            return;
+        };
+        if links.len() == 0 {
+            // Logged without links (before they were): nothing is known of
+            // any chain from here.
+            self.forget_applied_chains();
+            return;
+        }
+        for (partition, previous) in links {
+            let Some(core) = self.cores.get_mut(partition as usize) else {
+                self.chain_broken(group, zxid, format!("a link on partition {partition}"));
+                continue;
+            };
+            self.stats.chain_links_followed += 1;
+            let last = core.chain_applied.replace(zxid);
+            if let (Some(last), true) = (last, previous != UNKNOWN_LINK) {
+                if last != previous {
+                    self.chain_broken(
+                        group,
+                        zxid,
+                        format!(
+                            "partition {partition}'s link names {previous:#x}, its last item \
+                             applied is {last:#x}"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn chain_broken(&mut self, group: usize, zxid: i64, why: String) {
+        self.stats.chain_breaks += 1;
+        let message = format!("zxid {zxid:#x} in partition {group}'s log: {why}");
+        if cfg!(test) {
+            panic!("chain broken: {message}");
+        }
+        log::error!("chain broken: {message}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stoa_tree::GroupMove;
+
+    #[test]
+    fn a_transaction_touches_its_group_and_what_it_names() {
+        let set = TxnOp::Check { path: "/a".into() };
+        assert_eq!(touched(2, &set), [2]);
+        let parts = TxnOp::Parts {
+            parts: vec![(1, set.clone()), (0, set.clone()), (3, set.clone())],
+            order: vec![],
+        };
+        assert_eq!(touched(1, &parts), [1, 0, 3]);
+        let moves = TxnOp::MoveGroups {
+            moves: vec![
+                GroupMove {
+                    root: "/a".into(),
+                    from: 1,
+                    to: 2,
+                },
+                GroupMove {
+                    root: "/b".into(),
+                    from: 2,
+                    to: 0,
+                },
+            ],
+            data: vec![],
+            version: 1,
+        };
+        assert_eq!(touched(0, &moves), [0, 1, 2]);
+    }
+}
