@@ -242,8 +242,12 @@ class Ensemble:
 
     def cleanup(self):
         self.stop()
-        if self._own_base and not os.environ.get("STOA_E2E_KEEP"):
-            shutil.rmtree(self.base_dir, ignore_errors=True)
+        try:
+            for m in self.members:
+                servers.assert_log_clean(m.log_path)
+        finally:
+            if self._own_base and not os.environ.get("STOA_E2E_KEEP"):
+                shutil.rmtree(self.base_dir, ignore_errors=True)
 
     def __repr__(self):
         return "<Ensemble stoa %s (follower m1) pids=%s>" % (
