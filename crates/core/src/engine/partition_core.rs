@@ -140,10 +140,10 @@ impl PartitionCore {
         self.raft.raft.term
     }
 
-    /// Proposes `txn` to this partition's group (`partition`, for the
-    /// message should raft refuse: only a server that does not lead does).
+    /// Proposes `txn`, which touches this partition alone, to its group
+    /// (`partition`, for the message should raft refuse: only a server
+    /// that does not lead does).
     #[inline]
-    /// Proposes a transaction that touches this partition alone.
     pub fn propose_txn(&mut self, partition: usize, txn: Txn) {
         if !self.chained {
             let mut data = Vec::with_capacity(txn.encoded_len());
@@ -176,6 +176,7 @@ impl PartitionCore {
         previous.unwrap_or(UNKNOWN_LINK)
     }
 
+    #[inline]
     fn propose_data(&mut self, partition: usize, txn: Txn, data: Vec<u8>) {
         if let Some(to) = self.raft.raft.lead_transferee {
             // raft-rs drops proposals while it hands leadership over; client
