@@ -26,7 +26,7 @@ fn env_list(name: &str, default: &str) -> Vec<usize> {
 fn main() {
     let seeds = env_list("SEEDS", "50")[0] as u64;
     let partitions = env_list("PARTITIONS", "2,4,8");
-    println!("{seeds} seeded runs per cell: 8 sessions x 100 calls, 30% writes (a fifth of them a multi over two partitions), 2 keys per partition; reconnects: the share of calls a session moves to the other server before");
+    println!("{seeds} seeded runs per cell: 8 sessions x 100 calls, 30% writes (a fifth of them a multi over two partitions; a new leader before 2%), 2 keys per partition; reconnects: the share of calls a session moves to the other server before");
     println!(
         "{:<22} {:>3} {:>10} {:>10} {:>8} {:>12} {:>16} {:>18}",
         "rule",
@@ -53,6 +53,7 @@ fn main() {
                     calls_per_session: 100,
                     write_percent: 30,
                     multi_percent: 20,
+                    new_leader_percent: 2,
                     reconnect_percent,
                     seed,
                 });

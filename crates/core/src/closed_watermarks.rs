@@ -14,7 +14,10 @@
 //!   group's log. Each item names the zxid of the partition's item before
 //!   it: the leader knows it when it hands the zxid out. A partition
 //!   applies along that chain, so it waits for no other partition but for
-//!   the entries that carry its parts.
+//!   the entries that carry its parts. An item whose link is unknown (the
+//!   first of each partition after a new leader's seal) waits until every
+//!   zxid below it is in hand: then none of the partition's can be
+//!   missing below it.
 //! - A partition's state at its last applied zxid `a` is the projection of
 //!   the whole history at any zxid from `a` up to just before its next
 //!   item: its **closed** zxid, the highest such point this server can
@@ -32,6 +35,8 @@
 
 use std::collections::BTreeMap;
 
+use stoa_tree::UNKNOWN_LINK;
+
 /// One server's knowledge of the order, for the read rule above.
 #[derive(Debug, Clone)]
 pub struct ClosedWatermarks {
@@ -42,8 +47,8 @@ pub struct ClosedWatermarks {
     ahead: BTreeMap<i64, i64>,
     /// Each partition's last applied zxid.
     applied: Vec<i64>,
-    /// Each partition's items in hand and not applied yet: the zxid of
-    /// the item before each, to its own.
+    /// Each partition's items in hand and not applied yet: each zxid, to
+    /// the zxid of the item before it (`UNKNOWN_LINK` if not known).
     unapplied: Vec<BTreeMap<i64, i64>>,
 }
 
@@ -71,19 +76,19 @@ impl ClosedWatermarks {
     }
 
     /// An item of `partition`'s is in hand here: its entry `zxid`
-    /// committed, and `previous` is the zxid of its item before. Every part
-    /// of an entry is in hand when its entry is.
+    /// committed, and `previous` is the zxid of its item before, or
+    /// `UNKNOWN_LINK` (the first after a leader's seal). Every part of an
+    /// entry is in hand when its entry is.
     pub fn committed(&mut self, partition: usize, zxid: i64, previous: i64) {
         assert!(
-            previous < zxid && previous >= self.applied[partition],
+            zxid > self.applied[partition]
+                && (previous == UNKNOWN_LINK
+                    || (previous < zxid && previous >= self.applied[partition])),
             "partition {partition}'s item {zxid:#x} after {previous:#x}, applied {:#x}",
             self.applied[partition]
         );
-        let twice = self.unapplied[partition].insert(previous, zxid);
-        assert!(
-            twice.is_none(),
-            "partition {partition} has two items after {previous:#x}"
-        );
+        let twice = self.unapplied[partition].insert(zxid, previous);
+        assert!(twice.is_none(), "partition {partition} has {zxid:#x} twice");
         self.mark(zxid, zxid);
     }
 
@@ -93,33 +98,39 @@ impl ClosedWatermarks {
         self.mark(first, last);
     }
 
-    /// The zxid of the item `partition` applies next, if it is in hand.
+    /// The zxid of the item `partition` applies next, if it may now: the
+    /// lowest in hand, when it names the last applied as its item before,
+    /// or names none and every zxid below it is in hand (so no item of
+    /// the partition's lies between).
     pub fn next(&self, partition: usize) -> Option<i64> {
-        self.unapplied[partition]
-            .get(&self.applied[partition])
-            .copied()
+        let (&zxid, &previous) = self.unapplied[partition].first_key_value()?;
+        let follows = previous == self.applied[partition]
+            || (previous == UNKNOWN_LINK && self.known >= zxid - 1);
+        follows.then_some(zxid)
     }
 
     /// `partition` applied its next item, `zxid`.
     pub fn apply(&mut self, partition: usize, zxid: i64) {
-        let next = self.unapplied[partition].remove(&self.applied[partition]);
         assert_eq!(
-            next,
+            self.next(partition),
             Some(zxid),
             "partition {partition} applied {zxid:#x} out of turn"
         );
+        self.unapplied[partition].pop_first();
         self.applied[partition] = zxid;
     }
 
     /// The highest zxid at which `partition`'s state is the projection of
-    /// the history: just before its next item in hand, or, with that one
-    /// not in hand, as far as every zxid is known (an item of its at or
-    /// below `known` would be in hand).
+    /// the history: just before its next item, if that may apply; else as
+    /// far as every zxid is known (an item of its at or below `known`
+    /// would be in hand), and below any item of its in hand.
     pub fn closed(&self, partition: usize) -> i64 {
-        match self.next(partition) {
-            Some(next) => next - 1,
-            None => self.known.max(self.applied[partition]),
+        if let Some(next) = self.next(partition) {
+            return next - 1;
         }
+        let below_in_hand =
+            (self.unapplied[partition].first_key_value()).map_or(i64::MAX, |(&zxid, _)| zxid - 1);
+        self.known.max(self.applied[partition]).min(below_in_hand)
     }
 
     /// A read of `partition` by a session that has seen `seen`: the zxid
@@ -207,6 +218,30 @@ mod tests {
         assert_eq!(marks.serve(1, 2), Some(2));
         marks.apply(0, 3);
         assert_eq!(marks.closed(0), 3);
+    }
+
+    #[test]
+    fn an_item_with_an_unknown_link_waits_until_every_zxid_below_is_in_hand() {
+        // A new leader's first items: 5 on partition 0 names no item
+        // before; 4 (a part for partition 0 in partition 1's log) may lie
+        // below it.
+        let mut marks = ClosedWatermarks::new(2, 3);
+        marks.committed(0, 5, UNKNOWN_LINK);
+        assert_eq!(marks.next(0), None, "4 is not in hand");
+        assert_eq!(marks.closed(0), 3);
+        marks.committed(1, 4, UNKNOWN_LINK);
+        marks.committed(0, 4, UNKNOWN_LINK);
+        assert_eq!(marks.next(0), Some(4), "the lowest goes first");
+        marks.apply(0, 4);
+        assert_eq!(marks.next(0), Some(5));
+        assert_eq!(marks.closed(0), 4);
+        marks.apply(0, 5);
+        marks.committed(0, 7, 5);
+        assert_eq!(marks.next(0), Some(7), "a known link needs nothing below");
+        assert_eq!(marks.closed(0), 6);
+        assert_eq!(marks.closed(1), 3, "its 4 is in hand, not applied");
+        marks.apply(1, 4);
+        assert_eq!(marks.closed(1), 5, "6 is not in hand");
     }
 
     #[test]

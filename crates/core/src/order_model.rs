@@ -23,7 +23,8 @@
 //!   and reads are served at once.
 //! - [`Scheme::Watermarks`]: the same zxids; each partition applies its
 //!   items (its entries, and the parts other partitions' entries hold for
-//!   it) along their chain as they come in hand; a read waits for its
+//!   it) along their chain as they come in hand (an item whose link a new
+//!   leader did not know, once every zxid below it is in hand); a read waits for its
 //!   partition's closed zxid to reach what the session saw
 //!   (`ClosedWatermarks`).
 //! - [`Scheme::Vectors`]: AGORA's per-partition numbering with vector
@@ -44,6 +45,7 @@ use crate::closed_watermarks::ClosedWatermarks;
 use crate::sim_rng::Rng;
 use crate::vector_stamps::{VectorReplica, VectorSequencer, VectorStamp};
 use history::{History, Op, WriteId};
+use stoa_tree::UNKNOWN_LINK;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
@@ -82,6 +84,10 @@ pub struct Config {
     pub write_percent: u64,
     /// Of the writes, how many are a `multi` of two keys on two partitions.
     pub multi_percent: u64,
+    /// Of the writes, how many a new leader makes first: every chain
+    /// starts anew after its seal, with an item that names no item before
+    /// (the seal itself and lost zxids are left out).
+    pub new_leader_percent: u64,
     /// Of a session's calls, how many move it to the other server first.
     pub reconnect_percent: u64,
     pub seed: u64,
@@ -410,6 +416,9 @@ impl World<'_> {
                 }
             };
             keys.push(other);
+        }
+        if self.rng.chance(self.config.new_leader_percent) {
+            self.last_item.fill(UNKNOWN_LINK);
         }
         let id = self.history_len() as WriteId + 1;
         let zxid = self.next_zxid;

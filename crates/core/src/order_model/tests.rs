@@ -11,6 +11,7 @@ fn config(scheme: Scheme, partitions: usize, reconnect_percent: u64, seed: u64) 
         calls_per_session: 40,
         write_percent: 30,
         multi_percent: 20,
+        new_leader_percent: 3,
         reconnect_percent,
         seed,
     }
