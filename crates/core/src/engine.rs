@@ -496,6 +496,10 @@ pub struct Engine {
     /// Leader with several partitions: its seal is proposed, so it may
     /// hand out zxids (`Engine::maybe_seal`).
     sealed: bool,
+    /// With several partitions: the zxid of each partition's last item
+    /// applied, where known (`engine/chains.rs`; each partition's own once
+    /// partitions own their threads).
+    chain_applied: Vec<Option<i64>>,
     /// Leader: the zxid of a group move proposed and not yet applied;
     /// nothing else is prepared meanwhile (`engine/group_moves.rs`).
     group_moves_in_flight: Option<i64>,
@@ -576,6 +580,7 @@ impl Engine {
             placement,
             placement_checked: false,
             sealed: false,
+            chain_applied: vec![None; config.partitions as usize],
             group_moves_in_flight: None,
             group_load: Default::default(),
             held_internal_writes: Vec::new(),

@@ -19,7 +19,7 @@
 //! and after a configuration change or a transaction logged without links.
 
 use raft::eraftpb::{Entry, EntryType};
-use stoa_tree::{ChainLink, Txn, TxnOp, UNKNOWN_LINK};
+use stoa_tree::{ChainLink, ChainLinks, Txn, TxnOp, UNKNOWN_LINK};
 
 use super::Engine;
 
@@ -66,9 +66,7 @@ impl Engine {
     /// What each partition applied last is no longer known: a snapshot
     /// was installed in place of the entries before.
     pub(super) fn forget_applied_chains(&mut self) {
-        for core in &mut self.cores {
-            core.chain_applied = None;
-        }
+        self.chain_applied.fill(None);
     }
 
     /// Member, with several partitions: checks the links of an entry about
@@ -78,7 +76,7 @@ impl Engine {
         match entry.get_entry_type() {
             // A configuration change's transaction travels without links.
             EntryType::EntryConfChangeV2 => {
-                self.cores[0].chain_applied = None;
+                self.chain_applied[0] = None;
                 return;
             }
             EntryType::EntryNormal if !entry.data.is_empty() => {}
@@ -89,31 +87,10 @@ impl Engine {
         else {
             return;
         };
-        if links.len() == 0 {
-            // Logged without links (before they were): nothing is known of
-            // any chain from here.
-            self.forget_applied_chains();
-            return;
-        }
-        for (partition, previous) in links {
-            let Some(core) = self.cores.get_mut(partition as usize) else {
-                self.chain_broken(group, zxid, format!("a link on partition {partition}"));
-                continue;
-            };
-            self.stats.chain_links_followed += 1;
-            let last = core.chain_applied.replace(zxid);
-            if let (Some(last), true) = (last, previous != UNKNOWN_LINK) {
-                if last != previous {
-                    self.chain_broken(
-                        group,
-                        zxid,
-                        format!(
-                            "partition {partition}'s link names {previous:#x}, its last item \
-                             applied is {last:#x}"
-                        ),
-                    );
-                }
-            }
+        let (followed, broken) = follow(&mut self.chain_applied, zxid, links);
+        self.stats.chain_links_followed += followed;
+        if let Some(why) = broken {
+            self.chain_broken(group, zxid, why);
         }
     }
 
@@ -127,10 +104,98 @@ impl Engine {
     }
 }
 
+/// Moves each partition's last applied item (`applied`, None where not
+/// known) on to `zxid` along an entry's `links`, checking each known link
+/// against it: the links followed, and what the first one that did not
+/// match found. An entry logged without links (before they were) leaves
+/// nothing known of any chain.
+fn follow(applied: &mut [Option<i64>], zxid: i64, links: ChainLinks<'_>) -> (u64, Option<String>) {
+    if links.len() == 0 {
+        applied.fill(None);
+        return (0, None);
+    }
+    let (mut followed, mut broken) = (0, None);
+    for (partition, previous) in links {
+        let Some(last) = applied.get_mut(partition as usize) else {
+            broken.get_or_insert(format!("a link on partition {partition}, which is not"));
+            continue;
+        };
+        followed += 1;
+        if let (Some(last), true) = (last.replace(zxid), previous != UNKNOWN_LINK) {
+            if last != previous {
+                broken.get_or_insert(format!(
+                    "partition {partition}'s link names {previous:#x}, its last item applied \
+                     is {last:#x}"
+                ));
+            }
+        }
+    }
+    (followed, broken)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stoa_tree::GroupMove;
+    use stoa_tree::{GroupMove, TxnHeader};
+
+    /// `links` as a member reads them from an entry.
+    fn encoded(links: &[ChainLink]) -> Vec<u8> {
+        let txn = Txn {
+            header: TxnHeader::default(),
+            op: TxnOp::Check { path: "/a".into() },
+        };
+        let mut data = Vec::new();
+        if links.is_empty() {
+            txn.encode(&mut data);
+        } else {
+            txn.encode_chained(links, &mut data);
+        }
+        data
+    }
+
+    fn follow_encoded(
+        applied: &mut [Option<i64>],
+        zxid: i64,
+        links: &[ChainLink],
+    ) -> (u64, Option<String>) {
+        let data = encoded(links);
+        follow(applied, zxid, Txn::chain_of(&data).unwrap())
+    }
+
+    #[test]
+    fn links_that_match_move_every_chain_on() {
+        let mut applied = [Some(3), None, Some(2)];
+        assert_eq!(
+            follow_encoded(&mut applied, 5, &[(0, 3), (2, 2)]),
+            (2, None)
+        );
+        assert_eq!(applied, [Some(5), None, Some(5)]);
+        // Unknown on either side: nothing to check, the chain moves on.
+        assert_eq!(
+            follow_encoded(&mut applied, 6, &[(1, 4), (0, UNKNOWN_LINK)]),
+            (2, None)
+        );
+        assert_eq!(applied, [Some(6), Some(6), Some(5)]);
+    }
+
+    #[test]
+    fn a_link_that_names_another_item_is_a_break() {
+        let mut applied = [Some(3), Some(4)];
+        let (followed, broken) = follow_encoded(&mut applied, 7, &[(1, 4), (0, 2)]);
+        assert_eq!(followed, 2);
+        let why = broken.expect("a break");
+        assert!(why.contains("partition 0's link names 0x2"), "{why}");
+        assert_eq!(applied, [Some(7), Some(7)], "the chains go on from it");
+        let (_, broken) = follow_encoded(&mut applied, 8, &[(0, 7), (5, 1)]);
+        assert!(broken.expect("a break").contains("partition 5"));
+    }
+
+    #[test]
+    fn an_entry_without_links_forgets_every_chain() {
+        let mut applied = [Some(3), Some(4)];
+        assert_eq!(follow_encoded(&mut applied, 9, &[]), (0, None));
+        assert_eq!(applied, [None, None]);
+    }
 
     #[test]
     fn a_transaction_touches_its_group_and_what_it_names() {

@@ -85,8 +85,6 @@ pub(crate) struct PartitionCore {
     /// Leader: the zxid of this partition's last item proposed since its
     /// seal; None before the first.
     pub chain_proposed: Option<i64>,
-    /// The zxid of this partition's last item applied, if known.
-    pub chain_applied: Option<i64>,
 }
 
 impl PartitionCore {
@@ -121,7 +119,6 @@ impl PartitionCore {
             last_snapshot,
             chained: false,
             chain_proposed: None,
-            chain_applied: None,
         }
     }
 
