@@ -14,9 +14,11 @@
 //! is counted in `mntr` (`stoa_chain_breaks`), logged, and fatal under
 //! test.
 //!
-//! A leader knows its links from its seal on: each chain starts anew
-//! there with an unknown link, as it does after a snapshot is installed
-//! and after a configuration change or a transaction logged without links.
+//! A new leader's seal carries an unknown link; once the seal has let
+//! everything below it apply, each other partition's chain goes on from
+//! its last item applied, where the leader knows it. A member forgets its
+//! chains when it installs a snapshot, and partition 0's at a configuration
+//! change (whose transaction travels without links).
 
 use raft::eraftpb::{Entry, EntryType};
 use stoa_tree::{ChainLink, ChainLinks, Txn, TxnOp, UNKNOWN_LINK};
@@ -60,6 +62,16 @@ impl Engine {
     pub(super) fn restart_chains(&mut self) {
         for core in &mut self.cores {
             core.chain_proposed = None;
+        }
+    }
+
+    /// Leader, right after its seal applied what waited behind the gaps:
+    /// every entry below the seal is now applied or void, so each other
+    /// partition's last item applied is its chain's last, where known.
+    /// (Partition 0's chain goes on from the seal, in flight.)
+    pub(super) fn resume_chains(&mut self) {
+        for (core, &applied) in (self.cores.iter_mut()).zip(&self.chain_applied).skip(1) {
+            core.chain_proposed = applied;
         }
     }
 

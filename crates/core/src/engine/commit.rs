@@ -168,6 +168,7 @@ impl Engine {
             op: stoa_tree::TxnOp::Seal { voids },
         });
         self.apply_in_order();
+        self.resume_chains();
         for (name, sid, writes) in std::mem::take(&mut self.held_internal_writes) {
             self.propose_internal_writes(&name, sid, writes);
         }
