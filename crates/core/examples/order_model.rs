@@ -2,7 +2,9 @@
 //! (`stoa_core::order_model`; docs/partitions.md, "Three read rules,
 //! compared"): for each rule and partition count, how many seeded runs keep
 //! one order (sequential consistency) and causality, how often and how long
-//! reads wait, and how long an entry in hand waits to be applied; then what
+//! reads wait, how long an entry in hand waits to be applied, and (closed
+//! watermarks) how long its events wait for every partition to close its
+//! zxid; then what
 //! each rule's bookkeeping costs per read on this machine.
 //!
 //!     cargo run --release -p stoa-core --example order_model
@@ -28,7 +30,7 @@ fn main() {
     let partitions = env_list("PARTITIONS", "2,4,8");
     println!("{seeds} seeded runs per cell: 8 sessions x 100 calls, 30% writes (a fifth of them a multi over two partitions; a new leader before 2%), 2 keys per partition; reconnects: the share of calls a session moves to the other server before");
     println!(
-        "{:<22} {:>3} {:>10} {:>10} {:>8} {:>12} {:>16} {:>18}",
+        "{:<22} {:>3} {:>10} {:>10} {:>8} {:>12} {:>16} {:>18} {:>18}",
         "rule",
         "P",
         "reconnects",
@@ -36,7 +38,8 @@ fn main() {
         "causal",
         "reads waited",
         "read wait, steps",
-        "apply wait, steps"
+        "apply wait, steps",
+        "event wait, steps"
     );
     for &p in &partitions {
         for (scheme, reconnect_percent) in Scheme::ALL.into_iter().flat_map(|s| [(s, 0), (s, 5)]) {
@@ -44,6 +47,7 @@ fn main() {
             let mut causal = 0;
             let (mut reads, mut waited, mut wait_steps) = (0, 0, 0);
             let (mut applies, mut apply_steps) = (0, 0);
+            let (mut events, mut event_steps) = (0, 0);
             for seed in 0..seeds {
                 let result = run(&Config {
                     scheme,
@@ -65,9 +69,11 @@ fn main() {
                 wait_steps += f.read_wait_steps;
                 applies += f.applies;
                 apply_steps += f.apply_wait_steps;
+                events += f.events;
+                event_steps += f.event_wait_steps;
             }
             println!(
-                "{:<22} {:>3} {:>9}% {:>6}/{:<3} {:>4}/{:<3} {:>11.1}% {:>16.2} {:>18.2}",
+                "{:<22} {:>3} {:>9}% {:>6}/{:<3} {:>4}/{:<3} {:>11.1}% {:>16.2} {:>18.2} {:>18}",
                 scheme.name(),
                 p,
                 reconnect_percent,
@@ -78,6 +84,11 @@ fn main() {
                 100.0 * waited as f64 / reads as f64,
                 wait_steps as f64 / reads as f64,
                 apply_steps as f64 / applies as f64,
+                match (scheme, events) {
+                    (Scheme::OneOrder, _) => "0 (at apply)".to_string(),
+                    (_, 0) => "-".to_string(),
+                    _ => format!("{:.2}", event_steps as f64 / events as f64),
+                },
             );
         }
     }

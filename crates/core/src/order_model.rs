@@ -108,6 +108,13 @@ pub struct Figures {
     /// Steps from in hand to applied, over every part applied.
     pub apply_wait_steps: u64,
     pub reconnects: u64,
+    /// Closed watermarks: parts applied, and the steps from each one's
+    /// apply until every partition of its server has closed its zxid. Only
+    /// then may its events go out to a session in zxid order: the wait
+    /// fast watches would skip. (Under the one order events go out as
+    /// entries apply.)
+    pub events: u64,
+    pub event_wait_steps: u64,
     /// Steps the run took.
     pub steps: u64,
 }
@@ -157,6 +164,9 @@ struct Server {
     order: ApplyOrder<()>,
     marks: ClosedWatermarks,
     vectors: VectorReplica,
+    /// Closed watermarks: the zxid of each part applied whose events wait
+    /// for every partition to close it, and the step it applied.
+    events: Vec<(i64, u64)>,
 }
 
 enum Call {
@@ -203,6 +213,7 @@ pub fn run(config: &Config) -> Run {
             order: ApplyOrder::recover(config.partitions, &Cut::default()),
             marks: ClosedWatermarks::new(config.partitions, 0),
             vectors: VectorReplica::new(config.partitions),
+            events: Vec::new(),
         })
         .collect();
     let sessions = (0..config.sessions)
@@ -262,6 +273,28 @@ impl World<'_> {
         }
         for session in self.shuffled(self.sessions.len()) {
             self.advance(session);
+        }
+        if self.config.scheme == Scheme::Watermarks {
+            self.release_events();
+        }
+    }
+
+    /// Events whose zxid every partition has closed go out.
+    fn release_events(&mut self) {
+        for srv in &mut self.servers {
+            let prefix = (0..self.config.partitions)
+                .map(|p| srv.marks.closed(p))
+                .min()
+                .expect("a partition");
+            let (step, figures) = (self.step, &mut self.figures);
+            srv.events.retain(|&(zxid, applied)| {
+                let waits = zxid > prefix;
+                if !waits {
+                    figures.events += 1;
+                    figures.event_wait_steps += step - applied;
+                }
+                waits
+            });
         }
     }
 
@@ -346,6 +379,7 @@ impl World<'_> {
                 let item = srv.items[partition].remove(&next).unwrap();
                 srv.marks.apply(partition, item.zxid);
                 srv.values[item.key] = item.id;
+                srv.events.push((item.zxid, self.step));
                 (item.since, 1)
             }
         };
