@@ -124,13 +124,22 @@ fn under_watermarks_events_wait_for_every_partition_to_close_their_zxid() {
     let (mut applies, mut events, mut steps) = (0, 0, 0);
     for seed in 0..20 {
         let figures = run(&config(Scheme::Watermarks, 3, 0, seed)).figures;
-        assert!(figures.events <= figures.applies, "seed {seed}: {figures:?}");
+        assert!(
+            figures.events <= figures.applies,
+            "seed {seed}: {figures:?}"
+        );
         applies += figures.applies;
         events += figures.events;
         steps += figures.event_wait_steps;
     }
-    assert!(events > applies / 2, "most events went out: {events} of {applies}");
-    assert!(steps > events, "some waited: {steps} steps over {events} events");
+    assert!(
+        events > applies / 2,
+        "most events went out: {events} of {applies}"
+    );
+    assert!(
+        steps > events,
+        "some waited: {steps} steps over {events} events"
+    );
     let one_order = run(&config(Scheme::OneOrder, 3, 0, 1)).figures;
     assert_eq!((one_order.events, one_order.event_wait_steps), (0, 0));
 }
