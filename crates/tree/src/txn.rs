@@ -240,12 +240,17 @@ const OP_MIN_BYTES: usize = 5;
 impl Txn {
     /// Appends the encoding described in docs/format-snapshot.md (§ Txn).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        codec::put_u8(out, TXN_FORMAT_VERSION);
+        self.encode_header(TXN_FORMAT_VERSION, out);
+        self.op.encode(out);
+    }
+
+    /// The version byte and the header after it.
+    fn encode_header(&self, version: u8, out: &mut Vec<u8>) {
+        codec::put_u8(out, version);
         codec::put_i64(out, self.header.session_id);
         codec::put_i32(out, self.header.cxid);
         codec::put_i64(out, self.header.zxid);
         codec::put_i64(out, self.header.time_ms);
-        self.op.encode(out);
     }
 
     /// Exactly the bytes `encode` appends, so a buffer can be sized once
@@ -256,11 +261,7 @@ impl Txn {
 
     /// Appends the encoding with its chain links (format version 2).
     pub fn encode_chained(&self, links: &[ChainLink], out: &mut Vec<u8>) {
-        codec::put_u8(out, TXN_CHAINED_VERSION);
-        codec::put_i64(out, self.header.session_id);
-        codec::put_i32(out, self.header.cxid);
-        codec::put_i64(out, self.header.zxid);
-        codec::put_i64(out, self.header.time_ms);
+        self.encode_header(TXN_CHAINED_VERSION, out);
         codec::put_u32(out, links.len() as u32);
         for &(partition, previous) in links {
             codec::put_u32(out, partition);
@@ -290,32 +291,17 @@ impl Txn {
     /// without (format version 1); None if it is not a txn's encoding.
     /// Read at fixed offsets: every member does it for every entry.
     pub fn chain_of(bytes: &[u8]) -> Option<ChainLinks<'_>> {
-        match *bytes.first()? {
-            TXN_FORMAT_VERSION if bytes.len() > TXN_HEADER_BYTES => Some(ChainLinks { bytes: &[] }),
-            TXN_CHAINED_VERSION => {
-                let (count, rest) = bytes
-                    .get(TXN_HEADER_BYTES..)?
-                    .split_first_chunk::<LEN_PREFIX_BYTES>()?;
-                let span = LINK_BYTES.checked_mul(u32::from_be_bytes(*count) as usize)?;
-                Some(ChainLinks {
-                    bytes: rest.get(..span)?,
-                })
-            }
-            _ => None,
-        }
+        let (links, op_at) = layout(bytes)?;
+        bytes.get(op_at)?;
+        Some(ChainLinks {
+            bytes: &bytes[links],
+        })
     }
 
     /// The void ranges of an encoded seal; None for any other txn (read
     /// from the op's tag first, so other txns are not decoded).
     pub fn seal_of(bytes: &[u8]) -> Option<Vec<(i64, i64)>> {
-        let op_at = match *bytes.first()? {
-            TXN_FORMAT_VERSION => TXN_HEADER_BYTES,
-            _ => {
-                let count = bytes.get(TXN_HEADER_BYTES..TXN_HEADER_BYTES + 4)?;
-                let count = u32::from_be_bytes(count.try_into().ok()?) as usize;
-                TXN_HEADER_BYTES + LEN_PREFIX_BYTES + LINK_BYTES.checked_mul(count)?
-            }
-        };
+        let (_, op_at) = layout(bytes)?;
         if bytes.get(op_at) != Some(&tag::SEAL) {
             return None;
         }
@@ -335,6 +321,24 @@ impl Txn {
         let op = TxnOp::decode(&mut r, true)?;
         r.finish()?;
         Ok(Txn { header, op })
+    }
+}
+
+/// Where an encoded txn's chain links lie and where its op starts, read
+/// at fixed offsets from its version byte and link count.
+fn layout(bytes: &[u8]) -> Option<(std::ops::Range<usize>, usize)> {
+    match *bytes.first()? {
+        TXN_FORMAT_VERSION => Some((TXN_HEADER_BYTES..TXN_HEADER_BYTES, TXN_HEADER_BYTES)),
+        TXN_CHAINED_VERSION => {
+            let count = bytes
+                .get(TXN_HEADER_BYTES..)?
+                .first_chunk::<LEN_PREFIX_BYTES>()?;
+            let start = TXN_HEADER_BYTES + LEN_PREFIX_BYTES;
+            let span = LINK_BYTES.checked_mul(u32::from_be_bytes(*count) as usize)?;
+            let end = start.checked_add(span)?;
+            Some((start..end, end))
+        }
+        _ => None,
     }
 }
 
