@@ -322,7 +322,9 @@ impl World<'_> {
         // Every part is in hand with its entry, on its own partition.
         for part in &entry.parts {
             let p = part.partition;
-            srv.marks.committed(p, entry.zxid, part.previous);
+            if scheme != Scheme::Vectors {
+                srv.marks.committed(p, entry.zxid, part.previous);
+            }
             let at = match scheme {
                 Scheme::Vectors => entry.stamp.get(p) as i64,
                 _ => entry.zxid,
@@ -379,7 +381,9 @@ impl World<'_> {
                 let item = srv.items[partition].remove(&next).unwrap();
                 srv.marks.apply(partition, item.zxid);
                 srv.values[item.key] = item.id;
-                srv.events.push((item.zxid, self.step));
+                if self.config.scheme == Scheme::Watermarks {
+                    srv.events.push((item.zxid, self.step));
+                }
                 (item.since, 1)
             }
         };
@@ -454,7 +458,7 @@ impl World<'_> {
         if self.rng.chance(self.config.new_leader_percent) {
             self.last_item.fill(UNKNOWN_LINK);
         }
-        let id = self.history_len() as WriteId + 1;
+        let id = self.figures.writes + 1;
         let zxid = self.next_zxid;
         self.next_zxid += 1;
         let mut parts = Vec::with_capacity(keys.len());
@@ -481,10 +485,6 @@ impl World<'_> {
         self.figures.writes += 1;
         let entry = self.logs[owner].len() - 1;
         self.sessions[session].call = Some(Call::Write { owner, entry });
-    }
-
-    fn history_len(&self) -> usize {
-        self.history.sessions.iter().map(Vec::len).sum()
     }
 
     /// A write is answered once its server applied all of it.
