@@ -11,6 +11,7 @@ directory; Stoa started on the result must show every znode the same.
 import os
 import re
 import subprocess
+import time
 
 import pytest
 from kazoo.client import KazooClient
@@ -63,6 +64,27 @@ def snapshot_of(client, path="/"):
     return out
 
 
+def latest_snapshot_zxid(zk):
+    names = os.listdir(os.path.join(zk.data_dir, "version-2"))
+    zxids = [int(n.split(".", 1)[1], 16) for n in names if n.startswith("snapshot.")]
+    return max(zxids, default=None)
+
+
+def write_past_the_last_snapshot(client, zk):
+    """ZooKeeper snapshots at a random count between snapCount/2 and
+    snapCount, so its last snapshot can fall on the last write, leaving no
+    log to replay. Write until a snapshot is on disk with three logged
+    writes after it, so the import exercises both halves."""
+    for i in range(60):
+        last = client.create("/tail/%d" % i, b"", makepath=True)
+        last_zxid = client.exists(last).czxid
+        time.sleep(0.1)  # lets a snapshot begun at this write name its file
+        snapped = latest_snapshot_zxid(zk)
+        if snapped is not None and 0 < snapped <= last_zxid - 3:
+            return
+    raise AssertionError("ZooKeeper took no snapshot within 60 writes of snapCount 20")
+
+
 def run_import(zk, target):
     argv = [harness.stoa_bin(), "import", "--zk-data-dir", zk.data_dir, "--data-dir", target]
     done = subprocess.run(argv, capture_output=True, timeout=120)
@@ -86,6 +108,7 @@ def test_every_znode_comes_across(zookeeper, tmp_path, request):
     raw.create("/cont/child")
     raw.create("/ttl", b"t", mode=harness.CreateMode.PERSISTENT_WITH_TTL, ttl=600_000)
     raw.close()
+    write_past_the_last_snapshot(client, zk)
     session = client.client_id[0]
     before = snapshot_of(client)
     # The session stays open (a clean close would delete /app/eph): the
