@@ -39,9 +39,24 @@
 //! entries it replaces can carry parts for the other partitions, which
 //! would then never apply there (the model in the tests found that).
 //!
+//! **Applying by partition** (step 2 of owned partitions, docs/partitions.md).
+//! Besides the merge ([`ApplyOrder::next_ready`]), each partition may take
+//! its own next entry ([`ApplyOrder::next_ready_on`]) without waiting for
+//! the others to apply theirs. An entry of zxid `z` may apply once every
+//! zxid below `z` is in hand here (committed in its group's log) or void
+//! ([`ApplyOrder::known`]), and once nothing of the partitions it touches
+//! lies below it unapplied. The first condition keeps the seal's rule
+//! sound: a seal voids everything above the first zxid missing from the
+//! leader's logs, and anything committed is in every later leader's logs,
+//! so an entry with nothing missing below it is never voided. It costs a
+//! partition a wait for the others' commits, never for their applying.
+//! A partition's state is then the history's projection at its
+//! [`closed`](ApplyOrder::closed) zxid, and [`applied`](ApplyOrder::applied)
+//! is the lowest of those: the prefix every partition has reached.
+//!
 //! Pure: no I/O, no clock. `T` is whatever the engine keeps per entry.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A point of the order every partition has reached: what a snapshot of
 /// the server is taken at.
@@ -72,6 +87,8 @@ pub struct Ready<T> {
 struct Waiting<T> {
     index: u64,
     zxid: Option<i64>,
+    /// The other partitions it has parts on (its own log's is implied).
+    others: Vec<u32>,
     entry: T,
 }
 
@@ -128,7 +145,41 @@ impl Voids {
     }
 }
 
-/// Merges the partitions' committed entries into the one order.
+/// Zxids in hand or void: every one at or below `through`, and ranges
+/// above it.
+#[derive(Debug, Clone, Default)]
+struct Known {
+    through: i64,
+    /// Disjoint ranges above `through + 1`: first to last.
+    ahead: BTreeMap<i64, i64>,
+}
+
+impl Known {
+    fn mark(&mut self, lo: i64, hi: i64) {
+        if hi <= self.through {
+            return;
+        }
+        if lo > self.through + 1 {
+            let hi = match self.ahead.get(&lo) {
+                Some(&end) => end.max(hi),
+                None => hi,
+            };
+            self.ahead.insert(lo, hi);
+            return;
+        }
+        self.through = hi;
+        // Swallow the ranges now touching `through`.
+        while let Some(entry) = self.ahead.first_entry() {
+            if *entry.key() > self.through + 1 {
+                break;
+            }
+            self.through = self.through.max(entry.remove());
+        }
+    }
+}
+
+/// Merges the partitions' committed entries into the one order, or lets
+/// each partition apply its own (module docs, "Applying by partition").
 #[derive(Debug, Clone)]
 pub struct ApplyOrder<T> {
     /// Every zxid at or below is applied on every partition or void.
@@ -136,6 +187,12 @@ pub struct ApplyOrder<T> {
     applied_index: Vec<u64>,
     voids: Voids,
     waiting: Vec<VecDeque<Waiting<T>>>,
+    known: Known,
+    /// Per partition: the zxids of entries in other groups' logs with a
+    /// part on it, in hand, neither applied nor void.
+    crossing: Vec<BTreeSet<i64>>,
+    /// Per partition: the zxid of the last entry applied with a part on it.
+    last_applied: Vec<i64>,
 }
 
 impl<T> ApplyOrder<T> {
@@ -153,6 +210,9 @@ impl<T> ApplyOrder<T> {
             applied_index: vec![0; partitions],
             voids: Voids::default(),
             waiting: (0..partitions).map(|_| VecDeque::new()).collect(),
+            known: Known::default(),
+            crossing: vec![BTreeSet::new(); partitions],
+            last_applied: vec![0; partitions],
         };
         order.restore(cut);
         order
@@ -167,6 +227,10 @@ impl<T> ApplyOrder<T> {
             *index = (*index).max(at);
         }
         self.voids.forget_through(self.applied);
+        self.known.mark(i64::MIN, cut.zxid);
+        for crossing in &mut self.crossing {
+            *crossing = crossing.split_off(&(cut.zxid + 1));
+        }
     }
 
     /// Every zxid at or below this is applied on every partition or void.
@@ -186,32 +250,120 @@ impl<T> ApplyOrder<T> {
             .map_or(self.applied_index[partition], |w| w.index)
     }
 
+    /// Whether the partitions' states are all at [`applied`](Self::applied):
+    /// none has applied an entry of the order above it, so a snapshot of
+    /// every tree now is one of the server at [`cut`](Self::cut). Always
+    /// so under the merge; by partition, once every entry in hand that may
+    /// apply has.
+    pub fn at_cut(&self) -> bool {
+        self.last_applied.iter().all(|&zxid| zxid <= self.applied)
+    }
+
     /// The cut a snapshot of the server taken now is at.
     pub fn cut(&self) -> Cut {
+        assert!(
+            self.at_cut(),
+            "a cut at {:#x} with partitions applied past it: {:#x?}",
+            self.applied,
+            self.last_applied
+        );
         Cut {
             zxid: self.applied,
             indices: self.applied_index.clone(),
         }
     }
 
+    /// Every zxid at or below this is in hand here (committed in its
+    /// group's log, waiting or applied) or void.
+    pub fn known(&self) -> i64 {
+        self.known.through
+    }
+
+    /// The highest zxid at which `partition`'s state is the projection of
+    /// the history: just below its lowest entry in hand not yet applied,
+    /// and no further than every zxid is in hand (an entry of its own at
+    /// or below that would be in hand).
+    pub fn closed(&self, partition: usize) -> i64 {
+        self.lowest_unapplied(partition)
+            .map_or(self.known.through, |zxid| {
+                (zxid - 1).min(self.known.through)
+            })
+    }
+
+    /// The lowest zxid with a part on `partition` in hand here, neither
+    /// applied nor void.
+    fn lowest_unapplied(&self, partition: usize) -> Option<i64> {
+        let own = (self.waiting[partition].iter())
+            .filter_map(|w| w.zxid)
+            .find(|&zxid| !self.is_void(zxid));
+        let crossing = self.crossing[partition].first().copied();
+        match (own, crossing) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Partition `partition`'s group committed the entry at `index`
-    /// (`zxid`: None for an entry outside the order).
+    /// (`zxid`: None for an entry outside the order), with parts on no
+    /// other partition.
     pub fn committed(&mut self, partition: usize, index: u64, zxid: Option<i64>, entry: T) {
+        self.committed_with_parts(partition, index, zxid, Vec::new(), entry);
+    }
+
+    /// Partition `partition`'s group committed the entry at `index`, with
+    /// parts on the `others` partitions too.
+    pub fn committed_with_parts(
+        &mut self,
+        partition: usize,
+        index: u64,
+        zxid: Option<i64>,
+        others: Vec<u32>,
+        entry: T,
+    ) {
         let last = self.last_index(partition);
         assert_eq!(
             index,
             last + 1,
             "partition {partition} committed index {index} after {last}"
         );
-        // An entry at or below the applied zxid is one a seal voided, its
-        // group delivering it after the seal applied: it passes as void.
-        self.waiting[partition].push_back(Waiting { index, zxid, entry });
+        if let Some(zxid) = zxid {
+            self.known.mark(zxid, zxid);
+            // An entry at or below the applied zxid is one a seal voided,
+            // its group delivering it after the seal applied: it passes as
+            // void, and holds up no other partition.
+            if !self.is_void(zxid) {
+                for &other in &others {
+                    assert!(
+                        other as usize != partition && (other as usize) < self.crossing.len(),
+                        "partition {partition}'s entry {zxid:#x} with a part on {other}"
+                    );
+                    self.crossing[other as usize].insert(zxid);
+                }
+            }
+        }
+        self.waiting[partition].push_back(Waiting {
+            index,
+            zxid,
+            others,
+            entry,
+        });
     }
 
     /// A seal committed: no zxid in these inclusive ranges will ever exist.
     pub fn add_voids(&mut self, ranges: &[(i64, i64)]) {
         for &(lo, hi) in ranges {
-            self.voids.add(lo.max(self.applied + 1), hi);
+            let lo = lo.max(self.applied + 1);
+            if lo > hi {
+                continue;
+            }
+            self.voids.add(lo, hi);
+            self.known.mark(lo, hi);
+            for crossing in &mut self.crossing {
+                let voided: Vec<i64> = crossing.range(lo..=hi).copied().collect();
+                for zxid in voided {
+                    crossing.remove(&zxid);
+                }
+            }
         }
     }
 
@@ -225,31 +377,25 @@ impl<T> ApplyOrder<T> {
     /// committed and passed to [`committed`](Self::committed): then a zxid
     /// missing from them was never committed and never will be.
     pub fn seal(&mut self, next: i64) -> Vec<(i64, i64)> {
-        let mut present: Vec<i64> = (self.waiting.iter().flatten())
-            .filter_map(|w| w.zxid)
-            .filter(|&zxid| zxid > self.applied && !self.voids.covers(zxid, zxid))
-            .collect();
-        present.sort_unstable();
-        let mut previous = self.applied;
-        for zxid in present.into_iter().chain(std::iter::once(next)) {
-            assert!(
-                zxid > previous,
-                "zxid {zxid:#x} twice or not above {previous:#x}"
-            );
-            if !self.voids.covers(previous + 1, zxid - 1) {
-                // The first zxid lost, and everything above it up to the
-                // seal: what waits above a lost zxid was applied nowhere
-                // (the order waited for it), so no client heard of it, and
-                // one session's write must not apply without an earlier
-                // one of its that was lost (its next went to another
-                // group's log, which committed it).
-                let ranges = vec![(previous + 1, next - 1)];
-                self.add_voids(&ranges);
-                return ranges;
-            }
-            previous = zxid;
+        let in_hand_above =
+            (self.known.ahead.last_key_value()).map_or(self.known.through, |(_, &hi)| hi);
+        assert!(
+            next > in_hand_above,
+            "a seal at {next:#x} below the zxid {in_hand_above:#x} in hand"
+        );
+        let first_missing = self.known.through + 1;
+        if first_missing >= next {
+            return Vec::new();
         }
-        Vec::new()
+        // The first zxid lost, and everything above it up to the seal:
+        // what waits above a lost zxid was applied nowhere (nothing
+        // applies above a zxid missing here), so no client heard of it,
+        // and one session's write must not apply without an earlier one
+        // of its that was lost (its next went to another group's log,
+        // which committed it).
+        let ranges = vec![(first_missing, next - 1)];
+        self.add_voids(&ranges);
+        ranges
     }
 
     /// The server installed a leader's snapshot taken at `cut`, every
@@ -267,6 +413,12 @@ impl<T> ApplyOrder<T> {
             "a snapshot at {:#x} behind the applied {:#x}",
             cut.zxid,
             self.applied
+        );
+        assert!(
+            self.last_applied.iter().all(|&zxid| zxid <= cut.zxid),
+            "a snapshot at {:#x} below what partitions applied: {:#x?}",
+            cut.zxid,
+            self.last_applied
         );
         for (waiting, &index) in self.waiting.iter_mut().zip(&cut.indices) {
             while waiting.front().is_some_and(|w| w.index <= index) {
@@ -300,23 +452,87 @@ impl<T> ApplyOrder<T> {
         zxid <= self.applied || self.voids.covers(zxid, zxid)
     }
 
-    /// The next entry to apply, if its turn has come.
+    /// The next entry to apply in the one order, if its turn has come.
     pub fn next_ready(&mut self) -> Option<Ready<T>> {
         let partition = self.next_partition()?;
-        let Waiting { index, zxid, entry } = self.waiting[partition].pop_front()?;
-        self.applied_index[partition] = index;
-        let void = zxid.is_some_and(|zxid| self.is_void(zxid));
-        if let (Some(zxid), false) = (zxid, void) {
+        let ready = self.take(partition);
+        if let (Some(zxid), false) = (ready.zxid, ready.void) {
+            // The merge applies each zxid once all below are applied or
+            // void. (Its prefix may reach further, over void zxids in hand.)
+            debug_assert!(self.prefix() >= zxid, "the merge's prefix");
             self.applied = zxid;
             self.voids.forget_through(zxid);
         }
-        Some(Ready {
+        Some(ready)
+    }
+
+    /// The next entry of `partition`'s log, if it may apply now: an entry
+    /// outside the order or a void one at once; else once every zxid
+    /// below it is in hand or void, and no entry with a part on a
+    /// partition it touches lies below it unapplied. An entry with parts
+    /// on others is theirs to apply too, at the same time.
+    pub fn next_ready_on(&mut self, partition: usize) -> Option<Ready<T>> {
+        let head = self.waiting[partition].front()?;
+        if let Some(zxid) = head.zxid.filter(|&zxid| !self.is_void(zxid)) {
+            let clear = |p: usize| {
+                let own_below = (self.waiting[p].iter())
+                    .filter_map(|w| w.zxid)
+                    .find(|&z| !self.is_void(z))
+                    .is_some_and(|z| z < zxid || (p != partition && z == zxid));
+                let crossing = self.crossing[p].first().copied();
+                !own_below && crossing.is_none_or(|c| c > zxid || (p != partition && c == zxid))
+            };
+            if zxid > self.known.through
+                || !clear(partition)
+                || !head.others.iter().all(|&p| clear(p as usize))
+            {
+                return None;
+            }
+        }
+        let ready = self.take(partition);
+        if !ready.void && ready.zxid.is_some() {
+            let prefix = self.prefix();
+            if prefix > self.applied {
+                self.applied = prefix;
+                self.voids.forget_through(prefix);
+            }
+        }
+        Some(ready)
+    }
+
+    /// Takes `partition`'s head entry, whose turn has come.
+    fn take(&mut self, partition: usize) -> Ready<T> {
+        let Waiting {
+            index,
+            zxid,
+            others,
+            entry,
+        } = (self.waiting[partition].pop_front()).expect("an entry whose turn came");
+        self.applied_index[partition] = index;
+        let void = zxid.is_some_and(|zxid| self.is_void(zxid));
+        if let (Some(zxid), false) = (zxid, void) {
+            self.last_applied[partition] = zxid;
+            for other in others {
+                let crossed = self.crossing[other as usize].remove(&zxid);
+                debug_assert!(crossed, "{zxid:#x}'s part on partition {other}");
+                self.last_applied[other as usize] = zxid;
+            }
+        }
+        Ready {
             partition,
             index,
             zxid,
             void,
             entry,
-        })
+        }
+    }
+
+    /// The lowest of the partitions' closed zxids.
+    fn prefix(&self) -> i64 {
+        (0..self.waiting.len())
+            .map(|p| self.closed(p))
+            .min()
+            .expect("a server has at least one partition")
     }
 }
 

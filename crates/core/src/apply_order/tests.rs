@@ -146,6 +146,34 @@ fn a_seal_past_a_cut_comes_again_after_a_restart_and_applies_in_its_place() {
 }
 
 #[test]
+fn by_partition_each_applies_its_own_once_every_zxid_below_is_in_hand() {
+    let mut order = fresh(2);
+    order.add_voids(&[(1, z(1, 0))]);
+    // z(1, 2) on partition 1 is in hand, z(1, 1) is not: a seal could yet
+    // void z(1, 2), so it waits.
+    order.committed(1, 1, Some(z(1, 2)), ());
+    assert!(order.next_ready_on(1).is_none());
+    assert_eq!((order.known(), order.closed(1)), (z(1, 0), z(1, 0)));
+    order.committed(0, 1, Some(z(1, 1)), ());
+    // Now partition 1 goes first, partition 0 behind it.
+    assert_eq!(order.next_ready_on(1).map(|r| r.zxid), Some(Some(z(1, 2))));
+    assert_eq!((order.closed(0), order.closed(1)), (z(1, 0), z(1, 2)));
+    assert_eq!(order.applied(), z(1, 0));
+    assert!(!order.at_cut(), "partition 1 is past the prefix");
+    // An entry of partition 0's log with a part on 1 waits for both.
+    order.committed_with_parts(0, 2, Some(z(1, 3)), vec![1], ());
+    order.committed(1, 2, Some(z(1, 4)), ());
+    assert!(order.next_ready_on(1).is_none(), "z(1, 3) has a part on 1");
+    assert_eq!(order.closed(1), z(1, 2));
+    assert_eq!(order.next_ready_on(0).map(|r| r.zxid), Some(Some(z(1, 1))));
+    assert_eq!(order.next_ready_on(0).map(|r| r.zxid), Some(Some(z(1, 3))));
+    assert_eq!(order.applied(), z(1, 3));
+    assert_eq!(order.next_ready_on(1).map(|r| r.zxid), Some(Some(z(1, 4))));
+    assert_eq!((order.applied(), order.at_cut()), (z(1, 4), true));
+    assert_eq!(order.cut().indices, vec![2, 2]);
+}
+
+#[test]
 fn void_ranges_coalesce() {
     let mut voids = Voids::default();
     voids.add(10, 12);
@@ -322,8 +350,10 @@ fn history(rng: &mut Rng, partitions: usize, leaders: usize) -> History {
 }
 
 /// A server fed the history's commits in a random interleaving, taking
-/// snapshots, restarting and installing leaders' snapshots at random.
-fn run_server(rng: &mut Rng, history: &History) {
+/// snapshots, restarting and installing leaders' snapshots at random. It
+/// applies in the one order, or `by_partition`: each partition its own
+/// entries, a random few at a time.
+fn run_server(rng: &mut Rng, history: &History, by_partition: bool) {
     let partitions = history.logs.len();
     let mut order = fresh(partitions);
     let mut state: Vec<Vec<i64>> = vec![Vec::new(); partitions];
@@ -335,9 +365,16 @@ fn run_server(rng: &mut Rng, history: &History) {
             delivered[p] = delivered[p].max(cut.indices.get(p).copied().unwrap_or(0) as usize);
         }
     };
+    let apply = |rng: &mut Rng, order: &mut ApplyOrder<()>, state: &mut Vec<Vec<i64>>| {
+        if by_partition {
+            apply_some_by_partition(rng, order, state, history);
+        } else {
+            apply_ready(order, state, history);
+        }
+    };
     for _ in 0..400 {
         match rng.below(20) {
-            0 => persisted = order.cut(),
+            0 if order.at_cut() => persisted = order.cut(),
             1 => {
                 order = ApplyOrder::recover(partitions, &persisted);
                 delivered = vec![0; partitions];
@@ -345,7 +382,10 @@ fn run_server(rng: &mut Rng, history: &History) {
             }
             2 if !history.cuts.is_empty() => {
                 let cut = &history.cuts[rng.below(history.cuts.len() as u64) as usize];
+                // A leader sends its snapshot to a member behind it: past
+                // whatever any partition here applied.
                 if cut.zxid >= order.applied()
+                    && state.iter().flatten().all(|&zxid| zxid <= cut.zxid)
                     && (0..partitions).any(|p| cut.indices[p] > order.applied_index(p))
                 {
                     order.install(cut);
@@ -358,7 +398,7 @@ fn run_server(rng: &mut Rng, history: &History) {
                 deliver(&mut order, history, &mut delivered, p);
             }
         }
-        apply_ready(&mut order, &mut state, history);
+        apply(rng, &mut order, &mut state);
         check_prefix(&order, &state, history);
     }
     // Then everything that is left, in a random interleaving.
@@ -369,10 +409,17 @@ fn run_server(rng: &mut Rng, history: &History) {
             partitions - 1 - p
         };
         deliver(&mut order, history, &mut delivered, p);
-        apply_ready(&mut order, &mut state, history);
+        apply(rng, &mut order, &mut state);
         check_prefix(&order, &state, history);
     }
-    assert_eq!(order.applied(), history.last_applied);
+    apply_ready(&mut order, &mut state, history);
+    assert!(order.at_cut(), "everything that may apply did");
+    if by_partition {
+        // The prefix may reach over void zxids the merge stops below.
+        assert!(order.applied() >= history.last_applied);
+    } else {
+        assert_eq!(order.applied(), history.last_applied);
+    }
     for (p, applied) in state.iter().enumerate() {
         assert_eq!(applied, &history.truth(p, i64::MAX), "partition {p}");
     }
@@ -387,32 +434,74 @@ fn deliver(order: &mut ApplyOrder<()>, history: &History, delivered: &mut [usize
         order.add_voids(ranges);
     }
     delivered[p] += 1;
-    order.committed(p, delivered[p] as u64, item.zxid(), ());
+    let others = match item {
+        Item::Txn(_, parts) => parts[1..].iter().map(|&p| p as u32).collect(),
+        _ => Vec::new(),
+    };
+    order.committed_with_parts(p, delivered[p] as u64, item.zxid(), others, ());
+}
+
+/// The partitions an applied entry has parts on, checked against the
+/// history (a voided one has none, an entry outside the order neither).
+fn parts_applied(history: &History, ready: &Ready<()>) -> Vec<usize> {
+    let Some(zxid) = ready.zxid else {
+        return Vec::new();
+    };
+    if ready.void {
+        assert!(
+            history.voided(zxid),
+            "{zxid:#x} passed as void, no seal voided it"
+        );
+        return Vec::new();
+    }
+    assert!(
+        !history.voided(zxid),
+        "{zxid:#x} applied, but a seal voided it"
+    );
+    match &history.logs[ready.partition][ready.index as usize - 1] {
+        Item::Txn(_, parts) => parts.clone(),
+        Item::Seal(..) => vec![0],
+        Item::Empty => panic!(
+            "entry {} of partition {} has no zxid",
+            ready.index, ready.partition
+        ),
+    }
+}
+
+/// Each partition applies a random few of its entries whose turn has come,
+/// in a random order of partitions; an entry with parts is applied on each.
+fn apply_some_by_partition(
+    rng: &mut Rng,
+    order: &mut ApplyOrder<()>,
+    state: &mut [Vec<i64>],
+    history: &History,
+) {
+    let partitions = state.len();
+    for _ in 0..rng.below(3 * partitions as u64 + 1) {
+        let p = rng.below(partitions as u64) as usize;
+        let Some(ready) = order.next_ready_on(p) else {
+            continue;
+        };
+        let zxid = ready.zxid.unwrap_or_default();
+        for part in parts_applied(history, &ready) {
+            let applied = &mut state[part];
+            assert!(
+                applied.last().is_none_or(|&last| last < zxid),
+                "{zxid:#x} applied to partition {part} after {:#x?}",
+                applied.last()
+            );
+            applied.push(zxid);
+        }
+    }
 }
 
 /// Applies what is ready, each part on its partition; a partition's
 /// transactions must arrive in zxid order, each once.
 fn apply_ready(order: &mut ApplyOrder<()>, state: &mut [Vec<i64>], history: &History) {
     while let Some(ready) = order.next_ready() {
-        let Some(zxid) = ready.zxid else { continue };
-        if ready.void {
-            assert!(
-                history.voided(zxid),
-                "{zxid:#x} passed as void, no seal voided it"
-            );
+        let parts = parts_applied(history, &ready);
+        let Some(zxid) = ready.zxid.filter(|_| !parts.is_empty()) else {
             continue;
-        }
-        assert!(
-            !history.voided(zxid),
-            "{zxid:#x} applied, but a seal voided it"
-        );
-        let parts = match &history.logs[ready.partition][ready.index as usize - 1] {
-            Item::Txn(_, parts) => parts.clone(),
-            Item::Seal(..) => vec![0],
-            Item::Empty => panic!(
-                "entry {} of partition {} has no zxid",
-                ready.index, ready.partition
-            ),
         };
         assert_eq!(order.applied(), zxid);
         for part in parts {
@@ -427,16 +516,33 @@ fn apply_ready(order: &mut ApplyOrder<()>, state: &mut [Vec<i64>], history: &His
     }
 }
 
-/// A server's partitions hold exactly the history up to `applied`: what a
-/// reader sees is a prefix of the one order.
+/// Each partition holds exactly the history's projection at its closed
+/// zxid, and `applied` is the lowest of those: under the merge, what a
+/// reader sees is a prefix of the one order; by partition, a projection
+/// of it at a zxid the reader may be told.
 fn check_prefix(order: &ApplyOrder<()>, state: &[Vec<i64>], history: &History) {
     for (p, applied) in state.iter().enumerate() {
+        let closed = order.closed(p);
         assert_eq!(
             applied,
-            &history.truth(p, order.applied()),
-            "partition {p} at {:#x}",
-            order.applied()
+            &history.truth(p, closed),
+            "partition {p} closed at {closed:#x}"
         );
+        assert!(closed <= order.known());
+    }
+    let lowest = (0..state.len()).map(|p| order.closed(p)).min();
+    assert!(
+        lowest >= Some(order.applied()),
+        "the prefix is below every partition's closed zxid"
+    );
+    if order.at_cut() {
+        for (p, applied) in state.iter().enumerate() {
+            assert_eq!(
+                applied,
+                &history.truth(p, order.applied()),
+                "partition {p} at the cut"
+            );
+        }
     }
 }
 
@@ -451,6 +557,17 @@ proptest! {
     ) {
         let mut rng = Rng(seed | 1);
         let history = history(&mut rng, partitions, leaders);
-        run_server(&mut rng, &history);
+        run_server(&mut rng, &history, false);
+    }
+
+    #[test]
+    fn each_partition_applying_its_own_holds_the_projection_at_its_closed_zxid(
+        seed in any::<u64>(),
+        partitions in 1usize..=4,
+        leaders in 1usize..=6,
+    ) {
+        let mut rng = Rng(seed | 1);
+        let history = history(&mut rng, partitions, leaders);
+        run_server(&mut rng, &history, true);
     }
 }
