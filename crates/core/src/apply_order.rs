@@ -273,6 +273,13 @@ impl<T> ApplyOrder<T> {
         }
     }
 
+    /// Whether some partition's next entry is in hand with every zxid
+    /// below it: it applies once what it touches below it has.
+    pub fn has_applicable(&self) -> bool {
+        (self.waiting.iter().filter_map(VecDeque::front))
+            .any(|head| head.zxid.is_none_or(|zxid| zxid <= self.known.through))
+    }
+
     /// Every zxid at or below this is in hand here (committed in its
     /// group's log, waiting or applied) or void.
     pub fn known(&self) -> i64 {
@@ -469,11 +476,15 @@ impl<T> ApplyOrder<T> {
     /// The next entry of `partition`'s log, if it may apply now: an entry
     /// outside the order or a void one at once; else once every zxid
     /// below it is in hand or void, and no entry with a part on a
-    /// partition it touches lies below it unapplied. An entry with parts
-    /// on others is theirs to apply too, at the same time.
-    pub fn next_ready_on(&mut self, partition: usize) -> Option<Ready<T>> {
+    /// partition it touches lies below it unapplied, if it is below
+    /// `fence`. An entry with parts on others is theirs to apply too, at
+    /// the same time.
+    pub fn next_ready_on(&mut self, partition: usize, fence: i64) -> Option<Ready<T>> {
         let head = self.waiting[partition].front()?;
         if let Some(zxid) = head.zxid.filter(|&zxid| !self.is_void(zxid)) {
+            if zxid >= fence {
+                return None;
+            }
             let clear = |p: usize| {
                 let own_below = (self.waiting[p].iter())
                     .filter_map(|w| w.zxid)
@@ -527,8 +538,9 @@ impl<T> ApplyOrder<T> {
         }
     }
 
-    /// The lowest of the partitions' closed zxids.
-    fn prefix(&self) -> i64 {
+    /// The lowest of the partitions' closed zxids: every partition's state
+    /// is the projection of the history at it or past it.
+    pub fn prefix(&self) -> i64 {
         (0..self.waiting.len())
             .map(|p| self.closed(p))
             .min()

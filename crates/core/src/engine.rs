@@ -30,6 +30,7 @@ mod admin_snapshots;
 mod admission;
 mod apply;
 mod balancer;
+mod by_partition;
 mod catch_up;
 mod chains;
 mod commit;
@@ -238,6 +239,10 @@ pub struct EngineConfig {
     pub enforce_auth_schemes: Option<Vec<String>>,
     /// Seeds the SASL nonces (from the OS's randomness at start).
     pub nonce_seed: u64,
+    /// Simulations only, with several partitions: each partition applies
+    /// its own entries instead of the merge, a random few per turn drawn
+    /// from this seed (`engine/by_partition.rs`).
+    pub apply_lag_seed: Option<u64>,
 }
 
 /// A standalone server 1 of one partition with ZooKeeper's defaults
@@ -275,6 +280,7 @@ impl Default for EngineConfig {
             gssapi: None,
             enforce_auth_schemes: None,
             nonce_seed: 0,
+            apply_lag_seed: None,
         }
     }
 }
@@ -493,6 +499,8 @@ pub struct Engine {
     /// With several partitions: the one order their entries apply in
     /// (`crate::apply_order`). None with one: its log is the order.
     order: Option<crate::apply_order::ApplyOrder<Entry>>,
+    /// Applying by partition instead of the merge (`engine/by_partition.rs`).
+    by_partition: Option<by_partition::ByPartition>,
     /// Leader with several partitions: its seal is proposed, so it may
     /// hand out zxids (`Engine::maybe_seal`).
     sealed: bool,
@@ -576,6 +584,9 @@ impl Engine {
             now_ms,
             cores,
             zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
+            by_partition: (config.apply_lag_seed)
+                .filter(|_| order.is_some())
+                .map(by_partition::ByPartition::new),
             order,
             placement,
             placement_checked: false,
@@ -1076,10 +1087,11 @@ impl Engine {
     }
 
     /// Sends every queued reply of `sid` that no longer waits for a write.
-    pub(crate) fn pump(&mut self, sid: SessionId) {
+    fn pump_queue(&mut self, sid: SessionId) {
         // Nothing applies while the queue drains.
         let applied_zxid = self.applied_zxid();
         let batching = self.batches_reads();
+        let off_cut = !self.at_cut();
         loop {
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
@@ -1097,6 +1109,9 @@ impl Engine {
             };
             match s.queue.front() {
                 None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
+                // Applying by partition, replies go out where every tree
+                // is at one zxid (`engine/by_partition.rs`).
+                Some(_) if off_cut => break,
                 Some(Pending::Decided { after_zxid, .. }) if *after_zxid > applied_zxid => {
                     let waiting = self.gate.zxid_waiters.entry(*after_zxid).or_default();
                     if !waiting.contains(&sid) {
@@ -1157,6 +1172,16 @@ impl Engine {
                 }
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
             }
+        }
+        self.wait_for_cut(sid);
+    }
+
+    /// Sends what `sid` may send now (`pump_queue`); the writes its sent
+    /// replies held back may then apply.
+    pub(crate) fn pump(&mut self, sid: SessionId) {
+        self.pump_queue(sid);
+        if self.applies_by_partition() {
+            self.lift_fences(Some(sid));
         }
     }
 

@@ -287,6 +287,12 @@ impl Txn {
         Some(i64::from_be_bytes(field.try_into().ok()?))
     }
 
+    /// The header of an encoded txn, read without its op; None if it is
+    /// not a txn's encoding.
+    pub fn header_of(bytes: &[u8]) -> Option<TxnHeader> {
+        read_header(&mut Reader::new(bytes)).ok()
+    }
+
     /// The chain links of an encoded txn, read in place: none for one
     /// without (format version 1); None if it is not a txn's encoding.
     /// Read at fixed offsets: every member does it for every entry.
@@ -991,6 +997,7 @@ mod tests {
             txn.encode(&mut buf);
             assert_eq!(buf.len(), txn.encoded_len(), "encoded_len of {:?}", txn.op);
             assert_eq!(Txn::zxid_of(&buf), Some(txn.header.zxid));
+            assert_eq!(Txn::header_of(&buf), Some(txn.header));
             let voids = match &txn.op {
                 TxnOp::Seal { voids } => Some(voids.clone()),
                 _ => None,
@@ -1009,6 +1016,7 @@ mod tests {
             txn.encode_chained(&links, &mut chained);
             assert_eq!(chained.len(), txn.encoded_len_chained(links.len()));
             assert_eq!(Txn::zxid_of(&chained), Some(txn.header.zxid));
+            assert_eq!(Txn::header_of(&chained), Some(txn.header));
             assert_eq!(Txn::seal_of(&chained), Txn::seal_of(&buf[..buf.len() - 1]));
             let read = |bytes| Txn::chain_of(bytes).map(Iterator::collect::<Vec<_>>);
             assert_eq!(read(&chained), Some(links.to_vec()));
@@ -1043,6 +1051,8 @@ mod tests {
         version[0] = 3;
         assert!(Txn::decode(&version).is_err());
         assert_eq!(Txn::zxid_of(&version), None);
+        assert_eq!(Txn::header_of(&version), None);
+        assert_eq!(Txn::header_of(&version[..10]), None);
     }
 
     #[test]

@@ -152,23 +152,38 @@ fn by_partition_each_applies_its_own_once_every_zxid_below_is_in_hand() {
     // z(1, 2) on partition 1 is in hand, z(1, 1) is not: a seal could yet
     // void z(1, 2), so it waits.
     order.committed(1, 1, Some(z(1, 2)), ());
-    assert!(order.next_ready_on(1).is_none());
+    assert!(order.next_ready_on(1, i64::MAX).is_none());
     assert_eq!((order.known(), order.closed(1)), (z(1, 0), z(1, 0)));
     order.committed(0, 1, Some(z(1, 1)), ());
     // Now partition 1 goes first, partition 0 behind it.
-    assert_eq!(order.next_ready_on(1).map(|r| r.zxid), Some(Some(z(1, 2))));
+    assert_eq!(
+        order.next_ready_on(1, i64::MAX).map(|r| r.zxid),
+        Some(Some(z(1, 2)))
+    );
     assert_eq!((order.closed(0), order.closed(1)), (z(1, 0), z(1, 2)));
     assert_eq!(order.applied(), z(1, 0));
     assert!(!order.at_cut(), "partition 1 is past the prefix");
     // An entry of partition 0's log with a part on 1 waits for both.
     order.committed_with_parts(0, 2, Some(z(1, 3)), vec![1], ());
     order.committed(1, 2, Some(z(1, 4)), ());
-    assert!(order.next_ready_on(1).is_none(), "z(1, 3) has a part on 1");
+    assert!(
+        order.next_ready_on(1, i64::MAX).is_none(),
+        "z(1, 3) has a part on 1"
+    );
     assert_eq!(order.closed(1), z(1, 2));
-    assert_eq!(order.next_ready_on(0).map(|r| r.zxid), Some(Some(z(1, 1))));
-    assert_eq!(order.next_ready_on(0).map(|r| r.zxid), Some(Some(z(1, 3))));
+    assert_eq!(
+        order.next_ready_on(0, i64::MAX).map(|r| r.zxid),
+        Some(Some(z(1, 1)))
+    );
+    assert_eq!(
+        order.next_ready_on(0, i64::MAX).map(|r| r.zxid),
+        Some(Some(z(1, 3)))
+    );
     assert_eq!(order.applied(), z(1, 3));
-    assert_eq!(order.next_ready_on(1).map(|r| r.zxid), Some(Some(z(1, 4))));
+    assert_eq!(
+        order.next_ready_on(1, i64::MAX).map(|r| r.zxid),
+        Some(Some(z(1, 4)))
+    );
     assert_eq!((order.applied(), order.at_cut()), (z(1, 4), true));
     assert_eq!(order.cut().indices, vec![2, 2]);
 }
@@ -469,7 +484,8 @@ fn parts_applied(history: &History, ready: &Ready<()>) -> Vec<usize> {
 }
 
 /// Each partition applies a random few of its entries whose turn has come,
-/// in a random order of partitions; an entry with parts is applied on each.
+/// in a random order of partitions, now and then below a fence a little
+/// above the prefix; an entry with parts is applied on each.
 fn apply_some_by_partition(
     rng: &mut Rng,
     order: &mut ApplyOrder<()>,
@@ -477,11 +493,19 @@ fn apply_some_by_partition(
     history: &History,
 ) {
     let partitions = state.len();
+    let fence = match rng.below(3) {
+        0 => order.applied() + 1 + rng.below(4) as i64,
+        _ => i64::MAX,
+    };
     for _ in 0..rng.below(3 * partitions as u64 + 1) {
         let p = rng.below(partitions as u64) as usize;
-        let Some(ready) = order.next_ready_on(p) else {
+        let Some(ready) = order.next_ready_on(p, fence) else {
             continue;
         };
+        assert!(
+            ready.void || ready.zxid.is_none_or(|zxid| zxid < fence),
+            "applied at or above the fence"
+        );
         let zxid = ready.zxid.unwrap_or_default();
         for part in parts_applied(history, &ready) {
             let applied = &mut state[part];

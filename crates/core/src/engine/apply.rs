@@ -18,6 +18,23 @@ pub(super) fn change_of(kind: TreeEventKind) -> ChangeKind {
     }
 }
 
+/// The other partitions an encoded transaction of `group`'s log has an
+/// item on, from its chain links. One written without links (format
+/// version 1, by an older server) could touch any: it is one on each.
+fn other_parts(group: usize, partitions: usize, data: &[u8]) -> Vec<u32> {
+    match Txn::chain_of(data) {
+        Some(links) if links.len() > 0 => links
+            .map(|(partition, _)| partition)
+            .filter(|&partition| partition as usize != group && (partition as usize) < partitions)
+            .collect(),
+        Some(_) => (0..partitions as u32)
+            .filter(|&partition| partition as usize != group)
+            .collect(),
+        // Undecodable: the engine stops when it comes to apply it.
+        None => Vec::new(),
+    }
+}
+
 /// The op a transaction's reply goes by: a transaction of parts answers
 /// with its first part's.
 fn reply_op(op: &TxnOp) -> &TxnOp {
@@ -66,6 +83,8 @@ impl Engine {
             }
             return;
         };
+        let by_partition = self.by_partition.is_some();
+        let mut in_hand = Vec::new();
         for entry in entries {
             if entry.index <= order.last_index(partition) {
                 // Covered by a whole server snapshot installed through
@@ -88,9 +107,23 @@ impl Engine {
             if let Some(voids) = is_txn.then(|| Txn::seal_of(&entry.data)).flatten() {
                 order.add_voids(&voids);
             }
-            order.committed(partition, entry.index, zxid, entry);
+            let others = match zxid {
+                Some(_) => other_parts(partition, self.cores.len(), &entry.data),
+                None => Vec::new(),
+            };
+            if zxid.is_some() && by_partition {
+                in_hand.extend(Txn::header_of(&entry.data));
+            }
+            order.committed_with_parts(partition, entry.index, zxid, others, entry);
         }
-        self.apply_in_order();
+        for header in &in_hand {
+            self.fence_if_replies_before(header);
+        }
+        if self.applies_by_partition() {
+            self.apply_by_partition(true);
+        } else {
+            self.apply_in_order();
+        }
     }
 
     /// Applies one committed entry; false when it cannot be (the engine
@@ -347,7 +380,14 @@ impl Engine {
     /// The gate's side of applying: watch events go out, then the
     /// transaction's reply or session change. With one partition this is a
     /// call; with several, the end of a queue from the core's thread.
+    /// Applying by partition, it waits for the prefix to reach its zxid.
     pub(super) fn hand_to_gate(&mut self, applied: Applied) {
+        if let Some(applied) = self.hold_handoff(applied) {
+            self.deliver_to_gate(applied);
+        }
+    }
+
+    pub(super) fn deliver_to_gate(&mut self, applied: Applied) {
         match applied {
             Applied::Fired {
                 conns,
@@ -386,7 +426,7 @@ impl Engine {
     }
 
     /// Sends the replies that waited for `zxid` to be applied.
-    fn release_zxid_waiters(&mut self, zxid: i64) {
+    pub(super) fn release_zxid_waiters(&mut self, zxid: i64) {
         while let Some(entry) = self.gate.zxid_waiters.first_entry() {
             if *entry.key() > zxid {
                 break;

@@ -58,6 +58,10 @@ impl Engine {
             core.shipping = Some(core.raft.raft.prs().conf().to_conf_state());
             wanted.push(partition);
         }
+        if !wanted.is_empty() {
+            // A snapshot is of a cut.
+            self.settle_partitions();
+        }
         for partition in wanted {
             let core = &self.cores[partition];
             // With several partitions, the whole server's, through the

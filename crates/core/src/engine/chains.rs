@@ -14,9 +14,8 @@
 //! is counted in `mntr` (`stoa_chain_breaks`), logged, and fatal under
 //! test.
 //!
-//! A new leader's seal carries an unknown link; once the seal has let
-//! everything below it apply, each other partition's chain goes on from
-//! its last item applied, where the leader knows it. A member forgets its
+//! A new leader's seal is an item on every partition (it is no plain
+//! write), with unknown links: every chain goes on from it. A member forgets its
 //! chains when it installs a snapshot, and partition 0's at a configuration
 //! change (whose transaction travels without links).
 
@@ -26,24 +25,25 @@ use stoa_tree::{ChainLink, ChainLinks, Txn, TxnOp, UNKNOWN_LINK};
 use super::Engine;
 
 /// The partitions a transaction proposed through `group`'s log touches,
-/// the group's own first: a transaction of parts, its parts'; a group
-/// move, the placement's and each group's old and new partitions.
-fn touched(group: usize, op: &TxnOp) -> Vec<u32> {
+/// the group's own first: a plain write, its group's; a transaction of
+/// plain parts, its parts'. Any other (sessions, seals, group moves,
+/// restores, the server's own nodes and extensions' registrations) is an
+/// item on every one of the `count` partitions: whatever it changes beside
+/// trees (the gate, the placement, the membership) then happens where
+/// every partition has applied all below it (`engine/by_partition.rs`).
+fn touched(group: usize, count: usize, op: &TxnOp) -> Vec<u32> {
     let mut partitions = vec![group as u32];
-    let mut touch = |p: u32| {
-        if !partitions.contains(&p) {
-            partitions.push(p);
-        }
-    };
+    let plain = super::lent_apply::is_plain;
     match op {
-        TxnOp::Parts { parts, .. } => parts.iter().for_each(|(p, _)| touch(*p)),
-        TxnOp::MoveGroups { moves, .. } => {
-            for m in moves {
-                touch(m.from);
-                touch(m.to);
+        TxnOp::Parts { parts, .. } if parts.iter().all(|(_, op)| plain(op)) => {
+            for &(p, _) in parts {
+                if !partitions.contains(&p) {
+                    partitions.push(p);
+                }
             }
         }
-        _ => {}
+        op if plain(op) => {}
+        _ => partitions.extend((0..count as u32).filter(|&p| p != group as u32)),
     }
     partitions
 }
@@ -52,7 +52,7 @@ impl Engine {
     /// Leader: the links of `txn`, proposed through `group`'s log, each
     /// partition it touches moving its chain on to it.
     pub(super) fn take_links(&mut self, group: usize, txn: &Txn) -> Vec<ChainLink> {
-        (touched(group, &txn.op).into_iter())
+        (touched(group, self.cores.len(), &txn.op).into_iter())
             .map(|p| (p, self.cores[p as usize].take_link(txn.header.zxid)))
             .collect()
     }
@@ -62,16 +62,6 @@ impl Engine {
     pub(super) fn restart_chains(&mut self) {
         for core in &mut self.cores {
             core.chain_proposed = None;
-        }
-    }
-
-    /// Leader, right after its seal applied what waited behind the gaps:
-    /// every entry below the seal is now applied or void, so each other
-    /// partition's last item applied is its chain's last, where known.
-    /// (Partition 0's chain goes on from the seal, in flight.)
-    pub(super) fn resume_chains(&mut self) {
-        for (core, &applied) in (self.cores.iter_mut()).zip(&self.chain_applied).skip(1) {
-            core.chain_proposed = applied;
         }
     }
 
@@ -210,14 +200,19 @@ mod tests {
     }
 
     #[test]
-    fn a_transaction_touches_its_group_and_what_it_names() {
+    fn a_plain_transaction_touches_its_group_and_its_parts_and_any_other_every_partition() {
         let set = TxnOp::Check { path: "/a".into() };
-        assert_eq!(touched(2, &set), [2]);
+        assert_eq!(touched(2, 4, &set), [2]);
         let parts = TxnOp::Parts {
             parts: vec![(1, set.clone()), (0, set.clone()), (3, set.clone())],
             order: vec![],
         };
-        assert_eq!(touched(1, &parts), [1, 0, 3]);
+        assert_eq!(touched(1, 4, &parts), [1, 0, 3]);
+        let close = TxnOp::Parts {
+            parts: vec![(1, TxnOp::CloseSession { paths: vec![] }), (0, set.clone())],
+            order: vec![],
+        };
+        assert_eq!(touched(1, 3, &close), [1, 0, 2], "a barrier");
         let moves = TxnOp::MoveGroups {
             moves: vec![
                 GroupMove {
@@ -234,6 +229,6 @@ mod tests {
             data: vec![],
             version: 1,
         };
-        assert_eq!(touched(0, &moves), [0, 1, 2]);
+        assert_eq!(touched(0, 4, &moves), [0, 1, 2, 3], "a barrier");
     }
 }

@@ -22,6 +22,9 @@ impl Engine {
                 self.note_leader();
             }
         }
+        if self.applying_behind() {
+            self.apply_by_partition(true);
+        }
         for partition in 0..self.cores.len() {
             // An installed snapshot counts as applied for raft only once durable.
             self.report_applied(partition);
@@ -167,8 +170,11 @@ impl Engine {
             },
             op: stoa_tree::TxnOp::Seal { voids },
         });
-        self.apply_in_order();
-        self.resume_chains();
+        if self.applies_by_partition() {
+            self.settle_partitions();
+        } else {
+            self.apply_in_order();
+        }
         for (name, sid, writes) in std::mem::take(&mut self.held_internal_writes) {
             self.propose_internal_writes(&name, sid, writes);
         }
@@ -278,6 +284,7 @@ impl Engine {
         }
         // The trees clone in O(1) (structural sharing), so the writer
         // thread serializes frozen copies while this thread keeps applying.
+        self.settle_partitions();
         let job = match self.order {
             Some(_) => self.server_snapshot_job(),
             None => SnapshotJob {

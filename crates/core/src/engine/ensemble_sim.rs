@@ -254,6 +254,10 @@ struct Sim {
 
 /// Each server's election timeout, in ticks: fixed (raft's own random pick
 /// would not replay) but different per server, and varied by seed.
+fn applies_by_partition(seed: u64) -> bool {
+    seed % 2 == 1
+}
+
 fn engine_config(seed: u64, voters: u64, partitions: u32, id: u64) -> super::EngineConfig {
     let servers = voters + OBSERVERS;
     let mut cfg = config();
@@ -268,6 +272,9 @@ fn engine_config(seed: u64, voters: u64, partitions: u32, id: u64) -> super::Eng
     if partitions > 1 {
         cfg.partition_groups = vec!["/c1".into(), "/c3".into(), NESTED_GROUP.into()];
     }
+    // Every other seed, each partition applies its own entries, a few at a
+    // time, as it will on a thread of its own (`engine/by_partition.rs`).
+    cfg.apply_lag_seed = applies_by_partition(seed).then(|| crate::session::splitmix64(seed ^ id));
     cfg.voters = (1..=voters).collect();
     cfg.learners = (voters + 1..=servers).collect();
     cfg.snap_count = SNAP_COUNT;
@@ -732,6 +739,11 @@ impl Sim {
             }
             // Every partition's tree at the server's applied zxid: each
             // prefix of the one order is one state, wherever it applies.
+            // (Applying by partition, the trees are at one zxid only at a
+            // cut.)
+            if !engine.at_cut() {
+                continue;
+            }
             let state: Vec<ReplicaState> = engine
                 .cores
                 .iter()
@@ -1403,7 +1415,9 @@ impl log::Log for TraceLog {
     fn flush(&self) {}
 }
 
-fn run(seed: u64, voters: u64, partitions: u32) {
+/// Runs one seed: the entries the servers up at the end applied past the
+/// prefix (`engine/by_partition.rs`).
+fn run(seed: u64, voters: u64, partitions: u32) -> u64 {
     let mut sim = Sim::new(seed, voters, partitions);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
@@ -1446,6 +1460,24 @@ fn run(seed: u64, voters: u64, partitions: u32) {
         partitions > 1,
         "seed {seed}: {links} chain links followed at {partitions} partitions"
     );
+    // Only applying by partition do partitions go past the prefix (that
+    // some do is checked over the seeds: `run_seeds`).
+    let (past, fenced) =
+        (sim.servers.iter())
+            .filter_map(|s| s.engine())
+            .fold((0, 0), |(past, fenced), e| {
+                (
+                    past + e.stats.applied_past_prefix,
+                    fenced + e.stats.writes_fenced,
+                )
+            });
+    assert!(
+        past == 0 || (partitions > 1 && applies_by_partition(seed)),
+        "seed {seed}: {past} entries applied past the prefix"
+    );
+    if std::env::var("STOA_SIM_VERBOSE").is_ok() && partitions > 1 {
+        eprintln!("seed {seed}: {past} entries applied past the prefix, {fenced} writes fenced");
+    }
     if std::env::var("STOA_SIM_VERBOSE").is_ok() {
         let acked: usize = sim
             .clients
@@ -1489,6 +1521,7 @@ fn run(seed: u64, voters: u64, partitions: u32) {
             sim.disk_stops, sim.recoveries
         );
     }
+    past
 }
 
 /// Seeds outside the default range that once failed, run with every range
@@ -1514,7 +1547,9 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
         .ok()
         .and_then(|s| s.parse().ok())
     {
-        Some(seed) => run(seed, voters, partitions),
+        Some(seed) => {
+            run(seed, voters, partitions);
+        }
         None => {
             let seeds = std::env::var("STOA_SIM_SEEDS").unwrap_or_default();
             let range = match seeds.split_once("..") {
@@ -1523,16 +1558,25 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             };
             let regression =
                 (REGRESSION_SEEDS.iter()).filter(|(v, _)| *v == voters && partitions == 1);
+            let by_partition = partitions > 1 && range.clone().any(applies_by_partition);
+            let mut past = 0;
             for seed in range.chain(regression.map(|&(_, seed)| seed)) {
                 // A panic inside raft-rs names no seed: say which one it was.
-                let outcome = std::panic::catch_unwind(|| run(seed, voters, partitions));
-                if let Err(panic) = outcome {
-                    eprintln!(
-                        "seed {seed} ({voters} participants, {partitions} partitions) failed"
-                    );
-                    std::panic::resume_unwind(panic);
+                match std::panic::catch_unwind(|| run(seed, voters, partitions)) {
+                    Ok(applied_past) => past += applied_past,
+                    Err(panic) => {
+                        eprintln!(
+                            "seed {seed} ({voters} participants, {partitions} partitions) failed"
+                        );
+                        std::panic::resume_unwind(panic);
+                    }
                 }
             }
+            assert_eq!(
+                past > 0,
+                by_partition,
+                "{past} entries applied past the prefix over the seeds"
+            );
         }
     }
 }

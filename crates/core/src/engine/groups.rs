@@ -57,7 +57,7 @@ impl Engine {
             "a zxid handed out before the leader's seal"
         );
         let zxid = within_counter(self.zxids.next(self.epoch()));
-        let applied = self.applied_zxid();
+        let applied = self.applied_zxid().max(self.newest_applied_zxid());
         assert!(
             zxid > applied,
             "zxid {zxid:#x} not above applied {applied:#x}"
@@ -73,7 +73,7 @@ impl Engine {
 
     /// The newest zxid handed out in this epoch, or applied (if none).
     pub(super) fn last_zxid_handed_out(&self) -> i64 {
-        let applied = self.applied_zxid();
+        let applied = self.applied_zxid().max(self.newest_applied_zxid());
         let handed = self.zxids.last();
         if crate::zxid::epoch_of(handed) == self.epoch() {
             handed.max(applied)
@@ -82,8 +82,16 @@ impl Engine {
         }
     }
 
-    /// The newest zxid applied on any partition.
+    /// The zxid the server's state is at, which replies carry: the
+    /// newest applied on any partition; applying by partition, the prefix
+    /// (`engine/by_partition.rs`).
     pub(super) fn applied_zxid(&self) -> i64 {
+        self.prefix_zxid()
+            .unwrap_or_else(|| self.newest_applied_zxid())
+    }
+
+    /// The newest zxid applied on any partition.
+    pub(super) fn newest_applied_zxid(&self) -> i64 {
         (self.cores.iter())
             .map(|core| core.tree.last_zxid())
             .max()

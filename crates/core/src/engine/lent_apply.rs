@@ -141,7 +141,7 @@ impl Run {
 
 /// Whether applying `op` touches nothing but its partition's tree and
 /// watches (see the module's comment).
-fn is_plain(op: &TxnOp) -> bool {
+pub(super) fn is_plain(op: &TxnOp) -> bool {
     let ours = |path: &str| {
         !path.starts_with(stoa_tree::ZOOKEEPER)
             && !path.starts_with(super::extensions::EXTENSIONS_ROOT)
@@ -248,7 +248,7 @@ impl Engine {
     /// An entry a seal voided (`ApplyOrder::seal`): committed in its
     /// group's log but applied nowhere, as if it never committed. Only its
     /// bookkeeping is done.
-    fn skip_void_entry(&mut self, partition: usize, entry: &Entry) {
+    pub(super) fn skip_void_entry(&mut self, partition: usize, entry: &Entry) {
         let core = &mut self.cores[partition];
         core.take_entry(entry);
         if let Some(zxid) = Txn::zxid_of(&entry.data) {

@@ -93,6 +93,8 @@ impl Engine {
                 return None;
             }
         };
+        // Its cut replaces this server's, so this server takes one first.
+        self.settle_partitions();
         let applied = self.order.as_ref().expect("several partitions").applied();
         log::info!(
             "installing the leader's snapshot of every partition at zxid {:#x} (through \
