@@ -25,27 +25,36 @@ use stoa_tree::{ChainLink, ChainLinks, Txn, TxnOp, UNKNOWN_LINK};
 use super::Engine;
 
 /// The partitions a transaction proposed through `group`'s log touches,
-/// the group's own first: a plain write, its group's; a transaction of
-/// plain parts, its parts'. Any other (sessions, seals, group moves,
-/// restores, the server's own nodes and extensions' registrations) is an
-/// item on every one of the `count` partitions: whatever it changes beside
-/// trees (the gate, the placement, the membership) then happens where
-/// every partition has applied all below it (`engine/by_partition.rs`).
+/// the group's own first: a plain write (or one a watch extension
+/// decided), its group's; a transaction of such parts, its parts'. Any
+/// other (sessions, seals, group moves, restores, the server's own nodes
+/// and extensions' registrations) is an item on every one of the `count`
+/// partitions: whatever it changes beside trees (the gate, the placement,
+/// the membership) then happens where every partition has applied all
+/// below it (`engine/by_partition.rs`).
 fn touched(group: usize, count: usize, op: &TxnOp) -> Vec<u32> {
     let mut partitions = vec![group as u32];
-    let plain = super::lent_apply::is_plain;
     match op {
-        TxnOp::Parts { parts, .. } if parts.iter().all(|(_, op)| plain(op)) => {
+        TxnOp::Parts { parts, .. } if parts.iter().all(|(_, op)| changes_one_tree(op)) => {
             for &(p, _) in parts {
                 if !partitions.contains(&p) {
                     partitions.push(p);
                 }
             }
         }
-        op if plain(op) => {}
+        op if changes_one_tree(op) => {}
         _ => partitions.extend((0..count as u32).filter(|&p| p != group as u32)),
     }
     partitions
+}
+
+/// Whether `op` changes nothing but its partition's tree and watches.
+fn changes_one_tree(op: &TxnOp) -> bool {
+    let plain = super::lent_apply::is_plain;
+    match op {
+        TxnOp::Watched { op, extra, .. } => plain(op) && extra.iter().all(plain),
+        op => plain(op),
+    }
 }
 
 impl Engine {
@@ -213,6 +222,15 @@ mod tests {
             order: vec![],
         };
         assert_eq!(touched(1, 3, &close), [1, 0, 2], "a barrier");
+        let watched = |op: TxnOp| TxnOp::Watched {
+            op: Box::new(op),
+            extra: vec![],
+            events: vec![],
+        };
+        assert_eq!(touched(2, 4, &watched(set.clone())), [2]);
+        let session = TxnOp::CreateSession { timeout_ms: 4000 };
+        assert_eq!(touched(2, 3, &watched(session.clone())), [2, 0, 1]);
+        assert_eq!(touched(0, 2, &session), [0, 1], "a barrier");
         let moves = TxnOp::MoveGroups {
             moves: vec![
                 GroupMove {

@@ -24,8 +24,13 @@
 //! a snapshot file would (a machine may also stop in the middle of
 //! installing a snapshot from the leader).
 //!
+//! With two partitions, odd seeds have each member apply by partition
+//! (`engine/by_partition.rs`): its partitions apply their own entries a
+//! few at a time, standing at different zxids between turns.
+//!
 //! Checked after every step: one leader per term; any two members that
-//! applied the same index hold the same state; every client's replies come
+//! applied the same index hold the same state (at a cut, applying by
+//! partition); every client's replies come
 //! in request order, zxids never go back, a read sees its session's
 //! preceding writes and nothing newer than was sent, and the counter
 //! extension (called through any member) never hands out a value twice;
