@@ -142,6 +142,12 @@ enum Op {
         min: Option<usize>,
         max: Option<usize>,
     },
+    /// A read of another client's key: checked only against the zxids of
+    /// the writes acknowledged (`Sim::check_reads_by_zxid`).
+    Peek {
+        owner: usize,
+        key: usize,
+    },
     /// A membership change (as the super user); `several`: one that asks
     /// to change several servers at once.
     Reconfig {
@@ -231,6 +237,10 @@ struct Sim {
     leaders: HashMap<u64, u64>,
     /// Every value the counter extension handed out, to its client.
     counted: BTreeMap<u64, usize>,
+    /// Every read answered: (owner, key, value seen, the reply's zxid);
+    /// and the zxid of every write acknowledged, by (owner, key) and value.
+    reads_answered: Vec<(usize, usize, Option<usize>, i64)>,
+    writes_acked: HashMap<(usize, usize), BTreeMap<usize, i64>>,
     /// Why clients lost connections: (closed by a server, gave up, crash).
     drops: (usize, usize, usize),
     applied_states: HashMap<u64, Vec<ReplicaState>>,
@@ -333,6 +343,8 @@ impl Sim {
             next_conn: 1,
             leaders: HashMap::new(),
             counted: BTreeMap::new(),
+            reads_answered: Vec::new(),
+            writes_acked: HashMap::new(),
             drops: (0, 0, 0),
             applied_states: HashMap::new(),
             reconfigs: (0, 0, 0),
@@ -699,6 +711,10 @@ impl Sim {
                 s.machine
                     .node()
                     .is_none_or(|n| n.log().queued() == 0 && n.snapshots().queued() == 0)
+                    // Proposals made after the engine's last ready (held
+                    // writes released as a registration applied) go out
+                    // at its next turn.
+                    && s.engine().is_none_or(|e| !e.cores.iter().any(|c| c.raft.has_ready()))
                     && (!members.contains_key(&s.id)
                         || s.engine().as_ref().is_none_or(|e| {
                             (e.cores.iter().map(|core| core.applied_index))
@@ -909,6 +925,14 @@ impl Sim {
             return;
         }
         let key = self.rng.below(KEYS_PER_CLIENT as u64) as usize;
+        // Of two partitions only: the runs of one keep the draws their
+        // regression seeds were found with.
+        if self.partitions > 1 && self.rng.chance(10) {
+            let owner = self.rng.below(CLIENTS as u64) as usize;
+            let get = wire::get(&key_path(owner, key), false);
+            self.send_request(c, get, Op::Peek { owner, key });
+            return;
+        }
         let path = key_path(c, key);
         if self.rng.chance(55) {
             let index = self.clients[c].written[key];
@@ -1059,6 +1083,7 @@ impl Sim {
         let mut handed = Vec::new();
         let mut reconfigs = Vec::new();
         let mut moves = 0;
+        let (reads_answered, writes_acked) = (&mut self.reads_answered, &mut self.writes_acked);
         for frame in client.wire.take_frames() {
             let heard_before = std::mem::replace(&mut client.last_heard_ms, now);
             client.ping_sent_ms = None;
@@ -1139,6 +1164,7 @@ impl Sim {
                         "seed {seed}: client {c} acks out of order"
                     );
                     client.acked[key] = Some(index);
+                    (writes_acked.entry((c, key)).or_default()).insert(index, header.zxid);
                 }
                 Op::Get { key, min, max } => {
                     let reply =
@@ -1149,6 +1175,13 @@ impl Sim {
                         "seed {seed}: client {c} key {key}: read {seen:?}, expected within {min:?}..={max:?}"
                     );
                     client.read[key] = client.read[key].max(seen);
+                    reads_answered.push((c, key, seen, header.zxid));
+                }
+                Op::Peek { owner, key } => {
+                    let reply =
+                        GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
+                    let seen = index_of(reply.data.as_deref().unwrap_or_default());
+                    reads_answered.push((owner, key, seen, header.zxid));
                 }
             }
         }
@@ -1249,6 +1282,40 @@ impl Sim {
 
     /// Heals and restarts everything, lets the ensemble settle, and checks
     /// the end state.
+    /// Every read's reply names the state it read: the value it saw was
+    /// written at or below the reply's zxid, and no write of that key
+    /// acknowledged at or below it came after that value. Reads of other
+    /// clients' keys make this a check across sessions: what one session
+    /// read at a zxid is what every other read at it saw. (A write's zxid
+    /// is known here only once acknowledged.)
+    fn check_reads_by_zxid(&self) {
+        let seed = self.seed;
+        let none = BTreeMap::new();
+        for &(owner, key, seen, zxid) in &self.reads_answered {
+            let acked = self.writes_acked.get(&(owner, key)).unwrap_or(&none);
+            if let Some(written) = seen.and_then(|v| acked.get(&v)) {
+                assert!(
+                    *written <= zxid,
+                    "seed {seed}: a read at zxid {zxid:#x} saw /c{owner}/k{key} = {seen:?}, \
+                     written at {written:#x}"
+                );
+            }
+            // One client writes a key, in order: its acknowledged values'
+            // zxids rise with them, so the first after the one seen tells.
+            let first_unseen = seen.map_or(0, |v| v + 1);
+            let missed = acked
+                .range(first_unseen..)
+                .next()
+                .filter(|&(_, &at)| at <= zxid);
+            if let Some((&value, &at)) = missed {
+                panic!(
+                    "seed {seed}: a read at zxid {zxid:#x} saw /c{owner}/k{key} = {seen:?}, \
+                     not value {value} written at {at:#x}"
+                );
+            }
+        }
+    }
+
     fn finish(&mut self) {
         self.network.heal();
         let seed = self.seed;
@@ -1269,6 +1336,7 @@ impl Sim {
         }
         let leader = leader.unwrap_or_else(|| panic!("seed {seed}: no quiet leader after healing"));
         self.check_replicas();
+        self.check_reads_by_zxid();
         let states = |engine: &Engine| -> Vec<ReplicaState> {
             engine
                 .cores
