@@ -87,8 +87,8 @@ pub struct Ready<T> {
 struct Waiting<T> {
     index: u64,
     zxid: Option<i64>,
-    /// The other partitions it has parts on (its own log's is implied).
-    others: Vec<u32>,
+    /// It has parts on other partitions too (`ApplyOrder::others`).
+    crosses: bool,
     entry: T,
 }
 
@@ -191,6 +191,9 @@ pub struct ApplyOrder<T> {
     /// Per partition: the zxids of entries in other groups' logs with a
     /// part on it, in hand, neither applied nor void.
     crossing: Vec<BTreeSet<i64>>,
+    /// The other partitions of each entry waiting with parts on some, by
+    /// zxid (kept aside: most entries have none).
+    others: BTreeMap<i64, Vec<u32>>,
     /// Per partition: the zxid of the last entry applied with a part on it.
     last_applied: Vec<i64>,
 }
@@ -212,6 +215,7 @@ impl<T> ApplyOrder<T> {
             waiting: (0..partitions).map(|_| VecDeque::new()).collect(),
             known: Known::default(),
             crossing: vec![BTreeSet::new(); partitions],
+            others: BTreeMap::new(),
             last_applied: vec![0; partitions],
         };
         order.restore(cut);
@@ -231,6 +235,7 @@ impl<T> ApplyOrder<T> {
         for crossing in &mut self.crossing {
             *crossing = crossing.split_off(&(cut.zxid + 1));
         }
+        self.others = self.others.split_off(&(cut.zxid + 1));
     }
 
     /// Every zxid at or below this is applied on every partition or void.
@@ -333,12 +338,13 @@ impl<T> ApplyOrder<T> {
             last + 1,
             "partition {partition} committed index {index} after {last}"
         );
+        let mut crosses = false;
         if let Some(zxid) = zxid {
             self.known.mark(zxid, zxid);
             // An entry at or below the applied zxid is one a seal voided,
             // its group delivering it after the seal applied: it passes as
             // void, and holds up no other partition.
-            if !self.is_void(zxid) {
+            if !others.is_empty() && !self.is_void(zxid) {
                 for &other in &others {
                     assert!(
                         other as usize != partition && (other as usize) < self.crossing.len(),
@@ -346,12 +352,14 @@ impl<T> ApplyOrder<T> {
                     );
                     self.crossing[other as usize].insert(zxid);
                 }
+                self.others.insert(zxid, others);
+                crosses = true;
             }
         }
         self.waiting[partition].push_back(Waiting {
             index,
             zxid,
-            others,
+            crosses,
             entry,
         });
     }
@@ -370,6 +378,10 @@ impl<T> ApplyOrder<T> {
                 for zxid in voided {
                     crossing.remove(&zxid);
                 }
+            }
+            let voided: Vec<i64> = self.others.range(lo..=hi).map(|(&z, _)| z).collect();
+            for zxid in voided {
+                self.others.remove(&zxid);
             }
         }
     }
@@ -493,9 +505,13 @@ impl<T> ApplyOrder<T> {
                 let crossing = self.crossing[p].first().copied();
                 !own_below && crossing.is_none_or(|c| c > zxid || (p != partition && c == zxid))
             };
+            let others = match head.crosses {
+                true => self.others.get(&zxid).map_or(&[][..], |o| &o[..]),
+                false => &[],
+            };
             if zxid > self.known.through
                 || !clear(partition)
-                || !head.others.iter().all(|&p| clear(p as usize))
+                || !others.iter().all(|&p| clear(p as usize))
             {
                 return None;
             }
@@ -516,11 +532,15 @@ impl<T> ApplyOrder<T> {
         let Waiting {
             index,
             zxid,
-            others,
+            crosses,
             entry,
         } = (self.waiting[partition].pop_front()).expect("an entry whose turn came");
         self.applied_index[partition] = index;
         let void = zxid.is_some_and(|zxid| self.is_void(zxid));
+        let others = match (zxid, crosses) {
+            (Some(zxid), true) => self.others.remove(&zxid).unwrap_or_default(),
+            _ => Vec::new(),
+        };
         if let (Some(zxid), false) = (zxid, void) {
             self.last_applied[partition] = zxid;
             for other in others {

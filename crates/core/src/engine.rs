@@ -1087,11 +1087,13 @@ impl Engine {
     }
 
     /// Sends every queued reply of `sid` that no longer waits for a write.
-    fn pump_queue(&mut self, sid: SessionId) {
+    /// (Applying by partition, the fences its replies lift go at the next
+    /// turn: `Engine::apply_by_partition`.)
+    pub(crate) fn pump(&mut self, sid: SessionId) {
         // Nothing applies while the queue drains.
         let applied_zxid = self.applied_zxid();
         let batching = self.batches_reads();
-        let off_cut = !self.at_cut();
+        let off_cut = self.applies_by_partition() && !self.at_cut();
         loop {
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
@@ -1174,15 +1176,6 @@ impl Engine {
             }
         }
         self.wait_for_cut(sid);
-    }
-
-    /// Sends what `sid` may send now (`pump_queue`); the writes its sent
-    /// replies held back may then apply.
-    pub(crate) fn pump(&mut self, sid: SessionId) {
-        self.pump_queue(sid);
-        if self.applies_by_partition() {
-            self.lift_fences(Some(sid));
-        }
     }
 
     /// Proposes a transaction through partition 0's group.

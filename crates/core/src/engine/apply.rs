@@ -23,6 +23,8 @@ pub(super) fn change_of(kind: TreeEventKind) -> ChangeKind {
 /// version 1, by an older server) could touch any: it is one on each.
 fn other_parts(group: usize, partitions: usize, data: &[u8]) -> Vec<u32> {
     match Txn::chain_of(data) {
+        // Most name their own partition alone.
+        Some(links) if links.len() == 1 => Vec::new(),
         Some(links) if links.len() > 0 => links
             .map(|(partition, _)| partition)
             .filter(|&partition| partition as usize != group && (partition as usize) < partitions)
@@ -382,12 +384,13 @@ impl Engine {
     /// call; with several, the end of a queue from the core's thread.
     /// Applying by partition, it waits for the prefix to reach its zxid.
     pub(super) fn hand_to_gate(&mut self, applied: Applied) {
-        if let Some(applied) = self.hold_handoff(applied) {
-            self.deliver_to_gate(applied);
-        }
-    }
-
-    pub(super) fn deliver_to_gate(&mut self, applied: Applied) {
+        let applied = match self.by_partition {
+            None => applied,
+            Some(_) => match self.hold_handoff(applied) {
+                Some(applied) => applied,
+                None => return,
+            },
+        };
         match applied {
             Applied::Fired {
                 conns,

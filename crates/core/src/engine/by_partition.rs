@@ -89,7 +89,7 @@ impl Engine {
     /// the turns, each partition applies at most a few (the rest wait for a
     /// later turn); otherwise all it may, so the partitions meet at a cut.
     pub(super) fn apply_by_partition(&mut self, lagged: bool) {
-        self.lift_fences(None);
+        self.lift_fences();
         let partitions = self.cores.len();
         let lag = lagged
             && (self.by_partition.as_mut())
@@ -172,14 +172,12 @@ impl Engine {
         false
     }
 
-    /// Drops the fences (of `sid`, or of every session) whose replies
-    /// before them have gone out.
-    pub(super) fn lift_fences(&mut self, sid: Option<SessionId>) {
+    /// Drops the fences whose replies before them have gone out.
+    fn lift_fences(&mut self) {
         let Some(by) = self.by_partition.as_ref() else {
             return;
         };
         let lifted: Vec<i64> = (by.fences.iter())
-            .filter(|(_, (s, _))| sid.is_none_or(|sid| sid == *s))
             .filter(|(&zxid, &(s, cxid))| !self.replies_before(s, zxid, cxid))
             .map(|(&zxid, _)| zxid)
             .collect();
@@ -236,8 +234,9 @@ impl Engine {
             if *entry.key() > zxid {
                 break;
             }
+            // At or below the prefix now: each goes to the gate at once.
             for applied in entry.remove() {
-                self.deliver_to_gate(applied);
+                self.hand_to_gate(applied);
             }
         }
     }

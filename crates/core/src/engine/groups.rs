@@ -57,7 +57,7 @@ impl Engine {
             "a zxid handed out before the leader's seal"
         );
         let zxid = within_counter(self.zxids.next(self.epoch()));
-        let applied = self.applied_zxid().max(self.newest_applied_zxid());
+        let applied = self.highest_applied_zxid();
         assert!(
             zxid > applied,
             "zxid {zxid:#x} not above applied {applied:#x}"
@@ -73,7 +73,7 @@ impl Engine {
 
     /// The newest zxid handed out in this epoch, or applied (if none).
     pub(super) fn last_zxid_handed_out(&self) -> i64 {
-        let applied = self.applied_zxid().max(self.newest_applied_zxid());
+        let applied = self.highest_applied_zxid();
         let handed = self.zxids.last();
         if crate::zxid::epoch_of(handed) == self.epoch() {
             handed.max(applied)
@@ -88,6 +88,15 @@ impl Engine {
     pub(super) fn applied_zxid(&self) -> i64 {
         self.prefix_zxid()
             .unwrap_or_else(|| self.newest_applied_zxid())
+    }
+
+    /// The highest of the prefix and the newest zxid applied anywhere:
+    /// what the next zxid handed out must be above.
+    fn highest_applied_zxid(&self) -> i64 {
+        match self.prefix_zxid() {
+            Some(prefix) => prefix.max(self.newest_applied_zxid()),
+            None => self.newest_applied_zxid(),
+        }
     }
 
     /// The newest zxid applied on any partition.
