@@ -278,6 +278,11 @@ impl<T> ApplyOrder<T> {
         }
     }
 
+    /// The zxid of the last entry applied with a part on `partition`.
+    pub fn last_applied(&self, partition: usize) -> i64 {
+        self.last_applied[partition]
+    }
+
     /// Whether some partition's next entry is in hand with every zxid
     /// below it: it applies once what it touches below it has.
     pub fn has_applicable(&self) -> bool {

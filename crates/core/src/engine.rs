@@ -1092,9 +1092,16 @@ impl Engine {
     pub(crate) fn pump(&mut self, sid: SessionId) {
         // Nothing applies while the queue drains.
         let applied_zxid = self.applied_zxid();
-        let batching = self.batches_reads();
-        let off_cut = self.applies_by_partition() && !self.at_cut();
+        let by_partition = self.applies_by_partition();
+        let batching = self.batches_reads() && !by_partition;
         loop {
+            // Applying by partition, a plain read goes by its partition's
+            // closed zxid, anything else waits for a cut at or past what
+            // the client saw (`engine/by_partition.rs`).
+            let (read_at, wait) = match by_partition {
+                true => self.by_partition_turn(sid),
+                false => (None, false),
+            };
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
             };
@@ -1111,9 +1118,8 @@ impl Engine {
             };
             match s.queue.front() {
                 None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
-                // Applying by partition, replies go out where every tree
-                // is at one zxid (`engine/by_partition.rs`).
-                Some(_) if off_cut => break,
+                Some(Pending::Read { .. }) if read_at.is_some() => {}
+                Some(_) if wait => break,
                 Some(Pending::Decided { after_zxid, .. }) if *after_zxid > applied_zxid => {
                     let waiting = self.gate.zxid_waiters.entry(*after_zxid).or_default();
                     if !waiting.contains(&sid) {
@@ -1148,7 +1154,10 @@ impl Engine {
                     } else {
                         request
                     };
-                    self.execute_read(conn, sid, xid, request);
+                    if read_at.is_some() && !self.at_cut() {
+                        self.stats.reads_off_cut += 1;
+                    }
+                    self.execute_read(conn, sid, xid, request, read_at);
                     self.stats
                         .record_latency((self.now_ms - received_ms).max(0) as u64);
                 }
@@ -1175,7 +1184,7 @@ impl Engine {
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
             }
         }
-        self.wait_for_cut(sid);
+        self.wait_for_turn(sid);
     }
 
     /// Proposes a transaction through partition 0's group.

@@ -55,6 +55,8 @@ pub struct Stats {
     /// (`engine/by_partition.rs`).
     pub applied_past_prefix: u64,
     pub writes_fenced: u64,
+    /// Reads answered by closed watermark while partitions stood apart.
+    pub reads_off_cut: u64,
     pub chain_breaks: u64,
     pub txns_applied: u64,
     pub request_errors: u64,

@@ -12,11 +12,19 @@
 //!   every partition has closed) are held, and handed over in zxid order
 //!   as the prefix passes them. So every connection hears its events and
 //!   replies in zxid order, as under the merge.
-//! - **Reads wait for a cut.** A session's read (or any reply that carries
-//!   a zxid) waits until no partition has applied past the prefix: every
-//!   tree is then the one order's state at one zxid, and the reply carries
-//!   it. Reads by closed watermark, which wait only for the partition
-//!   read, come next.
+//! - **Plain reads go by closed watermark.** A read of one partition
+//!   (getData, exists, getChildren, getACL) is answered once that
+//!   partition's closed zxid reaches what its client saw (the handshake's
+//!   `lastZxidSeen`, then every reply's), at the lowest zxid its state
+//!   stands for that is not below that, and once none of its connection's
+//!   events at or below that zxid still waits for the prefix.
+//! - **Anything else waits for a cut** at or past what its client saw
+//!   (any other reply that carries a zxid): no partition applied past the
+//!   prefix, so every tree is the one order's state at one zxid, and the
+//!   reply carries it.
+//! - **A handshake is taken if its client saw no more than is in hand**
+//!   (`ApplyOrder::known`): that much will apply here without anything
+//!   from elsewhere, and its reads wait for it.
 //! - **A read holds back its session's next write.** The merge serves a
 //!   read queued between two writes of its session right after the first
 //!   applies, before the second. Applying by partition, the second can be
@@ -45,18 +53,58 @@
 
 use std::collections::BTreeMap;
 
+use stoa_proto::request::Request;
+
 use super::handoff::Applied;
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::sim_rng::Rng;
+use crate::watch::ConnId;
+
+/// How fast each partition applies, turn by turn, as threads on a loaded
+/// machine would: now and then one partition crawls for a stretch of turns
+/// while the others keep up (a read of theirs then goes by watermark
+/// while the partitions stand apart); otherwise, in most turns, each
+/// applies a few, and in the rest all it may.
+struct Lag {
+    rng: Rng,
+    /// The partition crawling, and for how many more turns.
+    slow: Option<(usize, u32)>,
+}
+
+impl Lag {
+    /// Each partition's budget this turn; None: all they may.
+    fn budgets(&mut self, partitions: usize) -> Option<Vec<u64>> {
+        if self.slow.is_none() && self.rng.chance(10) {
+            let partition = self.rng.below(partitions as u64) as usize;
+            self.slow = Some((partition, 5 + self.rng.below(60) as u32));
+        }
+        if let Some((slow, turns)) = &mut self.slow {
+            let slow = *slow;
+            *turns -= 1;
+            if *turns == 0 {
+                self.slow = None;
+            }
+            let crawl = u64::from(self.rng.chance(25));
+            return Some(
+                (0..partitions)
+                    .map(|p| if p == slow { crawl } else { u64::MAX })
+                    .collect(),
+            );
+        }
+        self.rng
+            .chance(70)
+            .then(|| (0..partitions).map(|_| self.rng.below(3)).collect())
+    }
+}
 
 pub(super) struct ByPartition {
-    /// How many ready entries each partition applies in a lagged turn.
-    lag: Rng,
+    lag: Lag,
     /// Hand-offs of entries applied above the prefix, by zxid.
     held: BTreeMap<i64, Vec<Applied>>,
-    /// Sessions whose next reply waits for the partitions to meet at a cut.
-    cut_waiters: Vec<SessionId>,
+    /// Sessions whose next reply waits: for its partition's closed zxid,
+    /// or for the partitions to meet at a cut.
+    waiters: Vec<SessionId>,
     /// Writes in hand with a reply of their session queued before them:
     /// zxid to (session, cxid). Nothing at or above the lowest applies.
     fences: BTreeMap<i64, (SessionId, i32)>,
@@ -65,9 +113,12 @@ pub(super) struct ByPartition {
 impl ByPartition {
     pub(super) fn new(seed: u64) -> Self {
         ByPartition {
-            lag: Rng(seed),
+            lag: Lag {
+                rng: Rng(seed),
+                slow: None,
+            },
             held: BTreeMap::new(),
-            cut_waiters: Vec::new(),
+            waiters: Vec::new(),
             fences: BTreeMap::new(),
         }
     }
@@ -85,24 +136,25 @@ impl Engine {
         self.by_partition.is_some()
     }
 
-    /// Applies what the order lets each partition apply. `lagged`: in half
-    /// the turns, each partition applies at most a few (the rest wait for a
-    /// later turn); otherwise all it may, so the partitions meet at a cut.
+    /// Applies what the order lets each partition apply. `lagged`: the
+    /// partitions go at speeds drawn from the seed (`Lag::budgets`), the
+    /// rest waiting for a later turn; otherwise each applies all it may,
+    /// so they meet at a cut.
     pub(super) fn apply_by_partition(&mut self, lagged: bool) {
         self.lift_fences();
         let partitions = self.cores.len();
-        let lag = lagged
-            && (self.by_partition.as_mut())
+        let budgets = match lagged {
+            true => (self.by_partition.as_mut())
                 .expect("applying by partition")
                 .lag
-                .chance(50);
+                .budgets(partitions),
+            false => None,
+        };
+        let lag = budgets.is_some();
         loop {
             let mut applied_some = false;
             for partition in 0..partitions {
-                let budget = match &mut self.by_partition {
-                    Some(by) if lag => by.lag.below(3),
-                    _ => u64::MAX,
-                };
+                let budget = budgets.as_ref().map_or(u64::MAX, |b| b[partition]);
                 for _ in 0..budget {
                     if self.out.fatal.is_some() {
                         return;
@@ -242,7 +294,7 @@ impl Engine {
     }
 
     /// Hands the gate what the prefix has passed, in zxid order; then the
-    /// replies that waited for a cut, if the partitions are at one.
+    /// replies that waited try again.
     fn release_handoffs(&mut self) {
         let Some(prefix) = self.prefix_zxid() else {
             return;
@@ -250,22 +302,71 @@ impl Engine {
         self.deliver_held_through(prefix);
         // A prefix that passed void zxids passed the replies waiting for them.
         self.release_zxid_waiters(prefix);
-        if self.at_cut() {
-            let by = self.by_partition.as_mut().expect("applying by partition");
-            for sid in std::mem::take(&mut by.cut_waiters) {
-                self.pump(sid);
-            }
+        // Each tries again: a closed zxid or the prefix moved, or not.
+        let by = self.by_partition.as_mut().expect("applying by partition");
+        for sid in std::mem::take(&mut by.waiters) {
+            self.pump(sid);
         }
     }
 
-    /// `sid`'s next reply waits for a cut: it is pumped at the next one.
-    pub(super) fn wait_for_cut(&mut self, sid: SessionId) {
+    /// Every zxid at or below is in hand here, applying by partition.
+    pub(super) fn known_zxid(&self) -> Option<i64> {
+        self.by_partition.as_ref()?;
+        self.order.as_ref().map(|order| order.known())
+    }
+
+    /// What `sid`'s next reply may do now: a plain read by closed
+    /// watermark, the zxid it is answered at; else whether it waits for
+    /// a cut at or past what its client saw.
+    pub(super) fn by_partition_turn(&self, sid: SessionId) -> (Option<i64>, bool) {
+        let Some((conn, head)) =
+            (self.gate.sessions.get(&sid)).and_then(|s| Some((s.conn?, s.queue.front()?)))
+        else {
+            return (None, false);
+        };
+        let seen = self.gate.conns.get(&conn).map_or(0, |c| c.zxid_seen);
+        if let Pending::Read { request, .. } = head {
+            if let Some(zxid) = self.watermark_read_zxid(conn, seen, request) {
+                return (Some(zxid), false);
+            }
+        }
+        let order = self.order.as_ref().expect("several partitions");
+        (None, !order.at_cut() || order.prefix() < seen)
+    }
+
+    /// A plain read of one partition by a client that saw `seen`: the
+    /// zxid it is answered at, once the partition can vouch for `seen`
+    /// (its closed zxid) and no event of the connection's at or below
+    /// that zxid waits for the prefix (the read may see its change). The
+    /// partition's state is the history's at any zxid from its last
+    /// applied to its closed one; the reply carries the lowest of those
+    /// that is not below `seen`. A fence keeps the partition below the
+    /// session's next write.
+    fn watermark_read_zxid(&self, conn: ConnId, seen: i64, request: &Request) -> Option<i64> {
+        if !super::lent_reads::is_plain_read(request) {
+            return None;
+        }
+        let order = self.order.as_ref()?;
+        let partition = self.read_partition(request);
+        if order.closed(partition) < seen {
+            return None;
+        }
+        let zxid = seen.max(order.last_applied(partition));
+        let by = self.by_partition.as_ref()?;
+        let event_held = (by.held.range(..=zxid).flat_map(|(_, held)| held)).any(
+            |applied| matches!(applied, Applied::Fired { conns, .. } if conns.contains(&conn)),
+        );
+        (!event_held).then_some(zxid)
+    }
+
+    /// `sid`'s next reply waits: it is pumped again after the next turn.
+    pub(super) fn wait_for_turn(&mut self, sid: SessionId) {
         let by = self
             .by_partition
             .as_mut()
-            .expect("only applying by partition is a cut missed");
-        if !by.cut_waiters.contains(&sid) {
-            by.cut_waiters.push(sid);
+            .expect("only applying by partition does a reply wait for a turn");
+        if !by.waiters.contains(&sid) {
+            by.waiters.push(sid);
         }
     }
 

@@ -10,7 +10,10 @@ use crate::watch::ConnId;
 
 impl Engine {
     pub(super) fn on_connect(&mut self, conn: ConnId, req: ConnectRequest, sent_read_only: bool) {
-        let last_zxid = self.applied_zxid();
+        // Applying by partition, what is in hand here will apply without
+        // anything from elsewhere, and reads wait for what their client
+        // saw (`engine/by_partition.rs`).
+        let last_zxid = self.known_zxid().unwrap_or_else(|| self.applied_zxid());
         if req.last_zxid_seen > last_zxid {
             // The client saw a newer tree than ours: serving it would go back in time.
             log::warn!(
@@ -24,6 +27,7 @@ impl Engine {
         if let Some(c) = self.gate.conns.get_mut(&conn) {
             c.handshaken = true;
             c.sent_read_only = sent_read_only;
+            c.zxid_seen = req.last_zxid_seen;
         }
         let (min, max) = (
             self.config.min_session_timeout_ms,

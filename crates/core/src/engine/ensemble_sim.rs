@@ -1489,8 +1489,9 @@ impl log::Log for TraceLog {
 }
 
 /// Runs one seed: the entries the servers up at the end applied past the
-/// prefix (`engine/by_partition.rs`).
-fn run(seed: u64, voters: u64, partitions: u32) -> u64 {
+/// prefix, and the reads they answered by watermark while partitions
+/// stood apart (`engine/by_partition.rs`).
+fn run(seed: u64, voters: u64, partitions: u32) -> (u64, u64) {
     let mut sim = Sim::new(seed, voters, partitions);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
@@ -1535,21 +1536,25 @@ fn run(seed: u64, voters: u64, partitions: u32) -> u64 {
     );
     // Only applying by partition do partitions go past the prefix (that
     // some do is checked over the seeds: `run_seeds`).
-    let (past, fenced) =
-        (sim.servers.iter())
-            .filter_map(|s| s.engine())
-            .fold((0, 0), |(past, fenced), e| {
-                (
-                    past + e.stats.applied_past_prefix,
-                    fenced + e.stats.writes_fenced,
-                )
-            });
+    let (past, fenced, off_cut) = (sim.servers.iter()).filter_map(|s| s.engine()).fold(
+        (0, 0, 0),
+        |(past, fenced, off_cut), e| {
+            (
+                past + e.stats.applied_past_prefix,
+                fenced + e.stats.writes_fenced,
+                off_cut + e.stats.reads_off_cut,
+            )
+        },
+    );
     assert!(
         past == 0 || (partitions > 1 && applies_by_partition(seed)),
         "seed {seed}: {past} entries applied past the prefix"
     );
     if std::env::var("STOA_SIM_VERBOSE").is_ok() && partitions > 1 {
-        eprintln!("seed {seed}: {past} entries applied past the prefix, {fenced} writes fenced");
+        eprintln!(
+            "seed {seed}: {past} entries applied past the prefix, {fenced} writes fenced, \
+             {off_cut} reads answered by watermark off a cut"
+        );
     }
     if std::env::var("STOA_SIM_VERBOSE").is_ok() {
         let acked: usize = sim
@@ -1594,7 +1599,7 @@ fn run(seed: u64, voters: u64, partitions: u32) -> u64 {
             sim.disk_stops, sim.recoveries
         );
     }
-    past
+    (past, off_cut)
 }
 
 /// Seeds outside the default range that once failed, run with every range
@@ -1632,11 +1637,15 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             let regression =
                 (REGRESSION_SEEDS.iter()).filter(|(v, _)| *v == voters && partitions == 1);
             let by_partition = partitions > 1 && range.clone().any(applies_by_partition);
-            let mut past = 0;
+            let seeds_run = range.clone().count();
+            let (mut past, mut off_cut) = (0, 0);
             for seed in range.chain(regression.map(|&(_, seed)| seed)) {
                 // A panic inside raft-rs names no seed: say which one it was.
                 match std::panic::catch_unwind(|| run(seed, voters, partitions)) {
-                    Ok(applied_past) => past += applied_past,
+                    Ok((applied_past, read_off_cut)) => {
+                        past += applied_past;
+                        off_cut += read_off_cut;
+                    }
                     Err(panic) => {
                         eprintln!(
                             "seed {seed} ({voters} participants, {partitions} partitions) failed"
@@ -1649,6 +1658,11 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
                 past > 0,
                 by_partition,
                 "{past} entries applied past the prefix over the seeds"
+            );
+            // A few seeds may have none; twenty have some.
+            assert!(
+                (off_cut > 0 || !by_partition || seeds_run < 20) && (off_cut == 0 || by_partition),
+                "{off_cut} reads answered by watermark off a cut over {seeds_run} seeds"
             );
         }
     }

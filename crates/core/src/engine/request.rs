@@ -244,13 +244,14 @@ impl Engine {
 
     /// Hands a read (or an ordered no-op like ping/sync) to the core once
     /// it reaches the head of its session's queue, and answers with what
-    /// the core decided.
+    /// the core decided, carrying `at` (by default the server's zxid).
     pub(super) fn execute_read(
         &mut self,
         conn: ConnId,
         sid: SessionId,
         xid: i32,
         request: Request,
+        at: Option<i64>,
     ) {
         if self.group_load_counted() {
             self.count_group_request(&request);
@@ -269,8 +270,9 @@ impl Engine {
             },
         };
         // The server's prefix, whichever partition answered: a reply's
-        // zxid never goes back.
-        outcome.zxid = self.applied_zxid();
+        // zxid never goes back. (Applying by partition, a read by closed
+        // watermark carries its own: `Engine::watermark_read_zxid`.)
+        outcome.zxid = at.unwrap_or_else(|| self.applied_zxid());
         for (change, path) in &outcome.fired {
             self.gate.notify(conn, outcome.zxid, *change, path);
         }
