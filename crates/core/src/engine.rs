@@ -241,7 +241,8 @@ pub struct EngineConfig {
     pub nonce_seed: u64,
     /// Simulations only, with several partitions: each partition applies
     /// its own entries instead of the merge, a random few per turn drawn
-    /// from this seed (`engine/by_partition.rs`).
+    /// from this seed (`engine/by_partition.rs`). Honoured only in the
+    /// engine's own test builds, where its simulators run.
     pub apply_lag_seed: Option<u64>,
 }
 
@@ -585,7 +586,7 @@ impl Engine {
             cores,
             zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
             by_partition: (config.apply_lag_seed)
-                .filter(|_| order.is_some())
+                .filter(|_| cfg!(test) && order.is_some())
                 .map(by_partition::ByPartition::new),
             order,
             placement,
@@ -864,6 +865,7 @@ impl Engine {
     }
 
     fn on_closed(&mut self, conn: ConnId) {
+        self.forget_connection(conn);
         if self.gate.close(conn) {
             for core in &mut self.cores {
                 core.watches.remove_conn(conn);
@@ -1119,7 +1121,7 @@ impl Engine {
             match s.queue.front() {
                 None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
                 Some(Pending::Read { .. }) if read_at.is_some() => {}
-                Some(_) if wait => break,
+                Some(_) if wait => return self.wait_for_turn(sid),
                 Some(Pending::Decided { after_zxid, .. }) if *after_zxid > applied_zxid => {
                     let waiting = self.gate.zxid_waiters.entry(*after_zxid).or_default();
                     if !waiting.contains(&sid) {
@@ -1154,8 +1156,11 @@ impl Engine {
                     } else {
                         request
                     };
-                    if read_at.is_some() && !self.at_cut() {
-                        self.stats.reads_off_cut += 1;
+                    if let Some(zxid) = read_at {
+                        self.note_zxid_seen(conn, zxid);
+                        if !self.at_cut() {
+                            self.stats.reads_off_cut += 1;
+                        }
                     }
                     self.execute_read(conn, sid, xid, request, read_at);
                     self.stats
@@ -1184,7 +1189,6 @@ impl Engine {
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
             }
         }
-        self.wait_for_turn(sid);
     }
 
     /// Proposes a transaction through partition 0's group.

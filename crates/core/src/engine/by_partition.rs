@@ -44,14 +44,14 @@
 //!   extensions; `chains::touched`) carries a link on every partition, so
 //!   it applies only once each has applied everything below it.
 //!
-//! Servers apply in the merge unless configured otherwise
-//! (`EngineConfig::apply_lag_seed`): the simulators turn this on, and
+//! Servers apply in the merge: only the engine's own test builds honour
+//! `EngineConfig::apply_lag_seed`. The simulators turn it on, and
 //! have each partition apply a random few of its ready entries per turn,
 //! as threads on a loaded machine would, so the rules above are checked
 //! under crashes, failover, seals and snapshots before threads rely on
 //! them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use stoa_proto::request::Request;
 
@@ -108,6 +108,11 @@ pub(super) struct ByPartition {
     /// Writes in hand with a reply of their session queued before them:
     /// zxid to (session, cxid). Nothing at or above the lowest applies.
     fences: BTreeMap<i64, (SessionId, i32)>,
+    /// Per connection, the highest zxid its client saw above the prefix
+    /// of the moment: its handshake's, or a read's by watermark. (Every
+    /// other reply carries the prefix at most, which no partition's
+    /// closed zxid is below.)
+    seen: HashMap<ConnId, i64>,
 }
 
 impl ByPartition {
@@ -120,6 +125,7 @@ impl ByPartition {
             held: BTreeMap::new(),
             waiters: Vec::new(),
             fences: BTreeMap::new(),
+            seen: HashMap::new(),
         }
     }
 }
@@ -132,8 +138,12 @@ fn zxid_of(applied: &Applied) -> i64 {
 }
 
 impl Engine {
+    /// Only the engine's own test builds (its simulators) apply by
+    /// partition: elsewhere this is false at compile time, and the checks
+    /// on the merge's hot paths cost nothing.
+    #[inline(always)]
     pub(super) fn applies_by_partition(&self) -> bool {
-        self.by_partition.is_some()
+        cfg!(test) && self.by_partition.is_some()
     }
 
     /// Applies what the order lets each partition apply. `lagged`: the
@@ -254,7 +264,9 @@ impl Engine {
 
     /// The zxid a reply carries now: the prefix, applying by partition.
     pub(super) fn prefix_zxid(&self) -> Option<i64> {
-        self.by_partition.as_ref()?;
+        if !self.applies_by_partition() {
+            return None;
+        }
         self.order.as_ref().map(|order| order.prefix())
     }
 
@@ -309,22 +321,47 @@ impl Engine {
         }
     }
 
+    /// `conn`'s client saw `zxid` (applying by partition).
+    pub(super) fn note_zxid_seen(&mut self, conn: ConnId, zxid: i64) {
+        if !self.applies_by_partition() {
+            return;
+        }
+        if let Some(by) = self.by_partition.as_mut() {
+            let seen = by.seen.entry(conn).or_default();
+            *seen = (*seen).max(zxid);
+        }
+    }
+
+    pub(super) fn forget_connection(&mut self, conn: ConnId) {
+        if !self.applies_by_partition() {
+            return;
+        }
+        if let Some(by) = self.by_partition.as_mut() {
+            by.seen.remove(&conn);
+        }
+    }
+
     /// Every zxid at or below is in hand here, applying by partition.
     pub(super) fn known_zxid(&self) -> Option<i64> {
-        self.by_partition.as_ref()?;
+        if !self.applies_by_partition() {
+            return None;
+        }
         self.order.as_ref().map(|order| order.known())
     }
 
     /// What `sid`'s next reply may do now: a plain read by closed
     /// watermark, the zxid it is answered at; else whether it waits for
     /// a cut at or past what its client saw.
+    #[cold]
+    #[inline(never)]
     pub(super) fn by_partition_turn(&self, sid: SessionId) -> (Option<i64>, bool) {
         let Some((conn, head)) =
             (self.gate.sessions.get(&sid)).and_then(|s| Some((s.conn?, s.queue.front()?)))
         else {
             return (None, false);
         };
-        let seen = self.gate.conns.get(&conn).map_or(0, |c| c.zxid_seen);
+        let by = self.by_partition.as_ref().expect("applying by partition");
+        let seen = by.seen.get(&conn).copied().unwrap_or(0);
         if let Pending::Read { request, .. } = head {
             if let Some(zxid) = self.watermark_read_zxid(conn, seen, request) {
                 return (Some(zxid), false);
@@ -351,7 +388,9 @@ impl Engine {
         if order.closed(partition) < seen {
             return None;
         }
-        let zxid = seen.max(order.last_applied(partition));
+        // Not below what the connection was told before either: the
+        // prefix then, at most.
+        let zxid = (seen.max(order.last_applied(partition))).max(order.prefix());
         let by = self.by_partition.as_ref()?;
         let event_held = (by.held.range(..=zxid).flat_map(|(_, held)| held)).any(
             |applied| matches!(applied, Applied::Fired { conns, .. } if conns.contains(&conn)),
@@ -373,6 +412,9 @@ impl Engine {
     /// Partitions stand apart, or hand-offs are held: a later turn applies
     /// or hands over more.
     pub(crate) fn applying_behind(&self) -> bool {
+        if !self.applies_by_partition() {
+            return false;
+        }
         self.by_partition.as_ref().is_some_and(|by| {
             !by.held.is_empty()
                 || !self.at_cut()

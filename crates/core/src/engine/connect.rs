@@ -27,8 +27,8 @@ impl Engine {
         if let Some(c) = self.gate.conns.get_mut(&conn) {
             c.handshaken = true;
             c.sent_read_only = sent_read_only;
-            c.zxid_seen = req.last_zxid_seen;
         }
+        self.note_zxid_seen(conn, req.last_zxid_seen);
         let (min, max) = (
             self.config.min_session_timeout_ms,
             self.config.max_session_timeout_ms,

@@ -36,9 +36,6 @@ pub(crate) struct Conn {
     pub handshaken: bool,
     pub packets_received: u64,
     pub packets_sent: u64,
-    /// The highest zxid this connection's client has seen: its
-    /// handshake's, then every reply's.
-    pub zxid_seen: i64,
     /// Writes this connection forwarded to the leader (numbers them).
     pub forwarded: u64,
     /// Request frames that came after the handshake, before the session
@@ -163,7 +160,6 @@ impl SessionGate {
             handshaken: false,
             packets_received: 0,
             packets_sent: 0,
-            zxid_seen: 0,
             forwarded: 0,
             early: Vec::new(),
             early_bytes: 0,
@@ -271,7 +267,6 @@ impl SessionGate {
             return;
         };
         c.packets_sent += 1;
-        c.zxid_seen = c.zxid_seen.max(zxid);
         self.counters.packets_sent += 1;
         let header = ReplyHeader {
             xid,
