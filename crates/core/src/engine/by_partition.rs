@@ -15,9 +15,11 @@
 //! - **Plain reads go by closed watermark.** A read of one partition
 //!   (getData, exists, getChildren, getACL) is answered once that
 //!   partition's closed zxid reaches what its client saw (the handshake's
-//!   `lastZxidSeen`, then every reply's), at the lowest zxid its state
-//!   stands for that is not below that, and once none of its connection's
-//!   events at or below that zxid still waits for the prefix.
+//!   `lastZxidSeen`, then every reply's: those at most at the prefix of
+//!   their moment need no keeping, since no closed zxid is below the
+//!   prefix), at the lowest zxid its state stands for that is not below
+//!   that nor the prefix, and once none of its connection's events at or
+//!   below that zxid still waits for the prefix.
 //! - **Anything else waits for a cut** at or past what its client saw
 //!   (any other reply that carries a zxid): no partition applied past the
 //!   prefix, so every tree is the one order's state at one zxid, and the
@@ -34,8 +36,9 @@
 //!   *fence*: no partition applies it or anything above it until that
 //!   reply is out. The reply then sees the session's state before the
 //!   write, and carries a zxid below the write's, as ZooKeeper's would.
-//!   The lowest fence's read always gets its cut: every write of its
-//!   session before it is below the fence.
+//!   The lowest fence's reply always gets its turn: every write of its
+//!   session before it is below the fence. Fences are lifted at the start
+//!   of each turn.
 //! - **What needs a cut takes one.** A snapshot, an installed snapshot, a
 //!   leader's seal: every partition first applies all it may, after which
 //!   they meet at a cut (`ApplyOrder::at_cut`).
