@@ -378,16 +378,12 @@ impl<T> ApplyOrder<T> {
             }
             self.voids.add(lo, hi);
             self.known.mark(lo, hi);
+            // Seals are rare: a walk of what waits is cheap enough.
+            let kept = |zxid: &i64| !(lo..=hi).contains(zxid);
             for crossing in &mut self.crossing {
-                let voided: Vec<i64> = crossing.range(lo..=hi).copied().collect();
-                for zxid in voided {
-                    crossing.remove(&zxid);
-                }
+                crossing.retain(kept);
             }
-            let voided: Vec<i64> = self.others.range(lo..=hi).map(|(&z, _)| z).collect();
-            for zxid in voided {
-                self.others.remove(&zxid);
-            }
+            self.others.retain(|zxid, _| kept(zxid));
         }
     }
 
@@ -502,14 +498,9 @@ impl<T> ApplyOrder<T> {
             if zxid >= fence {
                 return None;
             }
-            let clear = |p: usize| {
-                let own_below = (self.waiting[p].iter())
-                    .filter_map(|w| w.zxid)
-                    .find(|&z| !self.is_void(z))
-                    .is_some_and(|z| z < zxid || (p != partition && z == zxid));
-                let crossing = self.crossing[p].first().copied();
-                !own_below && crossing.is_none_or(|c| c > zxid || (p != partition && c == zxid))
-            };
+            // Each partition it touches has it as its lowest unapplied
+            // (its own log's head; a part among the others' crossings).
+            let clear = |p: usize| self.lowest_unapplied(p) == Some(zxid);
             let others = match head.crosses {
                 true => self.others.get(&zxid).map_or(&[][..], |o| &o[..]),
                 false => &[],
