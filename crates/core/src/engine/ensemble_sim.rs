@@ -39,6 +39,18 @@
 //! everywhere, no acknowledged write lost, each client's writes applied as
 //! a prefix of the order it sent them, and every member out of any joint
 //! configuration, running the participants `/zookeeper/config` lists.
+//! Some reads set data watches, which a client restores with setWatches
+//! after a reconnect (as ZooKeeper's clients do); some writes are a
+//! `multi` of both the client's keys (one in four bound to fail whole, by
+//! a check after its sets) and some reads a `multiRead` of both. Checked
+//! as they arrive: an event is for a watch its client holds and comes
+//! after the read that set it, a connection's events come in zxid order,
+//! and no read sees a value of a failed multi (nor does the end state).
+//! At the end (`sim_world/watch_log.rs`): no reply saw a watched change,
+//! or anything written after it, before the watch's event; a client
+//! still connected to a member holds watches only on keys unchanged since.
+//! A multi's values share its zxid, so the reads' checks by zxid check its
+//! atomicity too: no read at any zxid sees part of one.
 //! Clients ping when idle, and no session expires while a member keeps
 //! answering its client (less what a member cut off from the leader cannot
 //! report): a new leader must not expire a session alive at a member.
@@ -49,18 +61,21 @@
 //! `STOA_SIM_TRACE=1` prints the clients' calls, replies and connections,
 //! faults, each server's view of the leader and the servers' log lines.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::jute::{Reader, Record};
+use stoa_proto::opcode::{EventType, OpCode};
 use stoa_proto::records::GetDataResponse;
 use stoa_proto::request::Request;
+use stoa_proto::response::{MultiResult, Response};
 use stoa_tree::DataTree;
 
 use super::sim::{index_of, key_path, value};
 use super::sim_world::machine::SimMachine;
 use super::sim_world::network::{input_of, SimNetwork};
 use super::sim_world::rng::Rng;
+use super::sim_world::watch_log::{check_watch_order, Heard, Key};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{Engine, Input};
@@ -105,6 +120,13 @@ const INSTALL_CRASH_PERCENT: u64 = 30;
 const SPURIOUS_LOSS_PERCENT: u64 = 10;
 /// Faults that arm a failed fsync (the server stops at its next sync).
 const FSYNC_FAILURE_PERCENT: u64 = 25;
+/// Reads that set a data watch.
+const WATCH_PERCENT: u64 = 30;
+/// Writes that are a `multi` setting both of the client's keys, and reads
+/// that are a `multiRead` of both.
+const MULTI_PERCENT: u64 = 12;
+/// Multis that end in a check bound to fail, so that none of it applies.
+const ABORT_PERCENT: u64 = 25;
 
 struct Server {
     id: u64,
@@ -136,17 +158,30 @@ enum Op {
     },
     /// `min`: the value the read must at least see (its session's writes
     /// acknowledged or sent before it on this connection); `max`: the last
-    /// value sent at all.
+    /// value sent at all. `watch`: it sets a data watch.
     Get {
         key: usize,
         min: Option<usize>,
         max: Option<usize>,
+        watch: bool,
     },
     /// A read of another client's key: checked only against the zxids of
     /// the writes acknowledged (`Sim::check_reads_by_zxid`).
     Peek {
         owner: usize,
         key: usize,
+        watch: bool,
+    },
+    /// A `multi` setting each key to its value index; `abort`: it ends in
+    /// a check that fails, so none of it may apply.
+    Multi {
+        sets: Vec<(usize, usize)>,
+        abort: bool,
+    },
+    /// A `multiRead` of every key of the client, each read bounded as a
+    /// `Get`'s (min, max).
+    ReadAll {
+        bounds: Vec<(Option<usize>, Option<usize>)>,
     },
     /// A membership change (as the super user); `several`: one that asks
     /// to change several servers at once.
@@ -180,6 +215,37 @@ struct Client {
     last_heard_ms: i64,
     last_sent_ms: i64,
     ping_sent_ms: Option<i64>,
+    /// The data watches it holds, with the value the read that set each
+    /// saw and that read's zxid: a reconnect restores them (setWatches).
+    watching: BTreeMap<Key, (Option<usize>, i64)>,
+    /// The newest event's zxid on the current connection.
+    last_event_zxid: i64,
+    /// Replies, events and watches set, in the order heard.
+    heard: Vec<Heard>,
+}
+
+impl Client {
+    /// A read that set a data watch on `key` answered at `zxid`, seeing
+    /// `seen`: the first change past it fires the watch (a watch already
+    /// held stays as it was).
+    fn arm(&mut self, key: Key, seen: Option<usize>, zxid: i64) {
+        self.watching.entry(key).or_insert((seen, zxid));
+        self.heard.push(Heard::Armed { key, seen });
+    }
+
+    /// What a read of its own `key` may see: at least its session's writes
+    /// acknowledged or sent before it on this connection (and what it read
+    /// already), at most the last value sent at all.
+    fn read_bounds(&self, key: usize) -> (Option<usize>, Option<usize>) {
+        let min = self.acked[key].max(self.sent_here[key]).max(self.read[key]);
+        (min, self.written[key].checked_sub(1))
+    }
+}
+
+/// The key a path names, if it is one of the clients' keys.
+fn key_of(path: &str) -> Option<Key> {
+    let (owner, key) = path.strip_prefix("/c")?.split_once("/k")?;
+    Some((owner.parse().ok()?, key.parse().ok()?))
 }
 
 /// The shipped atomic counter: every `next` must return a value no other
@@ -248,6 +314,15 @@ struct Sim {
     reconfigs: (usize, usize, usize),
     /// Placement writes acknowledged (group moves).
     moves: usize,
+    /// Draws for watches and multis, apart from `rng`: the runs keep the
+    /// draws their regression seeds were found with.
+    extra_rng: Rng,
+    /// Values of multis bound to fail: (owner, key, value index).
+    aborted: HashSet<(usize, usize, usize)>,
+    /// Watches set, events heard, setWatches sent after a reconnect.
+    watches: (usize, usize, usize),
+    /// Multis applied, multis refused whole, multiReads answered.
+    multis: (usize, usize, usize),
     /// Steps run with 0, 1, .. servers down or cut off.
     fault_steps: Vec<usize>,
     /// Steps ending with a leader.
@@ -329,6 +404,9 @@ impl Sim {
                 last_heard_ms: T0_MS,
                 last_sent_ms: T0_MS,
                 ping_sent_ms: None,
+                watching: BTreeMap::new(),
+                last_event_zxid: 0,
+                heard: Vec::new(),
             })
             .collect();
         let mut sim = Sim {
@@ -349,6 +427,10 @@ impl Sim {
             applied_states: HashMap::new(),
             reconfigs: (0, 0, 0),
             moves: 0,
+            extra_rng: Rng(crate::session::splitmix64(seed ^ 0x5741_5443_4845_5321)),
+            aborted: HashSet::new(),
+            watches: (0, 0, 0),
+            multis: (0, 0, 0),
             fault_steps: vec![0; ((voters - 1) / 2 + 1) as usize],
             leader_steps: 0,
             joint: (0, 0),
@@ -811,6 +893,7 @@ impl Sim {
         }
         client.last_sent_ms = self.now_ms;
         client.ping_sent_ms = None;
+        client.last_event_zxid = 0;
         let bytes = client.wire.connect_bytes(SESSION_TIMEOUT_MS);
         let engine = self.servers[s].engine_mut().expect("checked above");
         wire::open(engine, conn, bytes);
@@ -929,12 +1012,16 @@ impl Sim {
         // regression seeds were found with.
         if self.partitions > 1 && self.rng.chance(10) {
             let owner = self.rng.below(CLIENTS as u64) as usize;
-            let get = wire::get(&key_path(owner, key), false);
-            self.send_request(c, get, Op::Peek { owner, key });
+            let watch = self.extra_rng.chance(WATCH_PERCENT);
+            let get = wire::get(&key_path(owner, key), watch);
+            self.send_request(c, get, Op::Peek { owner, key, watch });
             return;
         }
         let path = key_path(c, key);
         if self.rng.chance(55) {
+            if self.extra_rng.chance(MULTI_PERCENT) {
+                return self.send_multi(c);
+            }
             let index = self.clients[c].written[key];
             let set = wire::set(&path, value(c, key, index));
             let conn = self.clients[c].conn.map_or(0, |(_, conn)| conn);
@@ -944,14 +1031,83 @@ impl Sim {
                 client.sent_here[key] = Some(index);
                 client.history.push((conn, key, index));
             }
+        } else if self.extra_rng.chance(MULTI_PERCENT) {
+            let bounds = (0..KEYS_PER_CLIENT)
+                .map(|key| self.clients[c].read_bounds(key))
+                .collect();
+            let paths: Vec<String> = (0..KEYS_PER_CLIENT).map(|k| key_path(c, k)).collect();
+            self.send_request(c, wire::multi_get(&paths), Op::ReadAll { bounds });
         } else {
-            let client = &self.clients[c];
-            let min = client.acked[key]
-                .max(client.sent_here[key])
-                .max(client.read[key]);
-            let max = client.written[key].checked_sub(1);
-            let get = wire::get(&path, false);
-            self.send_request(c, get, Op::Get { key, min, max });
+            let (min, max) = self.clients[c].read_bounds(key);
+            let watch = self.extra_rng.chance(WATCH_PERCENT);
+            let get = wire::get(&path, watch);
+            self.send_request(
+                c,
+                get,
+                Op::Get {
+                    key,
+                    min,
+                    max,
+                    watch,
+                },
+            );
+        }
+    }
+
+    /// A `multi` setting every key of client `c` to its next value; now
+    /// and then one bound to fail whole (its values never apply).
+    fn send_multi(&mut self, c: usize) {
+        let abort = self.extra_rng.chance(ABORT_PERCENT);
+        let sets: Vec<(usize, usize)> = self.clients[c]
+            .written
+            .iter()
+            .copied()
+            .enumerate()
+            .collect();
+        let values = (sets.iter())
+            .map(|&(key, index)| (key_path(c, key), value(c, key, index)))
+            .collect();
+        let conn = self.clients[c].conn.map_or(0, |(_, conn)| conn);
+        let multi = wire::multi_set(values, abort);
+        if self
+            .send_request(
+                c,
+                multi,
+                Op::Multi {
+                    sets: sets.clone(),
+                    abort,
+                },
+            )
+            .is_none()
+        {
+            return;
+        }
+        let client = &mut self.clients[c];
+        for (key, index) in sets {
+            client.written[key] += 1;
+            if abort {
+                self.aborted.insert((c, key, index));
+            } else {
+                client.sent_here[key] = Some(index);
+                client.history.push((conn, key, index));
+            }
+        }
+    }
+
+    /// Restores the client's data watches on its new connection, for the
+    /// changes after the newest zxid it saw (as ZooKeeper's clients do
+    /// before anything else they send).
+    fn restore_watches(&mut self, c: usize) {
+        let client = &self.clients[c];
+        if client.watching.is_empty() {
+            return;
+        }
+        let paths = (client.watching.keys())
+            .map(|&(owner, key)| key_path(owner, key))
+            .collect();
+        let restore = wire::set_watches(client.wire.last_zxid, paths);
+        if self.send_with_xid(c, -8, restore).is_some() {
+            self.watches.2 += 1;
         }
     }
 
@@ -1075,7 +1231,7 @@ impl Sim {
         self.send_request(c, set, Op::Move);
     }
 
-    /// Parses client `c`'s inbox and checks every reply.
+    /// Parses client `c`'s inbox and checks every reply and event.
     fn receive(&mut self, c: usize) {
         let seed = self.seed;
         let now = self.now_ms;
@@ -1083,7 +1239,15 @@ impl Sim {
         let mut handed = Vec::new();
         let mut reconfigs = Vec::new();
         let mut moves = 0;
+        let mut restore = false;
         let (reads_answered, writes_acked) = (&mut self.reads_answered, &mut self.writes_acked);
+        let aborted = &self.aborted;
+        let not_aborted = |owner: usize, key: usize, seen: Option<usize>| {
+            assert!(
+                seen.is_none_or(|v| !aborted.contains(&(owner, key, v))),
+                "seed {seed}: /c{owner}/k{key} = {seen:?}, a value of a multi that failed"
+            );
+        };
         for frame in client.wire.take_frames() {
             let heard_before = std::mem::replace(&mut client.last_heard_ms, now);
             client.ping_sent_ms = None;
@@ -1102,15 +1266,52 @@ impl Sim {
                         now - heard_before
                     );
                     if r.session_id == 0 {
-                        // Expired while away: a fresh session on the next connect.
+                        // Expired while away: a fresh session on the next
+                        // connect, without the old one's watches.
                         client.wire.handshaken = false;
                         client.conn = None;
+                        client.watching.clear();
+                        client.heard.push(Heard::Expired);
                         return;
                     }
+                    restore = true;
                     continue;
                 }
-                ServerFrame::Event(_) => continue,
-                ServerFrame::Reply(header, _) if header.xid < 0 => continue, // pings
+                ServerFrame::Event(zxid, event) => {
+                    if self.trace {
+                        eprintln!("{now} client {c} event for {} at {zxid:#x}", event.path);
+                    }
+                    let key = key_of(&event.path).unwrap_or_else(|| {
+                        panic!("seed {seed}: client {c} heard an event for {}", event.path)
+                    });
+                    assert_eq!(
+                        event.kind,
+                        EventType::NodeDataChanged as i32,
+                        "seed {seed}: client {c}'s event for {}",
+                        event.path
+                    );
+                    let Some((_, since)) = client.watching.remove(&key) else {
+                        panic!(
+                            "seed {seed}: client {c} heard an event for {} it holds no watch on",
+                            event.path
+                        )
+                    };
+                    assert!(
+                        zxid > since,
+                        "seed {seed}: client {c}'s event for {} at {zxid:#x}, its watch set at {since:#x}",
+                        event.path
+                    );
+                    assert!(
+                        zxid >= client.last_event_zxid,
+                        "seed {seed}: client {c}'s events out of zxid order: {zxid:#x} after {:#x}",
+                        client.last_event_zxid
+                    );
+                    client.last_event_zxid = zxid;
+                    client.heard.push(Heard::Fired { key });
+                    self.watches.1 += 1;
+                    continue;
+                }
+                ServerFrame::Reply(header, _) if header.xid < 0 => continue, // pings, setWatches
                 ServerFrame::Reply(header, body) => (header, body),
             };
             if self.trace {
@@ -1146,9 +1347,25 @@ impl Sim {
                 header.zxid
             );
             client.wire.last_zxid = header.zxid;
+            let wrote = Heard::Replied {
+                reads: Vec::new(),
+                zxid: header.zxid,
+            };
+            let decode_data = |body: &[u8]| {
+                let reply = GetDataResponse::decode(&mut Reader::new(body)).expect("getData reply");
+                index_of(reply.data.as_deref().unwrap_or_default())
+            };
             match op {
-                Op::Create | Op::Reconfig { .. } => {}
-                Op::Move => moves += 1,
+                Op::Create => client.heard.push(wrote),
+                Op::Reconfig { .. } => {
+                    if !refused {
+                        client.heard.push(wrote);
+                    }
+                }
+                Op::Move => {
+                    moves += 1;
+                    client.heard.push(wrote);
+                }
                 Op::Next => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
@@ -1165,23 +1382,105 @@ impl Sim {
                     );
                     client.acked[key] = Some(index);
                     (writes_acked.entry((c, key)).or_default()).insert(index, header.zxid);
+                    client.heard.push(wrote);
                 }
-                Op::Get { key, min, max } => {
-                    let reply =
-                        GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
-                    let seen = index_of(reply.data.as_deref().unwrap_or_default());
+                Op::Multi { sets, abort } => {
+                    if abort {
+                        // Refused whole: as ZooKeeper's, the reply is Ok
+                        // and every op reports an error, the check its own.
+                        let results = match Response::decode(OpCode::Multi, &mut Reader::new(&body))
+                        {
+                            Ok(Response::Multi(results)) => results,
+                            other => panic!("seed {seed}: client {c}'s multi answered {other:?}"),
+                        };
+                        let refused = results.iter().all(|r| matches!(r, MultiResult::Error(_)))
+                            && results.last() == Some(&MultiResult::Error(ErrorCode::BadVersion));
+                        assert!(
+                            refused,
+                            "seed {seed}: client {c}'s multi bound to fail answered {results:?}"
+                        );
+                        self.multis.1 += 1;
+                        continue;
+                    }
+                    for (key, index) in sets {
+                        assert!(
+                            client.acked[key].is_none_or(|a| a < index),
+                            "seed {seed}: client {c} acks out of order"
+                        );
+                        client.acked[key] = Some(index);
+                        (writes_acked.entry((c, key)).or_default()).insert(index, header.zxid);
+                    }
+                    self.multis.0 += 1;
+                    client.heard.push(wrote);
+                }
+                Op::Get {
+                    key,
+                    min,
+                    max,
+                    watch,
+                } => {
+                    let seen = decode_data(&body);
                     assert!(
                         seen >= min && seen <= max,
                         "seed {seed}: client {c} key {key}: read {seen:?}, expected within {min:?}..={max:?}"
                     );
+                    not_aborted(c, key, seen);
                     client.read[key] = client.read[key].max(seen);
                     reads_answered.push((c, key, seen, header.zxid));
+                    client.heard.push(Heard::Replied {
+                        reads: vec![((c, key), seen)],
+                        zxid: header.zxid,
+                    });
+                    if watch {
+                        client.arm((c, key), seen, header.zxid);
+                        self.watches.0 += 1;
+                    }
                 }
-                Op::Peek { owner, key } => {
-                    let reply =
-                        GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
-                    let seen = index_of(reply.data.as_deref().unwrap_or_default());
+                Op::Peek { owner, key, watch } => {
+                    let seen = decode_data(&body);
+                    not_aborted(owner, key, seen);
                     reads_answered.push((owner, key, seen, header.zxid));
+                    client.heard.push(Heard::Replied {
+                        reads: vec![((owner, key), seen)],
+                        zxid: header.zxid,
+                    });
+                    if watch {
+                        client.arm((owner, key), seen, header.zxid);
+                        self.watches.0 += 1;
+                    }
+                }
+                Op::ReadAll { bounds } => {
+                    let Response::Multi(results) =
+                        Response::decode(OpCode::MultiRead, &mut Reader::new(&body))
+                            .expect("multiRead reply")
+                    else {
+                        panic!("seed {seed}: client {c}'s multiRead answered otherwise")
+                    };
+                    assert_eq!(
+                        results.len(),
+                        bounds.len(),
+                        "seed {seed}: a result per read"
+                    );
+                    let mut reads = Vec::new();
+                    for (key, (result, (min, max))) in results.into_iter().zip(bounds).enumerate() {
+                        let MultiResult::GetData(data, _) = result else {
+                            panic!("seed {seed}: client {c}'s multiRead of key {key}: {result:?}")
+                        };
+                        let seen = index_of(data.as_deref().unwrap_or_default());
+                        assert!(
+                            seen >= min && seen <= max,
+                            "seed {seed}: client {c} key {key} (multiRead): read {seen:?}, expected within {min:?}..={max:?}"
+                        );
+                        not_aborted(c, key, seen);
+                        client.read[key] = client.read[key].max(seen);
+                        reads_answered.push((c, key, seen, header.zxid));
+                        reads.push(((c, key), seen));
+                    }
+                    self.multis.2 += 1;
+                    client.heard.push(Heard::Replied {
+                        reads,
+                        zxid: header.zxid,
+                    });
                 }
             }
         }
@@ -1197,6 +1496,9 @@ impl Sim {
             if let Some(other) = self.counted.insert(value, c) {
                 panic!("seed {seed}: counter value {value} handed to client {other} and again to client {c}");
             }
+        }
+        if restore {
+            self.restore_watches(c);
         }
     }
 
@@ -1335,8 +1637,20 @@ impl Sim {
             }
         }
         let leader = leader.unwrap_or_else(|| panic!("seed {seed}: no quiet leader after healing"));
+        // What a client's last reads sent (a setWatches after its handshake,
+        // say) is answered at once: read that too.
+        for _ in 0..2 {
+            for c in 0..CLIENTS {
+                self.receive(c);
+            }
+        }
         self.check_replicas();
         self.check_reads_by_zxid();
+        for (c, client) in self.clients.iter().enumerate() {
+            if let Err(broken) = check_watch_order(seed, c, &client.heard, &self.writes_acked) {
+                panic!("{broken}");
+            }
+        }
         let states = |engine: &Engine| -> Vec<ReplicaState> {
             engine
                 .cores
@@ -1433,18 +1747,37 @@ impl Sim {
                 "seed {seed}: the counter is {counter} but {top} was handed out"
             );
         }
+        let final_value = |(owner, key): Key| {
+            let path = key_path(owner, key);
+            let tree = &engine.cores[engine.partition_of(&path)].tree;
+            index_of(tree.node(&path).expect("keys exist").data())
+        };
         for (c, client) in self.clients.iter().enumerate() {
-            let present: Vec<Option<usize>> = (0..KEYS_PER_CLIENT)
-                .map(|k| {
-                    let path = key_path(c, k);
-                    let tree = &engine.cores[engine.partition_of(&path)].tree;
-                    index_of(tree.node(&path).expect("keys exist").data())
-                })
-                .collect();
+            // Settled, a client connected to a member has heard every
+            // event: a watch it still holds is on a key no write changed
+            // since. (A server a reconfig removed stopped where it left.)
+            let on_member = client.conn.is_some_and(|(s, _)| members.contains_key(&s));
+            if on_member && client.wire.handshaken {
+                for (&key, &(seen, since)) in &client.watching {
+                    assert_eq!(
+                        final_value(key),
+                        seen,
+                        "seed {seed}: client {c}'s watch on /c{}/k{} (set at {since:#x}) never fired",
+                        key.0,
+                        key.1
+                    );
+                }
+            }
+            let present: Vec<Option<usize>> =
+                (0..KEYS_PER_CLIENT).map(|k| final_value((c, k))).collect();
             for (k, (found, acked)) in present.iter().zip(&client.acked).enumerate() {
                 assert!(
                     found >= acked,
                     "seed {seed}: client {c} key {k}: acknowledged {acked:?} lost (found {found:?})"
+                );
+                assert!(
+                    found.is_none_or(|v| !self.aborted.contains(&(c, k, v))),
+                    "seed {seed}: client {c} key {k}: {found:?} is a value of a multi that failed"
                 );
             }
             // On one connection the writes applied are a prefix of those
@@ -1491,7 +1824,12 @@ impl log::Log for TraceLog {
 /// Runs one seed: the entries the servers up at the end applied past the
 /// prefix, and the reads they answered by watermark while partitions
 /// stood apart (`engine/by_partition.rs`).
-fn run(seed: u64, voters: u64, partitions: u32) -> (u64, u64) {
+/// What a run went through that its checks need to have met over the
+/// seeds: (entries applied past the prefix, reads off a cut), and (events
+/// heard, multis applied, multis refused whole, multiReads answered).
+type Exercised = ((u64, u64), [usize; 4]);
+
+fn run(seed: u64, voters: u64, partitions: u32) -> Exercised {
     let mut sim = Sim::new(seed, voters, partitions);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
@@ -1550,6 +1888,12 @@ fn run(seed: u64, voters: u64, partitions: u32) -> (u64, u64) {
         past == 0 || (partitions > 1 && applies_by_partition(seed)),
         "seed {seed}: {past} entries applied past the prefix"
     );
+    if std::env::var("STOA_SIM_VERBOSE").is_ok() {
+        eprintln!(
+            "seed {seed}: watches set/fired/restored {:?}; multis applied/refused, multiReads {:?}",
+            sim.watches, sim.multis
+        );
+    }
     if std::env::var("STOA_SIM_VERBOSE").is_ok() && partitions > 1 {
         eprintln!(
             "seed {seed}: {past} entries applied past the prefix, {fenced} writes fenced, \
@@ -1599,7 +1943,9 @@ fn run(seed: u64, voters: u64, partitions: u32) -> (u64, u64) {
             sim.disk_stops, sim.recoveries
         );
     }
-    (past, off_cut)
+    let (_, fired, _) = sim.watches;
+    let (applied, refused, reads) = sim.multis;
+    ((past, off_cut), [fired, applied, refused, reads])
 }
 
 /// Seeds outside the default range that once failed, run with every range
@@ -1639,12 +1985,16 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             let by_partition = partitions > 1 && range.clone().any(applies_by_partition);
             let seeds_run = range.clone().count();
             let (mut past, mut off_cut) = (0, 0);
+            let mut met = [0; 4];
             for seed in range.chain(regression.map(|&(_, seed)| seed)) {
                 // A panic inside raft-rs names no seed: say which one it was.
                 match std::panic::catch_unwind(|| run(seed, voters, partitions)) {
-                    Ok((applied_past, read_off_cut)) => {
+                    Ok(((applied_past, read_off_cut), seen)) => {
                         past += applied_past;
                         off_cut += read_off_cut;
+                        for (met, seen) in met.iter_mut().zip(seen) {
+                            *met += seen;
+                        }
                     }
                     Err(panic) => {
                         eprintln!(
@@ -1663,6 +2013,11 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             assert!(
                 (off_cut > 0 || !by_partition || seeds_run < 20) && (off_cut == 0 || by_partition),
                 "{off_cut} reads answered by watermark off a cut over {seeds_run} seeds"
+            );
+            // The watch and multi checks had something to check.
+            assert!(
+                seeds_run < 20 || met.iter().all(|&n| n > 0),
+                "events heard, multis applied, refused, multiReads: {met:?} over {seeds_run} seeds"
             );
         }
     }

@@ -40,12 +40,15 @@ impl Engine {
         (own != parents).then_some((own, parents))
     }
 
-    /// The partition a read runs on: its path's. Reads without a path
-    /// (pings, whoami, a sync answered locally) run on partition 0, the
-    /// root group's; those that gather from several partitions are
-    /// `Engine::read_routed`'s.
+    /// The partition a read runs on: its path's, or a multiRead's ops'.
+    /// Reads without a path (pings, whoami, a sync answered locally) run
+    /// on partition 0, the root group's; those that gather from several
+    /// partitions are `Engine::read_routed`'s.
     pub(super) fn read_partition(&self, request: &Request) -> usize {
-        request.path().map_or(0, |path| self.partition_of(path))
+        match request {
+            Request::MultiRead(ops) => ops.first().map_or(0, |op| self.read_partition(op)),
+            request => request.path().map_or(0, |path| self.partition_of(path)),
+        }
     }
 
     /// Where a client write is prepared and proposed (see `WriteRoute`).

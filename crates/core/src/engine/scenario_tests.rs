@@ -370,7 +370,7 @@ impl World {
                     let verb = if resumed { "resumed" } else { "connected" };
                     lines.push(format!("{name} {verb} {session} timeout={}", r.time_out));
                 }
-                ServerFrame::Event(event) => {
+                ServerFrame::Event(_, event) => {
                     let kind = EventType::from_i32(event.kind).expect("known event type");
                     lines.push(format!("{name} event {kind:?} {}", event.path));
                 }

@@ -205,7 +205,7 @@ impl Sim {
                     client.wire.adopt(&r);
                     continue;
                 }
-                ServerFrame::Event(_) => continue,
+                ServerFrame::Event(..) => continue,
                 ServerFrame::Reply(header, _) if header.xid < 0 => continue, // pings
                 ServerFrame::Reply(header, body) => (header, body),
             };

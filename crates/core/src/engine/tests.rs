@@ -312,7 +312,7 @@ fn a_data_watch_fires_before_the_reply_to_a_read_that_sees_the_change() {
     rig.send(2, 3, get("/w", false));
     let frames = rig.frames(2);
     assert!(
-        matches!(&frames[0], Frame::Event(e) if e.kind == EventType::NodeDataChanged as i32 && e.path == "/w"),
+        matches!(&frames[0], Frame::Event(_, e) if e.kind == EventType::NodeDataChanged as i32 && e.path == "/w"),
         "{frames:?}"
     );
     assert!(matches!(&frames[1], Frame::Reply(h, _) if h.xid == 3 && h.err == OK));

@@ -9,6 +9,8 @@
 //!   with partitions and loss.
 //! - `wire`: the client's side of the ZooKeeper protocol: handshakes,
 //!   requests with their xids, the frames a server sends back.
+//! - `watch_log`: what a client heard (replies, events, watches set) in
+//!   order, and the check of ZooKeeper's watch order against it.
 //! - `rng`: the seeded random source every choice is drawn from, so that
 //!   a seed replays exactly.
 //!
@@ -20,4 +22,5 @@
 pub(super) mod machine;
 pub(super) mod network;
 pub(super) mod rng;
+pub(super) mod watch_log;
 pub(super) mod wire;

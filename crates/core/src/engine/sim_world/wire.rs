@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::jute::{Reader, Record};
 use stoa_proto::records::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, ReplyHeader,
-    RequestHeader, SetDataRequest, WatcherEvent,
+    Acl, CheckVersionRequest, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest,
+    ReplyHeader, RequestHeader, SetDataRequest, SetWatches, WatcherEvent,
 };
 use stoa_proto::request::Request;
 
@@ -20,12 +20,12 @@ pub(crate) fn client_address() -> SocketAddr {
 }
 
 /// A frame a server sent: the handshake's answer, a reply, or a watch
-/// event (xid -1).
+/// event (xid -1) with the zxid its header carries.
 #[derive(Debug, PartialEq)]
 pub(crate) enum ServerFrame {
     Connected(ConnectResponse),
     Reply(ReplyHeader, Vec<u8>),
-    Event(WatcherEvent),
+    Event(i64, WatcherEvent),
 }
 
 /// One client's protocol state: its session (kept across connections),
@@ -112,7 +112,7 @@ pub(crate) fn decode_frames(bytes: &[u8], handshaken: &mut bool) -> Vec<ServerFr
         let (header, rest) = decode_reply_frame(body).expect("reply header");
         if header.xid == -1 {
             let event = WatcherEvent::decode(&mut Reader::new(rest)).expect("watch event");
-            frames.push(ServerFrame::Event(event));
+            frames.push(ServerFrame::Event(header.zxid, event));
         } else {
             frames.push(ServerFrame::Reply(header, rest.to_vec()));
         }
@@ -164,5 +164,38 @@ pub(crate) fn set(path: &str, data: Vec<u8>) -> Request {
         path: path.into(),
         data: Some(data),
         version: -1,
+    })
+}
+
+/// A multi setting each of `sets` (any version) and, when `abort`, then
+/// checking a version `first`'s node cannot have, which fails the whole.
+pub(crate) fn multi_set(sets: Vec<(String, Vec<u8>)>, abort: bool) -> Request {
+    let first = sets.first().map(|(path, _)| path.clone());
+    let mut ops: Vec<Request> = sets
+        .into_iter()
+        .map(|(path, data)| set(&path, data))
+        .collect();
+    if let (true, Some(path)) = (abort, first) {
+        ops.push(Request::Check(CheckVersionRequest {
+            path,
+            version: i32::MAX,
+        }));
+    }
+    Request::Multi(ops)
+}
+
+/// A multiRead of the data of each of `paths`.
+pub(crate) fn multi_get(paths: &[String]) -> Request {
+    Request::MultiRead(paths.iter().map(|path| get(path, false)).collect())
+}
+
+/// The data watches a client restores on a new connection (xid -8), for
+/// changes after `relative_zxid`.
+pub(crate) fn set_watches(relative_zxid: i64, data_watches: Vec<String>) -> Request {
+    Request::SetWatches(SetWatches {
+        relative_zxid,
+        data_watches,
+        exist_watches: Vec::new(),
+        child_watches: Vec::new(),
     })
 }

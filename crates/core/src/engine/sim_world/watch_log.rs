@@ -1,0 +1,214 @@
+//! What a simulated client heard, in the order it heard it, and the check
+//! of ZooKeeper's watch guarantees against the writes acknowledged.
+//!
+//! ZooKeeper sends a connection's events and replies in zxid order, so a
+//! client hears a watch's event before the reply to any read that sees the
+//! change, and before any reply that sees a later write (the order is
+//! causal). The simulated clients write keys of their own, one writer per
+//! key, so a value names its write and, once acknowledged, its zxid. A
+//! client holds at most one data watch per key, set by a read that saw
+//! some value; the change that fires it is the first write past that
+//! value.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// (owner, key): the key `/c{owner}/k{key}`.
+pub(crate) type Key = (usize, usize);
+
+/// The zxid of every acknowledged write, by key and value.
+pub(crate) type AckedWrites = HashMap<Key, BTreeMap<usize, i64>>;
+
+/// One thing a client heard.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Heard {
+    /// A read that set a data watch answered, seeing `seen` (the reply
+    /// itself comes first, as `Replied`).
+    Armed { key: Key, seen: Option<usize> },
+    /// The watch on `key` fired.
+    Fired { key: Key },
+    /// A successful reply at `zxid`: a read's, with each key it read and
+    /// the value it saw, or a write's (no reads).
+    Replied {
+        reads: Vec<(Key, Option<usize>)>,
+        zxid: i64,
+    },
+    /// The session expired: its watches went with it.
+    Expired,
+}
+
+/// The first acknowledged write of `key` past value `seen`: (value, zxid).
+fn first_change_after(acked: &AckedWrites, key: Key, seen: Option<usize>) -> Option<(usize, i64)> {
+    let first = seen.map_or(0, |v| v + 1);
+    let writes = acked.get(&key)?;
+    writes.range(first..).next().map(|(&v, &at)| (v, at))
+}
+
+/// Checks one client's log: no reply sees a change to a watched key, or
+/// anything written after such a change, before the watch fires. A read
+/// sees up to the newest acknowledged write among the values it read; a
+/// write's reply, up to its own zxid.
+pub(crate) fn check_watch_order(
+    seed: u64,
+    client: usize,
+    heard: &[Heard],
+    acked: &AckedWrites,
+) -> Result<(), String> {
+    let mut armed: BTreeMap<Key, Option<usize>> = BTreeMap::new();
+    for (at, entry) in heard.iter().enumerate() {
+        match entry {
+            Heard::Armed { key, seen } => {
+                // A second read's watch is the same watch: the first
+                // change past the earlier read fires it.
+                armed.entry(*key).or_insert(*seen);
+            }
+            Heard::Fired { key } => {
+                if armed.remove(key).is_none() {
+                    return Err(format!(
+                        "seed {seed}: client {client} heard an event for /c{}/k{} it held no watch on (entry {at})",
+                        key.0, key.1
+                    ));
+                }
+            }
+            Heard::Expired => armed.clear(),
+            Heard::Replied { reads, zxid } => {
+                for (key, value) in reads {
+                    if let Some(&seen) = armed.get(key) {
+                        if *value > seen {
+                            return Err(format!(
+                                "seed {seed}: client {client} read /c{}/k{} = {value:?} before the event of its watch set at {seen:?} (entry {at})",
+                                key.0, key.1
+                            ));
+                        }
+                    }
+                }
+                let seen_upto = if reads.is_empty() {
+                    Some(*zxid)
+                } else {
+                    let zxid_of = |(key, value): &(Key, Option<usize>)| {
+                        acked.get(key)?.get(&(*value)?).copied()
+                    };
+                    reads.iter().filter_map(zxid_of).max()
+                };
+                let Some(seen_upto) = seen_upto else {
+                    continue;
+                };
+                for (key, seen) in &armed {
+                    if let Some((value, changed)) = first_change_after(acked, *key, *seen) {
+                        if changed <= seen_upto {
+                            return Err(format!(
+                                "seed {seed}: client {client}'s reply at {zxid:#x} saw up to {seen_upto:#x}, \
+                                 but its watch on /c{}/k{} (set at {seen:?}) had not fired for value {value} \
+                                 written at {changed:#x} (entry {at})",
+                                key.0, key.1
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const X: Key = (0, 0);
+    const Y: Key = (3, 1);
+
+    /// X written to 1 at 0x10, Y written to 1 at 0x20 (after X).
+    fn acked() -> AckedWrites {
+        let mut acked = AckedWrites::new();
+        acked.insert(X, BTreeMap::from([(0, 0x5), (1, 0x10)]));
+        acked.insert(Y, BTreeMap::from([(0, 0x6), (1, 0x20)]));
+        acked
+    }
+
+    fn check(heard: &[Heard]) -> Result<(), String> {
+        check_watch_order(1, 2, heard, &acked())
+    }
+
+    fn read(key: Key, value: usize, zxid: i64) -> Heard {
+        Heard::Replied {
+            reads: vec![(key, Some(value))],
+            zxid,
+        }
+    }
+
+    fn armed_on_x() -> Vec<Heard> {
+        vec![
+            read(X, 0, 0x8),
+            Heard::Armed {
+                key: X,
+                seen: Some(0),
+            },
+        ]
+    }
+
+    #[test]
+    fn an_event_before_the_changes_reads_passes() {
+        let mut heard = armed_on_x();
+        heard.extend([Heard::Fired { key: X }, read(Y, 1, 0x20), read(X, 1, 0x20)]);
+        assert_eq!(check(&heard), Ok(()));
+    }
+
+    #[test]
+    fn reading_the_change_before_its_event_fails() {
+        let mut heard = armed_on_x();
+        heard.extend([read(X, 1, 0x10), Heard::Fired { key: X }]);
+        assert!(check(&heard).unwrap_err().contains("before the event"));
+    }
+
+    #[test]
+    fn reading_a_later_write_of_another_key_before_the_event_fails() {
+        let mut heard = armed_on_x();
+        heard.extend([read(Y, 1, 0x20), Heard::Fired { key: X }]);
+        assert!(check(&heard).unwrap_err().contains("had not fired"));
+    }
+
+    #[test]
+    fn a_write_reply_past_the_change_before_the_event_fails() {
+        let mut heard = armed_on_x();
+        heard.push(Heard::Replied {
+            reads: Vec::new(),
+            zxid: 0x11,
+        });
+        assert!(check(&heard).unwrap_err().contains("had not fired"));
+        // One below the change does not see it.
+        let mut heard = armed_on_x();
+        heard.push(Heard::Replied {
+            reads: Vec::new(),
+            zxid: 0xf,
+        });
+        assert_eq!(check(&heard), Ok(()));
+    }
+
+    #[test]
+    fn an_unasked_event_fails_and_expiry_drops_watches() {
+        assert!(check(&[Heard::Fired { key: X }])
+            .unwrap_err()
+            .contains("no watch"));
+        let mut heard = armed_on_x();
+        heard.extend([Heard::Expired, read(X, 1, 0x30)]);
+        assert_eq!(check(&heard), Ok(()));
+        heard.push(Heard::Fired { key: X });
+        assert!(check(&heard).is_err());
+    }
+
+    #[test]
+    fn a_second_read_keeps_the_first_watch() {
+        let mut heard = armed_on_x();
+        // Read again, unchanged, and watched again: one watch, which the
+        // change must still fire before it is read.
+        heard.extend([
+            read(X, 0, 0x9),
+            Heard::Armed {
+                key: X,
+                seen: Some(0),
+            },
+            read(X, 1, 0x12),
+        ]);
+        assert!(check(&heard).is_err());
+    }
+}
