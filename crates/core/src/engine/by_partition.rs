@@ -19,7 +19,11 @@
 //!   their moment need no keeping, since no closed zxid is below the
 //!   prefix), at the lowest zxid its state stands for that is not below
 //!   that nor the prefix, and once none of its connection's events at or
-//!   below that zxid still waits for the prefix.
+//!   below that zxid can still come: none waits for the prefix, and every
+//!   other partition holding a watch of the connection's has closed that
+//!   zxid. (A read can see a write made after a watched change on another
+//!   partition, which ZooKeeper would have announced first: the ensemble
+//!   simulator's seed 1201 of two partitions.)
 //! - **Anything else waits for a cut** at or past what its client saw
 //!   (any other reply that carries a zxid): no partition applied past the
 //!   prefix, so every tree is the one order's state at one zxid, and the
@@ -395,7 +399,9 @@ impl Engine {
     /// A plain read of one partition by a client that saw `seen`: the
     /// zxid it is answered at, once the partition can vouch for `seen`
     /// (its closed zxid) and no event of the connection's at or below
-    /// that zxid waits for the prefix (the read may see its change). The
+    /// that zxid can still come: none waits for the prefix, and every
+    /// other partition holding a watch of the connection's has closed that
+    /// zxid (the read may see its change, or a later write). The
     /// partition's state is the history's at any zxid from its last
     /// applied to its closed one; the reply carries the lowest of those
     /// that is not below `seen`. A fence keeps the partition below the
@@ -412,7 +418,12 @@ impl Engine {
         // Not below what the connection was told before either: the
         // prefix then, at most.
         let zxid = (seen.max(order.last_applied(partition))).max(order.prefix());
-        (!self.event_held(conn, zxid)).then_some(zxid)
+        let watched_behind = (0..self.cores.len()).any(|p| {
+            p != partition
+                && order.closed(p) < zxid
+                && self.cores[p].watches.of_conn(conn).next().is_some()
+        });
+        (!watched_behind && !self.event_held(conn, zxid)).then_some(zxid)
     }
 
     /// `sid`'s next reply waits: it is pumped again after the next turn.

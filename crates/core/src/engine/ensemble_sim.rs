@@ -1253,6 +1253,9 @@ impl Sim {
             client.ping_sent_ms = None;
             let (header, body) = match frame {
                 ServerFrame::Connected(r) => {
+                    if self.trace {
+                        eprintln!("{now} client {c} has session {:#x}", r.session_id);
+                    }
                     client.waiting_since_ms = now;
                     client.wire.adopt(&r);
                     // No session alive at a member is expired: the leader
