@@ -2039,6 +2039,14 @@ fn ensembles_of_two_partitions_under_simulated_faults_keep_the_contract() {
     run_seeds(3, 2, SEEDS_DEFAULT);
 }
 
+/// Three partitions: the groups move among three, and an entry's parts
+/// lie on two of them while the third applies on (half the seeds apply by
+/// partition).
+#[test]
+fn ensembles_of_three_partitions_under_simulated_faults_keep_the_contract() {
+    run_seeds(3, 3, SEEDS_DEFAULT / 2);
+}
+
 /// Five participants: two servers down or cut off at once, reconfigs
 /// between five and six participants.
 #[test]
