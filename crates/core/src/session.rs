@@ -63,6 +63,15 @@ pub enum Pending {
     },
 }
 
+impl Pending {
+    /// Whether this is the queued write of the transaction `zxid`, made
+    /// for the session's request `cxid`: known here by its zxid, or, sent
+    /// on to the leader (zxid 0, not known here), by its xid.
+    pub fn is_write_of(&self, zxid: i64, cxid: i32) -> bool {
+        matches!(self, Pending::Write { xid, zxid: z, .. } if *z == zxid || (*z == 0 && *xid == cxid))
+    }
+}
+
 #[derive(Debug)]
 pub struct Session {
     pub id: SessionId,

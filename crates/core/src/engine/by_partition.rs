@@ -233,11 +233,8 @@ impl Engine {
         let mut reply_before = false;
         for pending in &session.queue {
             match pending {
-                Pending::Write { xid, zxid: z, .. } => {
-                    if *z == zxid || (*z == 0 && *xid == cxid) {
-                        return reply_before;
-                    }
-                }
+                Pending::Write { .. } if pending.is_write_of(zxid, cxid) => return reply_before,
+                Pending::Write { .. } => {}
                 _ => reply_before = true,
             }
         }

@@ -362,8 +362,7 @@ impl SessionGate {
         match session.queue.front() {
             // An extension call's writes: its answer comes from the leader.
             Some(Pending::Remote { .. }) => return None,
-            Some(Pending::Write { zxid: head, .. }) if *head == zxid => {}
-            Some(Pending::Write { zxid: 0, xid, .. }) if *xid == cxid => {}
+            Some(head) if head.is_write_of(zxid, cxid) => {}
             // Not the forwarded write at the head: an internal transaction
             // of the session (expiry), or one of an earlier connection's.
             // The leader's owner check keeps this connection's own writes
