@@ -32,20 +32,22 @@ use super::Engine;
 /// partitions: whatever it changes beside trees (the gate, the placement,
 /// the membership) then happens where every partition has applied all
 /// below it (`engine/by_partition.rs`).
-fn touched(group: usize, count: usize, op: &TxnOp) -> Vec<u32> {
-    let mut partitions = vec![group as u32];
+/// Each is named once, to `each`: the proposal path takes a link per
+/// partition from it without gathering them first.
+fn for_each_touched(group: usize, count: usize, op: &TxnOp, mut each: impl FnMut(u32)) {
+    let group = group as u32;
+    each(group);
     match op {
         TxnOp::Parts { parts, .. } if parts.iter().all(|(_, op)| changes_one_tree(op)) => {
-            for &(p, _) in parts {
-                if !partitions.contains(&p) {
-                    partitions.push(p);
+            for (i, &(p, _)) in parts.iter().enumerate() {
+                if p != group && !parts[..i].iter().any(|&(q, _)| q == p) {
+                    each(p);
                 }
             }
         }
         op if changes_one_tree(op) => {}
-        _ => partitions.extend((0..count as u32).filter(|&p| p != group as u32)),
+        _ => (0..count as u32).filter(|&p| p != group).for_each(each),
     }
-    partitions
 }
 
 /// Whether `op` changes nothing but its partition's tree and watches.
@@ -61,9 +63,12 @@ impl Engine {
     /// Leader: the links of `txn`, proposed through `group`'s log, each
     /// partition it touches moving its chain on to it.
     pub(super) fn take_links(&mut self, group: usize, txn: &Txn) -> Vec<ChainLink> {
-        (touched(group, self.cores.len(), &txn.op).into_iter())
-            .map(|p| (p, self.cores[p as usize].take_link(txn.header.zxid)))
-            .collect()
+        let (cores, zxid) = (&mut self.cores, txn.header.zxid);
+        let mut links = Vec::new();
+        for_each_touched(group, cores.len(), &txn.op, |p| {
+            links.push((p, cores[p as usize].take_link(zxid)));
+        });
+        links
     }
 
     /// Leader: every chain starts anew at its seal (what the partitions'
@@ -149,6 +154,12 @@ mod tests {
     use super::*;
     use stoa_tree::{GroupMove, TxnHeader};
 
+    fn touched(group: usize, count: usize, op: &TxnOp) -> Vec<u32> {
+        let mut partitions = Vec::new();
+        for_each_touched(group, count, op, |p| partitions.push(p));
+        partitions
+    }
+
     /// `links` as a member reads them from an entry.
     fn encoded(links: &[ChainLink]) -> Vec<u8> {
         let txn = Txn {
@@ -217,6 +228,12 @@ mod tests {
             order: vec![],
         };
         assert_eq!(touched(1, 4, &parts), [1, 0, 3]);
+        // Several parts on one partition: one link each.
+        let repeated = TxnOp::Parts {
+            parts: [1, 0, 0, 3, 1, 3].map(|p| (p, set.clone())).to_vec(),
+            order: vec![],
+        };
+        assert_eq!(touched(1, 4, &repeated), [1, 0, 3]);
         let close = TxnOp::Parts {
             parts: vec![(1, TxnOp::CloseSession { paths: vec![] }), (0, set.clone())],
             order: vec![],
