@@ -321,19 +321,18 @@ impl Sim {
             "seed {}: not caught up after restart",
             self.seed
         );
-        self.node()
-            .engine()
-            .tree()
-            .check_invariants()
-            .expect("tree invariants after restart");
+        for core in &self.node().engine().cores {
+            core.tree
+                .check_invariants()
+                .expect("tree invariants after restart");
+        }
         for c in 0..CLIENTS {
             // What survived of this client's writes: at least what was acked.
             for key in 0..KEYS_PER_CLIENT {
-                let node = self
-                    .node()
-                    .engine()
-                    .tree()
-                    .node(&key_path(c, key))
+                let engine = self.node().engine();
+                let path = key_path(c, key);
+                let node = (engine.cores[engine.partition_of(&path)].tree)
+                    .node(&path)
                     .expect("setup keys are durable");
                 let seen = index_of(node.data());
                 let acked = self.clients[c].acked[key];
@@ -364,12 +363,18 @@ impl Sim {
 }
 
 /// One seed in four rolls the epoch every few dozen zxids; odd seeds run
-/// two partitions (two raft groups recovering from one torn log), and
-/// half of those apply by partition (`engine/by_partition.rs`).
+/// two partitions (two raft groups recovering from one torn log), client
+/// 1's keys in a group on the second, and half of those apply by
+/// partition (`engine/by_partition.rs`).
 fn engine_config(seed: u64) -> EngineConfig {
+    let partitions = 1 + (seed % 2) as u32;
     EngineConfig {
         zxid_counter_limit: (seed % 4 == 1).then_some(24 + (seed % 41) as u32),
-        partitions: 1 + (seed % 2) as u32,
+        partitions,
+        partition_groups: match partitions {
+            1 => Vec::new(),
+            _ => vec!["/c1".into()],
+        },
         apply_lag_seed: (seed % 4 == 3).then_some(seed),
         reconfig_enabled: seed.is_multiple_of(2),
         ..config()
@@ -382,7 +387,9 @@ fn run(seed: u64) -> u64 {
     for _ in 0..STEPS_PER_SEED {
         sim.step();
         let engine = sim.node().engine();
-        engine.tree().check_invariants().expect("tree invariants");
+        for core in &engine.cores {
+            core.tree.check_invariants().expect("tree invariants");
+        }
         if let Err(broken) = engine.check_invariants() {
             panic!("seed {seed}: {broken}");
         }
@@ -397,6 +404,14 @@ fn run(seed: u64) -> u64 {
         );
     }
     sim.crash_and_restart();
+    let engine = sim.node().engine();
+    if engine.cores.len() > 1 {
+        let path = key_path(1, 0);
+        assert!(
+            engine.partition_of(&path) == 1 && engine.cores[1].tree.node(&path).is_some(),
+            "seed {seed}: client 1's keys live on partition 1"
+        );
+    }
     sim.node().log().inline_writes
 }
 
