@@ -75,7 +75,7 @@ use super::sim::{index_of, key_path, value};
 use super::sim_world::machine::SimMachine;
 use super::sim_world::network::{input_of, SimNetwork};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, Heard, Key};
+use super::sim_world::watch_log::{check_watch_order, AckedWrites, Heard, Key};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{Engine, Input};
@@ -225,6 +225,28 @@ struct Client {
 }
 
 impl Client {
+    /// Client `c`'s write of value `index` of `key` was acknowledged at
+    /// `zxid`.
+    fn ack(
+        &mut self,
+        seed: u64,
+        c: usize,
+        key: usize,
+        index: usize,
+        zxid: i64,
+        writes_acked: &mut AckedWrites,
+    ) {
+        assert!(
+            self.acked[key].is_none_or(|a| a < index),
+            "seed {seed}: client {c} acks out of order"
+        );
+        self.acked[key] = Some(index);
+        writes_acked
+            .entry((c, key))
+            .or_default()
+            .insert(index, zxid);
+    }
+
     /// A read that set a data watch on `key` answered at `zxid`, seeing
     /// `seen`: the first change past it fires the watch (a watch already
     /// held stays as it was).
@@ -306,7 +328,7 @@ struct Sim {
     /// Every read answered: (owner, key, value seen, the reply's zxid);
     /// and the zxid of every write acknowledged, by (owner, key) and value.
     reads_answered: Vec<(usize, usize, Option<usize>, i64)>,
-    writes_acked: HashMap<(usize, usize), BTreeMap<usize, i64>>,
+    writes_acked: AckedWrites,
     /// Why clients lost connections: (closed by a server, gave up, crash).
     drops: (usize, usize, usize),
     applied_states: HashMap<u64, Vec<ReplicaState>>,
@@ -1379,12 +1401,7 @@ impl Sim {
                     handed.push(value);
                 }
                 Op::Set { key, index } => {
-                    assert!(
-                        client.acked[key].is_none_or(|a| a < index),
-                        "seed {seed}: client {c} acks out of order"
-                    );
-                    client.acked[key] = Some(index);
-                    (writes_acked.entry((c, key)).or_default()).insert(index, header.zxid);
+                    client.ack(seed, c, key, index, header.zxid, writes_acked);
                     client.heard.push(wrote);
                 }
                 Op::Multi { sets, abort } => {
@@ -1406,41 +1423,25 @@ impl Sim {
                         continue;
                     }
                     for (key, index) in sets {
-                        assert!(
-                            client.acked[key].is_none_or(|a| a < index),
-                            "seed {seed}: client {c} acks out of order"
-                        );
-                        client.acked[key] = Some(index);
-                        (writes_acked.entry((c, key)).or_default()).insert(index, header.zxid);
+                        client.ack(seed, c, key, index, header.zxid, writes_acked);
                     }
                     self.multis.0 += 1;
                     client.heard.push(wrote);
                 }
-                Op::Get {
-                    key,
-                    min,
-                    max,
-                    watch,
-                } => {
+                Op::Get { .. } | Op::Peek { .. } => {
+                    let ((owner, key), watch) = match op {
+                        Op::Get { key, watch, .. } => ((c, key), watch),
+                        Op::Peek { owner, key, watch } => ((owner, key), watch),
+                        _ => unreachable!("a single read"),
+                    };
                     let seen = decode_data(&body);
-                    assert!(
-                        seen >= min && seen <= max,
-                        "seed {seed}: client {c} key {key}: read {seen:?}, expected within {min:?}..={max:?}"
-                    );
-                    not_aborted(c, key, seen);
-                    client.read[key] = client.read[key].max(seen);
-                    reads_answered.push((c, key, seen, header.zxid));
-                    client.heard.push(Heard::Replied {
-                        reads: vec![((c, key), seen)],
-                        zxid: header.zxid,
-                    });
-                    if watch {
-                        client.arm((c, key), seen, header.zxid);
-                        self.watches.0 += 1;
+                    if let Op::Get { min, max, .. } = op {
+                        assert!(
+                            seen >= min && seen <= max,
+                            "seed {seed}: client {c} key {key}: read {seen:?}, expected within {min:?}..={max:?}"
+                        );
+                        client.read[key] = client.read[key].max(seen);
                     }
-                }
-                Op::Peek { owner, key, watch } => {
-                    let seen = decode_data(&body);
                     not_aborted(owner, key, seen);
                     reads_answered.push((owner, key, seen, header.zxid));
                     client.heard.push(Heard::Replied {
