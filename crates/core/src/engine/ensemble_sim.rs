@@ -75,7 +75,7 @@ use super::sim::{index_of, key_path, value};
 use super::sim_world::machine::SimMachine;
 use super::sim_world::network::{input_of, SimNetwork};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, AckedWrites, Heard, Key};
+use super::sim_world::watch_log::{check_watch_order, key_of, AckedWrites, Heard, Key};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{Engine, Input};
@@ -262,12 +262,6 @@ impl Client {
         let min = self.acked[key].max(self.sent_here[key]).max(self.read[key]);
         (min, self.written[key].checked_sub(1))
     }
-}
-
-/// The key a path names, if it is one of the clients' keys.
-fn key_of(path: &str) -> Option<Key> {
-    let (owner, key) = path.strip_prefix("/c")?.split_once("/k")?;
-    Some((owner.parse().ok()?, key.parse().ok()?))
 }
 
 /// The shipped atomic counter: every `next` must return a value no other

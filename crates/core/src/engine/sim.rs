@@ -7,9 +7,13 @@
 //! through the production recovery. After
 //! every step the contract is checked: replies in request order, a read sees
 //! exactly its session's preceding writes, and nothing acknowledged is lost.
+//! Some reads set data watches, on the client's keys or another's, which a
+//! client restores with setWatches once the server is back; their events
+//! are checked as the ensemble simulator checks them
+//! (`sim_world/watch_log.rs`).
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test sim`.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::jute::{Reader, Record};
@@ -18,6 +22,7 @@ use stoa_proto::request::Request;
 
 use super::sim_world::machine::{SimMachine, SimNode};
 use super::sim_world::rng::Rng;
+use super::sim_world::watch_log::{check_watch_order, key_of, AckedWrites, Heard, Key};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{EngineConfig, Input};
@@ -32,8 +37,15 @@ const T0_MS: i64 = 1_700_000_000_000;
 enum Op {
     /// Writes the key's value number `index` (this client's write order).
     Set { key: usize, index: usize },
-    /// Must see exactly the value written last before it was sent.
-    Get { key: usize, expect: Option<usize> },
+    /// Must see exactly the value written last before it was sent;
+    /// `watch`: it sets a data watch.
+    Get {
+        key: usize,
+        expect: Option<usize>,
+        watch: bool,
+    },
+    /// Reads (and watches) another client's key.
+    Peek { owner: usize, key: usize },
 }
 
 struct Client {
@@ -44,6 +56,13 @@ struct Client {
     /// acknowledged one.
     written: Vec<usize>,
     acked: Vec<Option<usize>>,
+    /// The data watches it holds: the value the read that set each saw,
+    /// and that read's zxid.
+    watching: BTreeMap<Key, (Option<usize>, i64)>,
+    /// The newest event's zxid on the current connection.
+    last_event_zxid: i64,
+    /// Replies, events and watches set, in the order heard.
+    heard: Vec<Heard>,
 }
 
 pub(super) fn key_path(client: usize, key: usize) -> String {
@@ -70,6 +89,8 @@ struct Sim {
     now_ms: i64,
     clients: Vec<Client>,
     next_conn: u64,
+    /// The zxid of every acknowledged write, by key and value.
+    writes_acked: AckedWrites,
 }
 
 impl Sim {
@@ -85,6 +106,7 @@ impl Sim {
             now_ms: T0_MS,
             clients: Vec::new(),
             next_conn: 1,
+            writes_acked: AckedWrites::new(),
         };
         for _ in 0..CLIENTS {
             let conn = sim.fresh_conn();
@@ -94,6 +116,9 @@ impl Sim {
                 in_flight: VecDeque::new(),
                 written: vec![0; KEYS_PER_CLIENT],
                 acked: vec![None; KEYS_PER_CLIENT],
+                watching: BTreeMap::new(),
+                last_event_zxid: 0,
+                heard: Vec::new(),
             });
         }
         sim.setup();
@@ -197,6 +222,7 @@ impl Sim {
 
     /// Parses the client's inbox and checks every reply against the model.
     fn receive(&mut self, c: usize) {
+        let seed = self.seed;
         let frames = self.clients[c].wire.take_frames();
         for frame in frames {
             let client = &mut self.clients[c];
@@ -205,7 +231,26 @@ impl Sim {
                     client.wire.adopt(&r);
                     continue;
                 }
-                ServerFrame::Event(..) => continue,
+                ServerFrame::Event(zxid, event) => {
+                    let key = key_of(&event.path)
+                        .unwrap_or_else(|| panic!("seed {seed}: an event for {}", event.path));
+                    let Some((_, since)) = client.watching.remove(&key) else {
+                        panic!(
+                            "seed {seed}: client {c} heard an event for {} it holds no watch on",
+                            event.path
+                        )
+                    };
+                    assert!(
+                        zxid > since && zxid >= client.last_event_zxid,
+                        "seed {seed}: client {c}'s event for {} at {zxid:#x}: its watch set at \
+                         {since:#x}, the event before at {:#x}",
+                        event.path,
+                        client.last_event_zxid
+                    );
+                    client.last_event_zxid = zxid;
+                    client.heard.push(Heard::Fired { key });
+                    continue;
+                }
                 ServerFrame::Reply(header, _) if header.xid < 0 => continue, // pings
                 ServerFrame::Reply(header, body) => (header, body),
             };
@@ -226,6 +271,8 @@ impl Sim {
                 "seed {}: client {c} xid {xid} failed",
                 self.seed
             );
+            let zxid = header.zxid;
+            client.wire.last_zxid = client.wire.last_zxid.max(zxid);
             match op {
                 Op::Set { key, index } => {
                     let acked = &mut client.acked[key];
@@ -235,16 +282,33 @@ impl Sim {
                         self.seed
                     );
                     *acked = Some(index);
+                    let writes = self.writes_acked.entry((c, key)).or_default();
+                    writes.insert(index, zxid);
+                    let reads = Vec::new();
+                    client.heard.push(Heard::Replied { reads, zxid });
                 }
-                Op::Get { key, expect } => {
+                Op::Get { .. } | Op::Peek { .. } => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
                     let seen = index_of(reply.data.as_deref().unwrap_or_default());
-                    assert_eq!(
-                        seen, expect,
-                        "seed {}: client {c} key {key}: read {seen:?}, its last write was {expect:?}",
-                        self.seed
-                    );
+                    let (key, watch) = match op {
+                        Op::Get { key, expect, watch } => {
+                            assert_eq!(
+                                seen, expect,
+                                "seed {}: client {c} key {key}: read {seen:?}, its last write was {expect:?}",
+                                self.seed
+                            );
+                            ((c, key), watch)
+                        }
+                        Op::Peek { owner, key } => ((owner, key), true),
+                        Op::Set { .. } => unreachable!("a read"),
+                    };
+                    let reads = vec![(key, seen)];
+                    client.heard.push(Heard::Replied { reads, zxid });
+                    if watch {
+                        client.watching.entry(key).or_insert((seen, zxid));
+                        client.heard.push(Heard::Armed { key, seen });
+                    }
                 }
             }
         }
@@ -291,13 +355,18 @@ impl Sim {
             self.clients[c]
                 .in_flight
                 .push_back((xid, Op::Set { key, index }));
+        } else if self.rng.chance(20) {
+            let owner = self.rng.below(CLIENTS as u64) as usize;
+            let xid = self.send_raw(c, wire::get(&key_path(owner, key), true));
+            let peek = Op::Peek { owner, key };
+            self.clients[c].in_flight.push_back((xid, peek));
         } else {
             let written = self.clients[c].written[key];
             let expect = written.checked_sub(1);
-            let xid = self.send_raw(c, wire::get(&path, false));
-            self.clients[c]
-                .in_flight
-                .push_back((xid, Op::Get { key, expect }));
+            let watch = self.rng.chance(25);
+            let xid = self.send_raw(c, wire::get(&path, watch));
+            let get = Op::Get { key, expect, watch };
+            self.clients[c].in_flight.push_back((xid, get));
         }
     }
 
@@ -347,6 +416,7 @@ impl Sim {
             }
             self.clients[c].in_flight.clear();
             self.clients[c].wire.inbox.clear();
+            self.clients[c].last_event_zxid = 0;
             self.clients[c].conn = self.fresh_conn();
             self.connect(c);
         }
@@ -358,7 +428,27 @@ impl Sim {
                 "seed {}: durable session {c} was lost",
                 self.seed
             );
+            self.restore_watches(c);
         }
+        self.settle();
+    }
+
+    /// Restores the client's data watches on its new connection, for the
+    /// changes after the newest zxid it saw, as ZooKeeper's clients do.
+    fn restore_watches(&mut self, c: usize) {
+        let client = &self.clients[c];
+        if client.watching.is_empty() {
+            return;
+        }
+        let paths = (client.watching.keys())
+            .map(|&(owner, key)| key_path(owner, key))
+            .collect();
+        let bytes = wire::request_frame(-8, &wire::set_watches(client.wire.last_zxid, paths));
+        let conn = client.conn;
+        self.node()
+            .engine_mut()
+            .handle(Input::Frames { conn, bytes });
+        self.collect();
     }
 }
 
@@ -381,8 +471,9 @@ fn engine_config(seed: u64) -> EngineConfig {
     }
 }
 
-/// Runs one seed; returns the batches the node wrote inline.
-fn run(seed: u64) -> u64 {
+/// Runs one seed; returns the batches the node wrote inline and the
+/// events the clients heard.
+fn run(seed: u64) -> (u64, usize) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
@@ -404,7 +495,28 @@ fn run(seed: u64) -> u64 {
         );
     }
     sim.crash_and_restart();
-    let engine = sim.node().engine();
+    for c in 0..CLIENTS {
+        sim.receive(c);
+    }
+    for (c, client) in sim.clients.iter().enumerate() {
+        if let Err(broken) = check_watch_order(seed, c, &client.heard, &sim.writes_acked) {
+            panic!("{broken}");
+        }
+    }
+    let engine = sim.machine.engine().expect("the server runs");
+    // Settled, every client has heard every event: a watch it still holds
+    // is on a key no write changed since.
+    for (c, client) in sim.clients.iter().enumerate() {
+        for (&(owner, key), &(seen, since)) in &client.watching {
+            let path = key_path(owner, key);
+            let tree = &engine.cores[engine.partition_of(&path)].tree;
+            let now = index_of(tree.node(&path).expect("keys exist").data());
+            assert_eq!(
+                now, seen,
+                "seed {seed}: client {c}'s watch on {path} (set at {since:#x}) never fired"
+            );
+        }
+    }
     if engine.cores.len() > 1 {
         let path = key_path(1, 0);
         assert!(
@@ -412,7 +524,11 @@ fn run(seed: u64) -> u64 {
             "seed {seed}: client 1's keys live on partition 1"
         );
     }
-    sim.node().log().inline_writes
+    let fired = (sim.clients.iter())
+        .flat_map(|c| &c.heard)
+        .filter(|h| matches!(h, Heard::Fired { .. }))
+        .count();
+    (sim.node().log().inline_writes, fired)
 }
 
 #[test]
@@ -425,9 +541,12 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
             run(seed);
         }
         None => {
-            let inline: u64 = (0..SEEDS_DEFAULT).map(run).sum();
+            let (inline, fired) = (0..SEEDS_DEFAULT)
+                .map(run)
+                .fold((0, 0), |(i, f), (inline, fired)| (i + inline, f + fired));
             // Crashes must also fall between batches the node synced itself.
             assert!(inline > 0, "no seed wrote a batch inline");
+            assert!(fired > 0, "no client heard an event");
         }
     }
 }

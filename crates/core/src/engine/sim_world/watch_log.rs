@@ -15,6 +15,12 @@ use std::collections::{BTreeMap, HashMap};
 /// (owner, key): the key `/c{owner}/k{key}`.
 pub(crate) type Key = (usize, usize);
 
+/// The key a path names, if it is one of the clients' keys.
+pub(crate) fn key_of(path: &str) -> Option<Key> {
+    let (owner, key) = path.strip_prefix("/c")?.split_once("/k")?;
+    Some((owner.parse().ok()?, key.parse().ok()?))
+}
+
 /// The zxid of every acknowledged write, by key and value.
 pub(crate) type AckedWrites = HashMap<Key, BTreeMap<usize, i64>>;
 
