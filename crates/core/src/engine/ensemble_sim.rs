@@ -75,7 +75,7 @@ use super::sim::{index_of, key_path, value};
 use super::sim_world::machine::SimMachine;
 use super::sim_world::network::{input_of, SimNetwork};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, key_of, AckedWrites, Heard, Key};
+use super::sim_world::watch_log::{check_watch_order, key_of, restoring, AckedWrites, Heard, Key};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{Engine, Input};
@@ -1110,18 +1110,13 @@ impl Sim {
         }
     }
 
-    /// Restores the client's data watches on its new connection, for the
-    /// changes after the newest zxid it saw (as ZooKeeper's clients do
-    /// before anything else they send).
+    /// Restores the client's data watches on its new connection, before
+    /// anything else it sends.
     fn restore_watches(&mut self, c: usize) {
         let client = &self.clients[c];
-        if client.watching.is_empty() {
+        let Some(restore) = restoring(client.wire.last_zxid, &client.watching) else {
             return;
-        }
-        let paths = (client.watching.keys())
-            .map(|&(owner, key)| key_path(owner, key))
-            .collect();
-        let restore = wire::set_watches(client.wire.last_zxid, paths);
+        };
         if self.send_with_xid(c, -8, restore).is_some() {
             self.watches.2 += 1;
         }

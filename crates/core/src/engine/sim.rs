@@ -22,7 +22,7 @@ use stoa_proto::request::Request;
 
 use super::sim_world::machine::{SimMachine, SimNode};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, key_of, AckedWrites, Heard, Key};
+use super::sim_world::watch_log::{check_watch_order, key_of, restoring, AckedWrites, Heard, Key};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{EngineConfig, Input};
@@ -433,17 +433,13 @@ impl Sim {
         self.settle();
     }
 
-    /// Restores the client's data watches on its new connection, for the
-    /// changes after the newest zxid it saw, as ZooKeeper's clients do.
+    /// Restores the client's data watches on its new connection.
     fn restore_watches(&mut self, c: usize) {
         let client = &self.clients[c];
-        if client.watching.is_empty() {
+        let Some(restore) = restoring(client.wire.last_zxid, &client.watching) else {
             return;
-        }
-        let paths = (client.watching.keys())
-            .map(|&(owner, key)| key_path(owner, key))
-            .collect();
-        let bytes = wire::request_frame(-8, &wire::set_watches(client.wire.last_zxid, paths));
+        };
+        let bytes = wire::request_frame(-8, &restore);
         let conn = client.conn;
         self.node()
             .engine_mut()

@@ -12,6 +12,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use stoa_proto::request::Request;
+
 /// (owner, key): the key `/c{owner}/k{key}`.
 pub(crate) type Key = (usize, usize);
 
@@ -19,6 +21,16 @@ pub(crate) type Key = (usize, usize);
 pub(crate) fn key_of(path: &str) -> Option<Key> {
     let (owner, key) = path.strip_prefix("/c")?.split_once("/k")?;
     Some((owner.parse().ok()?, key.parse().ok()?))
+}
+
+/// The setWatches a client sends first on a new connection (xid -8) to
+/// restore the data watches it holds, for the changes after the newest
+/// zxid it saw, as ZooKeeper's clients do; None if it holds none.
+pub(crate) fn restoring<V>(last_zxid: i64, watching: &BTreeMap<Key, V>) -> Option<Request> {
+    let paths: Vec<String> = (watching.keys())
+        .map(|&(owner, key)| format!("/c{owner}/k{key}"))
+        .collect();
+    (!paths.is_empty()).then(|| super::wire::set_watches(last_zxid, paths))
 }
 
 /// The zxid of every acknowledged write, by key and value.
