@@ -65,7 +65,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::jute::{Reader, Record};
-use stoa_proto::opcode::{EventType, OpCode};
+use stoa_proto::opcode::OpCode;
 use stoa_proto::records::GetDataResponse;
 use stoa_proto::request::Request;
 use stoa_proto::response::{MultiResult, Response};
@@ -75,7 +75,7 @@ use super::sim::{index_of, key_path, value};
 use super::sim_world::machine::SimMachine;
 use super::sim_world::network::{input_of, SimNetwork};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, key_of, restoring, AckedWrites, Heard, Key};
+use super::sim_world::watch_log::{check_watch_order, AckedWrites, ClientWatches, Key};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{Engine, Input};
@@ -215,13 +215,9 @@ struct Client {
     last_heard_ms: i64,
     last_sent_ms: i64,
     ping_sent_ms: Option<i64>,
-    /// The data watches it holds, with the value the read that set each
-    /// saw and that read's zxid: a reconnect restores them (setWatches).
-    watching: BTreeMap<Key, (Option<usize>, i64)>,
-    /// The newest event's zxid on the current connection.
-    last_event_zxid: i64,
-    /// Replies, events and watches set, in the order heard.
-    heard: Vec<Heard>,
+    /// Its data watches (a reconnect restores them with setWatches) and
+    /// what it heard.
+    watching: ClientWatches,
 }
 
 impl Client {
@@ -245,14 +241,6 @@ impl Client {
             .entry((c, key))
             .or_default()
             .insert(index, zxid);
-    }
-
-    /// A read that set a data watch on `key` answered at `zxid`, seeing
-    /// `seen`: the first change past it fires the watch (a watch already
-    /// held stays as it was).
-    fn arm(&mut self, key: Key, seen: Option<usize>, zxid: i64) {
-        self.watching.entry(key).or_insert((seen, zxid));
-        self.heard.push(Heard::Armed { key, seen });
     }
 
     /// What a read of its own `key` may see: at least its session's writes
@@ -420,9 +408,7 @@ impl Sim {
                 last_heard_ms: T0_MS,
                 last_sent_ms: T0_MS,
                 ping_sent_ms: None,
-                watching: BTreeMap::new(),
-                last_event_zxid: 0,
-                heard: Vec::new(),
+                watching: ClientWatches::default(),
             })
             .collect();
         let mut sim = Sim {
@@ -909,7 +895,7 @@ impl Sim {
         }
         client.last_sent_ms = self.now_ms;
         client.ping_sent_ms = None;
-        client.last_event_zxid = 0;
+        client.watching.new_connection();
         let bytes = client.wire.connect_bytes(SESSION_TIMEOUT_MS);
         let engine = self.servers[s].engine_mut().expect("checked above");
         wire::open(engine, conn, bytes);
@@ -1114,7 +1100,7 @@ impl Sim {
     /// anything else it sends.
     fn restore_watches(&mut self, c: usize) {
         let client = &self.clients[c];
-        let Some(restore) = restoring(client.wire.last_zxid, &client.watching) else {
+        let Some(restore) = client.watching.restoring(client.wire.last_zxid) else {
             return;
         };
         if self.send_with_xid(c, -8, restore).is_some() {
@@ -1284,8 +1270,7 @@ impl Sim {
                         // connect, without the old one's watches.
                         client.wire.handshaken = false;
                         client.conn = None;
-                        client.watching.clear();
-                        client.heard.push(Heard::Expired);
+                        client.watching.expired();
                         return;
                     }
                     restore = true;
@@ -1295,33 +1280,9 @@ impl Sim {
                     if self.trace {
                         eprintln!("{now} client {c} event for {} at {zxid:#x}", event.path);
                     }
-                    let key = key_of(&event.path).unwrap_or_else(|| {
-                        panic!("seed {seed}: client {c} heard an event for {}", event.path)
-                    });
-                    assert_eq!(
-                        event.kind,
-                        EventType::NodeDataChanged as i32,
-                        "seed {seed}: client {c}'s event for {}",
-                        event.path
-                    );
-                    let Some((_, since)) = client.watching.remove(&key) else {
-                        panic!(
-                            "seed {seed}: client {c} heard an event for {} it holds no watch on",
-                            event.path
-                        )
-                    };
-                    assert!(
-                        zxid > since,
-                        "seed {seed}: client {c}'s event for {} at {zxid:#x}, its watch set at {since:#x}",
-                        event.path
-                    );
-                    assert!(
-                        zxid >= client.last_event_zxid,
-                        "seed {seed}: client {c}'s events out of zxid order: {zxid:#x} after {:#x}",
-                        client.last_event_zxid
-                    );
-                    client.last_event_zxid = zxid;
-                    client.heard.push(Heard::Fired { key });
+                    if let Err(why) = client.watching.fired(zxid, &event) {
+                        panic!("seed {seed}: client {c} heard {why}");
+                    }
                     self.watches.1 += 1;
                     continue;
                 }
@@ -1361,24 +1322,20 @@ impl Sim {
                 header.zxid
             );
             client.wire.last_zxid = header.zxid;
-            let wrote = Heard::Replied {
-                reads: Vec::new(),
-                zxid: header.zxid,
-            };
             let decode_data = |body: &[u8]| {
                 let reply = GetDataResponse::decode(&mut Reader::new(body)).expect("getData reply");
                 index_of(reply.data.as_deref().unwrap_or_default())
             };
             match op {
-                Op::Create => client.heard.push(wrote),
+                Op::Create => client.watching.replied(Vec::new(), header.zxid),
                 Op::Reconfig { .. } => {
                     if !refused {
-                        client.heard.push(wrote);
+                        client.watching.replied(Vec::new(), header.zxid);
                     }
                 }
                 Op::Move => {
                     moves += 1;
-                    client.heard.push(wrote);
+                    client.watching.replied(Vec::new(), header.zxid);
                 }
                 Op::Next => {
                     let reply =
@@ -1391,7 +1348,7 @@ impl Sim {
                 }
                 Op::Set { key, index } => {
                     client.ack(seed, c, key, index, header.zxid, writes_acked);
-                    client.heard.push(wrote);
+                    client.watching.replied(Vec::new(), header.zxid);
                 }
                 Op::Multi { sets, abort } => {
                     if abort {
@@ -1415,7 +1372,7 @@ impl Sim {
                         client.ack(seed, c, key, index, header.zxid, writes_acked);
                     }
                     self.multis.0 += 1;
-                    client.heard.push(wrote);
+                    client.watching.replied(Vec::new(), header.zxid);
                 }
                 Op::Get { .. } | Op::Peek { .. } => {
                     let ((owner, key), watch) = match op {
@@ -1433,12 +1390,11 @@ impl Sim {
                     }
                     not_aborted(owner, key, seen);
                     reads_answered.push((owner, key, seen, header.zxid));
-                    client.heard.push(Heard::Replied {
-                        reads: vec![((owner, key), seen)],
-                        zxid: header.zxid,
-                    });
+                    client
+                        .watching
+                        .replied(vec![((owner, key), seen)], header.zxid);
                     if watch {
-                        client.arm((owner, key), seen, header.zxid);
+                        client.watching.arm((owner, key), seen, header.zxid);
                         self.watches.0 += 1;
                     }
                 }
@@ -1470,10 +1426,7 @@ impl Sim {
                         reads.push(((c, key), seen));
                     }
                     self.multis.2 += 1;
-                    client.heard.push(Heard::Replied {
-                        reads,
-                        zxid: header.zxid,
-                    });
+                    client.watching.replied(reads, header.zxid);
                 }
             }
         }
@@ -1640,7 +1593,9 @@ impl Sim {
         self.check_replicas();
         self.check_reads_by_zxid();
         for (c, client) in self.clients.iter().enumerate() {
-            if let Err(broken) = check_watch_order(seed, c, &client.heard, &self.writes_acked) {
+            if let Err(broken) =
+                check_watch_order(seed, c, &client.watching.heard, &self.writes_acked)
+            {
                 panic!("{broken}");
             }
         }
@@ -1747,18 +1702,11 @@ impl Sim {
         };
         for (c, client) in self.clients.iter().enumerate() {
             // Settled, a client connected to a member has heard every
-            // event: a watch it still holds is on a key no write changed
-            // since. (A server a reconfig removed stopped where it left.)
+            // event. (A server a reconfig removed stopped where it left.)
             let on_member = client.conn.is_some_and(|(s, _)| members.contains_key(&s));
             if on_member && client.wire.handshaken {
-                for (&key, &(seen, since)) in &client.watching {
-                    assert_eq!(
-                        final_value(key),
-                        seen,
-                        "seed {seed}: client {c}'s watch on /c{}/k{} (set at {since:#x}) never fired",
-                        key.0,
-                        key.1
-                    );
+                if let Err(why) = client.watching.check_unchanged(final_value) {
+                    panic!("seed {seed}: client {c}: {why}");
                 }
             }
             let present: Vec<Option<usize>> =

@@ -13,7 +13,7 @@
 //! (`sim_world/watch_log.rs`).
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test sim`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::jute::{Reader, Record};
@@ -22,7 +22,7 @@ use stoa_proto::request::Request;
 
 use super::sim_world::machine::{SimMachine, SimNode};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, key_of, restoring, AckedWrites, Heard, Key};
+use super::sim_world::watch_log::{check_watch_order, AckedWrites, ClientWatches};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{EngineConfig, Input};
@@ -56,13 +56,8 @@ struct Client {
     /// acknowledged one.
     written: Vec<usize>,
     acked: Vec<Option<usize>>,
-    /// The data watches it holds: the value the read that set each saw,
-    /// and that read's zxid.
-    watching: BTreeMap<Key, (Option<usize>, i64)>,
-    /// The newest event's zxid on the current connection.
-    last_event_zxid: i64,
-    /// Replies, events and watches set, in the order heard.
-    heard: Vec<Heard>,
+    /// Its data watches (restored after a restart) and what it heard.
+    watching: ClientWatches,
 }
 
 pub(super) fn key_path(client: usize, key: usize) -> String {
@@ -116,9 +111,7 @@ impl Sim {
                 in_flight: VecDeque::new(),
                 written: vec![0; KEYS_PER_CLIENT],
                 acked: vec![None; KEYS_PER_CLIENT],
-                watching: BTreeMap::new(),
-                last_event_zxid: 0,
-                heard: Vec::new(),
+                watching: ClientWatches::default(),
             });
         }
         sim.setup();
@@ -232,23 +225,9 @@ impl Sim {
                     continue;
                 }
                 ServerFrame::Event(zxid, event) => {
-                    let key = key_of(&event.path)
-                        .unwrap_or_else(|| panic!("seed {seed}: an event for {}", event.path));
-                    let Some((_, since)) = client.watching.remove(&key) else {
-                        panic!(
-                            "seed {seed}: client {c} heard an event for {} it holds no watch on",
-                            event.path
-                        )
-                    };
-                    assert!(
-                        zxid > since && zxid >= client.last_event_zxid,
-                        "seed {seed}: client {c}'s event for {} at {zxid:#x}: its watch set at \
-                         {since:#x}, the event before at {:#x}",
-                        event.path,
-                        client.last_event_zxid
-                    );
-                    client.last_event_zxid = zxid;
-                    client.heard.push(Heard::Fired { key });
+                    if let Err(why) = client.watching.fired(zxid, &event) {
+                        panic!("seed {seed}: client {c} heard {why}");
+                    }
                     continue;
                 }
                 ServerFrame::Reply(header, _) if header.xid < 0 => continue, // pings
@@ -284,8 +263,7 @@ impl Sim {
                     *acked = Some(index);
                     let writes = self.writes_acked.entry((c, key)).or_default();
                     writes.insert(index, zxid);
-                    let reads = Vec::new();
-                    client.heard.push(Heard::Replied { reads, zxid });
+                    client.watching.replied(Vec::new(), zxid);
                 }
                 Op::Get { .. } | Op::Peek { .. } => {
                     let reply =
@@ -303,11 +281,9 @@ impl Sim {
                         Op::Peek { owner, key } => ((owner, key), true),
                         Op::Set { .. } => unreachable!("a read"),
                     };
-                    let reads = vec![(key, seen)];
-                    client.heard.push(Heard::Replied { reads, zxid });
+                    client.watching.replied(vec![(key, seen)], zxid);
                     if watch {
-                        client.watching.entry(key).or_insert((seen, zxid));
-                        client.heard.push(Heard::Armed { key, seen });
+                        client.watching.arm(key, seen, zxid);
                     }
                 }
             }
@@ -416,7 +392,7 @@ impl Sim {
             }
             self.clients[c].in_flight.clear();
             self.clients[c].wire.inbox.clear();
-            self.clients[c].last_event_zxid = 0;
+            self.clients[c].watching.new_connection();
             self.clients[c].conn = self.fresh_conn();
             self.connect(c);
         }
@@ -436,7 +412,7 @@ impl Sim {
     /// Restores the client's data watches on its new connection.
     fn restore_watches(&mut self, c: usize) {
         let client = &self.clients[c];
-        let Some(restore) = restoring(client.wire.last_zxid, &client.watching) else {
+        let Some(restore) = client.watching.restoring(client.wire.last_zxid) else {
             return;
         };
         let bytes = wire::request_frame(-8, &restore);
@@ -495,22 +471,20 @@ fn run(seed: u64) -> (u64, usize) {
         sim.receive(c);
     }
     for (c, client) in sim.clients.iter().enumerate() {
-        if let Err(broken) = check_watch_order(seed, c, &client.heard, &sim.writes_acked) {
+        if let Err(broken) = check_watch_order(seed, c, &client.watching.heard, &sim.writes_acked) {
             panic!("{broken}");
         }
     }
     let engine = sim.machine.engine().expect("the server runs");
-    // Settled, every client has heard every event: a watch it still holds
-    // is on a key no write changed since.
+    // Settled, every client has heard every event.
+    let value_of = |(owner, key)| {
+        let path = key_path(owner, key);
+        let tree = &engine.cores[engine.partition_of(&path)].tree;
+        index_of(tree.node(&path).expect("keys exist").data())
+    };
     for (c, client) in sim.clients.iter().enumerate() {
-        for (&(owner, key), &(seen, since)) in &client.watching {
-            let path = key_path(owner, key);
-            let tree = &engine.cores[engine.partition_of(&path)].tree;
-            let now = index_of(tree.node(&path).expect("keys exist").data());
-            assert_eq!(
-                now, seen,
-                "seed {seed}: client {c}'s watch on {path} (set at {since:#x}) never fired"
-            );
+        if let Err(why) = client.watching.check_unchanged(value_of) {
+            panic!("seed {seed}: client {c}: {why}");
         }
     }
     if engine.cores.len() > 1 {
@@ -520,10 +494,7 @@ fn run(seed: u64) -> (u64, usize) {
             "seed {seed}: client 1's keys live on partition 1"
         );
     }
-    let fired = (sim.clients.iter())
-        .flat_map(|c| &c.heard)
-        .filter(|h| matches!(h, Heard::Fired { .. }))
-        .count();
+    let fired = (sim.clients.iter()).map(|c| c.watching.fired_count()).sum();
     (sim.node().log().inline_writes, fired)
 }
 

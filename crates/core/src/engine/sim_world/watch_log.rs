@@ -12,25 +12,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use stoa_proto::opcode::EventType;
+use stoa_proto::records::WatcherEvent;
 use stoa_proto::request::Request;
 
 /// (owner, key): the key `/c{owner}/k{key}`.
 pub(crate) type Key = (usize, usize);
 
 /// The key a path names, if it is one of the clients' keys.
-pub(crate) fn key_of(path: &str) -> Option<Key> {
+fn key_of(path: &str) -> Option<Key> {
     let (owner, key) = path.strip_prefix("/c")?.split_once("/k")?;
     Some((owner.parse().ok()?, key.parse().ok()?))
-}
-
-/// The setWatches a client sends first on a new connection (xid -8) to
-/// restore the data watches it holds, for the changes after the newest
-/// zxid it saw, as ZooKeeper's clients do; None if it holds none.
-pub(crate) fn restoring<V>(last_zxid: i64, watching: &BTreeMap<Key, V>) -> Option<Request> {
-    let paths: Vec<String> = (watching.keys())
-        .map(|&(owner, key)| format!("/c{owner}/k{key}"))
-        .collect();
-    (!paths.is_empty()).then(|| super::wire::set_watches(last_zxid, paths))
 }
 
 /// The zxid of every acknowledged write, by key and value.
@@ -52,6 +44,105 @@ pub(crate) enum Heard {
     },
     /// The session expired: its watches went with it.
     Expired,
+}
+
+/// A simulated client's side of its data watches: those it holds, the
+/// newest event's zxid on its connection, and what it heard in order.
+#[derive(Default)]
+pub(crate) struct ClientWatches {
+    /// Per key watched: the value the read that set the watch saw, and
+    /// that read's zxid.
+    pub held: BTreeMap<Key, (Option<usize>, i64)>,
+    last_event_zxid: i64,
+    /// Replies, events and watches set, in the order heard.
+    pub heard: Vec<Heard>,
+}
+
+impl ClientWatches {
+    /// A successful reply at `zxid`: a read's with what it saw of each key,
+    /// or a write's (no reads).
+    pub fn replied(&mut self, reads: Vec<(Key, Option<usize>)>, zxid: i64) {
+        self.heard.push(Heard::Replied { reads, zxid });
+    }
+
+    /// A read that set a data watch on `key` answered at `zxid`, seeing
+    /// `seen` (after its `replied`): the first change past it fires the
+    /// watch (a watch already held stays as it was).
+    pub fn arm(&mut self, key: Key, seen: Option<usize>, zxid: i64) {
+        self.held.entry(key).or_insert((seen, zxid));
+        self.heard.push(Heard::Armed { key, seen });
+    }
+
+    /// An event at `zxid`: it must be a data change of a key watched here,
+    /// after the read that set the watch and no older than the
+    /// connection's event before it.
+    pub fn fired(&mut self, zxid: i64, event: &WatcherEvent) -> Result<Key, String> {
+        let path = &event.path;
+        let key = key_of(path).ok_or_else(|| format!("an event for {path}"))?;
+        if event.kind != EventType::NodeDataChanged as i32 {
+            return Err(format!("an event of type {} for {path}", event.kind));
+        }
+        let (_, since) = (self.held.remove(&key))
+            .ok_or_else(|| format!("an event for {path}, which it holds no watch on"))?;
+        if zxid <= since {
+            return Err(format!(
+                "an event for {path} at {zxid:#x}, its watch set at {since:#x}"
+            ));
+        }
+        if zxid < self.last_event_zxid {
+            return Err(format!(
+                "events out of zxid order: {zxid:#x} after {:#x}",
+                self.last_event_zxid
+            ));
+        }
+        self.last_event_zxid = zxid;
+        self.heard.push(Heard::Fired { key });
+        Ok(key)
+    }
+
+    /// A new connection: events are ordered afresh on it.
+    pub fn new_connection(&mut self) {
+        self.last_event_zxid = 0;
+    }
+
+    /// The session expired: its watches went with it.
+    pub fn expired(&mut self) {
+        self.held.clear();
+        self.heard.push(Heard::Expired);
+    }
+
+    /// The setWatches a client sends first on a new connection (xid -8) to
+    /// restore the watches it holds, for the changes after the newest zxid
+    /// it saw, as ZooKeeper's clients do; None if it holds none.
+    pub fn restoring(&self, last_zxid: i64) -> Option<Request> {
+        let paths: Vec<String> = (self.held.keys())
+            .map(|&(owner, key)| format!("/c{owner}/k{key}"))
+            .collect();
+        (!paths.is_empty()).then(|| super::wire::set_watches(last_zxid, paths))
+    }
+
+    /// Settled, a connected client has heard every event: each watch it
+    /// still holds is on a key whose value (`value_of`) is the one its
+    /// read saw.
+    pub fn check_unchanged(&self, value_of: impl Fn(Key) -> Option<usize>) -> Result<(), String> {
+        for (&key, &(seen, since)) in &self.held {
+            let now = value_of(key);
+            if now != seen {
+                return Err(format!(
+                    "its watch on /c{}/k{} (set at {since:#x}, seeing {seen:?}) never fired; the key is {now:?}",
+                    key.0, key.1
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Events heard.
+    pub fn fired_count(&self) -> usize {
+        (self.heard.iter())
+            .filter(|h| matches!(h, Heard::Fired { .. }))
+            .count()
+    }
 }
 
 /// The first acknowledged write of `key` past value `seen`: (value, zxid).
