@@ -26,6 +26,12 @@ processes driven by `stoa bench`:
               (balanced), then the second moves to /g3 (both on partition
               1); mntr polled every 100 ms gives each partition's writes/s
               and the moment stoa_group_moves counts the balancer's move.
+  wal         the WAL thread's CPU per write as the load grows: P=1, setData
+              of 100 B at 2x8 up to 32x32 in flight; `mntr`'s counts of
+              writes and of the groups the WAL thread synced give the
+              writes per group, /proc its CPU; a fit splits that CPU into a
+              part per group (the write and flush syscalls) and a part per
+              write (encoding, copying), which the model's WAL bound uses.
 
 Then the model (model.py): throughput vs P for P=1..16 on 16 cores from
 the measured per-partition cost (CPU per op at P=1, per thread) and the
@@ -181,7 +187,7 @@ class Run:
                 log("stopping %r: %s" % (srv, e))
 
     # -- load
-    def bench(self, srv, args, timeout_extra=30, record=None):
+    def bench(self, srv, args, timeout_extra=30, record=None, counters=False):
         """One measured `stoa bench` run against srv (see _bench_once),
         recorded with `record`'s keys. A run during which other work on
         the machine took more than --max-foreign cores is taken again
@@ -198,7 +204,7 @@ class Run:
                     break
                 self.wait_quiet()
                 self.settle(srv)
-            fig = self._bench_once(srv, args, timeout_extra)
+            fig = self._bench_once(srv, args, timeout_extra, counters)
             if fig is None:
                 continue
             fig["attempts"] = attempt + 1
@@ -228,12 +234,14 @@ class Run:
         self.quiet_budget -= time.monotonic() - t0
         self.quiet_waited += time.monotonic() - t0
 
-    def _bench_once(self, srv, args, timeout_extra):
+    def _bench_once(self, srv, args, timeout_extra, counters=False):
         """One `stoa bench` run against srv: its JSON result (first
         result), with the server's CPU per op split by thread and the
         cores other work on the machine took meanwhile (all busy CPU less
         the server's and the load generator's); None when the run failed
-        (said in the log)."""
+        (said in the log). With `counters`, also each thread group's CPU
+        seconds and the growth of `MNTR_COUNTERS` over the same window
+        (warm-up included, as the threads' CPU is)."""
         out = os.path.join(self.work, "bench.json")
         if os.path.exists(out):
             os.remove(out)
@@ -241,6 +249,7 @@ class Run:
         warm = float(args[args.index("--warmup") + 1]) if "--warmup" in args else 1
         argv = [self.bin, "bench", "--servers", srv.hosts, "--server-pid", str(srv.pid),
                 "--json", out, "--quiet"] + [str(a) for a in args]
+        m0 = mntr(srv) if counters else None
         before = thread_ticks(srv.pid)
         busy0, srv0, kids0, t0 = (machine_busy_ticks(), proc_ticks(srv.pid), children_cpu_s(),
                                   time.monotonic())
@@ -252,6 +261,7 @@ class Run:
             log("bench timed out: %s" % " ".join(argv))
             return None
         after = thread_ticks(srv.pid)
+        m1 = mntr(srv) if counters else None
         busy1, srv1, kids1, t1 = (machine_busy_ticks(), proc_ticks(srv.pid), children_cpu_s(),
                                   time.monotonic())
         foreign = None
@@ -274,6 +284,11 @@ class Run:
             "foreign_cores": foreign if foreign is not None else 0.0,
         }
         split = thread_split(before, after)
+        if counters:
+            fig["thread_s"] = {k: v / HZ for k, v in split.items()}
+            fig["counters"] = {k: m1.get(k, 0) - m0.get(k, 0) for k in MNTR_COUNTERS
+                               if isinstance(m1.get(k, 0), float)}
+            fig["fsync_avg_ms"] = m1.get("stoa_wal_fsync_avg_ms")
         total = sum(split.values())
         if total > 0 and fig["cpu_us_per_op"]:
             fig["threads_us_per_op"] = {k: fig["cpu_us_per_op"] * v / total
@@ -296,6 +311,9 @@ class Run:
 # ------------------------------------------------------------ /proc
 
 HZ = os.sysconf("SC_CLK_TCK")
+# What the WAL figure counts: writes applied, groups synced (by the WAL
+# thread, or inline by the engine's: `WalWriter::write_now`).
+MNTR_COUNTERS = ("stoa_txns_applied", "stoa_wal_fsyncs", "stoa_wal_fsyncs_inline")
 
 
 def machine_busy_ticks():
@@ -643,8 +661,36 @@ def rebalance_figures(samples, skew_at, parts):
     return res
 
 
+# The WAL figure's loads (sessions, in flight each), lightest first.
+WAL_LOADS = ((2, 8), (4, 16), (8, 16), (16, 32), (32, 32))
+
+
+def fig_wal(run):
+    """The WAL thread's CPU per write as the load (and with it the group
+    commit's groups) grows: P=1, setData of 100 B, each load of
+    `WAL_LOADS` on one server per round, in alternating order."""
+    a = run.args
+    loads = WAL_LOADS if not a.quick else (WAL_LOADS[1], WAL_LOADS[3])
+    for rnd, name, srv in run.each_server("wal", a.wal_rounds, ["P=1"], need=15):
+        for sessions, outstanding in (loads if rnd % 2 == 0 else loads[::-1]):
+            run.check_time("wal %dx%d" % (sessions, outstanding))
+            run.settle(srv)
+            f = run.bench(srv, closed_args(a, "set", 100, sessions, outstanding, roots="/g0"),
+                          record={"figure": "wal", "config": name, "round": rnd,
+                                  "load": "%dx%d" % (sessions, outstanding),
+                                  "in_flight": sessions * outstanding},
+                          counters=True)
+            if f:
+                c = f["counters"]
+                groups = c.get("stoa_wal_fsyncs", 0) - c.get("stoa_wal_fsyncs_inline", 0)
+                log("round %d wal %dx%d: %9.0f ops/s, %.1f writes per group, WAL thread "
+                    "%.2f s" % (rnd, sessions, outstanding, f["throughput"],
+                                c.get("stoa_txns_applied", 0) / max(1, groups),
+                                f["thread_s"]["wal"]))
+
+
 FIGURES = {"throughput": fig_throughput, "latency": fig_latency,
-           "switching": fig_switching, "rebalance": fig_rebalance}
+           "switching": fig_switching, "rebalance": fig_rebalance, "wal": fig_wal}
 
 
 def need_s(a, figure):
@@ -654,7 +700,8 @@ def need_s(a, figure):
             "latency": a.latency_rounds * 2 * 2 * len(a.fractions) * run,
             "switching": a.rounds * 2 * 2 * len(SWITCH_WAYS) * run,
             "rebalance": a.rebalance_rounds * (a.balanced_s + a.window_ms / 1000.0
-                                               + a.skew_s + 4)}[figure]
+                                               + a.skew_s + 4),
+            "wal": a.wal_rounds * len(WAL_LOADS) * run + a.wal_rounds * 5}[figure]
 
 
 def server_sources(commit):
@@ -712,6 +759,7 @@ def parse_args(argv):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--latency-rounds", type=int, default=2)
     ap.add_argument("--rebalance-rounds", type=int, default=3)
+    ap.add_argument("--wal-rounds", type=int, default=2)
     ap.add_argument("--duration", type=float, default=2.0, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=0.5)
     ap.add_argument("--payloads", default="8,100,1024")
@@ -742,7 +790,7 @@ def parse_args(argv):
         if f not in FIGURES:
             ap.error("unknown figure %r" % f)
     if a.quick:
-        a.rounds = a.latency_rounds = a.rebalance_rounds = 1
+        a.rounds = a.latency_rounds = a.rebalance_rounds = a.wal_rounds = 1
         a.duration, a.warmup = 0.6, 0.2
         a.payloads = [8, 100]
         a.fractions = [0.5]

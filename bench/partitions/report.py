@@ -134,7 +134,57 @@ def summarize(results, peaks):
             "after_ops_s": med([r.get("after_ops_s") for r in rb]),
             "window_ms": rb[0]["window_ms"],
         }
+    s["wal"], s["wal_fit"] = wal_summary(_select(results, figure="wal"))
     return s
+
+
+def wal_groups(r):
+    """(writes, groups the WAL thread synced, its CPU seconds) of a WAL
+    figure's run."""
+    c = r.get("counters") or {}
+    groups = c.get("stoa_wal_fsyncs", 0) - c.get("stoa_wal_fsyncs_inline", 0)
+    return c.get("stoa_txns_applied", 0), groups, (r.get("thread_s") or {}).get("wal", 0)
+
+
+def fit_wal(runs):
+    """Least squares, over every run, of the WAL thread's CPU as a cost per
+    group plus a cost per write (no constant): {"group_us", "write_us",
+    "runs"}, or None when the runs cannot tell the two apart."""
+    pts = [wal_groups(r) for r in runs]
+    pts = [(w, g, t) for w, g, t in pts if w > 0 and g > 0]
+    sgg = sum(g * g for w, g, t in pts)
+    sww = sum(w * w for w, g, t in pts)
+    sgw = sum(g * w for w, g, t in pts)
+    sgt = sum(g * t for w, g, t in pts)
+    swt = sum(w * t for w, g, t in pts)
+    det = sgg * sww - sgw * sgw
+    if len(pts) < 2 or det <= 1e-9 * sgg * sww:
+        return None
+    group_s = (sgt * sww - swt * sgw) / det
+    write_s = (swt * sgg - sgt * sgw) / det
+    return {"group_us": group_s * 1e6, "write_us": write_s * 1e6, "runs": len(pts)}
+
+
+def wal_summary(runs):
+    """The WAL figure's rows (one per load: medians over its rounds) and
+    the fit over all its runs."""
+    rows = []
+    for load in sorted({r["load"] for r in runs}, key=lambda l: _select(
+            runs, load=l)[0]["in_flight"]):
+        rs = _select(runs, load=load)
+        per = [wal_groups(r) for r in rs]
+        rows.append({
+            "load": load, "in_flight": rs[0]["in_flight"], "n": len(rs),
+            "throughput": med([r["throughput"] for r in rs]),
+            "writes_per_group": med([w / g for w, g, t in per if g > 0]),
+            "wal_us_per_write": med([1e6 * t / w for w, g, t in per if w > 0]),
+            "wal_us_per_group": med([1e6 * t / g for w, g, t in per if g > 0]),
+            "fsync_avg_ms": med([r.get("fsync_avg_ms") for r in rs]),
+        })
+    fit = fit_wal(runs)
+    if fit is not None:
+        fit["sync_ms"] = med([r.get("fsync_avg_ms") for r in runs])
+    return rows, fit
 
 
 def _row(rows, **kw):
@@ -159,6 +209,10 @@ def model_inputs(summary):
                "throughput_p1": p1["throughput"],
                "wal_busy_cores_p1": th["wal"] * p1["throughput"] / 1e6,
                "engine_busy_cores_p1": th["engine"] * p1["throughput"] / 1e6}
+        fit = summary.get("wal_fit")
+        if kind == "write" and fit and fit.get("sync_ms"):
+            inp.update({"wal_group_us": fit["group_us"], "wal_write_us": fit["write_us"],
+                        "wal_sync_us": 1000 * fit["sync_ms"]})
         sw = _row(summary["switching"], config=P2, op=op, way="burst1")
         if sw and sw.get("vs_none_throughput"):
             inp["switch_loss"] = max(0.0, 1 - sw["vs_none_throughput"]["median"])
@@ -519,11 +573,43 @@ def markdown(doc, plots):
             a("![Writes/s per partition through a skew and the balancer's move]"
               "(bench/agora_rebalance.png)\n")
 
+    _wal_section(L, doc)
     _model_section(L, doc, plots)
     _sweep_section(L)
     _machines_section(L, doc)
     _reading(L, doc)
     return "\n".join(L).rstrip() + "\n"
+
+
+def _wal_section(L, doc):
+    a = L.append
+    rows, fit = doc["summary"].get("wal") or [], doc["summary"].get("wal_fit")
+    if not rows:
+        return
+    a("### The WAL thread's CPU per write as the load grows (P=1, setData of 100 B)\n")
+    a("One server per round, every load on it in turn (%d round(s)). `mntr` counts the "
+      "writes applied and the groups the WAL thread wrote and synced "
+      "(`stoa_wal_fsyncs` less `stoa_wal_fsyncs_inline`, which the engine's thread syncs "
+      "itself when nothing else waits); `/proc` gives the WAL thread's CPU over the same "
+      "window, warm-up included.\n" % max(r["n"] for r in rows))
+    a("| sessions x in flight | ops/s | writes per group | WAL thread µs per write | "
+      "WAL thread µs per group | sync ms (write + fdatasync) |")
+    a("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        a("| %s | %s | %s | %s | %s | %s |" % (
+            r["load"], _n(r["throughput"]), _n(r["writes_per_group"], "{:.1f}"),
+            _n(r["wal_us_per_write"], "{:.2f}"), _n(r["wal_us_per_group"], "{:.1f}"),
+            _n(r["fsync_avg_ms"], "{:.3f}")))
+    a("")
+    if fit:
+        a("Fitted over all %d runs (least squares, WAL CPU = a x groups + b x writes): "
+          "**a = %.1f µs per group, b = %.3f µs per write**. The cost per group is the "
+          "kernel's write and flush path; a group gathers what arrives while the one "
+          "before syncs, so the groups grow with the load and a write's share of it "
+          "falls. What bounds one WAL thread is b: about %s writes/s. The model below "
+          "takes b as the WAL's bound.\n" % (
+              fit["runs"], fit["group_us"], fit["write_us"],
+              _n(1e6 / fit["write_us"]) if fit["write_us"] > 0 else "no bound measurable"))
 
 
 def _placement(p):
@@ -569,12 +655,21 @@ def _model_section(L, doc, plots):
       "`docs/performance.md` does (of the server's CPU: prep 19%, apply 17%, socket "
       "writes 13%, parking 8%, raft, decode and the rest 12%; the WAL thread 31%). What a "
       "variant lends divides by min(P, 15); the rest stays serial on the engine's thread.")
-    a("3. The WAL stays one thread per server (as built) at its P=1 CPU per write; it "
-      "bounds writes at (engine + overhead) / WAL = %.1fx. Larger groups under more load "
-      "would lower its CPU per write (it is mostly the kernel's write and flush path, per "
-      "group), so the bound is the pessimistic one; \"no WAL bound\" is the other end "
-      "(a log per partition, as AGORA has, or groups that grow with the load)." % (
-          w["engine"] / w["wal"] if w["wal"] else float("nan")))
+    if "wal_write_us" in w:
+        a("3. The WAL stays one thread per server (as built). Its CPU is a cost per group "
+          "and a cost per write (the WAL figure above); the groups grow with the load, so "
+          "what bounds it is the cost per write, %.3f µs: (engine + overhead) / that = "
+          "%.0fx P=1's engine-bound rate. At P=1's rate it costs %.2f µs per write, "
+          "mostly per group. \"no WAL bound\" drops even that." % (
+              w["wal_write_us"], w["engine"] / w["wal_write_us"] if w["wal_write_us"] > 0
+              else float("inf"), w["wal"]))
+    else:
+        a("3. The WAL stays one thread per server (as built) at its P=1 CPU per write; it "
+          "bounds writes at (engine + overhead) / WAL = %.1fx. Larger groups under more "
+          "load would lower its CPU per write (it is mostly the kernel's write and flush "
+          "path, per group: the WAL figure measures it), so the bound is the pessimistic "
+          "one; \"no WAL bound\" is the other end." % (
+              w["engine"] / w["wal"] if w["wal"] else float("nan")))
     a("4. The overhead `o` is added to every operation on the serial thread; it is taken "
       "as constant from P=2 on (routing and the merge cost the same whatever P is), and, "
       "as the pessimistic bound, as o x (P - 1) (one more raft group and tree per "
@@ -634,8 +729,9 @@ def _sweep_section(L):
 def _machines_section(L, doc):
     a = L.append
     a("### Which machine gave which figure\n")
-    a("- Figs. 6/7, 8, 9, 10, the model's inputs and the targets' measured ratios (but the "
-      "16-core one): **this machine**, %s, in this run (%s)." % (
+    a("- Figs. 6/7, 8, 9, 10, the WAL figure, the model's inputs and the targets' measured "
+      "ratios (but the 16-core one): **this machine**, %s, in this run (%s; a note above "
+      "says when a figure was taken later and merged)." % (
           doc["context"]["machine"], doc["context"]["date"]))
     a("- The 16-core sweep and the 16-core target: **the 16-core device machine**, before "
       "partition threads (`docs/partitions.md`).")
@@ -716,15 +812,22 @@ def _reading(L, doc):
         own, lent = W.get("owned (o const)", {}), W.get("apply lent (o const)", {})
         nowal = W.get("owned, no WAL bound (o const)", {})
         inp = (doc.get("model_inputs") or {}).get("write") or {}
+        if "wal_write_us" in inp:
+            wal_said = ("owned partitions %.2fx with the one WAL thread (bound by its cost "
+                        "per write, %.3f µs, since its groups grow with the load), %.2fx "
+                        "without it. The target, 5.6x at P=8, needs owned partitions; one "
+                        "WAL thread does not stand in its way" % (
+                            own.get(8, 0), inp["wal_write_us"], nowal.get(8, 0)))
+        else:
+            wal_said = ("owned partitions %.2fx, bounded by the one WAL thread at its CPU "
+                        "per write at P=1 (%.2f µs), %.2fx without that bound. The target, "
+                        "5.6x at P=8, needs owned partitions" % (
+                            own.get(8, 0), inp.get("wal", 0), nowal.get(8, 0)))
         out.append("**The model**: the lent apply (built) can reach %.2fx at P=8, prep "
-                   "lent with I/O threads (both built) %.2fx; owned partitions %.2fx, bounded by the one "
-                   "WAL thread at its present CPU per write (%.2f µs), %.2fx without that "
-                   "bound. The target, 5.6x at P=8, needs owned partitions and a WAL that "
-                   "does not stay one thread's work per write; the device sweep (about 1x "
-                   "at every P) is what the one-thread line predicts." % (
+                   "lent with I/O threads (both built) %.2fx; %s; the device sweep (about "
+                   "1x at every P) is what the one-thread line predicts." % (
                        lent.get(8, 0), W.get("prep+apply lent, io.threads (o const)",
-                                             {}).get(8, 0),
-                       own.get(8, 0), inp.get("wal", 0), nowal.get(8, 0)))
+                                             {}).get(8, 0), wal_said))
     if out:
         a("### What the figures say\n")
         for o in out:

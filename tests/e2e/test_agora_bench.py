@@ -1,8 +1,8 @@
 """bench/partitions/agora.py smoke test (issue 23's AGORA Figs. 6-10): its
 tiny grid (--quick: one round, 0.6 s runs; under a minute) starts servers
 of one, two and three partitions, runs every figure with `stoa bench` and
-the load balancer, and must come back with sane figures, so the benchmark
-cannot rot. Skipped outside the plain Stoa pass: it starts its own
+the load balancer (the WAL thread's groups included), and must come back
+with sane figures, so the benchmark cannot rot. Skipped outside the plain Stoa pass: it starts its own
 servers, with their partitions named (once is enough).
 """
 
@@ -34,7 +34,7 @@ def test_agora_quick_run_produces_every_figure(tmp_path):
     out = p.stdout
     assert p.returncode == 0, out[-4000:]
     for heading in ("### Targets (issue 23)", "### Figs. 6/7", "### Fig. 8", "### Fig. 9",
-                    "### Fig. 10", "### A model of the scaling",
+                    "### Fig. 10", "### The WAL thread's CPU", "### A model of the scaling",
                     "### Which machine gave which figure"):
         assert heading in out, (heading, out[-4000:])
     with open(tmp_path / "agora.json") as f:
@@ -43,7 +43,7 @@ def test_agora_quick_run_produces_every_figure(tmp_path):
     by_figure = {}
     for r in run["results"]:
         by_figure.setdefault(r["figure"], []).append(r)
-    assert set(by_figure) == {"throughput", "latency", "switching", "rebalance"}
+    assert set(by_figure) == {"throughput", "latency", "switching", "rebalance", "wal"}
 
     # Figs. 6/7: both configurations, every cell served without errors,
     # with the server's CPU per op and its split by thread.
@@ -75,6 +75,14 @@ def test_agora_quick_run_produces_every_figure(tmp_path):
         assert not r["moved_before_skew"], r
         if r["move_s"] is not None:
             assert r["placement_after"] != r["placement_before"], r
+    # The WAL figure: each load's writes went through the WAL thread's
+    # groups, and the heavier load gathered more writes per group.
+    wal = s["wal"]
+    assert len(wal) == 2, wal
+    for r in wal:
+        assert r["throughput"] > 0 and r["writes_per_group"] >= 1, r
+        assert finite(r["wal_us_per_group"]) and r["wal_us_per_group"] > 0, r
+    assert wal[1]["writes_per_group"] > wal[0]["writes_per_group"], wal
     # The model: P=1 is 1.0 in every variant, everything finite.
     for kind in ("writes", "reads"):
         for name, series in run["model"][kind].items():
