@@ -1918,11 +1918,7 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             run(seed, voters, partitions);
         }
         None => {
-            let seeds = std::env::var("STOA_SIM_SEEDS").unwrap_or_default();
-            let range = match seeds.split_once("..") {
-                Some((a, b)) => a.parse().unwrap_or(0)..b.parse().unwrap_or(seeds_default),
-                None => 0..seeds.parse().unwrap_or(seeds_default),
-            };
+            let range = super::sim_world::rng::seed_range(seeds_default);
             let regression =
                 (REGRESSION_SEEDS.iter()).filter(|(v, _)| *v == voters && partitions == 1);
             let by_partition = partitions > 1 && range.clone().any(applies_by_partition);

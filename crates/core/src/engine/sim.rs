@@ -10,15 +10,23 @@
 //! Some reads set data watches, on the client's keys or another's, which a
 //! client restores with setWatches once the server is back; their events
 //! are checked as the ensemble simulator checks them
-//! (`sim_world/watch_log.rs`).
-//! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test sim`.
+//! (`sim_world/watch_log.rs`). Some writes are a `multi` of two of the
+//! client's keys; at two partitions half of them also check a node on the
+//! other partition (a transaction of parts), and a quarter end in a check
+//! bound to fail: no value of a failed multi is ever read or left, and a
+//! multi in flight at a crash survives whole or not at all.
+//! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test sim`;
+//! `STOA_SIM_SEEDS=A..B` runs seeds A to B-1 (default 0..40).
 
 use std::collections::VecDeque;
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::jute::{Reader, Record};
+use stoa_proto::opcode::OpCode;
+use stoa_proto::records::CheckVersionRequest;
 use stoa_proto::records::GetDataResponse;
 use stoa_proto::request::Request;
+use stoa_proto::response::{MultiResult, Response};
 
 use super::sim_world::machine::{SimMachine, SimNode};
 use super::sim_world::rng::Rng;
@@ -33,6 +41,12 @@ const STEPS_PER_SEED: usize = 400;
 const SEEDS_DEFAULT: u64 = 40;
 const IN_FLIGHT_MAX: usize = 6;
 const T0_MS: i64 = 1_700_000_000_000;
+/// Writes that are a multi of two keys, and of those the ones bound to fail.
+const MULTI_PERCENT: u64 = 15;
+const ABORT_PERCENT: u64 = 25;
+/// A failed multi's values are numbered from here: above any a client
+/// writes, so one read or left anywhere is caught.
+const ABORTED_FROM: usize = 1_000_000;
 
 enum Op {
     /// Writes the key's value number `index` (this client's write order).
@@ -46,6 +60,12 @@ enum Op {
     },
     /// Reads (and watches) another client's key.
     Peek { owner: usize, key: usize },
+    /// Sets each (key, value number) at once; `abort`: a check bound to
+    /// fail ends it, so none of it may apply.
+    Multi {
+        sets: Vec<(usize, usize)>,
+        abort: bool,
+    },
 }
 
 struct Client {
@@ -86,6 +106,10 @@ struct Sim {
     next_conn: u64,
     /// The zxid of every acknowledged write, by key and value.
     writes_acked: AckedWrites,
+    /// Multis applied, refused whole, and of those over two partitions.
+    multis: [u64; 3],
+    /// Numbers the values of multis bound to fail.
+    aborted_values: usize,
 }
 
 impl Sim {
@@ -102,6 +126,8 @@ impl Sim {
             clients: Vec::new(),
             next_conn: 1,
             writes_acked: AckedWrites::new(),
+            multis: [0; 3],
+            aborted_values: ABORTED_FROM,
         };
         for _ in 0..CLIENTS {
             let conn = sim.fresh_conn();
@@ -265,10 +291,48 @@ impl Sim {
                     writes.insert(index, zxid);
                     client.watching.replied(Vec::new(), zxid);
                 }
+                Op::Multi { sets, abort } => {
+                    let results = match Response::decode(OpCode::Multi, &mut Reader::new(&body)) {
+                        Ok(Response::Multi(results)) => results,
+                        other => panic!("seed {seed}: client {c}'s multi answered {other:?}"),
+                    };
+                    if abort {
+                        // Refused whole, as ZooKeeper refuses it: Ok, and
+                        // every op an error, the check's own last.
+                        let refused = results.iter().all(|r| matches!(r, MultiResult::Error(_)))
+                            && results.last() == Some(&MultiResult::Error(ErrorCode::BadVersion));
+                        assert!(
+                            refused,
+                            "seed {seed}: client {c}'s multi bound to fail answered {results:?}"
+                        );
+                        self.multis[1] += 1;
+                        continue;
+                    }
+                    assert!(
+                        !results.iter().any(|r| matches!(r, MultiResult::Error(_))),
+                        "seed {seed}: client {c}'s multi failed: {results:?}"
+                    );
+                    for (key, index) in sets {
+                        let acked = &mut client.acked[key];
+                        assert!(
+                            acked.is_none_or(|a| a < index),
+                            "seed {seed}: acks out of order"
+                        );
+                        *acked = Some(index);
+                        let writes = self.writes_acked.entry((c, key)).or_default();
+                        writes.insert(index, zxid);
+                    }
+                    self.multis[0] += 1;
+                    client.watching.replied(Vec::new(), zxid);
+                }
                 Op::Get { .. } | Op::Peek { .. } => {
                     let reply =
                         GetDataResponse::decode(&mut Reader::new(&body)).expect("getData reply");
                     let seen = index_of(reply.data.as_deref().unwrap_or_default());
+                    assert!(
+                        seen.is_none_or(|i| i < ABORTED_FROM),
+                        "seed {seed}: client {c} read {seen:?}, a value of a multi that failed"
+                    );
                     let (key, watch) = match op {
                         Op::Get { key, expect, watch } => {
                             assert_eq!(
@@ -279,7 +343,7 @@ impl Sim {
                             ((c, key), watch)
                         }
                         Op::Peek { owner, key } => ((owner, key), true),
-                        Op::Set { .. } => unreachable!("a read"),
+                        Op::Set { .. } | Op::Multi { .. } => unreachable!("a read"),
                     };
                     client.watching.replied(vec![(key, seen)], zxid);
                     if watch {
@@ -324,7 +388,9 @@ impl Sim {
 
     fn send_op(&mut self, c: usize, key: usize) {
         let path = key_path(c, key);
-        if self.rng.chance(60) {
+        if self.rng.chance(60) && self.rng.chance(MULTI_PERCENT) {
+            self.send_multi(c, key);
+        } else if self.rng.chance(60) {
             let index = self.clients[c].written[key];
             self.clients[c].written[key] += 1;
             let xid = self.send_raw(c, wire::set(&path, value(c, key, index)));
@@ -344,6 +410,49 @@ impl Sim {
             let get = Op::Get { key, expect, watch };
             self.clients[c].in_flight.push_back((xid, get));
         }
+    }
+
+    /// A multi setting `key` and the client's next key; at two partitions,
+    /// half of them also check (any version) a key on the other partition,
+    /// so that the multi is a transaction of parts.
+    fn send_multi(&mut self, c: usize, key: usize) {
+        let keys = [key, (key + 1) % KEYS_PER_CLIENT];
+        let abort = self.rng.chance(ABORT_PERCENT);
+        let mut sets = Vec::new();
+        let mut ops = Vec::new();
+        for key in keys {
+            let index = match abort {
+                true => {
+                    self.aborted_values += 1;
+                    self.aborted_values
+                }
+                false => {
+                    self.clients[c].written[key] += 1;
+                    self.clients[c].written[key] - 1
+                }
+            };
+            sets.push((key, index));
+            ops.push(wire::set(&key_path(c, key), value(c, key, index)));
+        }
+        let engine = self.node().engine();
+        let here = engine.partition_of(&key_path(c, key));
+        let elsewhere = (0..CLIENTS)
+            .map(|owner| key_path(owner, 0))
+            .find(|path| engine.partition_of(path) != here);
+        if let (Some(path), true) = (elsewhere, self.rng.chance(50)) {
+            ops.push(Request::Check(CheckVersionRequest { path, version: -1 }));
+            self.multis[2] += 1;
+        }
+        if abort {
+            ops.push(Request::Check(CheckVersionRequest {
+                path: key_path(c, key),
+                version: i32::MAX,
+            }));
+        }
+        let xid = self.send_raw(c, Request::Multi(ops));
+        self.clients[c]
+            .in_flight
+            .push_back((xid, Op::Multi { sets, abort }));
     }
 
     /// The process dies: unsynced batches and all connections are lost. It
@@ -372,6 +481,29 @@ impl Sim {
                 .expect("tree invariants after restart");
         }
         for c in 0..CLIENTS {
+            // A multi in flight survived whole or not at all: each key is
+            // written by its client alone, in order, so a write survived
+            // iff its key holds it or a later one.
+            let survived = |engine: &super::Engine, key: usize, index: usize| {
+                let path = key_path(c, key);
+                let node = engine.cores[engine.partition_of(&path)].tree.node(&path);
+                let seen = node.and_then(|n| index_of(n.data()));
+                seen.is_some_and(|s| s >= index && s < ABORTED_FROM)
+            };
+            for (_, op) in &self.clients[c].in_flight {
+                let Op::Multi { sets, abort: false } = op else {
+                    continue;
+                };
+                let engine = self.machine.engine().expect("the server runs");
+                let parts: Vec<bool> = (sets.iter())
+                    .map(|&(key, index)| survived(engine, key, index))
+                    .collect();
+                assert!(
+                    parts.iter().all(|&p| p == parts[0]),
+                    "seed {}: client {c}'s multi {sets:?} survived the crash in part: {parts:?}",
+                    self.seed
+                );
+            }
             // What survived of this client's writes: at least what was acked.
             for key in 0..KEYS_PER_CLIENT {
                 let engine = self.node().engine();
@@ -380,6 +512,11 @@ impl Sim {
                     .node(&path)
                     .expect("setup keys are durable");
                 let seen = index_of(node.data());
+                assert!(
+                    seen.is_none_or(|i| i < ABORTED_FROM),
+                    "seed {}: client {c} key {key} holds {seen:?}, a value of a multi that failed",
+                    self.seed
+                );
                 let acked = self.clients[c].acked[key];
                 assert!(
                     seen >= acked,
@@ -443,9 +580,10 @@ fn engine_config(seed: u64) -> EngineConfig {
     }
 }
 
-/// Runs one seed; returns the batches the node wrote inline and the
-/// events the clients heard.
-fn run(seed: u64) -> (u64, usize) {
+/// Runs one seed; returns the batches the node wrote inline, the events
+/// the clients heard, and the multis applied, refused whole and of those
+/// over two partitions.
+fn run(seed: u64) -> (u64, usize, [u64; 3]) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
@@ -495,7 +633,7 @@ fn run(seed: u64) -> (u64, usize) {
         );
     }
     let fired = (sim.clients.iter()).map(|c| c.watching.fired_count()).sum();
-    (sim.node().log().inline_writes, fired)
+    (sim.node().log().inline_writes, fired, sim.multis)
 }
 
 #[test]
@@ -508,12 +646,28 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
             run(seed);
         }
         None => {
-            let (inline, fired) = (0..SEEDS_DEFAULT)
-                .map(run)
-                .fold((0, 0), |(i, f), (inline, fired)| (i + inline, f + fired));
+            let (mut inline, mut fired, mut multis) = (0, 0, [0; 3]);
+            for seed in super::sim_world::rng::seed_range(SEEDS_DEFAULT) {
+                let (i, f, m) = run(seed);
+                inline += i;
+                fired += f;
+                for (sum, n) in multis.iter_mut().zip(m) {
+                    *sum += n;
+                }
+            }
+            if std::env::var("STOA_SIM_VERBOSE").is_ok() {
+                eprintln!(
+                    "inline batches {inline}, events {fired}, multis applied, refused, over \
+                     two partitions: {multis:?}"
+                );
+            }
             // Crashes must also fall between batches the node synced itself.
             assert!(inline > 0, "no seed wrote a batch inline");
             assert!(fired > 0, "no client heard an event");
+            assert!(
+                multis.iter().all(|&n| n > 0),
+                "multis applied, refused, over two partitions: {multis:?}"
+            );
         }
     }
 }
