@@ -1918,7 +1918,7 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             run(seed, voters, partitions);
         }
         None => {
-            let range = super::sim_world::rng::seed_range(seeds_default);
+            let range = super::sim::seed_range(seeds_default);
             let regression =
                 (REGRESSION_SEEDS.iter()).filter(|(v, _)| *v == voters && partitions == 1);
             let by_partition = partitions > 1 && range.clone().any(applies_by_partition);
