@@ -49,6 +49,7 @@ mod leader_loss;
 mod lent_apply;
 mod lent_prep;
 mod lent_reads;
+mod lent_ready;
 pub use lent_apply::{InlineWorkers, PartitionWorkers};
 mod monitor;
 mod ownership;

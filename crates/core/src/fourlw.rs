@@ -139,6 +139,12 @@ pub fn mntr(m: &Monitor) -> String {
         ("stoa_read_batches", s.read_batches.to_string()),
         ("stoa_read_batch_reads", s.read_batch_reads.to_string()),
         ("stoa_read_batches_lent", s.read_batches_lent.to_string()),
+        ("stoa_ready_rounds", s.ready_rounds.to_string()),
+        (
+            "stoa_ready_round_readies",
+            s.ready_round_readies.to_string(),
+        ),
+        ("stoa_ready_rounds_lent", s.ready_rounds_lent.to_string()),
         (
             "stoa_chain_links_followed",
             s.chain_links_followed.to_string(),

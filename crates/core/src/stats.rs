@@ -47,6 +47,11 @@ pub struct Stats {
     pub read_batches: u64,
     pub read_batch_reads: u64,
     pub read_batches_lent: u64,
+    /// Rounds of the raft groups' readies, the readies in them, and the
+    /// rounds lent to worker threads (`engine/lent_ready.rs`).
+    pub ready_rounds: u64,
+    pub ready_round_readies: u64,
+    pub ready_rounds_lent: u64,
     /// With several partitions: chain links checked as entries applied,
     /// and those that did not match (`engine/chains.rs`).
     pub chain_links_followed: u64,

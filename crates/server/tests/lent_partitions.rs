@@ -2,11 +2,12 @@
 //! produce, byte for byte, what the engine produces applying them on its
 //! own thread: the same workload through two engines of three partitions,
 //! one with the pool and one without, gives the same replies, events and
-//! WAL records, and the pool is used to prepare writes, apply them and
-//! serve reads; the one with the pool is fed its requests decoded, as the
-//! server's readers decode them. A third engine takes its output after
-//! every request, so that no write or read waits in a batch: each
-//! connection is answered as by the other two.
+//! WAL records, and the pool is used to prepare writes, handle the raft
+//! groups' readies, apply the writes and serve reads; the one with the
+//! pool is fed its requests decoded, as the server's readers decode them.
+//! A third engine takes its output after every request, so that no write
+//! or read waits in a batch: each connection is answered as by the other
+//! two.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -261,12 +262,18 @@ fn lent_partitions_answer_byte_for_byte_as_the_engines_own_thread() {
     workload(&mut one_by_one);
     let stats = lent.engine.monitor().stats;
     assert!(
-        stats.prep_batches_lent > 0 && stats.apply_runs_lent > 0 && stats.read_batches_lent > 0,
-        "no batch or no run was long enough to be lent: {stats:?}"
+        stats.prep_batches_lent > 0
+            && stats.apply_runs_lent > 0
+            && stats.read_batches_lent > 0
+            && stats.ready_rounds_lent > 0,
+        "no batch, run or round of readies was long enough to be lent: {stats:?}"
     );
     assert_eq!(
         runs.load(Ordering::Relaxed),
-        stats.prep_batches_lent + stats.apply_runs_lent + stats.read_batches_lent
+        stats.prep_batches_lent
+            + stats.apply_runs_lent
+            + stats.read_batches_lent
+            + stats.ready_rounds_lent
     );
     let alone = one_by_one.engine.monitor().stats;
     assert_eq!(

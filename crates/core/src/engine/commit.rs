@@ -4,7 +4,7 @@
 use raft::eraftpb::{Message, MessageType};
 use stoa_proto::request::Request;
 
-use super::{Engine, PersistJob, SnapshotContent, SnapshotJob, RAFT_MAX_MSG_BYTES};
+use super::{Engine, SnapshotContent, SnapshotJob};
 
 /// Raft log entries freed per engine step once a snapshot covers them:
 /// about 0.1 ms of work, and far more per second than any write rate
@@ -16,12 +16,8 @@ impl Engine {
     /// `PersistJob` (acknowledged later by `Input::Persisted`); committed
     /// entries are applied at once.
     pub(super) fn drive_raft(&mut self) {
-        for partition in 0..self.cores.len() {
-            while self.cores[partition].raft.has_ready() {
-                self.handle_ready(partition);
-                self.note_leader();
-            }
-        }
+        // Every group's readies, in rounds (`engine/lent_ready.rs`).
+        while self.ready_round() {}
         if self.applying_behind() {
             self.apply_by_partition(true);
         }
@@ -46,10 +42,12 @@ impl Engine {
         }
     }
 
-    fn handle_ready(&mut self, partition: usize) {
-        let tag = partition as u32;
+    /// Handles the group's ready on the engine's thread: one that
+    /// installs a snapshot from the leader, or one that came up while a
+    /// round was absorbed.
+    pub(super) fn handle_ready(&mut self, partition: usize) {
         let core = &mut self.cores[partition];
-        let mut ready = core.raft.ready();
+        let ready = core.raft.ready();
         let installed = if ready.snapshot().get_metadata().index != 0 {
             let snapshot = ready.snapshot().clone();
             core.installing = Some(ready.number());
@@ -57,81 +55,8 @@ impl Engine {
         } else {
             None
         };
-        // Messages that need nothing durable (e.g. a leader's appends)
-        // leave at once; the others wait for this ready's persistence.
-        for mut message in ready.take_messages() {
-            let log = &self.cores[partition].raft.raft.raft_log;
-            let term_of = |index| (index + 1 >= log.first_index()).then(|| log.term(index).ok())?;
-            if !repair_batched_append(&mut message, term_of) {
-                log::debug!(
-                    "append to server {} dropped: its entries from {} follow a compacted entry",
-                    message.to,
-                    message.entries[0].index
-                );
-                continue;
-            }
-            split_append(tag, message, RAFT_MAX_MSG_BYTES, &mut self.out.messages);
-        }
-        let committed = ready.take_committed_entries();
-        self.apply_entries(partition, committed);
-        let entries = ready.take_entries();
-        let must_sync = ready.must_sync() || installed.is_some();
-        let core = &mut self.cores[partition];
-        let mut after_persist = ready.take_persisted_messages();
-        // raft holds every message of a follower until its ready is
-        // durable, heartbeat responses included, so a slow disk silenced
-        // the followers and their leader stepped down for want of a
-        // quorum (check-quorum) although every member was alive. A
-        // heartbeat response acknowledges nothing a ready persists; only
-        // a new term or vote must reach the disk before anything speaks
-        // for it.
-        if ready.hs().is_some_and(|hs| {
-            let stored = core.raft.store().hard_state();
-            hs.term != stored.term || hs.vote != stored.vote
-        }) {
-            core.term_or_vote_unsynced = Some(ready.number());
-        }
-        if core.term_or_vote_unsynced.is_none() {
-            let (now, held) = (after_persist.into_iter())
-                .partition(|m| m.get_msg_type() == MessageType::MsgHeartbeatResponse);
-            after_persist = held;
-            self.out
-                .messages
-                .extend(now.into_iter().map(|m: Message| (tag, m)));
-        }
-        if let Some(hs) = ready.hs() {
-            core.raft.mut_store().set_hard_state(hs.clone());
-        }
-        // A ready with messages to send after persistence needs a job
-        // even when it writes nothing: its acknowledgement (in order,
-        // after every earlier batch) is what releases them.
-        if !entries.is_empty()
-            || ready.hs().is_some()
-            || !after_persist.is_empty()
-            || installed.is_some()
-        {
-            core.raft.mut_store().append(&entries);
-            // Every synced batch carries the latest hard state, so a
-            // commit index written lazily still reaches the disk.
-            let hard_state = must_sync.then(|| core.raft.store().hard_state().clone());
-            if !entries.is_empty() {
-                self.stats.record_wal_batch(entries.len() as u64);
-            }
-            self.out.persists.push(PersistJob {
-                partition: tag,
-                number: ready.number(),
-                must_sync,
-                hard_state,
-                entries,
-                installed,
-            });
-        }
-        if !after_persist.is_empty() {
-            core.held_messages
-                .push_back((ready.number(), after_persist));
-        }
-        core.raft.advance_append_async(ready);
-        self.report_applied(partition);
+        let taken = self.cores[partition].take_ready(partition as u32, ready, installed);
+        self.absorb_ready(partition, taken);
     }
 
     /// A leader with several partitions proposes its seal before any
@@ -181,7 +106,7 @@ impl Engine {
     }
 
     /// After a ready: tells the engine of a change of leader.
-    fn note_leader(&mut self) {
+    pub(super) fn note_leader(&mut self) {
         let leader = self.leader_id();
         let known_terms = &self.ensemble.known_leader_terms;
         let terms_moved =
@@ -233,7 +158,7 @@ impl Engine {
         core.raft.mut_store().compact_step(COMPACT_STEP_ENTRIES);
     }
 
-    fn report_applied(&mut self, partition: usize) {
+    pub(super) fn report_applied(&mut self, partition: usize) {
         let core = &mut self.cores[partition];
         let log = &core.raft.raft.raft_log;
         let applied = core.applied_index.min(log.persisted).min(log.committed);
@@ -320,7 +245,10 @@ impl Engine {
 /// next commit index past its log. Found by the ensemble simulator (seed
 /// 111, five participants). Returns false (drop the message; raft probes
 /// again) when the entry before the first is compacted here.
-fn repair_batched_append(message: &mut Message, term_of: impl Fn(u64) -> Option<u64>) -> bool {
+pub(super) fn repair_batched_append(
+    message: &mut Message,
+    term_of: impl Fn(u64) -> Option<u64>,
+) -> bool {
     let Some(first) = message.entries.first() else {
         return true;
     };
@@ -348,7 +276,7 @@ fn repair_batched_append(message: &mut Message, term_of: impl Fn(u64) -> Option<
 /// peer, without its own size limit; a burst of large writes would make one
 /// message bigger than a peer frame. Each part is a valid append on its
 /// own: it follows the previous part's last entry, with the same commit.
-fn split_append(
+pub(super) fn split_append(
     partition: u32,
     mut message: Message,
     max_bytes: u64,
