@@ -171,7 +171,8 @@ fn create(path: &str) -> Request {
 
 /// Connections, the keys on three partitions, a watcher's data watches on
 /// every key, then rounds in which every connection pipelines setData on
-/// keys of every partition, some of them followed by a read of the key.
+/// keys of every partition, some of them followed by a read of the key,
+/// and a last burst of writes in one turn.
 fn workload(d: &mut Driver) {
     let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
     for conn in 1..=CONNS {
@@ -245,6 +246,20 @@ fn workload(d: &mut Driver) {
         }
         d.flush();
     }
+    // One burst of 300 writes in a turn: the groups' readies then carry
+    // enough entries for a round of them to be lent.
+    for conn in 1..CONNS {
+        for i in 0..KEYS {
+            let set = Request::SetData(SetDataRequest {
+                path: key(i),
+                data: Some(format!("burst-{conn}-{i}").into_bytes()),
+                version: -1,
+            });
+            d.frame(conn, xid, OpCode::SetData, &set);
+            xid += 1;
+        }
+    }
+    d.flush();
 }
 
 #[test]

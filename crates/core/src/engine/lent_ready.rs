@@ -31,9 +31,12 @@ use super::partition_core::PartitionCore;
 use super::{Engine, InstalledSnapshot, PersistJob, RAFT_MAX_MSG_BYTES};
 
 /// Entries (to persist or committed) over a round's readies below which
-/// the round stays on the engine's thread even with workers: a ready's
-/// entries cost some hundred instructions each, a wake-up microseconds.
-const LEND_MIN_ENTRIES: usize = 32;
+/// the round stays on the engine's thread even with workers. Taking a
+/// standalone server's ready apart costs about 150 instructions per write
+/// (`LENT=1 scripts/engine-instructions`), a leader's more (the appends
+/// to its followers), and waking a worker some microseconds: only a
+/// large round pays for it.
+const LEND_MIN_ENTRIES: usize = 256;
 
 /// What a group's ready leaves for the engine's thread.
 pub(super) struct TakenReady {
