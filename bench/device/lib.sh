@@ -21,6 +21,18 @@ srvr() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && 
 field() { grep -o "\"$1\": *[0-9.]*" "$2" 2>/dev/null | head -1 | grep -o '[0-9.]*$' || echo 0; }
 # cpu_ticks PID: the process's user and system time, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# pid pattern -> user + system ticks of the process's threads whose name
+# matches the glob (the engine's thread is named as the binary, `stoa`;
+# the WAL writer `stoa-wal`; the partition workers `stoa-part-<k>`).
+thread_ticks() {
+  local t total=0
+  for t in /proc/"$1"/task/*; do
+    case "$(cat "$t/comm" 2>/dev/null)" in
+      $2) total=$((total + $(awk '{print $14 + $15}' "$t/stat" 2>/dev/null || echo 0))) ;;
+    esac
+  done
+  echo "$total"
+}
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 # base_cfg DIR: the zoo.cfg lines every script's standalone server takes
