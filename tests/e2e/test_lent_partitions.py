@@ -187,6 +187,15 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         assert batches_lent == 0
     else:
         assert batches_lent > 0, f"no batch was lent ({batches} batches of {writes} writes)"
+    # Every member handled its groups' readies in rounds, more readies
+    # than rounds (both groups had readies in some), and lent none
+    # without threads (engine/lent_ready.rs).
+    for member in ([srv] if srv is preparer else [srv, preparer]):
+        rounds = h.mntr_int(member, "stoa_ready_rounds")
+        readies = h.mntr_int(member, "stoa_ready_round_readies")
+        assert 0 < rounds < readies, (rounds, readies)
+        if threads == 0:
+            assert h.mntr_int(member, "stoa_ready_rounds_lent") == 0
     # Every transaction carried its chain links, and each matched the item
     # its partition applied last, on the member and on the leader
     # (engine/chains.rs).
