@@ -465,6 +465,42 @@ def test_nested_groups_move_between_partitions_as_groups_do(request):
         c.stop()
 
 
+def refused_counts_trace(srv):
+    """getAllChildrenNumber on paths over several partitions (/app holds the
+    nested /app/t1): counted, refused without READ on the node itself, NoNode
+    for a missing one, from a client that may read everything else."""
+    from kazoo.security import make_digest_acl
+    owner = KazooClient(hosts=srv.hosts, timeout=10, auth_data=[("digest", "owner:pw")])
+    owner.start()
+    raw = h.RawClient(srv.hosts)
+    trace = []
+    try:
+        for path in ("/app/t1/x/deep/leaf", "/app/y", "/plain/t2/z"):
+            owner.ensure_path(path)
+
+        def count(path):
+            try:
+                return raw.get_all_children_number(path)
+            except h.ZkError as e:
+                return ("error", e.code)
+        trace.append([count(p) for p in ("/", "/app", "/app/t1", "/nope", "/app/nope")])
+        owner.set_acls("/app", [make_digest_acl("owner", "pw", all=True)])
+        trace.append([count(p) for p in ("/", "/app", "/app/t1", "/app/y")])
+    finally:
+        raw.close()
+        owner.stop()
+    return trace
+
+
+def test_a_count_over_partitions_is_refused_as_on_one(request):
+    """A count whose subtree spans partitions answers and refuses (NoAuth on
+    the node without READ, NoNode) as a server of one partition does."""
+    one = refused_counts_trace(start(request, ONE))
+    nested = refused_counts_trace(start(request, NESTED))
+    assert nested == one
+    assert one[1][1] == ("error", -102), one
+
+
 def extension_trace(srv):
     """A counter and a FIFO lock registered inside the group /app: calls from two
     sessions, a multi with an extension's op, and a holder's close that passes

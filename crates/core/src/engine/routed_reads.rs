@@ -8,7 +8,7 @@
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::opcode::AddWatchMode;
 use stoa_proto::records::{
-    GetAllChildrenNumberResponse, GetEphemeralsResponse, SetWatches, SetWatches2,
+    GetAllChildrenNumberResponse, GetDataRequest, GetEphemeralsResponse, SetWatches, SetWatches2,
 };
 use stoa_proto::request::Request;
 use stoa_proto::response::Response;
@@ -151,14 +151,23 @@ impl Engine {
     /// The nodes below the path, each counted on the partition that
     /// serves it: a partition's tree also holds links to group roots and
     /// stubs above nested ones, which it does not serve. Walks the
-    /// subtrees, as ZooKeeper's count does.
+    /// subtrees, as ZooKeeper's count does. The node's own partition
+    /// first refuses what getData would (a bad path, no node, no READ
+    /// permission): the same checks as the count's, without its walk.
     fn read_children_number(&mut self, call: ReadCall) -> ReadOutcome {
         let Request::GetAllChildrenNumber(r) = &call.request else {
             unreachable!("routed here for getAllChildrenNumber")
         };
         let path = r.path.clone();
         let own = self.partition_of(&path);
-        let outcome = self.cores[own].read(call.clone());
+        let check = ReadCall {
+            request: Request::GetData(GetDataRequest {
+                path: path.clone(),
+                watch: false,
+            }),
+            ..call
+        };
+        let outcome = self.cores[own].read(check);
         if outcome.result.is_err() {
             return outcome;
         }
