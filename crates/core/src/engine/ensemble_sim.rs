@@ -75,7 +75,7 @@ use super::sim::{index_of, key_path, value};
 use super::sim_world::machine::SimMachine;
 use super::sim_world::network::{input_of, SimNetwork};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, AckedWrites, ClientWatches, Key};
+use super::sim_world::watch_log::{check_watch_order, record_ack, AckedWrites, ClientWatches, Key};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{Engine, Input};
@@ -232,15 +232,12 @@ impl Client {
         zxid: i64,
         writes_acked: &mut AckedWrites,
     ) {
-        assert!(
-            self.acked[key].is_none_or(|a| a < index),
-            "seed {seed}: client {c} acks out of order"
+        record_ack(
+            (seed, c),
+            &mut self.acked[key],
+            (key, index, zxid),
+            writes_acked,
         );
-        self.acked[key] = Some(index);
-        writes_acked
-            .entry((c, key))
-            .or_default()
-            .insert(index, zxid);
     }
 
     /// What a read of its own `key` may see: at least its session's writes
@@ -1354,15 +1351,11 @@ impl Sim {
                     if abort {
                         // Refused whole: as ZooKeeper's, the reply is Ok
                         // and every op reports an error, the check its own.
-                        let results = match Response::decode(OpCode::Multi, &mut Reader::new(&body))
-                        {
-                            Ok(Response::Multi(results)) => results,
-                            other => panic!("seed {seed}: client {c}'s multi answered {other:?}"),
-                        };
-                        let refused = results.iter().all(|r| matches!(r, MultiResult::Error(_)))
-                            && results.last() == Some(&MultiResult::Error(ErrorCode::BadVersion));
+                        let results = wire::multi_results(&body).unwrap_or_else(|other| {
+                            panic!("seed {seed}: client {c}'s multi answered {other}")
+                        });
                         assert!(
-                            refused,
+                            wire::refused_whole(&results),
                             "seed {seed}: client {c}'s multi bound to fail answered {results:?}"
                         );
                         self.multis.1 += 1;

@@ -22,15 +22,13 @@ use std::collections::VecDeque;
 
 use stoa_proto::codes::ErrorCode;
 use stoa_proto::jute::{Reader, Record};
-use stoa_proto::opcode::OpCode;
-use stoa_proto::records::CheckVersionRequest;
-use stoa_proto::records::GetDataResponse;
+use stoa_proto::records::{CheckVersionRequest, GetDataResponse};
 use stoa_proto::request::Request;
-use stoa_proto::response::{MultiResult, Response};
+use stoa_proto::response::MultiResult;
 
 use super::sim_world::machine::{SimMachine, SimNode};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, AckedWrites, ClientWatches};
+use super::sim_world::watch_log::{check_watch_order, record_ack, AckedWrites, ClientWatches};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{EngineConfig, Input};
@@ -281,28 +279,18 @@ impl Sim {
             match op {
                 Op::Set { key, index } => {
                     let acked = &mut client.acked[key];
-                    assert!(
-                        acked.is_none_or(|a| a < index),
-                        "seed {}: acks out of order",
-                        self.seed
-                    );
-                    *acked = Some(index);
-                    let writes = self.writes_acked.entry((c, key)).or_default();
-                    writes.insert(index, zxid);
+                    record_ack((seed, c), acked, (key, index, zxid), &mut self.writes_acked);
                     client.watching.replied(Vec::new(), zxid);
                 }
                 Op::Multi { sets, abort } => {
-                    let results = match Response::decode(OpCode::Multi, &mut Reader::new(&body)) {
-                        Ok(Response::Multi(results)) => results,
-                        other => panic!("seed {seed}: client {c}'s multi answered {other:?}"),
-                    };
+                    let results = wire::multi_results(&body).unwrap_or_else(|other| {
+                        panic!("seed {seed}: client {c}'s multi answered {other}")
+                    });
                     if abort {
                         // Refused whole, as ZooKeeper refuses it: Ok, and
                         // every op an error, the check's own last.
-                        let refused = results.iter().all(|r| matches!(r, MultiResult::Error(_)))
-                            && results.last() == Some(&MultiResult::Error(ErrorCode::BadVersion));
                         assert!(
-                            refused,
+                            wire::refused_whole(&results),
                             "seed {seed}: client {c}'s multi bound to fail answered {results:?}"
                         );
                         self.multis[1] += 1;
@@ -314,13 +302,7 @@ impl Sim {
                     );
                     for (key, index) in sets {
                         let acked = &mut client.acked[key];
-                        assert!(
-                            acked.is_none_or(|a| a < index),
-                            "seed {seed}: acks out of order"
-                        );
-                        *acked = Some(index);
-                        let writes = self.writes_acked.entry((c, key)).or_default();
-                        writes.insert(index, zxid);
+                        record_ack((seed, c), acked, (key, index, zxid), &mut self.writes_acked);
                     }
                     self.multis[0] += 1;
                     client.watching.replied(Vec::new(), zxid);

@@ -28,6 +28,26 @@ fn key_of(path: &str) -> Option<Key> {
 /// The zxid of every acknowledged write, by key and value.
 pub(crate) type AckedWrites = HashMap<Key, BTreeMap<usize, i64>>;
 
+/// Client `c`'s write of value `index` to its `key` was acknowledged at
+/// `zxid`: `acked` is the client's newest acknowledged value of the key,
+/// which its acknowledgements must raise.
+pub(crate) fn record_ack(
+    (seed, c): (u64, usize),
+    acked: &mut Option<usize>,
+    (key, index, zxid): (usize, usize, i64),
+    writes_acked: &mut AckedWrites,
+) {
+    assert!(
+        acked.is_none_or(|a| a < index),
+        "seed {seed}: client {c} acks out of order"
+    );
+    *acked = Some(index);
+    writes_acked
+        .entry((c, key))
+        .or_default()
+        .insert(index, zxid);
+}
+
 /// One thing a client heard.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Heard {

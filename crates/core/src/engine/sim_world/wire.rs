@@ -4,13 +4,16 @@
 
 use std::net::SocketAddr;
 
+use stoa_proto::codes::ErrorCode;
 use stoa_proto::frame::{decode_reply_frame, encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::jute::{Reader, Record};
+use stoa_proto::opcode::OpCode;
 use stoa_proto::records::{
     Acl, CheckVersionRequest, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest,
     ReplyHeader, RequestHeader, SetDataRequest, SetWatches, WatcherEvent,
 };
 use stoa_proto::request::Request;
+use stoa_proto::response::{MultiResult, Response};
 
 use crate::engine::{Engine, Input};
 
@@ -182,6 +185,21 @@ pub(crate) fn multi_set(sets: Vec<(String, Vec<u8>)>, abort: bool) -> Request {
         }));
     }
     Request::Multi(ops)
+}
+
+/// The results of a multi's reply body.
+pub(crate) fn multi_results(body: &[u8]) -> Result<Vec<MultiResult>, String> {
+    match Response::decode(OpCode::Multi, &mut Reader::new(body)) {
+        Ok(Response::Multi(results)) => Ok(results),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+/// Whether a multi was refused whole, as ZooKeeper refuses one: every op
+/// an error, the failing check's own (`BadVersion`) last.
+pub(crate) fn refused_whole(results: &[MultiResult]) -> bool {
+    results.iter().all(|r| matches!(r, MultiResult::Error(_)))
+        && results.last() == Some(&MultiResult::Error(ErrorCode::BadVersion))
 }
 
 /// A multiRead of the data of each of `paths`.
