@@ -167,15 +167,22 @@ impl Engine {
     /// One round over the groups with a ready (see the module's comment);
     /// false when none had one.
     pub(super) fn ready_round(&mut self) -> bool {
+        // Every turn ends with a round that finds nothing: it allocates
+        // nothing either.
+        if !self.cores.iter().any(|core| core.raft.has_ready()) {
+            return false;
+        }
         let plain: Vec<bool> = (self.cores.iter())
             .map(PartitionCore::has_plain_ready)
             .collect();
         let busy = plain.iter().filter(|&&p| p).count();
-        let entries: usize = (self.cores.iter().zip(&plain))
-            .filter(|(_, &p)| p)
-            .map(|(core, _)| core.ready_entries())
-            .sum();
-        let lend = busy > 1 && entries >= LEND_MIN_ENTRIES && self.workers.threads() > 0;
+        let lend = busy > 1
+            && self.workers.threads() > 0
+            && (self.cores.iter().zip(&plain))
+                .filter(|(_, &p)| p)
+                .map(|(core, _)| core.ready_entries())
+                .sum::<usize>()
+                >= LEND_MIN_ENTRIES;
         if busy > 0 {
             self.stats.ready_rounds += 1;
             self.stats.ready_round_readies += busy as u64;
