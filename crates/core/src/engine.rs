@@ -29,12 +29,15 @@ mod admin_commands;
 mod admin_snapshots;
 mod admission;
 mod apply;
+mod away;
 mod balancer;
 mod by_partition;
 mod catch_up;
 mod chains;
 mod commit;
 mod connect;
+pub(crate) mod cores;
+pub use cores::PartitionThreads;
 mod core_read;
 mod ensemble_view;
 mod extension_host;
@@ -245,6 +248,10 @@ pub struct EngineConfig {
     /// from this seed (`engine/by_partition.rs`). Honoured only in the
     /// engine's own test builds, where its simulators run.
     pub apply_lag_seed: Option<u64>,
+    /// Simulations only, with several partitions: cores go away to
+    /// stand-in threads (`engine/cores.rs`) that run a job at once or only
+    /// when the engine recalls the core, as drawn from this seed.
+    pub owned_threads_seed: Option<u64>,
 }
 
 /// A standalone server 1 of one partition with ZooKeeper's defaults
@@ -283,6 +290,7 @@ impl Default for EngineConfig {
             enforce_auth_schemes: None,
             nonce_seed: 0,
             apply_lag_seed: None,
+            owned_threads_seed: None,
         }
     }
 }
@@ -490,7 +498,7 @@ pub struct Engine {
     /// partition number. Sessions and extensions live on partition 0, and
     /// znodes too unless the placement puts their group elsewhere
     /// (`engine/routing.rs`).
-    pub(crate) cores: Vec<partition_core::PartitionCore>,
+    pub(crate) cores: cores::Cores,
     /// Hands out the zxids of every partition (`crate::zxid`).
     zxids: crate::zxid::ZxidClock,
     /// Which partition each path lives on (`crate::placement`).
@@ -521,6 +529,11 @@ pub struct Engine {
     /// Whether a leader wrote the placement (or one partition needs none):
     /// `Engine::placement_settled`.
     placement_settled: bool,
+    /// A leader wrote the placement node (kept with `placement_settled`).
+    placement_written: bool,
+    /// Leader: whose writes it accepts, what it holds until it may
+    /// prepare.
+    holds: ownership::LeaderHolds,
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
@@ -584,7 +597,7 @@ impl Engine {
         }
         let mut engine = Engine {
             now_ms,
-            cores,
+            cores: cores::Cores::new(cores),
             zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
             by_partition: (config.apply_lag_seed)
                 .filter(|_| cfg!(test) && order.is_some())
@@ -598,6 +611,8 @@ impl Engine {
             group_load: Default::default(),
             held_internal_writes: Vec::new(),
             placement_settled: false,
+            placement_written: false,
+            holds: Default::default(),
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),
@@ -649,7 +664,7 @@ impl Engine {
     /// This server leads every partition's group (`leader_id` is this
     /// server).
     pub fn is_leader(&self) -> bool {
-        self.cores.iter().all(|core| core.is_leader())
+        (0..self.cores.len()).all(|p| self.cores.is_leader(p))
     }
 
     /// Cut off from the quorum with read-only mode enabled.
@@ -706,13 +721,11 @@ impl Engine {
     /// election, a transfer under way) there is none, and nobody prepares
     /// writes (docs/zxids.md).
     pub fn leader_id(&self) -> u64 {
-        let leader = self.cores[0].leader_id();
+        let leader = self.cores.leader_id(0);
         if self.cores.len() == 1 {
             return leader;
         }
-        if self.cores[1..]
-            .iter()
-            .all(|core| core.leader_id() == leader)
+        if (1..self.cores.len()).all(|p| self.cores.leader_id(p) == leader)
             && (leader != self.config.server_id || self.is_leader())
         {
             leader
@@ -726,6 +739,7 @@ impl Engine {
     }
 
     pub fn handle(&mut self, input: Input) {
+        let _ = self.absorb_away();
         if self.cores.len() == 1 {
             // One partition prepares each write on arrival.
             return self.handle_input(input);
@@ -815,6 +829,7 @@ impl Engine {
 
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
+        let _ = self.absorb_away();
         self.finish_batches();
         assert_eq!(
             self.ensemble.outgoing.is_some(),
@@ -849,7 +864,8 @@ impl Engine {
     /// Runs raft until it has nothing more to do now, and returns everything
     /// the engine wants done outside.
     pub fn take_output(&mut self) -> Output {
-        self.finish_batches();
+        let _ = self.absorb_away();
+        self.end_batches();
         self.roll_epoch();
         self.drive_raft();
         // Sessions established while raft ran (createSession applied, an
@@ -1223,7 +1239,7 @@ impl Engine {
             }
         }
         if extensions::changes_registration(&txn.op) {
-            (self.cores[0].registrations_in_flight).push_back(txn.header.zxid);
+            (self.holds.registrations_in_flight).push_back(txn.header.zxid);
         }
         if self.cores[partition].chained {
             let links = self.take_links(partition, &txn);

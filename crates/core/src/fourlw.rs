@@ -145,6 +145,12 @@ pub fn mntr(m: &Monitor) -> String {
             s.ready_round_readies.to_string(),
         ),
         ("stoa_ready_rounds_lent", s.ready_rounds_lent.to_string()),
+        ("stoa_cores_sent", s.cores_sent.to_string()),
+        ("stoa_core_recalls", s.core_recalls.to_string()),
+        (
+            "stoa_core_recalls_waited",
+            s.core_recalls_waited.to_string(),
+        ),
         (
             "stoa_chain_links_followed",
             s.chain_links_followed.to_string(),

@@ -100,6 +100,11 @@ pub struct ServerConfig {
     /// (docs/partitions.md, "Lent partitions"), at most one fewer than the
     /// partitions; None is `auto` (`partition_threads`), the default.
     pub partition_threads: Option<u32>,
+    /// `partition.owned`: each partition's core goes to a thread of its
+    /// own between turns, to prepare its share of the turn's writes and
+    /// take its raft group's ready apart while the engine's thread goes on
+    /// (docs/partitions.md, "Step 3, the inversion"); off by default.
+    pub partition_owned: bool,
     /// `partition.balanceIntervalMs`: the load balancer's window, which
     /// moves groups between partitions (docs/partitions.md); 0 (the
     /// default) leaves them where they are.
@@ -202,6 +207,7 @@ impl Default for ServerConfig {
             partition_groups: Vec::new(),
             partition_balance_interval_ms: 0,
             partition_auto: false,
+            partition_owned: false,
             admin_enabled: true,
             admin_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             admin_port: ADMIN_PORT_DEFAULT,
@@ -360,6 +366,7 @@ impl ServerConfig {
                 self.partition_threads = parse_partition_threads(value).map_err(|e| bad(&e))?
             }
             "partition.auto" => self.partition_auto = parse_bool(value).map_err(|e| bad(&e))?,
+            "partition.owned" => self.partition_owned = parse_bool(value).map_err(|e| bad(&e))?,
             "partition.balanceIntervalMs" => {
                 self.partition_balance_interval_ms = value
                     .parse::<u32>()

@@ -7,6 +7,7 @@
 //! WAL on one while the snapshot loads).
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
@@ -101,6 +102,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
             .then(|| config.enforce_auth_schemes.clone()),
         nonce_seed: crate::random_u64(),
         apply_lag_seed: None,
+        owned_threads_seed: None,
     }
 }
 
@@ -205,6 +207,17 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         let pool = crate::partition_workers::PartitionPool::start(threads)?;
         engine.lend_partitions(Box::new(pool));
         log::info!("partitions lent to {threads} thread(s) beside the engine's");
+    }
+    // Woken when a partition's thread has finished with its core.
+    let returned = Arc::new(tokio::sync::Notify::new());
+    if config.partition_owned && config.partitions > 1 {
+        let threads =
+            crate::partition_workers::OwnedThreads::start(config.partitions, returned.clone())?;
+        engine.own_partitions(Box::new(threads));
+        log::info!(
+            "each of the {} partitions owns a thread between turns",
+            config.partitions
+        );
     }
     // Outlives the engine loop: dropped after `block_on` returns.
     let io_pool = start_io_threads(config.io_threads)?;
@@ -352,6 +365,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
             scrapes: scrape_rx,
             admin: admin_rx,
             peers: peer_rx,
+            returned,
         };
         let result = serve(&mut node, &mut sockets, receivers).await;
         let (engine, wal, _) = node.into_parts();
@@ -721,6 +735,8 @@ struct Receivers {
     scrapes: mpsc::Receiver<crate::metrics::ScrapeRequest>,
     admin: mpsc::Receiver<crate::admin::AdminRequest>,
     peers: mpsc::Receiver<(u64, PeerMessage)>,
+    /// A partition's thread has finished with its core (`partition.owned`).
+    returned: Arc<tokio::sync::Notify>,
 }
 
 async fn serve(
@@ -735,6 +751,7 @@ async fn serve(
         mut scrapes,
         admin: mut admin_rx,
         peers: mut peer_rx,
+        returned,
     } = receivers;
     let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -776,6 +793,11 @@ async fn serve(
                 // and acknowledgements then go out as one append per peer,
                 // and a follower persists a run of appends as one job.
                 take_queued(&mut peer_rx, |(from, message)| on_peer(engine, from, message));
+            }
+            _ = returned.notified() => {
+                let engine = node.engine_mut();
+                engine.set_time(wall_clock_ms());
+                engine.take_returned();
             }
             Some(request) = admin_rx.recv() => {
                 let engine = node.engine_mut();

@@ -3,7 +3,9 @@
 //! thread runs the first job itself and waits for the rest, so the jobs
 //! may borrow the partitions they work on.
 
-use stoa_core::engine::PartitionWorkers;
+use std::sync::{mpsc, Arc};
+
+use stoa_core::engine::{PartitionThreads, PartitionWorkers};
 
 pub struct PartitionPool {
     pool: rayon::ThreadPool,
@@ -35,6 +37,52 @@ impl PartitionWorkers for PartitionPool {
             }
             first();
         });
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread per partition that its core goes away to between turns
+/// (`partition.owned`, docs/partitions.md "Step 3, the inversion"): each
+/// runs the jobs sent to it in order, then wakes the engine's thread,
+/// which takes the core back (`Engine::take_returned`).
+pub struct OwnedThreads {
+    senders: Vec<mpsc::Sender<Job>>,
+}
+
+impl OwnedThreads {
+    pub fn start(partitions: u32, returned: Arc<tokio::sync::Notify>) -> Result<Self, String> {
+        let mut senders = Vec::new();
+        for partition in 0..partitions {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let returned = returned.clone();
+            std::thread::Builder::new()
+                .name(format!("stoa-own-{partition}"))
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                        if ran.is_err() {
+                            // Its core is lost with the job: the engine
+                            // cannot go on without it.
+                            log::error!("partition {partition}'s thread panicked; stopping");
+                            std::process::exit(70);
+                        }
+                        returned.notify_one();
+                    }
+                })
+                .map_err(|e| format!("cannot start partition {partition}'s thread: {e}"))?;
+            senders.push(tx);
+        }
+        Ok(OwnedThreads { senders })
+    }
+}
+
+impl PartitionThreads for OwnedThreads {
+    fn send(&self, partition: usize, job: Box<dyn FnOnce() + Send>) {
+        // The thread lives as long as its sender: the engine's.
+        self.senders[partition]
+            .send(job)
+            .expect("a partition's thread runs while the engine does");
     }
 }
 

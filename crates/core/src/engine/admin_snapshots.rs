@@ -364,10 +364,8 @@ impl Engine {
             // Writes held through the restore came from connections just
             // closed: they end in ConnectionLoss, unapplied, as writes in
             // flight at a change of leader may.
-            for core in &mut self.cores {
-                core.owners.clear();
-                core.held_writes.clear();
-            }
+            self.holds.owners.clear();
+            self.holds.held_writes.clear();
             if let Err(why) = self.settle_placement() {
                 self.out.fatal = Some(format!("restored at zxid {zxid:#x}: {why}"));
             }

@@ -69,7 +69,7 @@ impl Engine {
             },
         );
         // Everything after it from that connection is refused too.
-        self.cores[0].owners.remove(&sid);
+        self.holds.owners.remove(&sid);
         if server != self.config.server_id {
             let rejected = super::forward::EngineMessage::Rejected {
                 session_id: sid,
@@ -126,7 +126,7 @@ impl Engine {
             }
             return Admitted::Refused;
         }
-        let behind_held = !released && !self.cores[0].held_writes.is_empty();
+        let behind_held = !released && !self.holds.held_writes.is_empty();
         if behind_held || !self.may_prepare() || self.registration_pending() {
             self.hold_write(admission, released);
             return Admitted::Held;
@@ -183,7 +183,7 @@ impl Engine {
     /// then may it prepare, since those entries change the tree its checks
     /// read. Its own proposals in flight do not count: prep sees them.
     pub(super) fn log_applied(&self) -> bool {
-        (self.cores.iter()).all(|core| core.applied_term == core.raft.raft.term)
+        (0..self.cores.len()).all(|p| self.cores.log_applied(p))
     }
 
     /// The leader may turn writes into transactions now: its log is
@@ -207,7 +207,7 @@ impl Engine {
     /// prepared from when it is taken until it applied).
     pub(super) fn may_prepare_unless_restoring(&self) -> bool {
         self.log_applied()
-            && (self.cores.iter()).all(|core| core.raft.raft.lead_transferee.is_none())
+            && (0..self.cores.len()).all(|p| !self.cores.transferring(p))
             // A reconfig of several servers is done only once raft left
             // the joint configuration; writes received meanwhile wait.
             && !self.in_joint_config()
@@ -224,7 +224,7 @@ impl Engine {
     /// registration change was).
     pub(super) fn release_held_writes(&mut self) {
         while self.is_leader() && self.may_prepare() && !self.registration_pending() {
-            let Some(write) = self.cores[0].held_writes.pop_front() else {
+            let Some(write) = self.holds.held_writes.pop_front() else {
                 return;
             };
             if self.admit_closing_refused(write, true) == Admitted::Held {
@@ -236,7 +236,7 @@ impl Engine {
     /// Holds a write until this leader may prepare it: a write taken back
     /// out of the held ones goes back first, where it was.
     fn hold_write(&mut self, admission: Admission, released: bool) {
-        let held = &mut self.cores[0].held_writes;
+        let held = &mut self.holds.held_writes;
         match released {
             true => held.push_front(admission),
             false => held.push_back(admission),
@@ -248,7 +248,7 @@ impl Engine {
     pub(super) fn release_held_session_creates(&mut self) {
         while self.is_leader() && self.may_prepare() {
             let Some((server, conn, session_id, timeout_ms)) =
-                self.cores[0].held_session_creates.pop_front()
+                self.holds.held_session_creates.pop_front()
             else {
                 return;
             };
@@ -263,7 +263,7 @@ impl Engine {
     /// Answers the attaches held while the log was being applied.
     pub(super) fn release_held_attaches(&mut self) {
         while self.is_leader() && self.log_applied() {
-            let Some((server, conn, sid)) = self.cores[0].held_attaches.pop_front() else {
+            let Some((server, conn, sid)) = self.holds.held_attaches.pop_front() else {
                 return;
             };
             self.answer_attach(server, sid, conn);
@@ -285,7 +285,7 @@ impl Engine {
             } if !self.may_prepare() => {
                 // As client writes: a new leader applies its log first, and
                 // a counter near its end waits for the new epoch.
-                self.cores[0]
+                self.holds
                     .held_session_creates
                     .push_back((server, conn, session_id, timeout_ms));
                 SessionAdmitted::Held
@@ -309,7 +309,7 @@ impl Engine {
                 session_id,
             } => {
                 if !self.log_applied() {
-                    self.cores[0]
+                    self.holds
                         .held_attaches
                         .push_back((server, conn, session_id));
                     return SessionAdmitted::Held;
@@ -351,7 +351,8 @@ impl Engine {
                 .in_flight
                 .iter()
                 .any(|t| t.header.session_id == sid && closes(t.op.decided()))
-            && !self.cores[0]
+            && !self
+                .holds
                 .held_writes
                 .iter()
                 .any(|w| w.session_id == sid && matches!(w.request, Request::CloseSession))

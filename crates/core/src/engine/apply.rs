@@ -263,7 +263,7 @@ impl Engine {
         }
         if session_change == Some(SessionChange::Closed) {
             // Its writes are accepted from no connection any more.
-            self.cores[partition].owners.remove(&sid);
+            self.holds.owners.remove(&sid);
         }
         let config = membership_changed.then(|| {
             self.cores[partition]

@@ -45,7 +45,8 @@ impl Engine {
             }
         }
         let mut wanted = Vec::new();
-        for (partition, core) in self.cores.iter_mut().enumerate() {
+        // A core away asks when it is back.
+        for (partition, core) in self.cores.home_iter_mut() {
             // Also in a joint configuration: a new participant that needs a
             // snapshot may be the one the new quorum waits for (a leader
             // elected during the change may have compacted further than the

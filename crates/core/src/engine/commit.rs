@@ -16,6 +16,9 @@ impl Engine {
     /// `PersistJob` (acknowledged later by `Input::Persisted`); committed
     /// entries are applied at once.
     pub(super) fn drive_raft(&mut self) {
+        // What cores brought back goes first: a group's readies are
+        // persisted in their order.
+        let _ = self.absorb_away();
         // Every group's readies, in rounds (`engine/lent_ready.rs`).
         while self.ready_round() {}
         if self.applying_behind() {
@@ -110,7 +113,7 @@ impl Engine {
         let leader = self.leader_id();
         let known_terms = &self.ensemble.known_leader_terms;
         let terms_moved =
-            (self.cores.iter().map(|core| core.term())).ne(known_terms.iter().copied());
+            ((0..self.cores.len()).map(|p| self.cores.term(p))).ne(known_terms.iter().copied());
         // A follower that missed an election can hear from the same
         // leader again in a newer term: in between, another leader may
         // have replaced what the old term left uncommitted, so that is
@@ -140,7 +143,7 @@ impl Engine {
     fn note_terms(&mut self) {
         let terms = &mut self.ensemble.known_leader_terms;
         terms.clear();
-        terms.extend(self.cores.iter().map(|core| core.term()));
+        terms.extend((0..self.cores.len()).map(|p| self.cores.term(p)));
     }
 
     /// Frees in-memory raft log entries toward the compaction target, a
@@ -149,6 +152,10 @@ impl Engine {
     /// keeps them for restarts (holding up to snapCount of them until the
     /// next snapshot was ~5% of the RSS).
     fn release_applied_entries(&mut self, partition: usize) {
+        if !self.cores.is_home(partition) {
+            // Next time, once it is back.
+            return;
+        }
         let standalone = self.standalone();
         let core = &mut self.cores[partition];
         if standalone {
@@ -159,6 +166,11 @@ impl Engine {
     }
 
     pub(super) fn report_applied(&mut self, partition: usize) {
+        if !self.cores.is_home(partition) {
+            // Nothing applied it since it left; it reports when it is back
+            // (`Engine::absorb_ready`).
+            return;
+        }
         let core = &mut self.cores[partition];
         let log = &core.raft.raft.raft_log;
         let applied = core.applied_index.min(log.persisted).min(log.committed);
@@ -181,8 +193,8 @@ impl Engine {
     /// Snapshots the server every snapCount applied entries (over all its
     /// partitions: one snapshot holds them all, `engine/server_snapshots.rs`).
     fn maybe_snapshot(&mut self) {
-        let entries_since: u64 = (self.cores.iter())
-            .map(|core| core.applied_index - core.snapshot_index)
+        let entries_since: u64 = (0..self.cores.len())
+            .map(|p| self.cores.applied_since_snapshot(p))
             .sum();
         // Not during a membership change: a snapshot compacts the log, and
         // a reconfig's quorum check counted which new participants hold

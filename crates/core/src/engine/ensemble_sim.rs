@@ -367,6 +367,9 @@ fn engine_config(seed: u64, voters: u64, partitions: u32, id: u64) -> super::Eng
     // Every other seed, each partition applies its own entries, a few at a
     // time, as it will on a thread of its own (`engine/by_partition.rs`).
     cfg.apply_lag_seed = applies_by_partition(seed).then(|| crate::session::splitmix64(seed ^ id));
+    // Every other pair of seeds, cores go away between turns to threads
+    // that finish their jobs at once or only when recalled (`engine/cores.rs`).
+    cfg.owned_threads_seed = (seed / 2 % 2 == 0).then(|| crate::session::splitmix64(seed ^ !id));
     cfg.voters = (1..=voters).collect();
     cfg.learners = (voters + 1..=servers).collect();
     cfg.snap_count = SNAP_COUNT;
@@ -577,6 +580,16 @@ impl Sim {
 
     /// Server `s`'s snapshot thread runs what is queued; returns whether
     /// there was anything.
+    /// Server `s`'s partition threads finish what they were sent, and it
+    /// takes their cores back (`engine/cores.rs`); true if one was away.
+    fn threads_finish(&mut self, s: usize) -> bool {
+        let away = self.engine(s).is_some_and(|engine| engine.threads_finish());
+        if away {
+            self.collect(s);
+        }
+        away
+    }
+
     fn run_snapshots(&mut self, s: usize) -> bool {
         let Some(node) = self.servers[s].machine.node_mut() else {
             return false;
@@ -726,6 +739,7 @@ impl Sim {
                     busy |= queued > 0;
                     self.sync(s, queued);
                     busy |= self.run_snapshots(s);
+                    busy |= self.threads_finish(s);
                 }
                 while self.deliver_one(0) {
                     busy = true;
@@ -1473,6 +1487,11 @@ impl Sim {
                 self.run_snapshots(s);
             }
             80..=89 => {
+                // Partitions' threads finish their work now and then.
+                if self.rng.chance(50) {
+                    let s = self.rng.below(self.server_count()) as usize;
+                    self.threads_finish(s);
+                }
                 for c in 0..CLIENTS {
                     self.receive(c);
                 }

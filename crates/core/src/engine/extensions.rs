@@ -228,16 +228,15 @@ impl Engine {
     /// yet. So the leader holds client requests until it has applied every
     /// registration change it proposed (rare: one round trip each).
     pub(super) fn registration_pending(&mut self) -> bool {
-        let core = &mut self.cores[0];
-        let applied = core.tree.last_zxid();
-        while core
-            .registrations_in_flight
-            .front()
-            .is_some_and(|&zxid| zxid <= applied)
-        {
-            core.registrations_in_flight.pop_front();
+        if self.holds.registrations_in_flight.is_empty() {
+            return false;
         }
-        !core.registrations_in_flight.is_empty()
+        let applied = self.cores[0].tree.last_zxid();
+        let in_flight = &mut self.holds.registrations_in_flight;
+        while in_flight.front().is_some_and(|&zxid| zxid <= applied) {
+            in_flight.pop_front();
+        }
+        !in_flight.is_empty()
     }
 
     /// The node extension that owns this request's path, if any.

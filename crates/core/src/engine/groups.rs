@@ -46,7 +46,7 @@ impl Engine {
     /// The epoch zxids are handed out in: the highest term over the groups
     /// (docs/zxids.md, `crate::zxid::server_epoch`).
     pub(super) fn epoch(&self) -> u64 {
-        crate::zxid::server_epoch(self.cores.iter().map(|core| core.term()))
+        crate::zxid::server_epoch((0..self.cores.len()).map(|p| self.cores.term(p)))
     }
 
     /// Hands out the next zxid, for a transaction of any partition (one
@@ -101,8 +101,8 @@ impl Engine {
 
     /// The newest zxid applied on any partition.
     pub(super) fn newest_applied_zxid(&self) -> i64 {
-        (self.cores.iter())
-            .map(|core| core.tree.last_zxid())
+        (0..self.cores.len())
+            .map(|p| self.cores.applied_zxid(p))
             .max()
             .unwrap_or(0)
     }

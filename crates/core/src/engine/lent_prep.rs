@@ -27,6 +27,7 @@
 use stoa_proto::request::Request;
 use stoa_tree::PrepContext;
 
+use super::cores::AwayDone;
 use super::handoff::Identity;
 use super::lent_apply::run_jobs;
 use super::partition_core::PartitionCore;
@@ -86,7 +87,7 @@ fn is_engine_path(path: &str) -> bool {
 impl PartitionCore {
     /// Prepares this partition's share of a batch in zxid order and
     /// proposes each transaction to its group; returns how many failed.
-    fn prepare_share(
+    pub(super) fn prepare_share(
         &mut self,
         partition: usize,
         share: &mut Vec<PlainWrite>,
@@ -132,6 +133,18 @@ impl Engine {
     pub(super) fn finish_batches(&mut self) {
         self.serve_read_batch();
         self.prepare_batch();
+    }
+
+    /// At the end of a turn: serves the batched reads, and sends each
+    /// partition's share of the batched writes away to be prepared on its
+    /// own thread if it has one (`engine/cores.rs`), else prepares them.
+    pub(super) fn end_batches(&mut self) {
+        self.serve_read_batch();
+        if self.cores.owned() {
+            self.send_batch_away();
+        } else {
+            self.prepare_batch();
+        }
     }
 
     /// The partition a request admitted now may wait in the batch for:
@@ -184,6 +197,35 @@ impl Engine {
             request,
         });
         batch.writes += 1;
+    }
+
+    /// Sends each partition's share of the batch away with its core, to
+    /// be prepared and proposed there, its group's ready taken apart
+    /// after (`engine/cores.rs`); leaves the batch empty. What it did comes
+    /// back to `Engine::absorb_away`.
+    fn send_batch_away(&mut self) {
+        if self.prep_batch.is_empty() {
+            return;
+        }
+        self.stats.prep_batches += 1;
+        self.stats.prep_batch_writes += self.prep_batch.writes as u64;
+        self.prep_batch.writes = 0;
+        let ttl_enabled = self.config.ttl_enabled;
+        for partition in 0..self.prep_batch.shares.len() {
+            if self.prep_batch.shares[partition].is_empty() {
+                continue;
+            }
+            let mut share = std::mem::take(&mut self.prep_batch.shares[partition]);
+            self.cores.send_away(partition, move |core| {
+                let errors = core.prepare_share(partition, &mut share, ttl_enabled);
+                let taken = core.take_plain_ready(partition);
+                AwayDone {
+                    partition,
+                    errors,
+                    taken,
+                }
+            });
+        }
     }
 
     /// Prepares and proposes every write of the batch (lent when it is

@@ -39,7 +39,7 @@ use super::{Engine, InstalledSnapshot, PersistJob, RAFT_MAX_MSG_BYTES};
 const LEND_MIN_ENTRIES: usize = 256;
 
 /// What a group's ready leaves for the engine's thread.
-pub(super) struct TakenReady {
+pub(crate) struct TakenReady {
     /// Messages to send now, tagged with the group.
     messages: Vec<(u32, Message)>,
     /// Entries committed, to apply in the one order.
@@ -53,6 +53,16 @@ impl PartitionCore {
     /// one, and it installs no snapshot from the leader.
     fn has_plain_ready(&self) -> bool {
         self.raft.has_ready() && self.raft.snap().is_none()
+    }
+
+    /// Takes this group's next ready apart if it has one that is its own
+    /// business alone (`take_ready`).
+    pub(super) fn take_plain_ready(&mut self, partition: usize) -> Option<TakenReady> {
+        if !self.has_plain_ready() {
+            return None;
+        }
+        let ready = self.raft.ready();
+        Some(self.take_ready(partition as u32, ready, None))
     }
 
     /// Entries riding on this group's next ready: what lending it is
@@ -168,19 +178,20 @@ impl Engine {
     /// false when none had one.
     pub(super) fn ready_round(&mut self) -> bool {
         // Every turn ends with a round that finds nothing: it allocates
-        // nothing either.
-        if !self.cores.iter().any(|core| core.raft.has_ready()) {
+        // nothing either. A core away takes its own ready there.
+        let home = |p: usize| self.cores.is_home(p);
+        if !(0..self.cores.len()).any(|p| home(p) && self.cores[p].raft.has_ready()) {
             return false;
         }
-        let plain: Vec<bool> = (self.cores.iter())
-            .map(PartitionCore::has_plain_ready)
+        let plain: Vec<bool> = (0..self.cores.len())
+            .map(|p| home(p) && self.cores[p].has_plain_ready())
             .collect();
         let busy = plain.iter().filter(|&&p| p).count();
         let lend = busy > 1
             && self.workers.threads() > 0
-            && (self.cores.iter().zip(&plain))
-                .filter(|(_, &p)| p)
-                .map(|(core, _)| core.ready_entries())
+            && (0..self.cores.len())
+                .filter(|&p| plain[p])
+                .map(|p| self.cores[p].ready_entries())
                 .sum::<usize>()
                 >= LEND_MIN_ENTRIES;
         if busy > 0 {
@@ -191,8 +202,12 @@ impl Engine {
             }
         }
         let mut taken: Vec<Option<TakenReady>> = (0..self.cores.len()).map(|_| None).collect();
-        let jobs = (self.cores.iter_mut().enumerate().zip(&mut taken))
-            .filter(|((partition, _), _)| plain[*partition]);
+        let mut home: Vec<Option<&mut PartitionCore>> = (0..plain.len()).map(|_| None).collect();
+        for (partition, core) in self.cores.home_iter_mut() {
+            home[partition] = plain[partition].then_some(core);
+        }
+        let jobs = (home.into_iter().enumerate().zip(&mut taken))
+            .filter_map(|((partition, core), slot)| Some(((partition, core?), slot)));
         run_jobs(&*self.workers, lend, jobs, |((partition, core), slot)| {
             let ready = core.raft.ready();
             *slot = Some(core.take_ready(partition as u32, ready, None));
@@ -206,7 +221,7 @@ impl Engine {
                 }
                 // A snapshot from the leader, installed on this thread, or
                 // a ready that came up while this round was absorbed.
-                None if self.cores[partition].raft.has_ready() => {
+                None if self.cores.is_home(partition) && self.cores[partition].raft.has_ready() => {
                     self.handle_ready(partition);
                     any = true;
                 }

@@ -45,6 +45,8 @@ impl Engine {
 
     /// The server's state and counters now.
     pub fn monitor(&self) -> Monitor {
+        // Before anything here recalls a core: those are the host's.
+        let away = self.cores.counts();
         let served = self.served_totals();
         let mut configuration = self.config.conf_text.clone();
         if !self.standalone() {
@@ -71,6 +73,9 @@ impl Engine {
                 packets_received: self.gate.counters.packets_received,
                 packets_sent: self.gate.counters.packets_sent,
                 notifications_sent: self.gate.counters.notifications_sent,
+                cores_sent: away.sent,
+                core_recalls: away.recalled,
+                core_recalls_waited: away.waited,
                 ..self.stats.clone()
             },
             connections: self

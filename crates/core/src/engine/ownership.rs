@@ -8,8 +8,10 @@
 //! for the session's earlier connections before the client is answered.
 //! ZooKeeper gets the same from its session owner check (SessionMoved).
 
+use std::collections::{HashMap, VecDeque};
+
 use super::forward::EngineMessage;
-use super::handoff::{SessionAdmitted, SessionCall};
+use super::handoff::{Admission, SessionAdmitted, SessionCall};
 use super::Engine;
 use crate::session::SessionId;
 use crate::watch::ConnId;
@@ -26,7 +28,7 @@ pub(crate) struct Owner {
 impl Engine {
     /// Leader: `conn` at `server` now owns the session.
     pub(super) fn set_owner(&mut self, sid: SessionId, server: u64, conn: ConnId) {
-        self.cores[0].owners.insert(
+        self.holds.owners.insert(
             sid,
             Owner {
                 server,
@@ -38,7 +40,7 @@ impl Engine {
 
     /// Leader: does `conn` at `server` own the session?
     pub(super) fn is_owner(&self, sid: SessionId, server: u64, conn: ConnId) -> bool {
-        self.cores[0]
+        self.holds
             .owners
             .get(&sid)
             .is_some_and(|o| o.server == server && o.conn == conn)
@@ -54,7 +56,7 @@ impl Engine {
         conn: ConnId,
         seq: u64,
     ) -> bool {
-        match self.cores[0].owners.get_mut(&sid) {
+        match self.holds.owners.get_mut(&sid) {
             Some(o) if o.server == from && o.conn == conn && o.next_seq == seq => {
                 o.next_seq += 1;
                 true
@@ -65,7 +67,7 @@ impl Engine {
                 );
                 if owner.is_some_and(|o| o.server == from && o.conn == conn) {
                     // A gap: everything after it from this connection is refused too.
-                    self.cores[0].owners.remove(&sid);
+                    self.holds.owners.remove(&sid);
                 }
                 let rejected = EngineMessage::Rejected {
                     session_id: sid,
@@ -166,5 +168,41 @@ impl Engine {
             log::info!("connection {conn}: the leader refused its write; closing it");
             self.out.closes.push(conn);
         }
+    }
+}
+
+/// The leader's admission state, one per server: whose writes it accepts,
+/// and what it holds until it may prepare. The engine's thread keeps it
+/// (it lived on partition 0's core, which may now be away on its thread
+/// while the engine admits: `engine/cores.rs`).
+#[derive(Default)]
+pub(super) struct LeaderHolds {
+    /// Writes received before it may prepare them.
+    pub held_writes: VecDeque<Admission>,
+    /// Zxids of proposed registration changes, in order
+    /// (`Engine::registration_pending`).
+    pub registrations_in_flight: VecDeque<i64>,
+    /// Session creations (origin server, connection, session, timeout)
+    /// received while it could not prepare.
+    pub held_session_creates: VecDeque<(u64, ConnId, SessionId, i32)>,
+    /// Attaches (origin server, connection, session) received before its
+    /// log was applied.
+    pub held_attaches: VecDeque<(u64, ConnId, SessionId)>,
+    /// The connection each session's writes are accepted from.
+    pub owners: HashMap<SessionId, Owner>,
+}
+
+impl LeaderHolds {
+    /// Writes are owned and held by the leader alone: a server that stops
+    /// leading forgets them (`drop_clients`).
+    pub fn check_invariants(&self, is_leader: bool) -> Result<(), String> {
+        if !is_leader && (!self.owners.is_empty() || !self.held_writes.is_empty()) {
+            return Err(format!(
+                "does not lead but owns {} sessions' writes and holds {}",
+                self.owners.len(),
+                self.held_writes.len()
+            ));
+        }
+        Ok(())
     }
 }

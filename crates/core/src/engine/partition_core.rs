@@ -1,8 +1,8 @@
 //! The partition core: what one partition owns. Its tree, the preparer
 //! that validates writes against it, its raft group with the proposals in
 //! flight and the speculative tree over them, the watches set on its tree,
-//! the leader's admission state (session owners, held writes), its
-//! snapshots' bookkeeping and its container/TTL reaper's clock.
+//! its snapshots' bookkeeping and its container/TTL reaper's clock. (The
+//! leader's admission state, one per server, is `LeaderHolds`.)
 //!
 //! With several partitions a server holds one of these per partition, each
 //! owned by its partition's thread; the session gate and the ensemble view
@@ -15,11 +15,8 @@ use std::collections::{HashMap, VecDeque};
 use raft::RawNode;
 use stoa_tree::{Applied, ChainLink, DataTree, Preparer, Txn, TxnOp, UNKNOWN_LINK};
 
-use super::handoff::Admission;
-use super::ownership::Owner;
 use crate::raft_log::RaftLog;
-use crate::session::SessionId;
-use crate::watch::{ConnId, WatchTable};
+use crate::watch::WatchTable;
 
 pub(crate) struct PartitionCore {
     pub tree: DataTree,
@@ -30,19 +27,6 @@ pub(crate) struct PartitionCore {
     pub in_flight: VecDeque<Txn>,
     /// `tree` + `in_flight`, maintained only while extensions read it.
     pub speculative: Option<DataTree>,
-    /// Leader: writes received before it may prepare them.
-    pub held_writes: VecDeque<Admission>,
-    /// Leader: zxids of proposed registration changes, in order
-    /// (`Engine::registration_pending`).
-    pub registrations_in_flight: VecDeque<i64>,
-    /// Leader: session creations (origin server, connection, session,
-    /// timeout) received while it could not prepare.
-    pub held_session_creates: VecDeque<(u64, ConnId, SessionId, i32)>,
-    /// Leader: attaches (origin server, connection, session) received
-    /// before its log was applied.
-    pub held_attaches: VecDeque<(u64, ConnId, SessionId)>,
-    /// Leader: the connection each session's writes are accepted from.
-    pub owners: HashMap<SessionId, Owner>,
     /// Raft messages that may leave only once their ready is durable.
     pub held_messages: VecDeque<(u64, Vec<raft::eraftpb::Message>)>,
     /// The ready that last changed raft's term or vote, until it is
@@ -98,11 +82,6 @@ impl PartitionCore {
             watches: WatchTable::default(),
             in_flight: VecDeque::new(),
             speculative: None,
-            held_writes: VecDeque::new(),
-            registrations_in_flight: VecDeque::new(),
-            held_attaches: VecDeque::new(),
-            held_session_creates: VecDeque::new(),
-            owners: HashMap::new(),
             held_messages: VecDeque::new(),
             term_or_vote_unsynced: None,
             applied_index: snapshot_index,

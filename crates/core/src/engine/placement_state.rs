@@ -35,7 +35,7 @@ impl Engine {
             return Ok(());
         }
         if let Some(held) = self.placement_held()? {
-            if self.placement_written() {
+            if self.placement_node_version().is_some_and(|v| v > 0) {
                 if let Some(why) = self.unconfigured(&held) {
                     return Err(why);
                 }
@@ -162,7 +162,11 @@ impl Engine {
     /// (`publish_placement`), then every move. Until then it mirrors this
     /// server's configuration alone.
     pub(super) fn placement_written(&self) -> bool {
-        self.placement_node_version().is_some_and(|v| v > 0)
+        debug_assert_eq!(
+            self.placement_written,
+            self.placement_node_version().is_some_and(|v| v > 0)
+        );
+        self.placement_written
     }
 
     /// Leader, each tick: a placement no leader has written yet is written
@@ -218,8 +222,9 @@ impl Engine {
     /// Recomputes `placement_settled` (kept, since `may_prepare` asks on
     /// every write): after the trees were replaced, or the node written.
     pub(super) fn note_placement_state(&mut self) {
-        self.placement_settled =
-            self.cores.len() == 1 || self.placement_node_version().is_none_or(|v| v > 0);
+        let version = self.placement_node_version();
+        self.placement_settled = self.cores.len() == 1 || version.is_none_or(|v| v > 0);
+        self.placement_written = version.is_some_and(|v| v > 0);
     }
 
     /// The placement the data holds, if any.

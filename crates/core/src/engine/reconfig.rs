@@ -210,7 +210,7 @@ impl Engine {
     /// joint configurations that raft leaves by itself (auto-leave), so
     /// that flag tells.
     pub(crate) fn in_joint_config(&self) -> bool {
-        self.cores[0].in_joint_config()
+        self.cores.joint_config(0)
     }
 
     /// ZooKeeper refuses a configuration whose quorum is not up and in

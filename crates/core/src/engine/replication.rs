@@ -378,11 +378,11 @@ impl Engine {
         self.gate.connecting.clear();
         self.gate.attaching.clear();
         self.gate.kept.clear();
-        self.cores[0].owners.clear();
-        self.cores[0].held_attaches.clear();
-        self.cores[0].held_session_creates.clear();
+        self.holds.owners.clear();
+        self.holds.held_attaches.clear();
+        self.holds.held_session_creates.clear();
         self.gate.zxid_waiters.clear();
-        self.cores[0].held_writes.clear();
+        self.holds.held_writes.clear();
         for core in &mut self.cores {
             core.preparer.clear();
             core.in_flight.clear();

@@ -182,13 +182,7 @@ impl Engine {
         ) -> Result<(TxnOp, TxnOp), stoa_proto::codes::ErrorCode>,
     ) -> Result<Txn, PrepError> {
         assert_ne!(own, parents, "a link lives on another partition");
-        let (node_core, link_core) = if own < parents {
-            let (a, b) = self.cores.split_at_mut(parents);
-            (&mut a[own], &mut b[0])
-        } else {
-            let (a, b) = self.cores.split_at_mut(own);
-            (&mut b[0], &mut a[parents])
-        };
+        let (node_core, link_core) = self.cores.pair_mut(own, parents);
         let node_mark = node_core.preparer.begin_multi();
         let link_mark = link_core.preparer.begin_multi();
         let mut node = PartPreparer {

@@ -106,6 +106,9 @@ struct Sim {
     writes_acked: AckedWrites,
     /// Multis applied, refused whole, and of those over two partitions.
     multis: [u64; 3],
+    /// Over every engine the run booted: jobs sent away with a core, and
+    /// recalls that found the job still held (`engine/cores.rs`).
+    away: [u64; 2],
     /// Numbers the values of multis bound to fail.
     aborted_values: usize,
 }
@@ -125,6 +128,7 @@ impl Sim {
             next_conn: 1,
             writes_acked: AckedWrites::new(),
             multis: [0; 3],
+            away: [0; 2],
             aborted_values: ABORTED_FROM,
         };
         for _ in 0..CLIENTS {
@@ -229,6 +233,9 @@ impl Sim {
                 self.sync(queued);
             } else if self.node().engine().applying_behind() {
                 // Partitions applying their own left some for later turns.
+                self.collect();
+            } else if self.node().engine_mut().threads_finish() {
+                // Cores away on their threads come back.
                 self.collect();
             } else {
                 return;
@@ -352,6 +359,10 @@ impl Sim {
                 self.sync(n);
             }
             75..=93 => {
+                // Partitions' threads finish their work now and then.
+                if self.rng.chance(50) && self.node().engine_mut().threads_finish() {
+                    self.collect();
+                }
                 for c in 0..CLIENTS {
                     self.receive(c);
                 }
@@ -445,7 +456,11 @@ impl Sim {
             self.receive(c);
         }
         let tail_seed = self.rng.next();
-        self.machine.crash(tail_seed);
+        if let Some(engine) = self.machine.crash(tail_seed) {
+            let counts = engine.cores.counts();
+            self.away[0] += counts.sent;
+            self.away[1] += counts.waited;
+        }
         let seed = self.seed;
         self.machine
             .boot(engine_config(seed), self.now_ms)
@@ -557,6 +572,7 @@ fn engine_config(seed: u64) -> EngineConfig {
             _ => vec!["/c1".into()],
         },
         apply_lag_seed: (seed % 4 == 3).then_some(seed),
+        owned_threads_seed: (seed / 4 % 2 == 0).then_some(seed ^ 0x5eed),
         reconfig_enabled: seed.is_multiple_of(2),
         ..config()
     }
@@ -565,12 +581,13 @@ fn engine_config(seed: u64) -> EngineConfig {
 /// Runs one seed; returns the batches the node wrote inline, the events
 /// the clients heard, and the multis applied, refused whole and of those
 /// over two partitions.
-fn run(seed: u64) -> (u64, usize, [u64; 3]) {
+fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 2]) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
         let engine = sim.node().engine();
-        for core in &engine.cores {
+        // A core away is checked once back: reaching for it would recall it.
+        for (_, core) in engine.cores.home_iter() {
             core.tree.check_invariants().expect("tree invariants");
         }
         if let Err(broken) = engine.check_invariants() {
@@ -615,7 +632,7 @@ fn run(seed: u64) -> (u64, usize, [u64; 3]) {
         );
     }
     let fired = (sim.clients.iter()).map(|c| c.watching.fired_count()).sum();
-    (sim.node().log().inline_writes, fired, sim.multis)
+    (sim.node().log().inline_writes, fired, sim.multis, sim.away)
 }
 
 #[test]
@@ -628,21 +645,31 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
             run(seed);
         }
         None => {
-            let (mut inline, mut fired, mut multis) = (0, 0, [0; 3]);
+            let (mut inline, mut fired, mut multis, mut away) = (0, 0, [0; 3], [0; 2]);
             for seed in seed_range(SEEDS_DEFAULT) {
-                let (i, f, m) = run(seed);
+                let (i, f, m, a) = run(seed);
                 inline += i;
                 fired += f;
                 for (sum, n) in multis.iter_mut().zip(m) {
+                    *sum += n;
+                }
+                for (sum, n) in away.iter_mut().zip(a) {
                     *sum += n;
                 }
             }
             if std::env::var("STOA_SIM_VERBOSE").is_ok() {
                 eprintln!(
                     "inline batches {inline}, events {fired}, multis applied, refused, over \
-                     two partitions: {multis:?}"
+                     two partitions: {multis:?}, cores sent away and recalls that found the \
+                     job held: {away:?}"
                 );
             }
+            // Cores went away, and the engine reached for some before their
+            // jobs had run.
+            assert!(
+                away.iter().all(|&n| n > 0),
+                "cores sent away, recalls that waited: {away:?}"
+            );
             // Crashes must also fall between batches the node synced itself.
             assert!(inline > 0, "no seed wrote a batch inline");
             assert!(fired > 0, "no client heard an event");

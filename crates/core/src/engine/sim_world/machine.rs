@@ -66,10 +66,14 @@ impl SimMachine {
             recovered.push(node::recovered(start, &replay, partition)?);
         }
         let lend = config.partitions > 1;
+        let owned = config.owned_threads_seed;
         let mut engine = Engine::new(config, recovered, now_ms)?;
         if lend {
             // As a server lending its partitions to threads, run in order.
             engine.lend_partitions(Box::new(crate::engine::lent_apply::SequentialWorkers));
+        }
+        if let Some(seed) = owned {
+            engine.own_partitions(Box::new(crate::engine::cores::SimThreads::new(seed)));
         }
         self.node = Some(Node::new(engine, wal, snapshots));
         Ok(booted)

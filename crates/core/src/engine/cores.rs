@@ -1,0 +1,434 @@
+//! The partition cores, each of which may be away on a thread of its own
+//! between turns (docs/partitions.md, "Step 3, the inversion", its first
+//! slice: "cores away between turns").
+//!
+//! A core is *home* when the engine's thread holds it and *away* while a
+//! job sent to its partition's thread owns it. The job does work that
+//! touches that core alone (`PartitionCore`'s functions of its core:
+//! preparing a share of writes, taking its group's ready apart) and sends
+//! the core back with what it did (`AwayDone`). The engine does not wait:
+//! it goes on with its own work, and takes the core back either when its
+//! host tells it that a thread finished (`Engine::take_returned`) or when
+//! it needs the core itself. The latter is a *recall*: the engine waits
+//! for the core there, wherever it reaches for it, through the same
+//! `cores[p]` every engine function uses, so that no function can touch a
+//! core that is away. What a recalled core brought back waits in order
+//! until the engine absorbs it (`Engine::absorb_away`), which it does
+//! before it takes a ready of its own from any group and at the start of
+//! every input, so a group's readies are persisted in their order.
+//!
+//! Without threads (the default, and every server of one partition) no
+//! core is ever away.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::VecDeque;
+use std::sync::mpsc;
+
+use super::lent_ready::TakenReady;
+use super::partition_core::PartitionCore;
+
+/// The threads the partitions' cores go away to, one per partition. The
+/// server passes them (`partition.owned`); the core starts none.
+pub trait PartitionThreads: Send {
+    /// Runs `job` on `partition`'s thread, after every job sent there
+    /// before.
+    fn send(&self, partition: usize, job: Box<dyn FnOnce() + Send>);
+
+    /// Called before the engine waits for `partition`'s core: a thread of
+    /// its own needs nothing (its job sends the core back when done); the
+    /// simulators' stand-in runs the jobs it holds now.
+    fn finish(&self, _partition: usize) {}
+}
+
+/// What a core did away, handed back with it.
+pub(crate) struct AwayDone {
+    pub partition: usize,
+    /// Writes of its share that failed (request errors, as a write
+    /// prepared on the engine's thread counts them).
+    pub errors: u64,
+    /// Its group's ready, taken apart there: its messages, its committed
+    /// entries and its persist job wait for the engine.
+    pub taken: Option<TakenReady>,
+}
+
+struct Returned {
+    core: Box<PartitionCore>,
+    done: AwayDone,
+}
+
+/// What the engine may still read of a core while it is away: its raft
+/// group's term and leader, and the entries it applied, as it left. A job
+/// away proposes and takes readies apart but never steps raft nor
+/// applies, so these do not change there (checked when the core comes
+/// back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Leadership {
+    term: u64,
+    leader_id: u64,
+    is_leader: bool,
+    applied_since_snapshot: u64,
+    /// The zxid its tree is at.
+    applied_zxid: i64,
+    /// Its applied entries reach its current term (`Engine::log_applied`).
+    log_applied: bool,
+    transferring: bool,
+    joint_config: bool,
+}
+
+impl Leadership {
+    fn of(core: &PartitionCore) -> Leadership {
+        Leadership {
+            term: core.term(),
+            leader_id: core.leader_id(),
+            is_leader: core.is_leader(),
+            applied_since_snapshot: core.applied_index - core.snapshot_index,
+            applied_zxid: core.tree.last_zxid(),
+            log_applied: core.applied_term == core.term(),
+            transferring: core.raft.raft.lead_transferee.is_some(),
+            joint_config: core.in_joint_config(),
+        }
+    }
+}
+
+struct Slot {
+    /// Empty while the core is away.
+    home: OnceCell<Box<PartitionCore>>,
+    /// As the core left, while it is away.
+    left_as: Leadership,
+    back_tx: mpsc::Sender<Returned>,
+    back_rx: mpsc::Receiver<Returned>,
+}
+
+/// How often cores went away and came back, for `mntr`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct AwayCounts {
+    /// Jobs sent to a partition's thread.
+    pub sent: u64,
+    /// Cores the engine reached for while they were away.
+    pub recalled: u64,
+    /// Of those, the ones it had to wait for (the job had not finished).
+    pub waited: u64,
+}
+
+pub(crate) struct Cores {
+    slots: Vec<Slot>,
+    threads: Option<Box<dyn PartitionThreads>>,
+    /// What recalled cores brought back, not yet absorbed, in order.
+    done: RefCell<VecDeque<AwayDone>>,
+    recalled: Cell<u64>,
+    waited: Cell<u64>,
+    sent: u64,
+}
+
+impl Cores {
+    pub fn new(cores: Vec<PartitionCore>) -> Cores {
+        let slots = (cores.into_iter())
+            .map(|core| {
+                let (back_tx, back_rx) = mpsc::channel();
+                Slot {
+                    home: OnceCell::from(Box::new(core)),
+                    left_as: Leadership::default(),
+                    back_tx,
+                    back_rx,
+                }
+            })
+            .collect();
+        Cores {
+            slots,
+            threads: None,
+            done: RefCell::default(),
+            recalled: Cell::new(0),
+            waited: Cell::new(0),
+            sent: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Cores may go away to `threads` from now on.
+    pub fn own(&mut self, threads: Box<dyn PartitionThreads>) {
+        self.threads = Some(threads);
+    }
+
+    /// Whether cores may go away.
+    pub fn owned(&self) -> bool {
+        self.threads.is_some()
+    }
+
+    pub fn is_home(&self, partition: usize) -> bool {
+        self.slots[partition].home.get().is_some()
+    }
+
+    pub fn counts(&self) -> AwayCounts {
+        AwayCounts {
+            sent: self.sent,
+            recalled: self.recalled.get(),
+            waited: self.waited.get(),
+        }
+    }
+
+    /// Sends `partition`'s core away to do `work` on its thread.
+    pub fn send_away(
+        &mut self,
+        partition: usize,
+        work: impl FnOnce(&mut PartitionCore) -> AwayDone + Send + 'static,
+    ) {
+        // Still away with the previous turn's work: it comes back first.
+        let _ = &mut self[partition];
+        let threads = self
+            .threads
+            .as_ref()
+            .expect("cores go away only to threads");
+        let slot = &mut self.slots[partition];
+        let mut core = slot.home.take().expect("a core away is sent again");
+        slot.left_as = Leadership::of(&core);
+        let back = slot.back_tx.clone();
+        threads.send(
+            partition,
+            Box::new(move || {
+                let done = work(&mut core);
+                // The engine's side only goes with the server.
+                let _ = back.send(Returned { core, done });
+            }),
+        );
+        self.sent += 1;
+    }
+
+    /// Has every partition's thread finish its jobs (the simulators'
+    /// stand-ins run them now); true if a core was away.
+    #[cfg(test)]
+    pub fn finish_all(&self) -> bool {
+        let mut away = false;
+        for partition in 0..self.len() {
+            if !self.is_home(partition) {
+                away = true;
+                if let Some(threads) = &self.threads {
+                    threads.finish(partition);
+                }
+            }
+        }
+        away
+    }
+
+    /// Waits for an away core: the engine reached for it.
+    fn recall(&self, partition: usize) -> Box<PartitionCore> {
+        let slot = &self.slots[partition];
+        self.recalled.set(self.recalled.get() + 1);
+        let returned = slot.back_rx.try_recv().unwrap_or_else(|_| {
+            self.waited.set(self.waited.get() + 1);
+            if let Some(threads) = &self.threads {
+                threads.finish(partition);
+            }
+            (slot.back_rx.recv()).expect("a partition's thread stopped with its core")
+        });
+        debug_assert_eq!(Leadership::of(&returned.core), slot.left_as);
+        self.done.borrow_mut().push_back(returned.done);
+        returned.core
+    }
+
+    /// The leadership of `partition`'s group: read without recalling it.
+    fn leadership(&self, partition: usize) -> Leadership {
+        let slot = &self.slots[partition];
+        slot.home
+            .get()
+            .map_or(slot.left_as, |core| Leadership::of(core))
+    }
+
+    /// `partition`'s raft term, away or not.
+    pub fn term(&self, partition: usize) -> u64 {
+        self.leadership(partition).term
+    }
+
+    /// The leader of `partition`'s group as of its last step, away or not.
+    pub fn leader_id(&self, partition: usize) -> u64 {
+        self.leadership(partition).leader_id
+    }
+
+    /// Entries `partition` applied since its last snapshot, away or not.
+    pub fn applied_since_snapshot(&self, partition: usize) -> u64 {
+        self.leadership(partition).applied_since_snapshot
+    }
+
+    /// The zxid `partition`'s tree is at, away or not.
+    pub fn applied_zxid(&self, partition: usize) -> i64 {
+        self.leadership(partition).applied_zxid
+    }
+
+    /// Whether `partition` applied an entry of its current term, away or
+    /// not.
+    pub fn log_applied(&self, partition: usize) -> bool {
+        self.leadership(partition).log_applied
+    }
+
+    /// Whether `partition`'s group is handing its leadership over, away or
+    /// not.
+    pub fn transferring(&self, partition: usize) -> bool {
+        self.leadership(partition).transferring
+    }
+
+    /// Whether `partition`'s raft configuration is joint, away or not.
+    pub fn joint_config(&self, partition: usize) -> bool {
+        self.leadership(partition).joint_config
+    }
+
+    /// Whether this server leads `partition`'s group, away or not.
+    pub fn is_leader(&self, partition: usize) -> bool {
+        self.leadership(partition).is_leader
+    }
+
+    /// What came back: first what recalled cores brought, then any core
+    /// whose thread has finished (taken home without waiting).
+    pub fn next_done(&mut self) -> Option<AwayDone> {
+        if let Some(done) = self.done.get_mut().pop_front() {
+            return Some(done);
+        }
+        for slot in &mut self.slots {
+            if slot.home.get().is_some() {
+                continue;
+            }
+            if let Ok(returned) = slot.back_rx.try_recv() {
+                debug_assert_eq!(Leadership::of(&returned.core), slot.left_as);
+                let _ = slot.home.set(returned.core);
+                return Some(returned.done);
+            }
+        }
+        None
+    }
+
+    pub fn get(&self, partition: usize) -> Option<&PartitionCore> {
+        (partition < self.len()).then(|| &self[partition])
+    }
+
+    pub fn get_mut(&mut self, partition: usize) -> Option<&mut PartitionCore> {
+        (partition < self.len()).then(|| &mut self[partition])
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &PartitionCore> + ExactSizeIterator {
+        (0..self.len()).map(|partition| &self[partition])
+    }
+
+    pub fn iter_mut(
+        &mut self,
+    ) -> impl DoubleEndedIterator<Item = &mut PartitionCore> + ExactSizeIterator {
+        for partition in 0..self.len() {
+            let _ = &mut self[partition];
+        }
+        (self.slots.iter_mut()).map(|slot| &mut **slot.home.get_mut().expect("recalled above"))
+    }
+
+    /// The cores that are home, each with its partition: the others are
+    /// left where they are.
+    pub fn home_iter(&self) -> impl Iterator<Item = (usize, &PartitionCore)> {
+        (self.slots.iter().enumerate())
+            .filter_map(|(partition, slot)| Some((partition, &**slot.home.get()?)))
+    }
+
+    /// `home_iter`, mutably.
+    pub fn home_iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut PartitionCore)> {
+        (self.slots.iter_mut().enumerate())
+            .filter_map(|(partition, slot)| Some((partition, &mut **slot.home.get_mut()?)))
+    }
+
+    /// Two different partitions' cores at once.
+    pub fn pair_mut(&mut self, a: usize, b: usize) -> (&mut PartitionCore, &mut PartitionCore) {
+        assert_ne!(a, b, "two different partitions");
+        let _ = &mut self[a];
+        let _ = &mut self[b];
+        let (low, high) = (a.min(b), a.max(b));
+        let (head, tail) = self.slots.split_at_mut(high);
+        let low_core = &mut **head[low].home.get_mut().expect("recalled above");
+        let high_core = &mut **tail[0].home.get_mut().expect("recalled above");
+        if a < b {
+            (low_core, high_core)
+        } else {
+            (high_core, low_core)
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Cores {
+    type Output = PartitionCore;
+
+    #[inline]
+    fn index(&self, partition: usize) -> &PartitionCore {
+        let slot = &self.slots[partition];
+        slot.home.get_or_init(|| self.recall(partition))
+    }
+}
+
+impl std::ops::IndexMut<usize> for Cores {
+    #[inline]
+    fn index_mut(&mut self, partition: usize) -> &mut PartitionCore {
+        if self.slots[partition].home.get().is_none() {
+            let core = self.recall(partition);
+            let _ = self.slots[partition].home.set(core);
+        }
+        self.slots[partition].home.get_mut().expect("home")
+    }
+}
+
+impl<'c> IntoIterator for &'c Cores {
+    type Item = &'c PartitionCore;
+    type IntoIter = Box<dyn Iterator<Item = &'c PartitionCore> + 'c>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl<'c> IntoIterator for &'c mut Cores {
+    type Item = &'c mut PartitionCore;
+    type IntoIter = Box<dyn Iterator<Item = &'c mut PartitionCore> + 'c>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter_mut())
+    }
+}
+
+/// For the simulators: stand-in threads, one queue per partition, that run
+/// a job as it is sent or hold it until the engine recalls the core
+/// (`finish`), as their seed draws; deterministic, on the caller's thread.
+#[cfg(test)]
+pub(crate) struct SimThreads {
+    queues: std::sync::Mutex<(u64, Vec<VecDeque<Box<dyn FnOnce() + Send>>>)>,
+}
+
+#[cfg(test)]
+impl SimThreads {
+    pub fn new(seed: u64) -> SimThreads {
+        SimThreads {
+            queues: std::sync::Mutex::new((seed, Vec::new())),
+        }
+    }
+}
+
+#[cfg(test)]
+impl PartitionThreads for SimThreads {
+    fn send(&self, partition: usize, job: Box<dyn FnOnce() + Send>) {
+        let mut guard = self.queues.lock().expect("one caller");
+        let (seed, queues) = &mut *guard;
+        *seed = crate::session::splitmix64(*seed);
+        if *seed % 2 == 1 {
+            queues.resize_with(queues.len().max(partition + 1), VecDeque::new);
+            return queues[partition].push_back(job);
+        }
+        drop(guard);
+        job();
+    }
+
+    fn finish(&self, partition: usize) {
+        let jobs: Vec<_> = {
+            let mut queues = self.queues.lock().expect("one caller");
+            let queues = &mut queues.1;
+            match queues.get_mut(partition) {
+                Some(queue) => queue.drain(..).collect(),
+                None => Vec::new(),
+            }
+        };
+        for job in jobs {
+            job();
+        }
+    }
+}
