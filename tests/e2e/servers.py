@@ -61,6 +61,13 @@ def stoa_partition_threads():
     return os.environ.get("STOA_PARTITION_THREADS")
 
 
+def stoa_partition_owned():
+    """STOA_PARTITION_OWNED=yes|no: every Stoa server the suite starts gives
+    each partition's core a thread of its own between turns (zoo.cfg
+    partition.owned); unset, the server's default."""
+    return os.environ.get("STOA_PARTITION_OWNED") or None
+
+
 def digest(user, password):
     """The ZooKeeper digest id for user:password (base64 of SHA1)."""
     raw = ("%s:%s" % (user, password)).encode()
@@ -444,6 +451,9 @@ class Server(Process):
         if (kind == "stoa" and stoa_partition_threads() is not None
                 and "partition.threads" not in extra):
             cfg.append(("partition.threads", stoa_partition_threads()))
+        if (kind == "stoa" and stoa_partition_owned() is not None
+                and "partition.owned" not in extra):
+            cfg.append(("partition.owned", stoa_partition_owned()))
         with open(self.cfg_path, "w") as f:
             for k, v in cfg:
                 f.write("%s=%s\n" % (k, v))

@@ -24,12 +24,12 @@ WRITERS = 4
 ROUNDS = 150
 
 
-def start(request, shape, threads):
+def start(request, shape, threads, owned="no"):
     """A standalone server, or a 3-member ensemble whose follower (it applies decoded entries, the leader its own) is the one
     the kazoo sessions use and whose counters are checked; the bench's
     sessions spread over every member. Returns that server, the hosts, and
     the server that prepares the writes (the leader)."""
-    cfg = dict(GROUPS, **{"partition.threads": threads})
+    cfg = dict(GROUPS, **{"partition.threads": threads, "partition.owned": owned})
     if shape == "ensemble":
         ensemble = h.Ensemble(kind="stoa", extra_cfg=cfg)
         request.addfinalizer(ensemble.cleanup)
@@ -141,15 +141,17 @@ def assert_bench_clean(bench, out, err):
     assert all(not r["errors"] for r in results), [r["errors"] for r in results]
 
 
-@pytest.mark.parametrize("threads", [0, 2])
+@pytest.mark.parametrize("threads,owned", [(0, "no"), (2, "no"), (0, "yes")])
 @pytest.mark.parametrize("shape", ["standalone", "ensemble"])
 def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
-        request, tmp_path, shape, threads):
+        request, tmp_path, shape, threads, owned):
     """Under a bench's load on three partitions, kazoo sessions pipeline writes
     and reads and watch each other's keys: every read sees exactly its own
     session's write before it, every watch fires once, and every bench call
-    succeeds, whether the partitions apply on worker threads or not."""
-    srv, hosts, preparer = start(request, shape, threads)
+    succeeds, whether the partitions apply on worker threads or not, and
+    whether each core goes to a thread of its own between turns
+    (partition.owned, engine/cores.rs) or not."""
+    srv, hosts, preparer = start(request, shape, threads, owned)
     bench, bench_out = start_bench(hosts, tmp_path)
     try:
         h.wait_until(lambda: h.mntr_int(srv, "stoa_apply_run_txns") > 5000, timeout=30,
@@ -187,6 +189,15 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         assert batches_lent == 0
     else:
         assert batches_lent > 0, f"no batch was lent ({batches} batches of {writes} writes)"
+    # Owned, the leader's cores went away with its batches, and came back
+    # either as their threads finished or when the engine reached for them.
+    sent = h.mntr_int(preparer, "stoa_cores_sent")
+    recalls = h.mntr_int(preparer, "stoa_core_recalls")
+    waited = h.mntr_int(preparer, "stoa_core_recalls_waited")
+    if owned == "yes":
+        assert sent > 0 and waited <= recalls <= sent, (sent, recalls, waited)
+    else:
+        assert (sent, recalls, waited) == (0, 0, 0)
     # Every member handled its groups' readies in rounds, more readies
     # than rounds (both groups had readies in some), and lent none
     # without threads (engine/lent_ready.rs).

@@ -391,8 +391,12 @@ impl<'c> IntoIterator for &'c mut Cores {
 /// a job as it is sent or hold it until the engine recalls the core
 /// (`finish`), as their seed draws; deterministic, on the caller's thread.
 #[cfg(test)]
+type Queued = VecDeque<Box<dyn FnOnce() + Send>>;
+
+#[cfg(test)]
 pub(crate) struct SimThreads {
-    queues: std::sync::Mutex<(u64, Vec<VecDeque<Box<dyn FnOnce() + Send>>>)>,
+    /// The draws' state, and each partition's held jobs.
+    queues: std::sync::Mutex<(u64, Vec<Queued>)>,
 }
 
 #[cfg(test)]

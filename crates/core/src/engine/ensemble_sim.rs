@@ -350,6 +350,12 @@ fn applies_by_partition(seed: u64) -> bool {
     seed % 2 == 1
 }
 
+/// Every other pair of seeds, cores go away between turns to threads that
+/// finish their jobs at once or only when recalled (`engine/cores.rs`).
+fn owns_partitions(seed: u64) -> bool {
+    (seed / 2).is_multiple_of(2)
+}
+
 fn engine_config(seed: u64, voters: u64, partitions: u32, id: u64) -> super::EngineConfig {
     let servers = voters + OBSERVERS;
     let mut cfg = config();
@@ -367,9 +373,7 @@ fn engine_config(seed: u64, voters: u64, partitions: u32, id: u64) -> super::Eng
     // Every other seed, each partition applies its own entries, a few at a
     // time, as it will on a thread of its own (`engine/by_partition.rs`).
     cfg.apply_lag_seed = applies_by_partition(seed).then(|| crate::session::splitmix64(seed ^ id));
-    // Every other pair of seeds, cores go away between turns to threads
-    // that finish their jobs at once or only when recalled (`engine/cores.rs`).
-    cfg.owned_threads_seed = (seed / 2 % 2 == 0).then(|| crate::session::splitmix64(seed ^ !id));
+    cfg.owned_threads_seed = owns_partitions(seed).then(|| crate::session::splitmix64(seed ^ !id));
     cfg.voters = (1..=voters).collect();
     cfg.learners = (voters + 1..=servers).collect();
     cfg.snap_count = SNAP_COUNT;
@@ -1778,9 +1782,11 @@ impl log::Log for TraceLog {
 /// prefix, and the reads they answered by watermark while partitions
 /// stood apart (`engine/by_partition.rs`).
 /// What a run went through that its checks need to have met over the
-/// seeds: (entries applied past the prefix, reads off a cut), and (events
-/// heard, multis applied, multis refused whole, multiReads answered).
-type Exercised = ((u64, u64), [usize; 4]);
+/// seeds: (entries applied past the prefix, reads off a cut, cores sent
+/// away and recalls that found their jobs held, since the servers' last
+/// starts), and (events heard, multis applied, multis refused whole,
+/// multiReads answered).
+type Exercised = ((u64, u64, [u64; 2]), [usize; 4]);
 
 fn run(seed: u64, voters: u64, partitions: u32) -> Exercised {
     let mut sim = Sim::new(seed, voters, partitions);
@@ -1899,8 +1905,16 @@ fn run(seed: u64, voters: u64, partitions: u32) -> Exercised {
             sim.disk_stops, sim.recoveries
         );
     }
+    let away = (sim.servers.iter().filter_map(|s| s.engine())).fold([0, 0], |[sent, waited], e| {
+        let counts = e.cores.counts();
+        [sent + counts.sent, waited + counts.waited]
+    });
+    assert!(
+        away[0] == 0 || (partitions > 1 && owns_partitions(seed)),
+        "seed {seed}: cores went away at {partitions} partitions: {away:?}"
+    );
     let (applied, refused, reads) = sim.multis;
-    ((past, off_cut), [fired, applied, refused, reads])
+    ((past, off_cut, away), [fired, applied, refused, reads])
 }
 
 /// Seeds outside the default range that once failed, run with every range
@@ -1935,14 +1949,18 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
                 (REGRESSION_SEEDS.iter()).filter(|(v, _)| *v == voters && partitions == 1);
             let by_partition = partitions > 1 && range.clone().any(applies_by_partition);
             let seeds_run = range.clone().count();
-            let (mut past, mut off_cut) = (0, 0);
+            let owned = partitions > 1 && range.clone().any(owns_partitions);
+            let (mut past, mut off_cut, mut away) = (0, 0, [0, 0]);
             let mut met = [0; 4];
             for seed in range.chain(regression.map(|&(_, seed)| seed)) {
                 // A panic inside raft-rs names no seed: say which one it was.
                 match std::panic::catch_unwind(|| run(seed, voters, partitions)) {
-                    Ok(((applied_past, read_off_cut), seen)) => {
+                    Ok(((applied_past, read_off_cut, went_away), seen)) => {
                         past += applied_past;
                         off_cut += read_off_cut;
+                        for (sum, n) in away.iter_mut().zip(went_away) {
+                            *sum += n;
+                        }
                         for (met, seen) in met.iter_mut().zip(seen) {
                             *met += seen;
                         }
@@ -1964,6 +1982,12 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             assert!(
                 (off_cut > 0 || !by_partition || seeds_run < 20) && (off_cut == 0 || by_partition),
                 "{off_cut} reads answered by watermark off a cut over {seeds_run} seeds"
+            );
+            // Cores went away, and some recalls found their jobs held.
+            assert!(
+                (seeds_run < 20 || !owned || away.iter().all(|&n| n > 0))
+                    && (owned || away == [0, 0]),
+                "cores sent away, recalls that found the job held: {away:?} over {seeds_run} seeds"
             );
             // The watch and multi checks had something to check.
             assert!(

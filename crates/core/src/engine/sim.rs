@@ -572,7 +572,7 @@ fn engine_config(seed: u64) -> EngineConfig {
             _ => vec!["/c1".into()],
         },
         apply_lag_seed: (seed % 4 == 3).then_some(seed),
-        owned_threads_seed: (seed / 4 % 2 == 0).then_some(seed ^ 0x5eed),
+        owned_threads_seed: (seed / 4).is_multiple_of(2).then_some(seed ^ 0x5eed),
         reconfig_enabled: seed.is_multiple_of(2),
         ..config()
     }
