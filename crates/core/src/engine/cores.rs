@@ -118,6 +118,8 @@ pub(crate) struct Cores {
     recalled: Cell<u64>,
     waited: Cell<u64>,
     sent: u64,
+    /// Cores away now.
+    away: Cell<usize>,
 }
 
 impl Cores {
@@ -140,6 +142,7 @@ impl Cores {
             recalled: Cell::new(0),
             waited: Cell::new(0),
             sent: 0,
+            away: Cell::new(0),
         }
     }
 
@@ -183,6 +186,7 @@ impl Cores {
             .expect("cores go away only to threads");
         let slot = &mut self.slots[partition];
         let mut core = slot.home.take().expect("a core away is sent again");
+        self.away.set(self.away.get() + 1);
         slot.left_as = Leadership::of(&core);
         let back = slot.back_tx.clone();
         threads.send(
@@ -212,6 +216,21 @@ impl Cores {
         away
     }
 
+    /// `index`'s slow path: the core is away.
+    #[cold]
+    #[inline(never)]
+    fn recalled_ref(&self, partition: usize) -> &PartitionCore {
+        (self.slots[partition].home).get_or_init(|| self.recall(partition))
+    }
+
+    /// `index_mut`'s slow path: the core is away.
+    #[cold]
+    #[inline(never)]
+    fn recall_home(&mut self, partition: usize) {
+        let core = self.recall(partition);
+        let _ = self.slots[partition].home.set(core);
+    }
+
     /// Waits for an away core: the engine reached for it.
     fn recall(&self, partition: usize) -> Box<PartitionCore> {
         let slot = &self.slots[partition];
@@ -224,63 +243,100 @@ impl Cores {
             (slot.back_rx.recv()).expect("a partition's thread stopped with its core")
         });
         debug_assert_eq!(Leadership::of(&returned.core), slot.left_as);
+        self.away.set(self.away.get() - 1);
         self.done.borrow_mut().push_back(returned.done);
         returned.core
     }
 
-    /// The leadership of `partition`'s group: read without recalling it.
-    fn leadership(&self, partition: usize) -> Leadership {
+    /// Reads `partition`'s core, or what it left as while it is away,
+    /// without recalling it.
+    #[inline]
+    fn read<T>(
+        &self,
+        partition: usize,
+        home: impl FnOnce(&PartitionCore) -> T,
+        away: impl FnOnce(&Leadership) -> T,
+    ) -> T {
         let slot = &self.slots[partition];
-        slot.home
-            .get()
-            .map_or(slot.left_as, |core| Leadership::of(core))
+        match slot.home.get() {
+            Some(core) => home(core),
+            None => away(&slot.left_as),
+        }
     }
 
     /// `partition`'s raft term, away or not.
     pub fn term(&self, partition: usize) -> u64 {
-        self.leadership(partition).term
+        self.read(partition, |core| core.term(), |left| left.term)
     }
 
     /// The leader of `partition`'s group as of its last step, away or not.
     pub fn leader_id(&self, partition: usize) -> u64 {
-        self.leadership(partition).leader_id
+        self.read(partition, |core| core.leader_id(), |left| left.leader_id)
+    }
+
+    /// Whether this server leads `partition`'s group, away or not.
+    pub fn is_leader(&self, partition: usize) -> bool {
+        self.read(partition, |core| core.is_leader(), |left| left.is_leader)
     }
 
     /// Entries `partition` applied since its last snapshot, away or not.
     pub fn applied_since_snapshot(&self, partition: usize) -> u64 {
-        self.leadership(partition).applied_since_snapshot
+        self.read(
+            partition,
+            |core| core.applied_index - core.snapshot_index,
+            |left| left.applied_since_snapshot,
+        )
     }
 
     /// The zxid `partition`'s tree is at, away or not.
     pub fn applied_zxid(&self, partition: usize) -> i64 {
-        self.leadership(partition).applied_zxid
+        self.read(
+            partition,
+            |core| core.tree.last_zxid(),
+            |left| left.applied_zxid,
+        )
     }
 
     /// Whether `partition` applied an entry of its current term, away or
     /// not.
     pub fn log_applied(&self, partition: usize) -> bool {
-        self.leadership(partition).log_applied
+        self.read(
+            partition,
+            |core| core.applied_term == core.term(),
+            |left| left.log_applied,
+        )
     }
 
     /// Whether `partition`'s group is handing its leadership over, away or
     /// not.
     pub fn transferring(&self, partition: usize) -> bool {
-        self.leadership(partition).transferring
+        self.read(
+            partition,
+            |core| core.raft.raft.lead_transferee.is_some(),
+            |left| left.transferring,
+        )
     }
 
     /// Whether `partition`'s raft configuration is joint, away or not.
     pub fn joint_config(&self, partition: usize) -> bool {
-        self.leadership(partition).joint_config
-    }
-
-    /// Whether this server leads `partition`'s group, away or not.
-    pub fn is_leader(&self, partition: usize) -> bool {
-        self.leadership(partition).is_leader
+        self.read(
+            partition,
+            |core| core.in_joint_config(),
+            |left| left.joint_config,
+        )
     }
 
     /// What came back: first what recalled cores brought, then any core
     /// whose thread has finished (taken home without waiting).
+    #[inline]
     pub fn next_done(&mut self) -> Option<AwayDone> {
+        if self.away.get() == 0 && self.done.get_mut().is_empty() {
+            return None;
+        }
+        self.next_done_slow()
+    }
+
+    fn next_done_slow(&mut self) -> Option<AwayDone> {
         if let Some(done) = self.done.get_mut().pop_front() {
             return Some(done);
         }
@@ -291,6 +347,7 @@ impl Cores {
             if let Ok(returned) = slot.back_rx.try_recv() {
                 debug_assert_eq!(Leadership::of(&returned.core), slot.left_as);
                 let _ = slot.home.set(returned.core);
+                self.away.set(self.away.get() - 1);
                 return Some(returned.done);
             }
         }
@@ -351,21 +408,25 @@ impl Cores {
 impl std::ops::Index<usize> for Cores {
     type Output = PartitionCore;
 
-    #[inline]
+    #[inline(always)]
     fn index(&self, partition: usize) -> &PartitionCore {
-        let slot = &self.slots[partition];
-        slot.home.get_or_init(|| self.recall(partition))
+        match self.slots[partition].home.get() {
+            Some(core) => core,
+            None => self.recalled_ref(partition),
+        }
     }
 }
 
 impl std::ops::IndexMut<usize> for Cores {
-    #[inline]
+    #[inline(always)]
     fn index_mut(&mut self, partition: usize) -> &mut PartitionCore {
         if self.slots[partition].home.get().is_none() {
-            let core = self.recall(partition);
-            let _ = self.slots[partition].home.set(core);
+            self.recall_home(partition);
         }
-        self.slots[partition].home.get_mut().expect("home")
+        match self.slots[partition].home.get_mut() {
+            Some(core) => core,
+            None => unreachable!("recalled"),
+        }
     }
 }
 
