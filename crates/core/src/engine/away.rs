@@ -36,6 +36,9 @@ impl Engine {
                 self.absorb_ready(done.partition, taken);
                 self.note_leader();
             }
+            if let Some(number) = self.cores.take_persisted_away(done.partition) {
+                self.on_persisted(done.partition as u32, number);
+            }
         }
         any
     }

@@ -95,6 +95,9 @@ struct Slot {
     home: OnceCell<Box<PartitionCore>>,
     /// As the core left, while it is away.
     left_as: Leadership,
+    /// While it is away: the newest of its readies the WAL made durable
+    /// meanwhile (`Engine::on_persisted` waits for the core's return).
+    persisted_away: Option<u64>,
     back_tx: mpsc::Sender<Returned>,
     back_rx: mpsc::Receiver<Returned>,
 }
@@ -130,6 +133,7 @@ impl Cores {
                 Slot {
                     home: OnceCell::from(Box::new(core)),
                     left_as: Leadership::default(),
+                    persisted_away: None,
                     back_tx,
                     back_rx,
                 }
@@ -246,6 +250,25 @@ impl Cores {
         self.away.set(self.away.get() - 1);
         self.done.borrow_mut().push_back(returned.done);
         returned.core
+    }
+
+    /// Notes that `partition`'s readies up to `number` are durable while
+    /// its core is away; false if it is home (the engine tells it now).
+    pub fn persisted_while_away(&mut self, partition: usize, number: u64) -> bool {
+        let slot = &mut self.slots[partition];
+        if slot.home.get().is_some() {
+            return false;
+        }
+        slot.persisted_away = Some(slot.persisted_away.map_or(number, |n| n.max(number)));
+        true
+    }
+
+    /// What `persisted_while_away` noted for `partition`, once its core is
+    /// back.
+    pub fn take_persisted_away(&mut self, partition: usize) -> Option<u64> {
+        let slot = &mut self.slots[partition];
+        slot.home.get()?;
+        slot.persisted_away.take()
     }
 
     /// Reads `partition`'s core, or what it left as while it is away,

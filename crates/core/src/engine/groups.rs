@@ -114,6 +114,13 @@ impl Engine {
 
     /// The WAL made `partition`'s batches up to ready `number` durable.
     pub(super) fn on_persisted(&mut self, partition: u32, number: u64) {
+        if (partition as usize) < self.cores.len()
+            && self.cores.persisted_while_away(partition as usize, number)
+        {
+            // The core hears it when it is back (`Engine::absorb_away`):
+            // as if the WAL had been that much slower.
+            return;
+        }
         let Some(core) = self.cores.get_mut(partition as usize) else {
             debug_assert!(false, "persisted a batch of partition {partition}");
             return;
