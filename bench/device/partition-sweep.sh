@@ -8,8 +8,10 @@
 # installed. Every server is stopped by PID; every run is bounded by
 # `timeout`. THREADS=N sets partition.threads=N on every server (unset:
 # the default, auto), so a second run with THREADS=0 shows what the lent
-# partitions return. Each run's line splits the server's CPU by thread
-# (the engine's, the WAL writer's, the partition workers'): a thread near
+# partitions return; OWNED=yes sets partition.owned=yes (each core on a
+# thread of its own between turns). Each run's line splits the server's CPU
+# by thread (the engine's, the WAL writer's, the partition workers' and
+# owned threads' together): a thread near
 # 1.00 core is what bounds that run (docs/partitions.md expects the
 # engine's, not the WAL's).
 set -u
@@ -38,6 +40,7 @@ start() { # partitions -> PORT, SERVER_PID
     echo "partitions=$parts"
     [ -n "$groups" ] && echo "partition.groups=$groups"
     [ -n "${THREADS:-}" ] && echo "partition.threads=$THREADS"
+    [ -n "${OWNED:-}" ] && echo "partition.owned=$OWNED"
   } >>"$d/zoo.cfg"
   start_server "$d" "server of $parts partitions"
 }
@@ -50,7 +53,7 @@ start() { # partitions -> PORT, SERVER_PID
 drive() {
   local gens=$1 mix=$2 k pid before after t0 t1 total=0 gen_pids=() eng0 wal0 wrk0
   eng0=$(thread_ticks "$SERVER_PID" stoa); wal0=$(thread_ticks "$SERVER_PID" stoa-wal)
-  wrk0=$(thread_ticks "$SERVER_PID" 'stoa-part-*')
+  wrk0=$(($(thread_ticks "$SERVER_PID" 'stoa-part-*') + $(thread_ticks "$SERVER_PID" 'stoa-own-*')))
   before=$(cpu_ticks "$SERVER_PID"); t0=$(date +%s%N)
   for ((k = 0; k < gens; k++)); do
     timeout 60 "$BIN" bench --servers "127.0.0.1:$PORT" --root "/g$k" --sessions "$SESSIONS" \
@@ -62,7 +65,7 @@ drive() {
   after=$(cpu_ticks "$SERVER_PID"); t1=$(date +%s%N)
   local eng wal wrk
   eng=$(($(thread_ticks "$SERVER_PID" stoa) - eng0)); wal=$(($(thread_ticks "$SERVER_PID" stoa-wal) - wal0))
-  wrk=$(($(thread_ticks "$SERVER_PID" 'stoa-part-*') - wrk0))
+  wrk=$(($(thread_ticks "$SERVER_PID" 'stoa-part-*') + $(thread_ticks "$SERVER_PID" 'stoa-own-*') - wrk0))
   for ((k = 0; k < gens; k++)); do
     total=$(awk -v a="$total" -v b="$(field throughput_ops_s "$WORK/g$k.json")" 'BEGIN {print a + b}')
     rm -f "$WORK/g$k.json"
