@@ -8,7 +8,8 @@ agora-multicore-coordination.txt), mirrored with real `stoa server`
 processes driven by `stoa bench`:
 
   throughput  (Figs. 6/7) throughput and the server's CPU per operation
-              at P=1 and P=2 (and P=2 with partition.threads=1, labelled),
+              at P=1 and P=2 (and P=2 with partition.threads=1 and with
+              partition.owned=yes, labelled),
               getData and setData of 8 B, 100 B and 1 KiB, 8 sessions x 16
               in flight over /g0 and /g1 (one keyspace spread over both;
               with P=2 /g1 is a group on partition 1); ZooKeeper 3.9.5 as
@@ -85,11 +86,13 @@ ZK = "ZK 3.9.5"
 ZK_JVM_FLAGS = ("-Xmx1g",)  # as bench/compare runs it (launch.ZK_HEAP_FLAG)
 
 
-def stoa_cfg(partitions, groups=(), threads=0, balance_ms=None):
+def stoa_cfg(partitions, groups=(), threads=0, balance_ms=None, owned="no"):
     """zoo.cfg entries of a Stoa configuration. Every key the e2e
     environment could set (STOA_PARTITIONS, STOA_IO_THREADS,
-    STOA_PARTITION_THREADS) is named, so the figures are the ones asked."""
-    cfg = {"partitions": partitions, "io.threads": 0, "partition.threads": threads}
+    STOA_PARTITION_THREADS, STOA_PARTITION_OWNED) is named, so the figures
+    are the ones asked."""
+    cfg = {"partitions": partitions, "io.threads": 0, "partition.threads": threads,
+           "partition.owned": owned}
     if groups:
         cfg["partition.groups"] = ",".join(groups)
     if balance_ms is not None:
@@ -101,8 +104,10 @@ CONFIGS = {
     "P=1": stoa_cfg(1),
     "P=2": stoa_cfg(2, ["/g1"]),
     "P=2, partition.threads=1": stoa_cfg(2, ["/g1"], threads=1),
+    "P=2, partition.owned=yes": stoa_cfg(2, ["/g1"], owned="yes"),
 }
 T1 = "P=2, partition.threads=1"
+O1 = "P=2, partition.owned=yes"
 
 
 def log(msg):
@@ -364,13 +369,14 @@ def thread_ticks(pid):
 
 def thread_group(name):
     """Stoa's threads: the engine's (the main thread, named as the
-    binary), the WAL writer, the partition workers, the rest (snapshot
-    writer, I/O threads; for ZooKeeper, every thread is "other")."""
+    binary), the WAL writer, the partition workers and owned partitions'
+    threads, the rest (snapshot writer, I/O threads; for ZooKeeper, every
+    thread is "other")."""
     if name == "stoa":
         return "engine"
     if name == "stoa-wal":
         return "wal"
-    if name.startswith("stoa-part"):
+    if name.startswith("stoa-part") or name.startswith("stoa-own"):
         return "workers"
     return "other"
 
@@ -464,7 +470,7 @@ def fig_throughput(run):
             run.bench(srv, ["--root", "/g0,/g1", "--sessions", 8, "--outstanding", 16,
                             "--read-ratio", 50, "--keys", 1000,
                             "--duration", a.zk_warmup, "--warmup", 0])
-        mine = cells if name != T1 else [(op, p) for op, p in cells if p == 100]
+        mine = cells if name not in (T1, O1) else [(op, p) for op, p in cells if p == 100]
         for op, payload in (mine if rnd % 2 == 0 else mine[::-1]):
             run.check_time("throughput %s %s %d" % (name, op, payload))
             run.settle(srv)

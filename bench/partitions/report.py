@@ -11,6 +11,7 @@ import model
 
 OP_NAMES = {"set": "setData", "get": "getData"}
 P1, P2, T1, ZK = "P=1", "P=2", "P=2, partition.threads=1", "ZK 3.9.5"
+O1 = "P=2, partition.owned=yes"
 WAY_NAMES = {"none": "no switch (all under /g1)", "burst10": "bursts of 10",
              "burst1": "bursts of 1 (a switch every call)"}
 CPU_TARGET = 1.10
@@ -65,7 +66,7 @@ def summarize(results, peaks):
     s = {"throughput": [], "latency": [], "switching": [], "rebalance": None,
          "latency_peaks": peaks}
     tr = _select(results, figure="throughput")
-    for config in [c for c in (P1, P2, T1, ZK) if _select(tr, config=c)]:
+    for config in [c for c in (P1, P2, T1, O1, ZK) if _select(tr, config=c)]:
         for op in ("set", "get"):
             for payload in sorted({r["payload"] for r in tr}):
                 rs = _select(tr, config=config, op=op, payload=payload)
@@ -293,6 +294,15 @@ def targets(doc, root):
         "machine": "the 16-core device machine, before partition threads "
                    "(docs/partitions.md); not run again (no device machine)"})
     # 3. Switching.
+    o1 = [r for r in s["throughput"] if r["config"] == O1 and r.get("vs_p1_cpu")]
+    if o1:
+        out.append("**partition.owned=yes on 2 cores** (labelled, not a default): %s. Each "
+                   "partition's core goes to a thread of its own between turns (step 3's "
+                   "first slice, docs/partitions.md); the two threads share the two cores "
+                   "with the engine's thread, the WAL thread and the load generator." %
+                   "; ".join("%s %s ops/s, %s CPU per op vs P=1" % (
+                       OP_NAMES[r["op"]], _r(r.get("vs_p1_throughput")),
+                       _r(r.get("vs_p1_cpu"))) for r in o1))
     sw = [r for r in s["switching"] if r["config"] == P2 and r.get("vs_none_throughput")]
     if sw:
         worst = min(sw, key=lambda r: r["vs_none_throughput"]["median"])
@@ -418,7 +428,8 @@ def markdown(doc, plots):
       "**P=1** is `partitions=1`; **P=2** is `partitions=2`, `partition.groups=/g1` (`/g0` "
       "stays on partition 0, `/g1` is partition 1's), `partition.threads=0` (the default "
       "`auto` on 2 cores); **%s** lends partition 1 to a worker thread (labelled: `auto` "
-      "takes none below 4 cores). The load is one `stoa bench` process (one core) beside "
+      "takes none below 4 cores); **%s** sends each partition's core to a thread of its "
+      "own between turns (labelled: off by default). The load is one `stoa bench` process (one core) beside "
       "the server on the same cores: its keyspace of 1,000 keys is spread over `/g0` and "
       "`/g1` (key i under root i mod 2), each call on a key at random, so at P=2 half the "
       "calls go to each partition and a session switches partitions at random. Each run: "
@@ -427,7 +438,7 @@ def markdown(doc, plots):
       "configuration over P=1 of the same round), then their median (low-high). Server CPU "
       "per op is the server process's user + system time over the measured window "
       "(`stoa bench --server-pid`), split by thread from `/proc/PID/task` over the run.\n"
-      % (T1, opts["duration"], opts["warmup"]))
+      % (T1, O1, opts["duration"], opts["warmup"]))
     runs = [r for r in doc["results"] if "foreign_cores" in r]
     if runs:
         fc = sorted(r["foreign_cores"] for r in runs)
@@ -469,7 +480,7 @@ def markdown(doc, plots):
         a("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
         for op in ("set", "get"):
             for payload in sorted({r["payload"] for r in rows}):
-                for config in (P1, P2, T1, ZK):
+                for config in (P1, P2, T1, O1, ZK):
                     r = _row(rows, config=config, op=op, payload=payload)
                     if not r:
                         continue
@@ -480,7 +491,7 @@ def markdown(doc, plots):
                         OP_NAMES[op], payload, config, _n(r["throughput"]),
                         _n(r["cpu_us_per_op"], "{:.2f}"), _n(th.get("engine"), "{:.2f}"),
                         _n(th.get("wal"), "{:.2f}") if op == "set" else "",
-                        _n(th.get("workers"), "{:.2f}") if config == T1 else "",
+                        _n(th.get("workers"), "{:.2f}") if config in (T1, O1) else "",
                         _r(r.get("vs_p1_throughput")), _r(r.get("vs_p1_cpu"))))
         a("")
         zk = [r for r in rows if r.get("vs_zk_throughput")]
@@ -768,6 +779,15 @@ def _reading(L, doc):
                    "; ".join("%s %s ops/s, %s CPU per op vs P=1" % (
                        OP_NAMES[r["op"]], _r(r.get("vs_p1_throughput")),
                        _r(r.get("vs_p1_cpu"))) for r in t1))
+    o1 = [r for r in s["throughput"] if r["config"] == O1 and r.get("vs_p1_cpu")]
+    if o1:
+        out.append("**partition.owned=yes on 2 cores** (labelled, not a default): %s. Each "
+                   "partition's core goes to a thread of its own between turns (step 3's "
+                   "first slice, docs/partitions.md); the two threads share the two cores "
+                   "with the engine's thread, the WAL thread and the load generator." %
+                   "; ".join("%s %s ops/s, %s CPU per op vs P=1" % (
+                       OP_NAMES[r["op"]], _r(r.get("vs_p1_throughput")),
+                       _r(r.get("vs_p1_cpu"))) for r in o1))
     sw = [r for r in s["switching"] if r["config"] == P2 and r.get("vs_none_throughput")]
     ctl = [r for r in s["switching"] if r["config"] == P1 and r.get("vs_none_throughput")]
     if sw:
@@ -848,7 +868,8 @@ def _pyplot():
     return plt
 
 
-COLORS = {P1: "tab:orange", P2: "tab:green", T1: "tab:olive", ZK: "tab:purple"}
+COLORS = {P1: "tab:orange", P2: "tab:green", T1: "tab:olive", O1: "tab:cyan",
+          ZK: "tab:purple"}
 
 
 def plots(doc, out_dir):
@@ -869,12 +890,13 @@ def plots(doc, out_dir):
     if rows:
         fig, axes = plt.subplots(2, 2, figsize=(9, 6.2), dpi=80)
         payloads = sorted({r["payload"] for r in rows})
-        configs = [c for c in (P1, P2, T1, ZK) if any(r["config"] == c for r in rows)]
+        configs = [c for c in (P1, P2, T1, O1, ZK) if any(r["config"] == c for r in rows)]
         for col, op in enumerate(("set", "get")):
             # Top: ops/s of every configuration. Bottom: server CPU per op
             # over P=1's, per round (median and low-high), for the
             # partitioned configurations (ZooKeeper's is in the table).
-            for row_i, shown in enumerate((configs, [c for c in configs if c in (P2, T1)])):
+            for row_i, shown in enumerate((configs,
+                                           [c for c in configs if c in (P2, T1, O1)])):
                 ax = axes[row_i][col]
                 width = 0.8 / max(1, len(shown))
                 for i, c in enumerate(shown):
