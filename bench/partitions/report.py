@@ -294,15 +294,6 @@ def targets(doc, root):
         "machine": "the 16-core device machine, before partition threads "
                    "(docs/partitions.md); not run again (no device machine)"})
     # 3. Switching.
-    o1 = [r for r in s["throughput"] if r["config"] == O1 and r.get("vs_p1_cpu")]
-    if o1:
-        out.append("**partition.owned=yes on 2 cores** (labelled, not a default): %s. Each "
-                   "partition's core goes to a thread of its own between turns (step 3's "
-                   "first slice, docs/partitions.md); the two threads share the two cores "
-                   "with the engine's thread, the WAL thread and the load generator." %
-                   "; ".join("%s %s ops/s, %s CPU per op vs P=1" % (
-                       OP_NAMES[r["op"]], _r(r.get("vs_p1_throughput")),
-                       _r(r.get("vs_p1_cpu"))) for r in o1))
     sw = [r for r in s["switching"] if r["config"] == P2 and r.get("vs_none_throughput")]
     if sw:
         worst = min(sw, key=lambda r: r["vs_none_throughput"]["median"])
