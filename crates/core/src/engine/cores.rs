@@ -62,7 +62,7 @@ struct Returned {
 /// applies, so these do not change there (checked when the core comes
 /// back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Leadership {
+struct LeftAs {
     term: u64,
     leader_id: u64,
     is_leader: bool,
@@ -75,26 +75,26 @@ struct Leadership {
     joint_config: bool,
 }
 
-impl Leadership {
-    fn of(core: &PartitionCore) -> Leadership {
-        Leadership {
+impl LeftAs {
+    fn of(core: &PartitionCore) -> LeftAs {
+        LeftAs {
             term: core.term(),
             leader_id: core.leader_id(),
             is_leader: core.is_leader(),
-            applied_since_snapshot: core.applied_index - core.snapshot_index,
+            applied_since_snapshot: core.applied_since_snapshot(),
             applied_zxid: core.tree.last_zxid(),
-            log_applied: core.applied_term == core.term(),
-            transferring: core.raft.raft.lead_transferee.is_some(),
+            log_applied: core.log_applied(),
+            transferring: core.transferring(),
             joint_config: core.in_joint_config(),
         }
     }
 }
 
-struct Slot {
+pub(crate) struct Slot {
     /// Empty while the core is away.
     home: OnceCell<Box<PartitionCore>>,
     /// As the core left, while it is away.
-    left_as: Leadership,
+    left_as: LeftAs,
     /// While it is away: the newest of its readies the WAL made durable
     /// meanwhile (`Engine::on_persisted` waits for the core's return).
     persisted_away: Option<u64>,
@@ -112,6 +112,17 @@ pub(crate) struct AwayCounts {
     /// Of those, the ones it had to wait for (the job had not finished).
     pub waited: u64,
 }
+
+impl Slot {
+    /// The core of a slot whose core was recalled.
+    fn core_mut(&mut self) -> &mut PartitionCore {
+        self.home.get_mut().expect("recalled first")
+    }
+}
+
+/// Every core, each recalled first (`Cores::iter_mut`).
+pub(crate) type CoresMut<'c> =
+    std::iter::Map<std::slice::IterMut<'c, Slot>, fn(&mut Slot) -> &mut PartitionCore>;
 
 pub(crate) struct Cores {
     slots: Vec<Slot>,
@@ -132,7 +143,7 @@ impl Cores {
                 let (back_tx, back_rx) = mpsc::channel();
                 Slot {
                     home: OnceCell::from(Box::new(core)),
-                    left_as: Leadership::default(),
+                    left_as: LeftAs::default(),
                     persisted_away: None,
                     back_tx,
                     back_rx,
@@ -191,7 +202,7 @@ impl Cores {
         let slot = &mut self.slots[partition];
         let mut core = slot.home.take().expect("a core away is sent again");
         self.away.set(self.away.get() + 1);
-        slot.left_as = Leadership::of(&core);
+        slot.left_as = LeftAs::of(&core);
         let back = slot.back_tx.clone();
         threads.send(
             partition,
@@ -246,7 +257,7 @@ impl Cores {
             }
             (slot.back_rx.recv()).expect("a partition's thread stopped with its core")
         });
-        debug_assert_eq!(Leadership::of(&returned.core), slot.left_as);
+        debug_assert_eq!(LeftAs::of(&returned.core), slot.left_as);
         self.away.set(self.away.get() - 1);
         self.done.borrow_mut().push_back(returned.done);
         returned.core
@@ -278,7 +289,7 @@ impl Cores {
         &self,
         partition: usize,
         home: impl FnOnce(&PartitionCore) -> T,
-        away: impl FnOnce(&Leadership) -> T,
+        away: impl FnOnce(&LeftAs) -> T,
     ) -> T {
         let slot = &self.slots[partition];
         match slot.home.get() {
@@ -306,7 +317,7 @@ impl Cores {
     pub fn applied_since_snapshot(&self, partition: usize) -> u64 {
         self.read(
             partition,
-            |core| core.applied_index - core.snapshot_index,
+            |core| core.applied_since_snapshot(),
             |left| left.applied_since_snapshot,
         )
     }
@@ -325,7 +336,7 @@ impl Cores {
     pub fn log_applied(&self, partition: usize) -> bool {
         self.read(
             partition,
-            |core| core.applied_term == core.term(),
+            |core| core.log_applied(),
             |left| left.log_applied,
         )
     }
@@ -335,7 +346,7 @@ impl Cores {
     pub fn transferring(&self, partition: usize) -> bool {
         self.read(
             partition,
-            |core| core.raft.raft.lead_transferee.is_some(),
+            |core| core.transferring(),
             |left| left.transferring,
         )
     }
@@ -368,7 +379,7 @@ impl Cores {
                 continue;
             }
             if let Ok(returned) = slot.back_rx.try_recv() {
-                debug_assert_eq!(Leadership::of(&returned.core), slot.left_as);
+                debug_assert_eq!(LeftAs::of(&returned.core), slot.left_as);
                 let _ = slot.home.set(returned.core);
                 self.away.set(self.away.get() - 1);
                 return Some(returned.done);
@@ -389,13 +400,11 @@ impl Cores {
         (0..self.len()).map(|partition| &self[partition])
     }
 
-    pub fn iter_mut(
-        &mut self,
-    ) -> impl DoubleEndedIterator<Item = &mut PartitionCore> + ExactSizeIterator {
+    pub fn iter_mut(&mut self) -> CoresMut<'_> {
         for partition in 0..self.len() {
             let _ = &mut self[partition];
         }
-        (self.slots.iter_mut()).map(|slot| &mut **slot.home.get_mut().expect("recalled above"))
+        self.slots.iter_mut().map(Slot::core_mut)
     }
 
     /// The cores that are home, each with its partition: the others are
@@ -453,21 +462,12 @@ impl std::ops::IndexMut<usize> for Cores {
     }
 }
 
-impl<'c> IntoIterator for &'c Cores {
-    type Item = &'c PartitionCore;
-    type IntoIter = Box<dyn Iterator<Item = &'c PartitionCore> + 'c>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
-    }
-}
-
 impl<'c> IntoIterator for &'c mut Cores {
     type Item = &'c mut PartitionCore;
-    type IntoIter = Box<dyn Iterator<Item = &'c mut PartitionCore> + 'c>;
+    type IntoIter = CoresMut<'c>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter_mut())
+    fn into_iter(self) -> CoresMut<'c> {
+        self.iter_mut()
     }
 }
 

@@ -1658,7 +1658,7 @@ impl Sim {
                 "seed {seed}: server {} differs after healing",
                 server.id
             );
-            for core in &engine.cores {
+            for core in engine.cores.iter() {
                 core.tree
                     .check_invariants()
                     .expect("tree invariants at the end");

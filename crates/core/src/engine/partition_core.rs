@@ -110,6 +110,21 @@ impl PartitionCore {
         self.raft.raft.state == raft::StateRole::Leader
     }
 
+    /// Entries applied since the snapshot at `snapshot_index`.
+    pub fn applied_since_snapshot(&self) -> u64 {
+        self.applied_index - self.snapshot_index
+    }
+
+    /// It applied an entry of its current term (`Engine::log_applied`).
+    pub fn log_applied(&self) -> bool {
+        self.applied_term == self.term()
+    }
+
+    /// Its group is handing its leadership over.
+    pub fn transferring(&self) -> bool {
+        self.raft.raft.lead_transferee.is_some()
+    }
+
     /// This group's current raft term (the server's epoch is the highest
     /// over its groups: `Engine::epoch`).
     pub fn term(&self) -> u64 {

@@ -289,7 +289,7 @@ impl Engine {
             || !self.is_leader()
             || !self.log_applied()
             || self.ensemble.membership_pending.is_some()
-            || self.cores[0].raft.raft.lead_transferee.is_some()
+            || self.cores[0].transferring()
             || self.cores[0]
                 .tree
                 .node(CONFIG)
@@ -586,7 +586,7 @@ impl Engine {
     /// leads (raft-rs drops it after an election timeout if the successor
     /// does not take over).
     pub fn transferring_leadership(&self) -> bool {
-        (self.cores.iter()).any(|core| core.is_leader() && core.raft.raft.lead_transferee.is_some())
+        (self.cores.iter()).any(|core| core.is_leader() && core.transferring())
     }
 
     /// This server leads some partition's group (a stopping leader waits

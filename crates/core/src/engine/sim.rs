@@ -472,7 +472,7 @@ impl Sim {
             "seed {}: not caught up after restart",
             self.seed
         );
-        for core in &self.node().engine().cores {
+        for core in self.node().engine().cores.iter() {
             core.tree
                 .check_invariants()
                 .expect("tree invariants after restart");
