@@ -479,6 +479,29 @@ def test_syncs_are_injected_exactly_where_algorithm1_says(make_composed, plain, 
         assert sync_node_version() == before + 1
 
 
+def test_an_injected_sync_is_counted_before_the_read_behind_it_answers(make_composed, plain):
+    """The sync injected before a switching read is counted done on the
+    member's completion thread, in answer order: an application callback
+    that keeps the composed completion thread busy does not keep the sync
+    outstanding after the read was answered (the next switch is not held)."""
+    if SYNC != "sync":
+        pytest.skip("the target syncs by a write, which kazoo answers without a chain")
+    plain["/eu"].create("/eu/x", b"0")
+    plain["/us"].create("/us/y", b"0")
+    c = make_composed()
+    assert c.get("/eu/x")[0] == b"0"         # the first read syncs /eu
+    busy = threading.Event()
+    c.handler.completion_queue.put(lambda: busy.wait(10))
+    try:
+        assert c.get("/us/y")[0] == b"0"     # switch: sync /us, then the read
+        assert c.get("/eu/x")[0] == b"0"     # switch: needs the sync counted
+        assert c.stats["syncs_injected"] == 3
+        assert c.stats["requests_held"] == 0
+        assert not busy.is_set()
+    finally:
+        busy.set()
+
+
 def test_held_requests_leave_in_order_once_the_previous_target_answered(make_composed, plain):
     for i in range(10):
         plain["/eu"].create("/eu/n%d" % i, b"0")

@@ -9,6 +9,8 @@ import threading
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConfigurationError, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.handlers.threading import AsyncResult, SequentialThreadingHandler
+from kazoo.protocol.paths import _prefix_root
+from kazoo.protocol.serialization import Sync
 from kazoo.protocol.states import KazooState, KeeperState
 from kazoo.recipe.barrier import Barrier, DoubleBarrier
 from kazoo.recipe.counter import Counter
@@ -105,6 +107,37 @@ class _MemberResult(AsyncResult):
             callback(self)
 
 
+class _MemberClient(KazooClient):
+    """A member session: a KazooClient whose sync answers like every other
+    request. kazoo's own sync_async chains the server's answer to the result
+    it returns through a rawlink, which for a member runs on the composed
+    handler's completion thread: behind application callbacks, and after the
+    answer of a request sent behind the sync may already have woken the
+    application. Algorithm 1 counts an injected sync done from that result,
+    so the count must be kept on the member's completion thread, in answer
+    order, as for the request that follows it."""
+
+    def sync_async(self, path):
+        result = self.handler.async_result()
+        self._call(Sync(_prefix_root(self.chroot, path)), _Unchrooted(self, result))
+        return result
+
+
+class _Unchrooted:
+    """Where the connection thread puts a sync's answer: the path the server
+    names, less the chroot, set on the member's own result at once."""
+
+    def __init__(self, client, result):
+        self._client = client
+        self._result = result
+
+    def set(self, value=None):
+        self._result.set(self._client.unchroot(value))
+
+    def set_exception(self, exception):
+        self._result.set_exception(exception)
+
+
 def _link_internal(answer, callback):
     link = getattr(answer, "link_internal", None)
     if link is None:   # not a member's answer (a test's stand-in)
@@ -140,7 +173,7 @@ class ComposedClient:
             for key in ("connection_retry", "command_retry"):
                 if isinstance(args.get(key), KazooRetry):
                     args[key] = args[key].copy()
-            member = KazooClient(hosts=mount.hosts, handler=_MemberHandler(handler), **args)
+            member = _MemberClient(hosts=mount.hosts, handler=_MemberHandler(handler), **args)
             member.add_listener(functools.partial(self._on_member_state, mount.prefix))
             self.members[mount.prefix] = member
         self.stats = {"sync_failures": 0, "sessions_expired": 0}
