@@ -194,10 +194,15 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     sent = h.mntr_int(preparer, "stoa_cores_sent")
     recalls = h.mntr_int(preparer, "stoa_core_recalls")
     waited = h.mntr_int(preparer, "stoa_core_recalls_waited")
+    # A batch for a core still away followed it (its thread ran it before
+    # sending the core back, or the engine as the core landed).
+    followed = h.mntr_int(preparer, "stoa_core_jobs_followed")
+    late = h.mntr_int(preparer, "stoa_core_jobs_followed_late")
     if owned == "yes":
         assert sent > 0 and waited <= recalls <= sent, (sent, recalls, waited)
+        assert late <= followed, (followed, late)
     else:
-        assert (sent, recalls, waited) == (0, 0, 0)
+        assert (sent, recalls, waited, followed, late) == (0, 0, 0, 0, 0)
     # Every member handled its groups' readies in rounds, more readies
     # than rounds (both groups had readies in some), and lent none
     # without threads (engine/lent_ready.rs).

@@ -151,6 +151,11 @@ pub fn mntr(m: &Monitor) -> String {
             "stoa_core_recalls_waited",
             s.core_recalls_waited.to_string(),
         ),
+        ("stoa_core_jobs_followed", s.core_jobs_followed.to_string()),
+        (
+            "stoa_core_jobs_followed_late",
+            s.core_jobs_followed_late.to_string(),
+        ),
         (
             "stoa_chain_links_followed",
             s.chain_links_followed.to_string(),

@@ -54,10 +54,13 @@ pub struct Stats {
     pub ready_rounds_lent: u64,
     /// Owned partitions (`engine/cores.rs`): jobs sent away with a core,
     /// cores the engine reached for while away (recalls), and recalls that
-    /// waited for the job to finish.
+    /// waited for the job to finish; jobs sent after a core still away
+    /// (followed), and those of them the engine ran as the core landed.
     pub cores_sent: u64,
     pub core_recalls: u64,
     pub core_recalls_waited: u64,
+    pub core_jobs_followed: u64,
+    pub core_jobs_followed_late: u64,
     /// With several partitions: chain links checked as entries applied,
     /// and those that did not match (`engine/chains.rs`).
     pub chain_links_followed: u64,

@@ -17,6 +17,14 @@
 //! before it takes a ready of its own from any group and at the start of
 //! every input, so a group's readies are persisted in their order.
 //!
+//! Work sent to a core that is still away *follows* it instead of recalling
+//! it: the job goes down a channel that travels with the core, and the
+//! thread runs whatever waits there before it sends the core back. Only
+//! a job that arrives after the thread looked for the last time is left
+//! for the engine, which runs it as the core lands, before anything else
+//! may reach the core. So a partition's jobs run in the order sent, on
+//! whichever side holds the core.
+//!
 //! Without threads (the default, and every server of one partition) no
 //! core is ever away.
 
@@ -51,9 +59,15 @@ pub(crate) struct AwayDone {
     pub taken: Option<TakenReady>,
 }
 
+/// Work for a core, wherever it is.
+type Job = Box<dyn FnOnce(&mut PartitionCore) -> AwayDone + Send>;
+
 struct Returned {
     core: Box<PartitionCore>,
-    done: AwayDone,
+    /// Its follow-ups' channel, back with it.
+    follow_ups: mpsc::Receiver<Job>,
+    /// What each job did, in the order sent.
+    done: Vec<AwayDone>,
 }
 
 /// What the engine may still read of a core while it is away: its raft
@@ -100,6 +114,11 @@ pub(crate) struct Slot {
     persisted_away: Option<u64>,
     back_tx: mpsc::Sender<Returned>,
     back_rx: mpsc::Receiver<Returned>,
+    /// Jobs sent while the core is away, run by whoever holds it next.
+    follow_tx: mpsc::Sender<Job>,
+    /// Their receiving end, while the core is home (it leaves with the
+    /// core).
+    follow_rx: RefCell<Option<mpsc::Receiver<Job>>>,
 }
 
 /// How often cores went away and came back, for `mntr`.
@@ -111,6 +130,11 @@ pub(crate) struct AwayCounts {
     pub recalled: u64,
     /// Of those, the ones it had to wait for (the job had not finished).
     pub waited: u64,
+    /// Jobs sent after a core still away, to run before it comes back.
+    pub followed: u64,
+    /// Of those, the ones its thread had stopped looking for, which the
+    /// engine ran as the core landed.
+    pub followed_late: u64,
 }
 
 impl Slot {
@@ -132,6 +156,8 @@ pub(crate) struct Cores {
     recalled: Cell<u64>,
     waited: Cell<u64>,
     sent: u64,
+    followed: u64,
+    followed_late: Cell<u64>,
     /// Cores away now.
     away: Cell<usize>,
 }
@@ -141,12 +167,15 @@ impl Cores {
         let slots = (cores.into_iter())
             .map(|core| {
                 let (back_tx, back_rx) = mpsc::channel();
+                let (follow_tx, follow_rx) = mpsc::channel();
                 Slot {
                     home: OnceCell::from(Box::new(core)),
                     left_as: LeftAs::default(),
                     persisted_away: None,
                     back_tx,
                     back_rx,
+                    follow_tx,
+                    follow_rx: RefCell::new(Some(follow_rx)),
                 }
             })
             .collect();
@@ -157,6 +186,8 @@ impl Cores {
             recalled: Cell::new(0),
             waited: Cell::new(0),
             sent: 0,
+            followed: 0,
+            followed_late: Cell::new(0),
             away: Cell::new(0),
         }
     }
@@ -184,35 +215,93 @@ impl Cores {
             sent: self.sent,
             recalled: self.recalled.get(),
             waited: self.waited.get(),
+            followed: self.followed,
+            followed_late: self.followed_late.get(),
         }
     }
 
-    /// Sends `partition`'s core away to do `work` on its thread.
+    /// Sends `partition`'s core away to do `work` on its thread, or, if it
+    /// is still away, sends `work` after it.
     pub fn send_away(
         &mut self,
         partition: usize,
         work: impl FnOnce(&mut PartitionCore) -> AwayDone + Send + 'static,
     ) {
-        // Still away with the previous turn's work: it comes back first.
-        let _ = &mut self[partition];
+        let work: Job = Box::new(work);
+        if !self.is_home(partition) {
+            match self.slots[partition].back_rx.try_recv() {
+                Ok(returned) => {
+                    let core = self.land(partition, returned);
+                    let _ = self.slots[partition].home.set(core);
+                }
+                Err(_) => return self.follow(partition, work),
+            }
+        }
+        self.dispatch(partition, work);
+    }
+
+    /// Sends `work` after `partition`'s core, which is away.
+    fn follow(&mut self, partition: usize, work: Job) {
+        debug_assert!(
+            !self.is_home(partition),
+            "a core home is sent, not followed"
+        );
+        // The receiver is with the core, on its thread or on its way back.
+        let _ = self.slots[partition].follow_tx.send(work);
+        self.followed += 1;
+    }
+
+    /// Sends `partition`'s core, home, to its thread to do `work` and then
+    /// whatever follows it.
+    fn dispatch(&mut self, partition: usize, work: Job) {
         let threads = self
             .threads
             .as_ref()
             .expect("cores go away only to threads");
         let slot = &mut self.slots[partition];
         let mut core = slot.home.take().expect("a core away is sent again");
+        let follow_ups = (slot.follow_rx.get_mut().take()).expect("a core home has its follow-ups");
         self.away.set(self.away.get() + 1);
         slot.left_as = LeftAs::of(&core);
         let back = slot.back_tx.clone();
         threads.send(
             partition,
             Box::new(move || {
-                let done = work(&mut core);
+                let mut done = vec![work(&mut core)];
+                while let Ok(next) = follow_ups.try_recv() {
+                    done.push(next(&mut core));
+                }
                 // The engine's side only goes with the server.
-                let _ = back.send(Returned { core, done });
+                let _ = back.send(Returned {
+                    core,
+                    follow_ups,
+                    done,
+                });
             }),
         );
         self.sent += 1;
+    }
+
+    /// A core that came back: what it did waits to be absorbed, after
+    /// which the follow-ups its thread did not see run here, so that the
+    /// core is as every job sent so far left it.
+    fn land(&self, partition: usize, returned: Returned) -> Box<PartitionCore> {
+        let slot = &self.slots[partition];
+        let Returned {
+            mut core,
+            follow_ups,
+            done,
+        } = returned;
+        debug_assert_eq!(LeftAs::of(&core), slot.left_as);
+        self.away.set(self.away.get() - 1);
+        let mut queue = self.done.borrow_mut();
+        queue.extend(done);
+        while let Ok(late) = follow_ups.try_recv() {
+            self.followed_late.set(self.followed_late.get() + 1);
+            queue.push_back(late(&mut core));
+        }
+        *slot.follow_rx.borrow_mut() = Some(follow_ups);
+        core
     }
 
     /// Has every partition's thread finish its jobs (the simulators'
@@ -257,10 +346,7 @@ impl Cores {
             }
             (slot.back_rx.recv()).expect("a partition's thread stopped with its core")
         });
-        debug_assert_eq!(LeftAs::of(&returned.core), slot.left_as);
-        self.away.set(self.away.get() - 1);
-        self.done.borrow_mut().push_back(returned.done);
-        returned.core
+        self.land(partition, returned)
     }
 
     /// Notes that `partition`'s readies up to `number` are durable while
@@ -374,15 +460,15 @@ impl Cores {
         if let Some(done) = self.done.get_mut().pop_front() {
             return Some(done);
         }
-        for slot in &mut self.slots {
+        for partition in 0..self.len() {
+            let slot = &self.slots[partition];
             if slot.home.get().is_some() {
                 continue;
             }
             if let Ok(returned) = slot.back_rx.try_recv() {
-                debug_assert_eq!(LeftAs::of(&returned.core), slot.left_as);
-                let _ = slot.home.set(returned.core);
-                self.away.set(self.away.get() - 1);
-                return Some(returned.done);
+                let core = self.land(partition, returned);
+                let _ = self.slots[partition].home.set(core);
+                return self.done.get_mut().pop_front();
             }
         }
         None
@@ -518,5 +604,130 @@ impl PartitionThreads for SimThreads {
         for job in jobs {
             job();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    use super::{AwayDone, PartitionThreads};
+    use crate::engine::{Engine, EngineConfig, Recovered};
+
+    type Held = Arc<Mutex<Vec<VecDeque<Box<dyn FnOnce() + Send>>>>>;
+
+    /// Threads that run nothing until the test says so.
+    struct HeldThreads(Held);
+
+    impl PartitionThreads for HeldThreads {
+        fn send(&self, partition: usize, job: Box<dyn FnOnce() + Send>) {
+            self.0.lock().unwrap()[partition].push_back(job);
+        }
+
+        fn finish(&self, partition: usize) {
+            run_held(&self.0, partition);
+        }
+    }
+
+    fn run_held(held: &Held, partition: usize) {
+        let jobs: Vec<_> = held.lock().unwrap()[partition].drain(..).collect();
+        for job in jobs {
+            job();
+        }
+    }
+
+    fn engine_of_two() -> (Engine, Held) {
+        let config = EngineConfig {
+            partitions: 2,
+            reconfig_enabled: false,
+            ..crate::engine::tests::config()
+        };
+        let recovered = vec![Recovered::empty(), Recovered::empty()];
+        let mut engine = Engine::new(config, recovered, 1_700_000_000_000).unwrap();
+        let held: Held = Arc::new(Mutex::new(vec![VecDeque::new(), VecDeque::new()]));
+        engine.cores.own(Box::new(HeldThreads(held.clone())));
+        (engine, held)
+    }
+
+    /// A job that says which it was (as its error count) and checks it ran
+    /// after every job sent before it to the same core.
+    fn job(number: u64) -> impl FnOnce(&mut super::PartitionCore) -> AwayDone + Send {
+        move |core| {
+            assert_eq!(core.unaligned_ticks, number as u32, "jobs out of order");
+            core.unaligned_ticks += 1;
+            AwayDone {
+                partition: 1,
+                errors: number,
+                taken: None,
+            }
+        }
+    }
+
+    fn absorbed(engine: &mut Engine) -> Vec<u64> {
+        std::iter::from_fn(|| engine.cores.next_done())
+            .map(|done| done.errors)
+            .collect()
+    }
+
+    #[test]
+    fn jobs_sent_after_a_core_away_run_on_its_thread_before_it_comes_back() {
+        let (mut engine, held) = engine_of_two();
+        engine.cores[1].unaligned_ticks = 0;
+        engine.cores.send_away(1, job(0));
+        engine.cores.send_away(1, job(1));
+        engine.cores.send_away(1, job(2));
+        assert!(!engine.cores.is_home(1));
+        assert_eq!(absorbed(&mut engine), Vec::<u64>::new());
+        run_held(&held, 1);
+        assert_eq!(absorbed(&mut engine), vec![0, 1, 2]);
+        assert!(engine.cores.is_home(1));
+        let counts = engine.cores.counts();
+        assert_eq!(
+            (counts.sent, counts.followed, counts.followed_late),
+            (1, 2, 0)
+        );
+        assert_eq!((counts.recalled, counts.waited), (0, 0));
+        assert_eq!(engine.cores[1].unaligned_ticks, 3);
+    }
+
+    #[test]
+    fn a_job_its_thread_no_longer_looked_for_runs_as_the_core_lands() {
+        let (mut engine, held) = engine_of_two();
+        engine.cores[1].unaligned_ticks = 0;
+        engine.cores.send_away(1, job(0));
+        // The thread finishes and sends the core back; the next job was
+        // sent after its last look.
+        run_held(&held, 1);
+        engine.cores.follow(1, Box::new(job(1)));
+        engine.cores.follow(1, Box::new(job(2)));
+        assert_eq!(absorbed(&mut engine), vec![0, 1, 2]);
+        assert_eq!(engine.cores.counts().followed_late, 2);
+        assert_eq!(engine.cores[1].unaligned_ticks, 3);
+        // The same, found by a recall: the core is as every job left it
+        // before the engine touches it.
+        engine.cores.send_away(1, job(3));
+        run_held(&held, 1);
+        engine.cores.follow(1, Box::new(job(4)));
+        assert_eq!(engine.cores[1].unaligned_ticks, 5);
+        assert_eq!(absorbed(&mut engine), vec![3, 4]);
+        let counts = engine.cores.counts();
+        assert_eq!((counts.recalled, counts.waited), (1, 0));
+    }
+
+    #[test]
+    fn a_core_that_came_back_unnoticed_is_sent_again_not_followed() {
+        let (mut engine, held) = engine_of_two();
+        engine.cores[1].unaligned_ticks = 0;
+        engine.cores.send_away(1, job(0));
+        run_held(&held, 1);
+        engine.cores.send_away(1, job(1));
+        assert_eq!(engine.cores.counts().followed, 0);
+        assert_eq!(absorbed(&mut engine), vec![0]);
+        // A recall waits for the job held on the thread.
+        assert_eq!(engine.cores[1].unaligned_ticks, 2);
+        assert_eq!(absorbed(&mut engine), vec![1]);
+        let counts = engine.cores.counts();
+        assert_eq!((counts.sent, counts.recalled, counts.waited), (2, 1, 1));
     }
 }

@@ -76,6 +76,8 @@ impl Engine {
                 cores_sent: away.sent,
                 core_recalls: away.recalled,
                 core_recalls_waited: away.waited,
+                core_jobs_followed: away.followed,
+                core_jobs_followed_late: away.followed_late,
                 ..self.stats.clone()
             },
             connections: self

@@ -106,9 +106,10 @@ struct Sim {
     writes_acked: AckedWrites,
     /// Multis applied, refused whole, and of those over two partitions.
     multis: [u64; 3],
-    /// Over every engine the run booted: jobs sent away with a core, and
-    /// recalls that found the job still held (`engine/cores.rs`).
-    away: [u64; 2],
+    /// Over every engine the run booted: jobs sent away with a core,
+    /// recalls that found the job still held, and jobs sent after a core
+    /// still away (`engine/cores.rs`).
+    away: [u64; 3],
     /// Numbers the values of multis bound to fail.
     aborted_values: usize,
 }
@@ -128,7 +129,7 @@ impl Sim {
             next_conn: 1,
             writes_acked: AckedWrites::new(),
             multis: [0; 3],
-            away: [0; 2],
+            away: [0; 3],
             aborted_values: ABORTED_FROM,
         };
         for _ in 0..CLIENTS {
@@ -460,6 +461,7 @@ impl Sim {
             let counts = engine.cores.counts();
             self.away[0] += counts.sent;
             self.away[1] += counts.waited;
+            self.away[2] += counts.followed;
         }
         let seed = self.seed;
         self.machine
@@ -581,7 +583,7 @@ fn engine_config(seed: u64) -> EngineConfig {
 /// Runs one seed; returns the batches the node wrote inline, the events
 /// the clients heard, and the multis applied, refused whole and of those
 /// over two partitions.
-fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 2]) {
+fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 3]) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
@@ -645,7 +647,7 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
             run(seed);
         }
         None => {
-            let (mut inline, mut fired, mut multis, mut away) = (0, 0, [0; 3], [0; 2]);
+            let (mut inline, mut fired, mut multis, mut away) = (0, 0, [0; 3], [0; 3]);
             for seed in seed_range(SEEDS_DEFAULT) {
                 let (i, f, m, a) = run(seed);
                 inline += i;
@@ -660,15 +662,15 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
             if std::env::var("STOA_SIM_VERBOSE").is_ok() {
                 eprintln!(
                     "inline batches {inline}, events {fired}, multis applied, refused, over \
-                     two partitions: {multis:?}, cores sent away and recalls that found the \
-                     job held: {away:?}"
+                     two partitions: {multis:?}, cores sent away, recalls that found the \
+                     job held and jobs that followed a core: {away:?}"
                 );
             }
-            // Cores went away, and the engine reached for some before their
-            // jobs had run.
+            // Cores went away, the engine reached for some before their
+            // jobs had run, and sent jobs after some.
             assert!(
                 away.iter().all(|&n| n > 0),
-                "cores sent away, recalls that waited: {away:?}"
+                "cores sent away, recalls that waited, jobs followed: {away:?}"
             );
             // Crashes must also fall between batches the node synced itself.
             assert!(inline > 0, "no seed wrote a batch inline");
