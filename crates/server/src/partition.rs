@@ -797,7 +797,11 @@ async fn serve(
             _ = returned.notified() => {
                 let engine = node.engine_mut();
                 engine.set_time(wall_clock_ms());
-                engine.take_returned();
+                if !engine.take_returned() {
+                    // An input took it back first: this loop's last output
+                    // went out after that, and nothing changed since.
+                    continue;
+                }
             }
             Some(request) = admin_rx.recv() => {
                 let engine = node.engine_mut();

@@ -18,9 +18,10 @@ impl Engine {
     /// Takes back the cores whose threads have finished, and what they did
     /// (the host calls it when a partition's thread says it finished; every
     /// input does it too). Then `take_output` has their messages, persist
-    /// jobs and replies.
-    pub fn take_returned(&mut self) {
-        let _ = self.absorb_away();
+    /// jobs and replies. False if nothing had come back that an input had
+    /// not already taken: there is nothing new to output.
+    pub fn take_returned(&mut self) -> bool {
+        self.absorb_away()
     }
 
     /// What cores brought back, in order: each ready taken apart away is
