@@ -493,6 +493,21 @@ impl Cores {
         self.slots.iter_mut().map(Slot::core_mut)
     }
 
+    /// The cores of the partitions `wanted` picks, each with its
+    /// partition, in partition order, each recalled first: the others are
+    /// left where they are.
+    pub fn picked_mut(
+        &mut self,
+        wanted: impl Fn(usize) -> bool + Copy,
+    ) -> impl Iterator<Item = (usize, &mut PartitionCore)> {
+        for partition in (0..self.len()).filter(|&p| wanted(p)) {
+            let _ = &mut self[partition];
+        }
+        (self.slots.iter_mut().enumerate())
+            .filter(move |&(partition, _)| wanted(partition))
+            .map(|(partition, slot)| (partition, slot.core_mut()))
+    }
+
     /// The cores that are home, each with its partition: the others are
     /// left where they are.
     pub fn home_iter(&self) -> impl Iterator<Item = (usize, &PartitionCore)> {

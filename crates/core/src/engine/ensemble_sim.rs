@@ -1990,12 +1990,12 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
                 (off_cut > 0 || !by_partition || seeds_run < 20) && (off_cut == 0 || by_partition),
                 "{off_cut} reads answered by watermark off a cut over {seeds_run} seeds"
             );
-            // Cores went away, some recalls found their jobs held, and some
-            // jobs followed a core still away (at three partitions, whose
-            // keys lie on two, seeds 0..100 have none: 100..500 have some).
-            let followed = away[2] > 0 || partitions > 2;
+            // Cores went away, and some recalls found their jobs held. Jobs
+            // that follow a core still away are rare here (raft messages
+            // between turns take the cores back): the one-server simulator
+            // and cores.rs's tests check those.
             assert!(
-                (seeds_run < 20 || !owned || (away[0] > 0 && away[1] > 0 && followed))
+                (seeds_run < 20 || !owned || (away[0] > 0 && away[1] > 0))
                     && (owned || away == [0; 3]),
                 "cores sent away, recalls that found the job held, jobs followed: {away:?} over \
                  {seeds_run} seeds"

@@ -320,8 +320,12 @@ impl Engine {
         if lend {
             self.stats.apply_runs_lent += 1;
         }
-        let shares = (self.cores.iter_mut().zip(&run.shares).zip(&mut run.applied))
-            .filter(|((_, share), _)| !share.is_empty());
+        // A core away with no share stays away.
+        let cores = self.cores.picked_mut(|p| !run.shares[p].is_empty());
+        let shares = (run.shares.iter().zip(&mut run.applied))
+            .filter(|(share, _)| !share.is_empty())
+            .zip(cores)
+            .map(|((share, applied), (_, core))| ((core, share), applied));
         run_jobs(&*self.workers, lend, shares, |((core, share), applied)| {
             core.apply_share(share, applied)
         });

@@ -63,6 +63,8 @@ pub(super) struct PrepBatch {
     /// Per partition, the writes of its share that failed (counted as
     /// request errors, as a write prepared on arrival is).
     errors: Vec<u64>,
+    /// Per partition, whether it has a share (the cores to prepare on).
+    with_share: Vec<bool>,
 }
 
 impl PrepBatch {
@@ -249,10 +251,15 @@ impl Engine {
         if lend {
             self.stats.prep_batches_lent += 1;
         }
-        let shares = (self.cores.iter_mut().enumerate())
-            .zip(&mut batch.shares)
-            .zip(&mut batch.errors)
-            .filter(|((_, share), _)| !share.is_empty());
+        // A core away with no share stays away.
+        batch.with_share.clear();
+        (batch.with_share).extend(batch.shares.iter().map(|share| !share.is_empty()));
+        let with_share = &batch.with_share;
+        let cores = (self.cores).picked_mut(|p| with_share.get(p) == Some(&true));
+        let shares = (batch.shares.iter_mut().zip(&mut batch.errors))
+            .filter(|(share, _)| !share.is_empty())
+            .zip(cores)
+            .map(|((share, errors), core)| ((core, share), errors));
         run_jobs(
             &*self.workers,
             lend,
