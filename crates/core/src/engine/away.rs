@@ -33,12 +33,10 @@ impl Engine {
         while let Some(done) = self.cores.next_done() {
             any = true;
             self.stats.request_errors += done.errors;
+            self.absorb_heard(done.heard);
             if let Some(taken) = done.taken {
                 self.absorb_ready(done.partition, taken);
                 self.note_leader();
-            }
-            if let Some(number) = self.cores.take_persisted_away(done.partition) {
-                self.on_persisted(done.partition as u32, number);
             }
         }
         any

@@ -32,6 +32,7 @@ use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::VecDeque;
 use std::sync::mpsc;
 
+use super::groups::Heard;
 use super::lent_ready::TakenReady;
 use super::partition_core::PartitionCore;
 
@@ -57,6 +58,9 @@ pub(crate) struct AwayDone {
     /// Its group's ready, taken apart there: its messages, its committed
     /// entries and its persist job wait for the engine.
     pub taken: Option<TakenReady>,
+    /// What a durable notification it heard there let go, which goes out
+    /// before the ready's messages.
+    pub heard: Heard,
 }
 
 /// Work for a core, wherever it is.
@@ -109,9 +113,6 @@ pub(crate) struct Slot {
     home: OnceCell<Box<PartitionCore>>,
     /// As the core left, while it is away.
     left_as: LeftAs,
-    /// While it is away: the newest of its readies the WAL made durable
-    /// meanwhile (`Engine::on_persisted` waits for the core's return).
-    persisted_away: Option<u64>,
     back_tx: mpsc::Sender<Returned>,
     back_rx: mpsc::Receiver<Returned>,
     /// Jobs sent while the core is away, run by whoever holds it next.
@@ -171,7 +172,6 @@ impl Cores {
                 Slot {
                     home: OnceCell::from(Box::new(core)),
                     left_as: LeftAs::default(),
-                    persisted_away: None,
                     back_tx,
                     back_rx,
                     follow_tx,
@@ -228,14 +228,8 @@ impl Cores {
         work: impl FnOnce(&mut PartitionCore) -> AwayDone + Send + 'static,
     ) {
         let work: Job = Box::new(work);
-        if !self.is_home(partition) {
-            match self.slots[partition].back_rx.try_recv() {
-                Ok(returned) => {
-                    let core = self.land(partition, returned);
-                    let _ = self.slots[partition].home.set(core);
-                }
-                Err(_) => return self.follow(partition, work),
-            }
+        if self.away_now(partition) {
+            return self.follow(partition, work);
         }
         self.dispatch(partition, work);
     }
@@ -349,23 +343,20 @@ impl Cores {
         self.land(partition, returned)
     }
 
-    /// Notes that `partition`'s readies up to `number` are durable while
-    /// its core is away; false if it is home (the engine tells it now).
-    pub fn persisted_while_away(&mut self, partition: usize, number: u64) -> bool {
-        let slot = &mut self.slots[partition];
-        if slot.home.get().is_some() {
+    /// Whether `partition`'s core is away now: not home, and not back
+    /// either (a core its thread sent back is taken home here).
+    pub fn away_now(&mut self, partition: usize) -> bool {
+        if self.is_home(partition) {
             return false;
         }
-        slot.persisted_away = Some(slot.persisted_away.map_or(number, |n| n.max(number)));
-        true
-    }
-
-    /// What `persisted_while_away` noted for `partition`, once its core is
-    /// back.
-    pub fn take_persisted_away(&mut self, partition: usize) -> Option<u64> {
-        let slot = &mut self.slots[partition];
-        slot.home.get()?;
-        slot.persisted_away.take()
+        match self.slots[partition].back_rx.try_recv() {
+            Ok(returned) => {
+                let core = self.land(partition, returned);
+                let _ = self.slots[partition].home.set(core);
+                false
+            }
+            Err(_) => true,
+        }
     }
 
     /// Reads `partition`'s core, or what it left as while it is away,
@@ -675,6 +666,7 @@ mod tests {
                 partition: 1,
                 errors: number,
                 taken: None,
+                heard: Default::default(),
             }
         }
     }

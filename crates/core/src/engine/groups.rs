@@ -22,7 +22,10 @@
 //!
 //! Nobody prepares writes while the groups' leaders differ.
 
+use super::cores::AwayDone;
+use super::partition_core::PartitionCore;
 use super::{Engine, RAFT_ELECTION_TICKS};
+use raft::eraftpb::Message;
 use stoa_tree::{DataTree, Txn, TxnHeader, TxnOp};
 
 /// Ticks the leader of group 0 waits for another group to come to it
@@ -114,34 +117,39 @@ impl Engine {
 
     /// The WAL made `partition`'s batches up to ready `number` durable.
     pub(super) fn on_persisted(&mut self, partition: u32, number: u64) {
-        if (partition as usize) < self.cores.len()
-            && self.cores.persisted_while_away(partition as usize, number)
-        {
-            // The core hears it when it is back (`Engine::absorb_away`):
-            // as if the WAL had been that much slower.
-            return;
+        let p = partition as usize;
+        if p < self.cores.len() && !self.cores.is_home(p) {
+            if !self.cores.away_now(p) {
+                // Back just now: what it did was before this.
+                let _ = self.absorb_away();
+                return self.on_persisted(partition, number);
+            }
+            // Its thread hears it after what it was sent before, and takes
+            // the ready that follows (what it commits comes back with it).
+            return self.cores.send_away(p, move |core| {
+                let heard = core.hear_persisted(partition, number);
+                AwayDone {
+                    partition: p,
+                    errors: 0,
+                    taken: core.take_plain_ready(p),
+                    heard,
+                }
+            });
         }
-        let Some(core) = self.cores.get_mut(partition as usize) else {
+        let Some(core) = self.cores.get_mut(p) else {
             debug_assert!(false, "persisted a batch of partition {partition}");
             return;
         };
-        core.raft.on_persist_ready(number);
-        if core.term_or_vote_unsynced.is_some_and(|n| n <= number) {
-            core.term_or_vote_unsynced = None;
-        }
-        if core.installing.is_some_and(|n| n <= number) {
-            // raft-rs let go of the snapshot's data just now.
-            core.installing = None;
+        let heard = core.hear_persisted(partition, number);
+        self.absorb_heard(heard);
+    }
+
+    /// What a group's durable notification let go: its held messages go
+    /// out, and the memory of a snapshot it installed is freed.
+    pub(super) fn absorb_heard(&mut self, heard: Heard) {
+        self.out.messages.extend(heard.released);
+        if heard.memory_freed {
             self.out.memory_freed = true;
-        }
-        while core
-            .held_messages
-            .front()
-            .is_some_and(|(n, _)| *n <= number)
-        {
-            if let Some((_, messages)) = core.held_messages.pop_front() {
-                (self.out.messages).extend(messages.into_iter().map(|m| (partition, m)));
-            }
         }
     }
 
@@ -243,5 +251,38 @@ impl Engine {
             self.cores[partition].speculative = Some(tree);
         }
         (self.cores[partition].speculative.as_ref()).expect("just built")
+    }
+}
+
+/// What a group's durable notification let go (`PartitionCore::hear_persisted`).
+#[derive(Default)]
+pub(crate) struct Heard {
+    /// Messages that waited for the readies now durable, tagged.
+    pub released: Vec<(u32, Message)>,
+    /// raft let go of a snapshot's data it installed.
+    pub memory_freed: bool,
+}
+
+impl PartitionCore {
+    /// The WAL made this group's readies up to `number` durable (this
+    /// group is partition `partition`): raft hears it, and the messages
+    /// that waited for it are let go.
+    pub(super) fn hear_persisted(&mut self, partition: u32, number: u64) -> Heard {
+        self.raft.on_persist_ready(number);
+        if self.term_or_vote_unsynced.is_some_and(|n| n <= number) {
+            self.term_or_vote_unsynced = None;
+        }
+        let mut heard = Heard::default();
+        if self.installing.is_some_and(|n| n <= number) {
+            // raft-rs let go of the snapshot's data just now.
+            self.installing = None;
+            heard.memory_freed = true;
+        }
+        while (self.held_messages.front()).is_some_and(|(n, _)| *n <= number) {
+            if let Some((_, messages)) = self.held_messages.pop_front() {
+                (heard.released).extend(messages.into_iter().map(|m| (partition, m)));
+            }
+        }
+        heard
     }
 }

@@ -225,6 +225,7 @@ impl Engine {
                     partition,
                     errors,
                     taken,
+                    heard: Default::default(),
                 }
             });
         }
