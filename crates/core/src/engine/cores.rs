@@ -651,6 +651,8 @@ mod tests {
         };
         let recovered = vec![Recovered::empty(), Recovered::empty()];
         let mut engine = Engine::new(config, recovered, 1_700_000_000_000).unwrap();
+        // The jobs count on it (`job`).
+        assert_eq!(engine.cores[1].unaligned_ticks, 0);
         let held: Held = Arc::new(Mutex::new(vec![VecDeque::new(), VecDeque::new()]));
         engine.cores.own(Box::new(HeldThreads(held.clone())));
         (engine, held)
@@ -680,7 +682,6 @@ mod tests {
     #[test]
     fn jobs_sent_after_a_core_away_run_on_its_thread_before_it_comes_back() {
         let (mut engine, held) = engine_of_two();
-        engine.cores[1].unaligned_ticks = 0;
         engine.cores.send_away(1, job(0));
         engine.cores.send_away(1, job(1));
         engine.cores.send_away(1, job(2));
@@ -701,7 +702,6 @@ mod tests {
     #[test]
     fn a_job_its_thread_no_longer_looked_for_runs_as_the_core_lands() {
         let (mut engine, held) = engine_of_two();
-        engine.cores[1].unaligned_ticks = 0;
         engine.cores.send_away(1, job(0));
         // The thread finishes and sends the core back; the next job was
         // sent after its last look.
@@ -725,7 +725,6 @@ mod tests {
     #[test]
     fn a_core_that_came_back_unnoticed_is_sent_again_not_followed() {
         let (mut engine, held) = engine_of_two();
-        engine.cores[1].unaligned_ticks = 0;
         engine.cores.send_away(1, job(0));
         run_held(&held, 1);
         engine.cores.send_away(1, job(1));
