@@ -227,21 +227,25 @@ impl Cores {
         partition: usize,
         work: impl FnOnce(&mut PartitionCore) -> AwayDone + Send + 'static,
     ) {
-        let work: Job = Box::new(work);
         if self.away_now(partition) {
             return self.follow(partition, work);
         }
-        self.dispatch(partition, work);
+        self.dispatch(partition, Box::new(work));
     }
 
-    /// Sends `work` after `partition`'s core, which is away.
-    fn follow(&mut self, partition: usize, work: Job) {
+    /// Sends `work` after `partition`'s core, which is away (`away_now`);
+    /// if it comes back meanwhile, the engine runs `work` as it lands.
+    pub fn follow(
+        &mut self,
+        partition: usize,
+        work: impl FnOnce(&mut PartitionCore) -> AwayDone + Send + 'static,
+    ) {
         debug_assert!(
             !self.is_home(partition),
             "a core home is sent, not followed"
         );
         // The receiver is with the core, on its thread or on its way back.
-        let _ = self.slots[partition].follow_tx.send(work);
+        let _ = self.slots[partition].follow_tx.send(Box::new(work));
         self.followed += 1;
     }
 
@@ -276,10 +280,10 @@ impl Cores {
         self.sent += 1;
     }
 
-    /// A core that came back: what it did waits to be absorbed, after
-    /// which the follow-ups its thread did not see run here, so that the
-    /// core is as every job sent so far left it.
-    fn land(&self, partition: usize, returned: Returned) -> Box<PartitionCore> {
+    /// A core that came back goes home: what it did waits to be absorbed,
+    /// after which the follow-ups its thread did not see run here, so that
+    /// the core is as every job sent so far left it.
+    fn land(&self, partition: usize, returned: Returned) {
         let slot = &self.slots[partition];
         let Returned {
             mut core,
@@ -295,7 +299,7 @@ impl Cores {
             queue.push_back(late(&mut core));
         }
         *slot.follow_rx.borrow_mut() = Some(follow_ups);
-        core
+        assert!(slot.home.set(core).is_ok(), "a core landed twice");
     }
 
     /// Has every partition's thread finish its jobs (the simulators'
@@ -318,19 +322,15 @@ impl Cores {
     #[cold]
     #[inline(never)]
     fn recalled_ref(&self, partition: usize) -> &PartitionCore {
-        (self.slots[partition].home).get_or_init(|| self.recall(partition))
+        self.recall(partition);
+        self.slots[partition].home.get().expect("landed")
     }
 
-    /// `index_mut`'s slow path: the core is away.
+    /// Waits for an away core, and takes it home: the engine reached for
+    /// it (`index_mut`'s slow path).
     #[cold]
     #[inline(never)]
-    fn recall_home(&mut self, partition: usize) {
-        let core = self.recall(partition);
-        let _ = self.slots[partition].home.set(core);
-    }
-
-    /// Waits for an away core: the engine reached for it.
-    fn recall(&self, partition: usize) -> Box<PartitionCore> {
+    fn recall(&self, partition: usize) {
         let slot = &self.slots[partition];
         self.recalled.set(self.recalled.get() + 1);
         let returned = slot.back_rx.try_recv().unwrap_or_else(|_| {
@@ -351,8 +351,7 @@ impl Cores {
         }
         match self.slots[partition].back_rx.try_recv() {
             Ok(returned) => {
-                let core = self.land(partition, returned);
-                let _ = self.slots[partition].home.set(core);
+                self.land(partition, returned);
                 false
             }
             Err(_) => true,
@@ -457,8 +456,7 @@ impl Cores {
                 continue;
             }
             if let Ok(returned) = slot.back_rx.try_recv() {
-                let core = self.land(partition, returned);
-                let _ = self.slots[partition].home.set(core);
+                self.land(partition, returned);
                 return self.done.get_mut().pop_front();
             }
         }
@@ -545,7 +543,7 @@ impl std::ops::IndexMut<usize> for Cores {
     #[inline(always)]
     fn index_mut(&mut self, partition: usize) -> &mut PartitionCore {
         if self.slots[partition].home.get().is_none() {
-            self.recall_home(partition);
+            self.recall(partition);
         }
         match self.slots[partition].home.get_mut() {
             Some(core) => core,
@@ -706,8 +704,8 @@ mod tests {
         // The thread finishes and sends the core back; the next job was
         // sent after its last look.
         run_held(&held, 1);
-        engine.cores.follow(1, Box::new(job(1)));
-        engine.cores.follow(1, Box::new(job(2)));
+        engine.cores.follow(1, job(1));
+        engine.cores.follow(1, job(2));
         assert_eq!(absorbed(&mut engine), vec![0, 1, 2]);
         assert_eq!(engine.cores.counts().followed_late, 2);
         assert_eq!(engine.cores[1].unaligned_ticks, 3);
@@ -715,7 +713,7 @@ mod tests {
         // before the engine touches it.
         engine.cores.send_away(1, job(3));
         run_held(&held, 1);
-        engine.cores.follow(1, Box::new(job(4)));
+        engine.cores.follow(1, job(4));
         assert_eq!(engine.cores[1].unaligned_ticks, 5);
         assert_eq!(absorbed(&mut engine), vec![3, 4]);
         let counts = engine.cores.counts();

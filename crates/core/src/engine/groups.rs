@@ -119,22 +119,22 @@ impl Engine {
     pub(super) fn on_persisted(&mut self, partition: u32, number: u64) {
         let p = partition as usize;
         if p < self.cores.len() && !self.cores.is_home(p) {
-            if !self.cores.away_now(p) {
-                // Back just now: what it did was before this.
-                let _ = self.absorb_away();
-                return self.on_persisted(partition, number);
+            if self.cores.away_now(p) {
+                // Its thread hears it after what it was sent before, and
+                // takes the ready that follows (what it commits comes back
+                // with it).
+                return self.cores.follow(p, move |core| {
+                    let heard = core.hear_persisted(partition, number);
+                    AwayDone {
+                        partition: p,
+                        errors: 0,
+                        taken: core.take_plain_ready(p),
+                        heard,
+                    }
+                });
             }
-            // Its thread hears it after what it was sent before, and takes
-            // the ready that follows (what it commits comes back with it).
-            return self.cores.send_away(p, move |core| {
-                let heard = core.hear_persisted(partition, number);
-                AwayDone {
-                    partition: p,
-                    errors: 0,
-                    taken: core.take_plain_ready(p),
-                    heard,
-                }
-            });
+            // Back just now: what it did was before this.
+            let _ = self.absorb_away();
         }
         let Some(core) = self.cores.get_mut(p) else {
             debug_assert!(false, "persisted a batch of partition {partition}");
