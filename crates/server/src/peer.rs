@@ -885,17 +885,22 @@ async fn read_peer<S: AsyncRead + AsyncWrite + Unpin>(
         let _ = inbound.try_send((from, PeerMessage::Knocked));
         return Ok(());
     }
-    let received = read_frames(reader, from, inbound).await;
+    let received = read_frames(reader, from, known, inbound).await;
     // However it ended, a member's connection is gone: a dead leader is
     // noticed here well before raft's election timeout.
     let _ = inbound.try_send((from, PeerMessage::Lost));
     received
 }
 
-/// Passes on a member's frames until its connection ends.
+/// Passes on a member's frames until its connection ends, or until that
+/// member refuses this member's SASL credentials: its connection may have
+/// been accepted just before this member's own dial to it was refused, and
+/// a member that hears the leader but is never heard must not take itself
+/// for a follower.
 async fn read_frames<S: AsyncRead + Unpin>(
     mut reader: BufReader<S>,
     from: u64,
+    known: &RefCell<Known>,
     inbound: &mpsc::Sender<(u64, PeerMessage)>,
 ) -> Result<(), PeerError> {
     let mut assembler = Assembler::default();
@@ -918,6 +923,11 @@ async fn read_frames<S: AsyncRead + Unpin>(
         let Some(message) = assembler.push(&body)? else {
             continue;
         };
+        if known.borrow().sasl_refused_by.contains(&from) {
+            return Err(PeerError(format!(
+                "server {from}: connection closed, as it refuses this member's SASL credentials"
+            )));
+        }
         if inbound.send((from, message)).await.is_err() {
             return Ok(());
         }
@@ -1115,6 +1125,43 @@ mod tests {
         let mut bad: [u8; 20] = hello(7, false).try_into().unwrap();
         bad[0] = b'X';
         assert!(parse_hello(&bad).is_err());
+    }
+
+    #[test]
+    fn a_member_that_refuses_our_credentials_is_no_longer_heard() {
+        // Proves a connection accepted before its member refused this
+        // member's credentials passes on nothing after the refusal: the
+        // first frame arrives, the second (sent after) does not, and the
+        // reader ends saying why.
+        run_local(async {
+            let known = RefCell::new(Known::default());
+            let (inbound, mut heard) = mpsc::channel(4);
+            let (mut to_reader, from_peer) = tokio::io::duplex(64 * 1024);
+            let reading = read_frames(BufReader::new(from_peer), 2, &known, &inbound);
+            let known = &known;
+            let sending = async move {
+                to_reader
+                    .write_all(&wire_bytes(&raft_in(0, raft_message(2, 1))))
+                    .await
+                    .unwrap();
+                let first = heard.recv().await.unwrap();
+                known.borrow_mut().sasl_refused_by.insert(2);
+                to_reader
+                    .write_all(&wire_bytes(&raft_in(0, raft_message(2, 1))))
+                    .await
+                    .unwrap();
+                drop(to_reader); // without the check, the reader ends Ok here
+                (first, heard)
+            };
+            let (read, (first, mut heard)) = tokio::join!(reading, sending);
+            assert_eq!(first.0, 2);
+            let why = read.unwrap_err().0;
+            assert!(
+                why.contains("refuses this member's SASL credentials"),
+                "{why}"
+            );
+            assert!(heard.try_recv().is_err());
+        });
     }
 
     /// Runs `body` the way the partition thread runs the transport: on a
