@@ -243,6 +243,11 @@ pub struct EngineConfig {
     pub enforce_auth_schemes: Option<Vec<String>>,
     /// Seeds the SASL nonces (from the OS's randomness at start).
     pub nonce_seed: u64,
+    /// With several partitions: each partition applies its own entries as
+    /// soon as the order lets it, instead of the merge
+    /// (`engine/by_partition.rs`). Servers whose partitions own their
+    /// threads (`partition.owned`) do.
+    pub apply_by_partition: bool,
     /// Simulations only, with several partitions: each partition applies
     /// its own entries instead of the merge, a random few per turn drawn
     /// from this seed (`engine/by_partition.rs`). Honoured only in the
@@ -289,6 +294,7 @@ impl Default for EngineConfig {
             gssapi: None,
             enforce_auth_schemes: None,
             nonce_seed: 0,
+            apply_by_partition: false,
             apply_lag_seed: None,
             owned_threads_seed: None,
         }
@@ -599,9 +605,7 @@ impl Engine {
             now_ms,
             cores: cores::Cores::new(cores),
             zxids: crate::zxid::ZxidClock::new(config.zxid_counter_limit),
-            by_partition: (config.apply_lag_seed)
-                .filter(|_| cfg!(test) && order.is_some())
-                .map(by_partition::ByPartition::new),
+            by_partition: by_partition::ByPartition::configured(&config, order.is_some()),
             order,
             placement,
             placement_checked: false,

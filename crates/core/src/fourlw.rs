@@ -161,6 +161,12 @@ pub fn mntr(m: &Monitor) -> String {
             s.chain_links_followed.to_string(),
         ),
         ("stoa_chain_breaks", s.chain_breaks.to_string()),
+        (
+            "stoa_applied_past_prefix",
+            s.applied_past_prefix.to_string(),
+        ),
+        ("stoa_writes_fenced", s.writes_fenced.to_string()),
+        ("stoa_reads_off_cut", s.reads_off_cut.to_string()),
     ];
     let mut out = String::new();
     for (k, v) in rows {

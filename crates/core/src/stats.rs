@@ -64,9 +64,9 @@ pub struct Stats {
     /// With several partitions: chain links checked as entries applied,
     /// and those that did not match (`engine/chains.rs`).
     pub chain_links_followed: u64,
-    /// Applying by partition (simulations): entries a partition applied
-    /// past the prefix, and writes held back as fences
-    /// (`engine/by_partition.rs`).
+    /// Applying by partition (`partition.owned`, and the simulations):
+    /// entries a partition applied past the prefix, and writes held back
+    /// as fences (`engine/by_partition.rs`).
     pub applied_past_prefix: u64,
     pub writes_fenced: u64,
     /// Reads answered by closed watermark while partitions stood apart.

@@ -101,6 +101,7 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
             .enforce_auth_enabled
             .then(|| config.enforce_auth_schemes.clone()),
         nonce_seed: crate::random_u64(),
+        apply_by_partition: config.partition_owned && config.partitions > 1,
         apply_lag_seed: None,
         owned_threads_seed: None,
     }

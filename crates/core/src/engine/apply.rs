@@ -85,7 +85,7 @@ impl Engine {
             }
             return;
         };
-        let by_partition = cfg!(test) && self.by_partition.is_some();
+        let by_partition = self.by_partition.is_some();
         let mut in_hand = Vec::new();
         for entry in entries {
             if entry.index <= order.last_index(partition) {

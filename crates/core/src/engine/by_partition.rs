@@ -1,5 +1,6 @@
 //! Applying by partition on the engine's one thread: step 2 of owned
-//! partitions (docs/partitions.md, "Owned partitions: the plan").
+//! partitions (docs/partitions.md, "Owned partitions: the plan"), which
+//! servers whose partitions own their threads (`partition.owned`) do.
 //!
 //! Each partition applies its own committed entries as soon as the order
 //! lets it (`ApplyOrder::next_ready_on`): once every zxid below is in
@@ -54,12 +55,15 @@
 //!   extensions; `chains::touched`) carries a link on every partition, so
 //!   it applies only once each has applied everything below it.
 //!
-//! Servers apply in the merge: only the engine's own test builds honour
-//! `EngineConfig::apply_lag_seed`. The simulators turn it on, and
-//! have each partition apply a random few of its ready entries per turn,
-//! as threads on a loaded machine would, so the rules above are checked
-//! under crashes, failover, seals and snapshots before threads rely on
-//! them.
+//! Other servers apply in the merge. A server applying by partition
+//! (`EngineConfig::apply_by_partition`) has each partition apply all it
+//! may every turn; the partitions stand apart only while the order holds
+//! one back (an entry whose zxids below are not all in hand yet, a
+//! fence). The simulators (`EngineConfig::apply_lag_seed`, honoured only
+//! in the engine's own test builds) have each partition apply a random
+//! few of its ready entries per turn, as threads on a loaded machine
+//! would, so the rules above are checked under crashes, failover, seals
+//! and snapshots before threads rely on them.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -109,7 +113,8 @@ impl Lag {
 }
 
 pub(super) struct ByPartition {
-    lag: Lag,
+    /// The simulators' lag; a server's partitions apply all they may.
+    lag: Option<Lag>,
     /// Hand-offs of entries applied above the prefix, by zxid.
     held: BTreeMap<i64, Vec<Applied>>,
     /// Sessions whose next reply waits: for its partition's closed zxid,
@@ -126,17 +131,23 @@ pub(super) struct ByPartition {
 }
 
 impl ByPartition {
-    pub(super) fn new(seed: u64) -> Self {
-        ByPartition {
-            lag: Lag {
+    /// Applying by partition, if `config` asks for it and the server has
+    /// several partitions (`several`: it has an order to apply by).
+    pub(super) fn configured(config: &super::EngineConfig, several: bool) -> Option<Self> {
+        let lag_seed = config.apply_lag_seed.filter(|_| cfg!(test));
+        if !several || !(config.apply_by_partition || lag_seed.is_some()) {
+            return None;
+        }
+        Some(ByPartition {
+            lag: lag_seed.map(|seed| Lag {
                 rng: Rng(seed),
                 slow: None,
-            },
+            }),
             held: BTreeMap::new(),
             waiters: Vec::new(),
             fences: BTreeMap::new(),
             seen: HashMap::new(),
-        }
+        })
     }
 }
 
@@ -148,12 +159,10 @@ fn zxid_of(applied: &Applied) -> i64 {
 }
 
 impl Engine {
-    /// Only the engine's own test builds (its simulators) apply by
-    /// partition: elsewhere this is false at compile time, and the checks
-    /// on the merge's hot paths cost nothing.
+    /// Whether the partitions apply by partition rather than in the merge.
     #[inline(always)]
     pub(super) fn applies_by_partition(&self) -> bool {
-        cfg!(test) && self.by_partition.is_some()
+        self.by_partition.is_some()
     }
 
     /// Applies what the order lets each partition apply. `lagged`: the
@@ -167,7 +176,8 @@ impl Engine {
             true => (self.by_partition.as_mut())
                 .expect("applying by partition")
                 .lag
-                .budgets(partitions),
+                .as_mut()
+                .and_then(|lag| lag.budgets(partitions)),
             false => None,
         };
         let lag = budgets.is_some();
