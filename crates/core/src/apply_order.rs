@@ -80,6 +80,9 @@ pub struct Ready<T> {
     /// Its zxid is void: a seal voided it with everything above the first
     /// zxid lost (see `ApplyOrder::seal`); it applies as nothing.
     pub void: bool,
+    /// Taken away: it counts as applied once the caller says so
+    /// (`ApplyOrder::applied_away`).
+    pub away: bool,
     pub entry: T,
 }
 
@@ -196,6 +199,10 @@ pub struct ApplyOrder<T> {
     others: BTreeMap<i64, Vec<u32>>,
     /// Per partition: the zxid of the last entry applied with a part on it.
     last_applied: Vec<i64>,
+    /// Per partition, in order: the zxids of its entries taken to apply
+    /// elsewhere (`next_ready_on` with `away`), not yet applied there
+    /// (`applied_away`). Its state stands below the first.
+    away: Vec<VecDeque<i64>>,
 }
 
 impl<T> ApplyOrder<T> {
@@ -217,6 +224,7 @@ impl<T> ApplyOrder<T> {
             crossing: vec![BTreeSet::new(); partitions],
             others: BTreeMap::new(),
             last_applied: vec![0; partitions],
+            away: (0..partitions).map(|_| VecDeque::new()).collect(),
         };
         order.restore(cut);
         order
@@ -261,7 +269,17 @@ impl<T> ApplyOrder<T> {
     /// so under the merge; by partition, once every entry in hand that may
     /// apply has.
     pub fn at_cut(&self) -> bool {
-        self.last_applied.iter().all(|&zxid| zxid <= self.applied)
+        !self.has_away() && self.last_applied.iter().all(|&zxid| zxid <= self.applied)
+    }
+
+    /// Whether some entry taken away has not been applied yet.
+    pub fn has_away(&self) -> bool {
+        self.away.iter().any(|away| !away.is_empty())
+    }
+
+    /// Whether `partition` has entries taken away, not applied yet.
+    pub fn away_on(&self, partition: usize) -> bool {
+        !self.away[partition].is_empty()
     }
 
     /// The cut a snapshot of the server taken now is at.
@@ -285,9 +303,17 @@ impl<T> ApplyOrder<T> {
 
     /// Whether some partition's next entry is in hand with every zxid
     /// below it: it applies once what it touches below it has.
+    /// (While entries are away, one that spans partitions, and any of a
+    /// partition with entries away, count as applicable only once those
+    /// are applied.)
     pub fn has_applicable(&self) -> bool {
-        (self.waiting.iter().filter_map(VecDeque::front))
-            .any(|head| head.zxid.is_none_or(|zxid| zxid <= self.known.through))
+        let away = self.has_away();
+        (self.waiting.iter().enumerate()).any(|(p, waiting)| {
+            waiting.front().is_some_and(|head| {
+                head.zxid.is_none_or(|zxid| zxid <= self.known.through)
+                    && !(away && (head.crosses || self.away_on(p)))
+            })
+        })
     }
 
     /// Every zxid at or below this is in hand here (committed in its
@@ -301,14 +327,20 @@ impl<T> ApplyOrder<T> {
     /// and no further than every zxid is in hand (an entry of its own at
     /// or below that would be in hand).
     pub fn closed(&self, partition: usize) -> i64 {
-        self.lowest_unapplied(partition)
-            .map_or(self.known.through, |zxid| {
-                (zxid - 1).min(self.known.through)
-            })
+        let lowest = match (
+            self.away[partition].front(),
+            self.lowest_unapplied(partition),
+        ) {
+            (Some(&away), Some(waiting)) => Some(away.min(waiting)),
+            (away, waiting) => away.copied().or(waiting),
+        };
+        lowest.map_or(self.known.through, |zxid| {
+            (zxid - 1).min(self.known.through)
+        })
     }
 
     /// The lowest zxid with a part on `partition` in hand here, neither
-    /// applied nor void.
+    /// applied nor void, nor taken away.
     fn lowest_unapplied(&self, partition: usize) -> Option<i64> {
         let own = (self.waiting[partition].iter())
             .filter_map(|w| w.zxid)
@@ -423,6 +455,7 @@ impl<T> ApplyOrder<T> {
     /// in it; the ranges of seals this server has and the cut has not
     /// applied stay known.
     pub fn install(&mut self, cut: &Cut) {
+        assert!(!self.has_away(), "a snapshot installed with entries away");
         assert_eq!(
             cut.indices.len(),
             self.waiting.len(),
@@ -492,16 +525,33 @@ impl<T> ApplyOrder<T> {
     /// partition it touches lies below it unapplied, if it is below
     /// `fence`. An entry with parts on others is theirs to apply too, at
     /// the same time.
-    pub fn next_ready_on(&mut self, partition: usize, fence: i64) -> Option<Ready<T>> {
+    ///
+    /// `away(entry)`: the caller would apply this entry elsewhere (on the
+    /// partition's own thread). An entry of the order that touches no
+    /// other partition is then taken *away*: the partition's state stands
+    /// below it until the caller says it applied (`applied_away`); its
+    /// later entries may be taken away meanwhile, but no other one (they
+    /// would apply before it). One that spans partitions waits until what
+    /// each of them has away is applied.
+    pub fn next_ready_on(
+        &mut self,
+        partition: usize,
+        fence: i64,
+        away: impl FnOnce(&T) -> bool,
+    ) -> Option<Ready<T>> {
         let head = self.waiting[partition].front()?;
+        let mut goes_away = false;
         if let Some(zxid) = head.zxid.filter(|&zxid| !self.is_void(zxid)) {
             if zxid >= fence {
                 return None;
             }
             // Each partition it touches has it as its lowest unapplied
-            // (its own log's head; a part among the others' crossings).
-            let clear = |p: usize| self.lowest_unapplied(p) == Some(zxid);
-            let others = match head.crosses {
+            // (its own log's head; a part among the others' crossings),
+            // and, if it spans several, nothing away.
+            let crosses = head.crosses;
+            let clear =
+                |p: usize| self.lowest_unapplied(p) == Some(zxid) && !(crosses && self.away_on(p));
+            let others = match crosses {
                 true => self.others.get(&zxid).map_or(&[][..], |o| &o[..]),
                 false => &[],
             };
@@ -511,6 +561,13 @@ impl<T> ApplyOrder<T> {
             {
                 return None;
             }
+            goes_away = !crosses && away(&head.entry);
+        }
+        if goes_away {
+            return Some(self.take_away(partition));
+        }
+        if self.away_on(partition) {
+            return None;
         }
         let ready = self.take(partition);
         if !ready.void && ready.zxid.is_some() {
@@ -521,6 +578,42 @@ impl<T> ApplyOrder<T> {
             }
         }
         Some(ready)
+    }
+
+    /// Takes `partition`'s head entry, an entry of the order touching it
+    /// alone, to be applied elsewhere: it counts as applied once the
+    /// caller says so (`applied_away`).
+    fn take_away(&mut self, partition: usize) -> Ready<T> {
+        let Waiting {
+            index, zxid, entry, ..
+        } = (self.waiting[partition].pop_front()).expect("an entry whose turn came");
+        let zxid = zxid.expect("only an entry of the order goes away");
+        self.applied_index[partition] = index;
+        self.away[partition].push_back(zxid);
+        Ready {
+            partition,
+            index,
+            zxid: Some(zxid),
+            void: false,
+            away: true,
+            entry,
+        }
+    }
+
+    /// `partition` applied the first entry it had away, `zxid`.
+    pub fn applied_away(&mut self, partition: usize, zxid: i64) {
+        let first = self.away[partition].pop_front();
+        assert_eq!(
+            first,
+            Some(zxid),
+            "partition {partition} applied {zxid:#x} away, out of order"
+        );
+        self.last_applied[partition] = self.last_applied[partition].max(zxid);
+        let prefix = self.prefix();
+        if prefix > self.applied {
+            self.applied = prefix;
+            self.voids.forget_through(prefix);
+        }
     }
 
     /// Takes `partition`'s head entry, whose turn has come.
@@ -550,6 +643,7 @@ impl<T> ApplyOrder<T> {
             index,
             zxid,
             void,
+            away: false,
             entry,
         }
     }

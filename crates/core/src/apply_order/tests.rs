@@ -152,12 +152,12 @@ fn by_partition_each_applies_its_own_once_every_zxid_below_is_in_hand() {
     // z(1, 2) on partition 1 is in hand, z(1, 1) is not: a seal could yet
     // void z(1, 2), so it waits.
     order.committed(1, 1, Some(z(1, 2)), ());
-    assert!(order.next_ready_on(1, i64::MAX).is_none());
+    assert!(order.next_ready_on(1, i64::MAX, |_| false).is_none());
     assert_eq!((order.known(), order.closed(1)), (z(1, 0), z(1, 0)));
     order.committed(0, 1, Some(z(1, 1)), ());
     // Now partition 1 goes first, partition 0 behind it.
     assert_eq!(
-        order.next_ready_on(1, i64::MAX).map(|r| r.zxid),
+        order.next_ready_on(1, i64::MAX, |_| false).map(|r| r.zxid),
         Some(Some(z(1, 2)))
     );
     assert_eq!((order.closed(0), order.closed(1)), (z(1, 0), z(1, 2)));
@@ -167,21 +167,21 @@ fn by_partition_each_applies_its_own_once_every_zxid_below_is_in_hand() {
     order.committed_with_parts(0, 2, Some(z(1, 3)), vec![1], ());
     order.committed(1, 2, Some(z(1, 4)), ());
     assert!(
-        order.next_ready_on(1, i64::MAX).is_none(),
+        order.next_ready_on(1, i64::MAX, |_| false).is_none(),
         "z(1, 3) has a part on 1"
     );
     assert_eq!(order.closed(1), z(1, 2));
     assert_eq!(
-        order.next_ready_on(0, i64::MAX).map(|r| r.zxid),
+        order.next_ready_on(0, i64::MAX, |_| false).map(|r| r.zxid),
         Some(Some(z(1, 1)))
     );
     assert_eq!(
-        order.next_ready_on(0, i64::MAX).map(|r| r.zxid),
+        order.next_ready_on(0, i64::MAX, |_| false).map(|r| r.zxid),
         Some(Some(z(1, 3)))
     );
     assert_eq!(order.applied(), z(1, 3));
     assert_eq!(
-        order.next_ready_on(1, i64::MAX).map(|r| r.zxid),
+        order.next_ready_on(1, i64::MAX, |_| false).map(|r| r.zxid),
         Some(Some(z(1, 4)))
     );
     assert_eq!((order.applied(), order.at_cut()), (z(1, 4), true));
@@ -367,11 +367,13 @@ fn history(rng: &mut Rng, partitions: usize, leaders: usize) -> History {
 /// A server fed the history's commits in a random interleaving, taking
 /// snapshots, restarting and installing leaders' snapshots at random. It
 /// applies in the one order, or `by_partition`: each partition its own
-/// entries, a random few at a time.
+/// entries, a random few at a time, some of them away (applied later, as
+/// a partition's thread would).
 fn run_server(rng: &mut Rng, history: &History, by_partition: bool) {
     let partitions = history.logs.len();
     let mut order = fresh(partitions);
     let mut state: Vec<Vec<i64>> = vec![Vec::new(); partitions];
+    let mut away = Away::new(partitions);
     let mut delivered = vec![0usize; partitions];
     let mut persisted = Cut::default();
     let restore = |cut: &Cut, state: &mut Vec<Vec<i64>>, delivered: &mut Vec<usize>| {
@@ -380,22 +382,27 @@ fn run_server(rng: &mut Rng, history: &History, by_partition: bool) {
             delivered[p] = delivered[p].max(cut.indices.get(p).copied().unwrap_or(0) as usize);
         }
     };
-    let apply = |rng: &mut Rng, order: &mut ApplyOrder<()>, state: &mut Vec<Vec<i64>>| {
-        if by_partition {
-            apply_some_by_partition(rng, order, state, history);
-        } else {
-            apply_ready(order, state, history);
-        }
-    };
+    let apply =
+        |rng: &mut Rng, order: &mut ApplyOrder<()>, state: &mut Vec<Vec<i64>>, away: &mut Away| {
+            if by_partition {
+                away.apply_some(rng, order, state);
+                apply_some_by_partition(rng, order, state, history, away);
+            } else {
+                apply_ready(order, state, history);
+            }
+        };
     for _ in 0..400 {
         match rng.below(20) {
             0 if order.at_cut() => persisted = order.cut(),
             1 => {
                 order = ApplyOrder::recover(partitions, &persisted);
+                away = Away::new(partitions);
                 delivered = vec![0; partitions];
                 restore(&persisted, &mut state, &mut delivered);
             }
-            2 if !history.cuts.is_empty() => {
+            // A member installs a snapshot with nothing away (the engine
+            // takes back what is first).
+            2 if !history.cuts.is_empty() && !order.has_away() => {
                 let cut = &history.cuts[rng.below(history.cuts.len() as u64) as usize];
                 // A leader sends its snapshot to a member behind it: past
                 // whatever any partition here applied.
@@ -413,7 +420,7 @@ fn run_server(rng: &mut Rng, history: &History, by_partition: bool) {
                 deliver(&mut order, history, &mut delivered, p);
             }
         }
-        apply(rng, &mut order, &mut state);
+        apply(rng, &mut order, &mut state, &mut away);
         check_prefix(&order, &state, history);
     }
     // Then everything that is left, in a random interleaving.
@@ -424,13 +431,14 @@ fn run_server(rng: &mut Rng, history: &History, by_partition: bool) {
             partitions - 1 - p
         };
         deliver(&mut order, history, &mut delivered, p);
-        apply(rng, &mut order, &mut state);
+        apply(rng, &mut order, &mut state, &mut away);
         check_prefix(&order, &state, history);
     }
     // What is left applies in the mode the run used: the merge's applied
     // zxid is the last it applied, which could be below what a partition
     // applied on its own.
     if by_partition {
+        away.apply_all(&mut order, &mut state);
         apply_all_by_partition(&mut order, &mut state, history);
     } else {
         apply_ready(&mut order, &mut state, history);
@@ -490,14 +498,51 @@ fn parts_applied(history: &History, ready: &Ready<()>) -> Vec<usize> {
     }
 }
 
+/// Entries taken away, per partition in order, each with the partitions
+/// it applies to: applied later, a random few at a time.
+struct Away(Vec<VecDeque<(i64, Vec<usize>)>>);
+
+impl Away {
+    fn new(partitions: usize) -> Away {
+        Away((0..partitions).map(|_| VecDeque::new()).collect())
+    }
+
+    /// Each partition's thread applies a random few of what it has away.
+    fn apply_some(&mut self, rng: &mut Rng, order: &mut ApplyOrder<()>, state: &mut [Vec<i64>]) {
+        for p in 0..self.0.len() {
+            for _ in 0..rng.below(3) {
+                self.apply_next(p, order, state);
+            }
+        }
+    }
+
+    fn apply_all(&mut self, order: &mut ApplyOrder<()>, state: &mut [Vec<i64>]) {
+        for p in 0..self.0.len() {
+            while self.apply_next(p, order, state) {}
+        }
+    }
+
+    fn apply_next(&mut self, p: usize, order: &mut ApplyOrder<()>, state: &mut [Vec<i64>]) -> bool {
+        let Some((zxid, parts)) = self.0[p].pop_front() else {
+            return false;
+        };
+        assert_eq!(parts, vec![p], "only an entry of one partition goes away");
+        record_applied(state, parts, zxid);
+        order.applied_away(p, zxid);
+        true
+    }
+}
+
 /// Each partition applies a random few of its entries whose turn has come,
 /// in a random order of partitions, now and then below a fence a little
-/// above the prefix; an entry with parts is applied on each.
+/// above the prefix; an entry with parts is applied on each. Half the
+/// time, an entry of one partition goes away, to be applied later.
 fn apply_some_by_partition(
     rng: &mut Rng,
     order: &mut ApplyOrder<()>,
     state: &mut [Vec<i64>],
     history: &History,
+    away: &mut Away,
 ) {
     let partitions = state.len();
     let fence = match rng.below(3) {
@@ -506,7 +551,8 @@ fn apply_some_by_partition(
     };
     for _ in 0..rng.below(3 * partitions as u64 + 1) {
         let p = rng.below(partitions as u64) as usize;
-        let Some(ready) = order.next_ready_on(p, fence) else {
+        let goes_away = rng.below(2) == 0;
+        let Some(ready) = order.next_ready_on(p, fence, |_| goes_away) else {
             continue;
         };
         assert!(
@@ -514,7 +560,13 @@ fn apply_some_by_partition(
             "applied at or above the fence"
         );
         let zxid = ready.zxid.unwrap_or_default();
-        record_applied(state, parts_applied(history, &ready), zxid);
+        let parts = parts_applied(history, &ready);
+        if ready.away {
+            assert!(goes_away && !ready.void, "went away unasked");
+            away.0[p].push_back((zxid, parts));
+        } else {
+            record_applied(state, parts, zxid);
+        }
     }
 }
 
@@ -523,7 +575,7 @@ fn apply_all_by_partition(order: &mut ApplyOrder<()>, state: &mut [Vec<i64>], hi
     loop {
         let mut applied_some = false;
         for p in 0..state.len() {
-            while let Some(ready) = order.next_ready_on(p, i64::MAX) {
+            while let Some(ready) = order.next_ready_on(p, i64::MAX, |_| false) {
                 applied_some = true;
                 let zxid = ready.zxid.unwrap_or_default();
                 record_applied(state, parts_applied(history, &ready), zxid);

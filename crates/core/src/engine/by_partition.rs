@@ -191,7 +191,7 @@ impl Engine {
                     }
                     let fence = self.lowest_fence();
                     let order = self.order.as_mut().expect("several partitions");
-                    let Some(ready) = order.next_ready_on(partition, fence) else {
+                    let Some(ready) = order.next_ready_on(partition, fence, |_| false) else {
                         break;
                     };
                     applied_some = true;
