@@ -151,7 +151,8 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     succeeds, whether the partitions apply on worker threads or not, and
     whether each core goes to a thread of its own between turns
     (partition.owned, engine/cores.rs) or not; owned, each partition applies
-    its own entries (engine/by_partition.rs) instead of runs of the merge."""
+    its own entries (engine/by_partition.rs), on its thread
+    (engine/away_apply.rs), instead of runs of the merge."""
     srv, hosts, preparer = start(request, shape, threads, owned)
     bench, bench_out = start_bench(hosts, tmp_path)
     try:
@@ -177,8 +178,12 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     runs, txns = h.mntr_int(srv, "stoa_apply_runs"), h.mntr_int(srv, "stoa_apply_run_txns")
     assert h.mntr_int(srv, "stoa_txns_applied") >= WRITERS * ROUNDS * len(ROOTS)
     if owned == "yes":
-        # Applied by partition: no run of the merge, lent or not.
+        # Applied by partition: no run of the merge, lent or not; what
+        # touched one partition alone applied on its thread, on every
+        # member (engine/away_apply.rs).
         assert (runs, txns, lent) == (0, 0, 0), (runs, txns, lent)
+        for member in ([srv] if srv is preparer else [srv, preparer]):
+            assert h.mntr_int(member, "stoa_applies_sent_away") > 0
     elif threads == 0:
         assert runs > 0 and txns >= WRITERS * ROUNDS * len(ROOTS)
         assert lent == 0

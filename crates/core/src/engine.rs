@@ -30,6 +30,7 @@ mod admin_snapshots;
 mod admission;
 mod apply;
 mod away;
+mod away_apply;
 mod balancer;
 mod by_partition;
 mod catch_up;

@@ -166,6 +166,7 @@ pub fn mntr(m: &Monitor) -> String {
             s.applied_past_prefix.to_string(),
         ),
         ("stoa_writes_fenced", s.writes_fenced.to_string()),
+        ("stoa_applies_sent_away", s.applies_sent_away.to_string()),
         ("stoa_reads_off_cut", s.reads_off_cut.to_string()),
     ];
     let mut out = String::new();

@@ -69,6 +69,9 @@ pub struct Stats {
     /// as fences (`engine/by_partition.rs`).
     pub applied_past_prefix: u64,
     pub writes_fenced: u64,
+    /// Jobs applying a partition's entries sent away with its core
+    /// (`engine/away_apply.rs`).
+    pub applies_sent_away: u64,
     /// Reads answered by closed watermark while partitions stood apart.
     pub reads_off_cut: u64,
     pub chain_breaks: u64,

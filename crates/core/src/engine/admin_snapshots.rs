@@ -146,9 +146,11 @@ impl Engine {
     }
 
     /// `snapshot`: every partition's tree now, for the AdminServer to
-    /// write out (`node::server_snapshot`).
-    pub fn admin_snapshot(&self) -> ServerSnapshot {
+    /// write out (`node::server_snapshot`). Applying by partition, the
+    /// partitions first meet at a cut.
+    pub fn admin_snapshot(&mut self) -> ServerSnapshot {
         if self.order.is_some() {
+            self.settle_partitions();
             return self.server_snapshot_now();
         }
         let core = &self.cores[0];

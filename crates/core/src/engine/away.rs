@@ -38,6 +38,9 @@ impl Engine {
                 self.absorb_ready(done.partition, taken);
                 self.note_leader();
             }
+            if let Some(applied) = done.applied {
+                self.absorb_applied(done.partition, applied);
+            }
         }
         any
     }

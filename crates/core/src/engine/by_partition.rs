@@ -123,6 +123,11 @@ pub(super) struct ByPartition {
     /// Writes in hand with a reply of their session queued before them:
     /// zxid to (session, cxid). Nothing at or above the lowest applies.
     fences: BTreeMap<i64, (SessionId, i32)>,
+    /// Settling the partitions at a cut: nothing goes away to apply.
+    settling: bool,
+    /// Per partition, the entries taken away this turn, to send with its
+    /// core (`engine/away_apply.rs`). Kept from turn to turn.
+    away_shares: Vec<Vec<super::away_apply::AwayEntry>>,
     /// Per connection, the highest zxid its client saw above the prefix
     /// of the moment: its handshake's, or a read's by watermark. (Every
     /// other reply carries the prefix at most, which no partition's
@@ -146,6 +151,8 @@ impl ByPartition {
             held: BTreeMap::new(),
             waiters: Vec::new(),
             fences: BTreeMap::new(),
+            settling: false,
+            away_shares: Vec::new(),
             seen: HashMap::new(),
         })
     }
@@ -167,19 +174,22 @@ impl Engine {
 
     /// Applies what the order lets each partition apply. `lagged`: the
     /// partitions go at speeds drawn from the seed (`Lag::budgets`), the
-    /// rest waiting for a later turn; otherwise each applies all it may,
+    /// rest waiting for a later turn, and, where partitions own their
+    /// threads, what touches one partition alone goes away to apply there
+    /// (`engine/away_apply.rs`); otherwise each applies all it may here,
     /// so they meet at a cut.
     pub(super) fn apply_by_partition(&mut self, lagged: bool) {
         self.lift_fences();
         let partitions = self.cores.len();
+        let owned = self.cores.owned();
+        let by = self.by_partition.as_mut().expect("applying by partition");
         let budgets = match lagged {
-            true => (self.by_partition.as_mut())
-                .expect("applying by partition")
-                .lag
-                .as_mut()
-                .and_then(|lag| lag.budgets(partitions)),
+            true => by.lag.as_mut().and_then(|lag| lag.budgets(partitions)),
             false => None,
         };
+        let away = lagged && owned && !by.settling;
+        let mut shares = std::mem::take(&mut by.away_shares);
+        shares.resize_with(partitions, Vec::new);
         let lag = budgets.is_some();
         loop {
             let mut applied_some = false;
@@ -191,10 +201,20 @@ impl Engine {
                     }
                     let fence = self.lowest_fence();
                     let order = self.order.as_mut().expect("several partitions");
-                    let Some(ready) = order.next_ready_on(partition, fence, |_| false) else {
+                    let Some(ready) = order.next_ready_on(partition, fence, |_| away) else {
                         break;
                     };
                     applied_some = true;
+                    if ready.away {
+                        self.follow_chain(partition, &ready.entry);
+                        // As `apply_txn` decides it.
+                        let timed = self.is_leader() && self.log_applied();
+                        shares[partition].push(super::away_apply::AwayEntry {
+                            entry: ready.entry,
+                            timed,
+                        });
+                        continue;
+                    }
                     if ready.void {
                         self.skip_void_entry(partition, &ready.entry);
                         continue;
@@ -210,8 +230,12 @@ impl Engine {
                 break;
             }
         }
+        self.send_applies_away(&mut shares);
+        (self.by_partition.as_mut())
+            .expect("applying by partition")
+            .away_shares = shares;
         debug_assert!(
-            lag || self.at_cut(),
+            lag || away || self.at_cut(),
             "every partition applied all it may, yet they are not at a cut"
         );
         self.release_handoffs();
@@ -266,11 +290,17 @@ impl Engine {
         }
     }
 
-    /// Every partition applies all it may: they then meet at a cut.
+    /// Every partition applies all it may, what it had away first: they
+    /// then meet at a cut.
     pub(super) fn settle_partitions(&mut self) {
-        if self.applies_by_partition() {
-            self.apply_by_partition(false);
+        if !self.applies_by_partition() {
+            return;
         }
+        let by = self.by_partition.as_mut().expect("checked");
+        let nested = std::mem::replace(&mut by.settling, true);
+        self.take_back_applies();
+        self.apply_by_partition(false);
+        (self.by_partition.as_mut()).expect("checked").settling = nested;
     }
 
     /// Whether every partition's tree is the one order's state at one
@@ -331,7 +361,7 @@ impl Engine {
 
     /// Hands the gate what the prefix has passed, in zxid order; then the
     /// replies that waited try again.
-    fn release_handoffs(&mut self) {
+    pub(super) fn release_handoffs(&mut self) {
         let Some(prefix) = self.prefix_zxid() else {
             return;
         };
@@ -426,16 +456,20 @@ impl Engine {
         }
         let order = self.order.as_ref()?;
         let partition = self.read_partition(request);
-        if order.closed(partition) < seen {
+        // A partition with entries away has its state on its thread, past
+        // what the order counts applied: the read waits for it.
+        if order.closed(partition) < seen || order.away_on(partition) {
             return None;
         }
         // Not below what the connection was told before either: the
         // prefix then, at most.
         let zxid = (seen.max(order.last_applied(partition))).max(order.prefix());
+        // (Entries away may have fired a watch of the connection there
+        // already, and their events are not in hand yet.)
         let watched_behind = (0..self.cores.len()).any(|p| {
             p != partition
                 && order.closed(p) < zxid
-                && self.cores[p].watches.of_conn(conn).next().is_some()
+                && (order.away_on(p) || self.cores[p].watches.of_conn(conn).next().is_some())
         });
         (!watched_behind && !self.event_held(conn, zxid)).then_some(zxid)
     }
@@ -455,6 +489,11 @@ impl Engine {
     /// or hands over more.
     pub(crate) fn applying_behind(&self) -> bool {
         if !self.applies_by_partition() {
+            return false;
+        }
+        if self.order.as_ref().is_some_and(|order| order.has_away()) {
+            // The rest waits for the partitions' threads: what comes back
+            // from them applies whatever waited for it.
             return false;
         }
         self.by_partition.as_ref().is_some_and(|by| {

@@ -167,8 +167,8 @@ impl Engine {
 
     pub(super) fn report_applied(&mut self, partition: usize) {
         if !self.cores.is_home(partition) {
-            // Nothing applied it since it left; it reports when it is back
-            // (`Engine::absorb_ready`).
+            // It reports when it is back (`Engine::absorb_ready`, and
+            // `Engine::absorb_applied` after applying away).
             return;
         }
         let core = &mut self.cores[partition];

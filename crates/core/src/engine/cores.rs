@@ -32,6 +32,7 @@ use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::VecDeque;
 use std::sync::mpsc;
 
+use super::away_apply::AppliedAway;
 use super::groups::Heard;
 use super::lent_ready::TakenReady;
 use super::partition_core::PartitionCore;
@@ -61,6 +62,21 @@ pub(crate) struct AwayDone {
     /// What a durable notification it heard there let go, which goes out
     /// before the ready's messages.
     pub heard: Heard,
+    /// Committed entries it applied there (`engine/away_apply.rs`).
+    pub applied: Option<AppliedAway>,
+}
+
+impl AwayDone {
+    /// A job that did nothing the engine must absorb.
+    pub fn nothing(partition: usize) -> AwayDone {
+        AwayDone {
+            partition,
+            errors: 0,
+            taken: None,
+            heard: Heard::default(),
+            applied: None,
+        }
+    }
 }
 
 /// Work for a core, wherever it is.
@@ -76,9 +92,10 @@ struct Returned {
 
 /// What the engine may still read of a core while it is away: its raft
 /// group's term and leader, and the entries it applied, as it left. A job
-/// away proposes and takes readies apart but never steps raft nor
-/// applies, so these do not change there (checked when the core comes
-/// back).
+/// away proposes, takes readies apart and applies, but never steps raft,
+/// so the group's state does not change there (checked when the core
+/// comes back); what it applied only moves on, and the engine reads it
+/// as it was until the core is back (`engine/away_apply.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct LeftAs {
     term: u64,
@@ -94,6 +111,19 @@ struct LeftAs {
 }
 
 impl LeftAs {
+    /// What no job away may change: its raft group's state.
+    fn group(&self) -> (u64, u64, bool, bool, bool) {
+        let LeftAs {
+            term,
+            leader_id,
+            is_leader,
+            transferring,
+            joint_config,
+            ..
+        } = *self;
+        (term, leader_id, is_leader, transferring, joint_config)
+    }
+
     fn of(core: &PartitionCore) -> LeftAs {
         LeftAs {
             term: core.term(),
@@ -290,7 +320,7 @@ impl Cores {
             follow_ups,
             done,
         } = returned;
-        debug_assert_eq!(LeftAs::of(&core), slot.left_as);
+        debug_assert_eq!(LeftAs::of(&core).group(), slot.left_as.group());
         self.away.set(self.away.get() - 1);
         let mut queue = self.done.borrow_mut();
         queue.extend(done);
@@ -667,6 +697,7 @@ mod tests {
                 errors: number,
                 taken: None,
                 heard: Default::default(),
+                applied: None,
             }
         }
     }

@@ -130,6 +130,7 @@ impl Engine {
                         errors: 0,
                         taken: core.take_plain_ready(p),
                         heard,
+                        applied: None,
                     }
                 });
             }

@@ -226,6 +226,7 @@ impl Engine {
                     errors,
                     taken,
                     heard: Default::default(),
+                    applied: None,
                 }
             });
         }

@@ -108,8 +108,9 @@ struct Sim {
     multis: [u64; 3],
     /// Over every engine the run booted: jobs sent away with a core,
     /// recalls that found the job still held, and jobs sent after a core
-    /// still away (`engine/cores.rs`).
-    away: [u64; 3],
+    /// still away (`engine/cores.rs`); and of the jobs, those applying
+    /// entries (`engine/away_apply.rs`).
+    away: [u64; 4],
     /// Numbers the values of multis bound to fail.
     aborted_values: usize,
 }
@@ -129,7 +130,7 @@ impl Sim {
             next_conn: 1,
             writes_acked: AckedWrites::new(),
             multis: [0; 3],
-            away: [0; 3],
+            away: [0; 4],
             aborted_values: ABORTED_FROM,
         };
         for _ in 0..CLIENTS {
@@ -452,16 +453,20 @@ impl Sim {
     /// The process dies: unsynced batches and all connections are lost. It
     /// restarts from the durable log; clients resume their sessions and
     /// check that every acknowledged write survived.
+    /// What `engine` sent away, into `away`.
+    fn count_away(&mut self, engine: &super::Engine) {
+        for (sum, n) in self.away.iter_mut().zip(away_counts(engine)) {
+            *sum += n;
+        }
+    }
+
     fn crash_and_restart(&mut self) {
         for c in 0..CLIENTS {
             self.receive(c);
         }
         let tail_seed = self.rng.next();
         if let Some(engine) = self.machine.crash(tail_seed) {
-            let counts = engine.cores.counts();
-            self.away[0] += counts.sent;
-            self.away[1] += counts.waited;
-            self.away[2] += counts.followed;
+            self.count_away(&engine);
         }
         let seed = self.seed;
         self.machine
@@ -580,10 +585,22 @@ fn engine_config(seed: u64) -> EngineConfig {
     }
 }
 
+/// Jobs `engine` sent away with a core, recalls that found the job still
+/// held, jobs sent after a core still away, and jobs applying entries.
+fn away_counts(engine: &super::Engine) -> [u64; 4] {
+    let counts = engine.cores.counts();
+    [
+        counts.sent,
+        counts.waited,
+        counts.followed,
+        engine.stats.applies_sent_away,
+    ]
+}
+
 /// Runs one seed; returns the batches the node wrote inline, the events
 /// the clients heard, and the multis applied, refused whole and of those
 /// over two partitions.
-fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 3]) {
+fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 4]) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
@@ -634,7 +651,12 @@ fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 3]) {
         );
     }
     let fired = (sim.clients.iter()).map(|c| c.watching.fired_count()).sum();
-    (sim.node().log().inline_writes, fired, sim.multis, sim.away)
+    // The last engine booted counts too.
+    let mut away = sim.away;
+    for (sum, n) in away.iter_mut().zip(away_counts(sim.node().engine())) {
+        *sum += n;
+    }
+    (sim.node().log().inline_writes, fired, sim.multis, away)
 }
 
 #[test]
@@ -647,7 +669,7 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
             run(seed);
         }
         None => {
-            let (mut inline, mut fired, mut multis, mut away) = (0, 0, [0; 3], [0; 3]);
+            let (mut inline, mut fired, mut multis, mut away) = (0, 0, [0; 3], [0; 4]);
             for seed in seed_range(SEEDS_DEFAULT) {
                 let (i, f, m, a) = run(seed);
                 inline += i;
@@ -663,14 +685,14 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
                 eprintln!(
                     "inline batches {inline}, events {fired}, multis applied, refused, over \
                      two partitions: {multis:?}, cores sent away, recalls that found the \
-                     job held and jobs that followed a core: {away:?}"
+                     job held, jobs that followed a core and jobs applying entries: {away:?}"
                 );
             }
             // Cores went away, the engine reached for some before their
-            // jobs had run, and sent jobs after some.
+            // jobs had run, sent jobs after some, and sent entries to apply.
             assert!(
                 away.iter().all(|&n| n > 0),
-                "cores sent away, recalls that waited, jobs followed: {away:?}"
+                "cores sent away, recalls that waited, jobs followed, applying: {away:?}"
             );
             // Crashes must also fall between batches the node synced itself.
             assert!(inline > 0, "no seed wrote a batch inline");

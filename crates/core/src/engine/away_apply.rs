@@ -1,0 +1,192 @@
+//! Applying on a partition's own thread (docs/partitions.md, "Step 3,
+//! the inversion", its third slice): a server whose partitions own their
+//! threads and apply by partition sends each partition's committed
+//! entries that touch it alone away with its core, instead of applying
+//! them on the engine's thread.
+//!
+//! The order takes such an entry *away* (`ApplyOrder::next_ready_on`):
+//! the partition's state stands below it until the engine absorbs what
+//! the thread did (`Engine::absorb_applied`), so no read by watermark and
+//! no cut counts on it before its watch events and outcome are in the
+//! engine's hands. Meanwhile the partition takes only more entries away,
+//! and an entry spanning partitions waits for what each has away. The
+//! thread applies the entries in order, as `apply_entry` would: its own
+//! proposal or the decoded transaction, the entry's bookkeeping, the
+//! tree, the watches; the engine then hands their events and outcomes to
+//! the gate, each held for the prefix like any other applied by
+//! partition.
+
+use raft::eraftpb::Entry;
+use stoa_tree::{Txn, TxnOp};
+
+use super::apply::change_of;
+use super::cores::AwayDone;
+use super::handoff::{Applied, WriteOutcome};
+use super::lent_apply::is_plain;
+use super::partition_core::PartitionCore;
+use super::Engine;
+
+/// An entry sent away to apply.
+pub(super) struct AwayEntry {
+    pub entry: Entry,
+    /// Counts for the commit latency (an entry of this leader's term, as
+    /// `apply_txn` decides it).
+    pub timed: bool,
+}
+
+/// What a partition's thread applied of the entries sent with its core.
+pub(crate) struct AppliedAway {
+    /// Each transaction applied, in order: its zxid, when the leader
+    /// prepared it, and whether that counts for the commit latency.
+    txns: Vec<(i64, i64, bool)>,
+    /// Each transaction's fired watches, then its outcome, in order.
+    values: Vec<Applied>,
+    /// An entry the thread could not apply: the engine stops there, as it
+    /// would have applying it itself.
+    fatal: Option<String>,
+}
+
+impl PartitionCore {
+    /// Applies `entries`, each touching this partition alone, in order.
+    fn apply_away(&mut self, partition: usize, entries: Vec<AwayEntry>) -> AppliedAway {
+        let mut applied = AppliedAway {
+            txns: Vec::with_capacity(entries.len()),
+            values: Vec::with_capacity(entries.len() + entries.len() / 4),
+            fatal: None,
+        };
+        for AwayEntry { entry, timed } in entries {
+            let txn = match self.own_proposal(&entry.data) {
+                Some(txn) => txn,
+                None => match Txn::decode(&entry.data) {
+                    Ok(txn) => txn,
+                    Err(e) => {
+                        applied.fatal = Some(format!(
+                            "undecodable transaction at raft index {} of partition {partition}: {e}",
+                            entry.index
+                        ));
+                        break;
+                    }
+                },
+            };
+            // Its links named this partition alone: a plain write, or one a
+            // watch extension decided the events of.
+            let decided = match &txn.op {
+                TxnOp::Watched {
+                    op, extra, events, ..
+                } if is_plain(op) && extra.iter().all(is_plain) => Some(events.clone()),
+                op if is_plain(op) => None,
+                _ => {
+                    applied.fatal = Some(format!(
+                        "zxid {:#x} at raft index {} of partition {partition}: its links name \
+                         this partition alone, yet it changes more than its tree",
+                        txn.header.zxid, entry.index
+                    ));
+                    break;
+                }
+            };
+            self.take_entry(&entry);
+            let header = txn.header;
+            let done = self.apply(&txn);
+            let mut fire = |core: &mut PartitionCore, kind, path: &str| {
+                let change = change_of(kind);
+                let conns = core.watches.trigger(change, path);
+                if !conns.is_empty() {
+                    applied.values.push(Applied::Fired {
+                        conns,
+                        zxid: header.zxid,
+                        change,
+                        path: path.to_string(),
+                    });
+                }
+            };
+            match &decided {
+                None => {
+                    for event in &done.events {
+                        fire(self, event.kind, &event.path);
+                    }
+                }
+                Some(events) => {
+                    for (kind, path) in events {
+                        fire(self, *kind, path);
+                    }
+                }
+            }
+            applied.values.push(Applied::Outcome(WriteOutcome {
+                session: header.session_id,
+                cxid: header.cxid,
+                zxid: header.zxid,
+                result: done.result,
+                config: None,
+                session_change: None,
+            }));
+            applied.txns.push((header.zxid, header.time_ms, timed));
+        }
+        applied
+    }
+}
+
+impl Engine {
+    /// Sends each partition's entries taken away (`shares`, emptied) to
+    /// apply on its thread, after whatever its core is doing there.
+    pub(super) fn send_applies_away(&mut self, shares: &mut [Vec<AwayEntry>]) {
+        for (partition, share) in shares.iter_mut().enumerate() {
+            if share.is_empty() {
+                continue;
+            }
+            let entries = std::mem::take(share);
+            self.stats.applies_sent_away += 1;
+            self.cores.send_away(partition, move |core| AwayDone {
+                applied: Some(core.apply_away(partition, entries)),
+                ..AwayDone::nothing(partition)
+            });
+        }
+    }
+
+    /// What `partition`'s thread applied: each transaction counts as
+    /// applied in the order, and its events and outcome go to the gate
+    /// (held for the prefix, as any applied by partition); then what
+    /// the prefix passed goes out.
+    pub(super) fn absorb_applied(&mut self, partition: usize, applied: AppliedAway) {
+        let mut values = applied.values.into_iter();
+        for (zxid, time_ms, timed) in applied.txns {
+            (self.order.as_mut())
+                .expect("several partitions")
+                .applied_away(partition, zxid);
+            self.stats.txns_applied += 1;
+            if timed {
+                self.stats
+                    .record_commit((self.now_ms - time_ms).max(0) as u64);
+            }
+            loop {
+                match values.next() {
+                    Some(fired @ Applied::Fired { .. }) => self.hand_to_gate(fired),
+                    Some(outcome @ Applied::Outcome(_)) => {
+                        self.hand_to_gate(outcome);
+                        break;
+                    }
+                    None => unreachable!("every transaction applied away has an outcome"),
+                }
+            }
+        }
+        debug_assert!(values.next().is_none());
+        if let Some(fatal) = applied.fatal {
+            self.out.fatal.get_or_insert(fatal);
+        }
+        self.report_applied(partition);
+        self.release_handoffs();
+    }
+
+    /// Takes back every core with entries away and absorbs what they
+    /// applied, so that the partitions may meet at a cut.
+    pub(super) fn take_back_applies(&mut self) {
+        while let Some(order) = self.order.as_ref().filter(|order| order.has_away()) {
+            let away: Vec<usize> = (0..self.cores.len())
+                .filter(|&p| order.away_on(p))
+                .collect();
+            for partition in away {
+                let _ = &mut self.cores[partition];
+            }
+            self.absorb_away();
+        }
+    }
+}
