@@ -277,6 +277,11 @@ impl<T> ApplyOrder<T> {
         self.away.iter().any(|away| !away.is_empty())
     }
 
+    /// `partition`'s committed entries not taken yet.
+    pub fn waiting_on(&self, partition: usize) -> usize {
+        self.waiting[partition].len()
+    }
+
     /// Whether `partition` has entries taken away, not applied yet.
     pub fn away_on(&self, partition: usize) -> bool {
         !self.away[partition].is_empty()

@@ -112,6 +112,11 @@ impl Lag {
     }
 }
 
+/// Entries of a partition waiting in the order from which its core, at
+/// home, goes away to apply them: waking its thread costs some
+/// microseconds, applying a plain transaction about one.
+const AWAY_MIN_ENTRIES: usize = 16;
+
 pub(super) struct ByPartition {
     /// The simulators' lag; a server's partitions apply all they may.
     lag: Option<Lag>,
@@ -175,9 +180,9 @@ impl Engine {
     /// Applies what the order lets each partition apply. `lagged`: the
     /// partitions go at speeds drawn from the seed (`Lag::budgets`), the
     /// rest waiting for a later turn, and, where partitions own their
-    /// threads, what touches one partition alone goes away to apply there
-    /// (`engine/away_apply.rs`); otherwise each applies all it may here,
-    /// so they meet at a cut.
+    /// threads, what touches one partition alone follows a core that is
+    /// away, to apply there (`engine/away_apply.rs`); otherwise each
+    /// applies all it may here, so they meet at a cut.
     pub(super) fn apply_by_partition(&mut self, lagged: bool) {
         self.lift_fences();
         let partitions = self.cores.len();
@@ -188,6 +193,9 @@ impl Engine {
             false => None,
         };
         let away = lagged && owned && !by.settling;
+        // The simulators also send entries after a core at home, half the
+        // time, so that applies go out as often as they follow.
+        let eager = away && by.lag.as_mut().is_some_and(|lag| lag.rng.chance(50));
         let mut shares = std::mem::take(&mut by.away_shares);
         shares.resize_with(partitions, Vec::new);
         let lag = budgets.is_some();
@@ -200,8 +208,18 @@ impl Engine {
                         return;
                     }
                     let fence = self.lowest_fence();
+                    // After a core already away (or entries of its that
+                    // are), which would be recalled to apply here; from a
+                    // core at home only a long share, since a trip costs
+                    // more than applying a few (a follower's cores go
+                    // away for nothing else).
                     let order = self.order.as_mut().expect("several partitions");
-                    let Some(ready) = order.next_ready_on(partition, fence, |_| away) else {
+                    let send = away
+                        && (eager
+                            || !self.cores.is_home(partition)
+                            || order.away_on(partition)
+                            || order.waiting_on(partition) >= AWAY_MIN_ENTRIES);
+                    let Some(ready) = order.next_ready_on(partition, fence, |_| send) else {
                         break;
                     };
                     applied_some = true;
