@@ -19,9 +19,8 @@
 use raft::eraftpb::Entry;
 use stoa_tree::{Txn, TxnOp};
 
-use super::apply::change_of;
 use super::cores::AwayDone;
-use super::handoff::{Applied, WriteOutcome};
+use super::handoff::Applied;
 use super::lent_apply::is_plain;
 use super::partition_core::PartitionCore;
 use super::Engine;
@@ -73,7 +72,7 @@ impl PartitionCore {
             let decided = match &txn.op {
                 TxnOp::Watched {
                     op, extra, events, ..
-                } if is_plain(op) && extra.iter().all(is_plain) => Some(events.clone()),
+                } if is_plain(op) && extra.iter().all(is_plain) => Some(&events[..]),
                 op if is_plain(op) => None,
                 _ => {
                     applied.fatal = Some(format!(
@@ -85,41 +84,10 @@ impl PartitionCore {
                 }
             };
             self.take_entry(&entry);
-            let header = txn.header;
-            let done = self.apply(&txn);
-            let mut fire = |core: &mut PartitionCore, kind, path: &str| {
-                let change = change_of(kind);
-                let conns = core.watches.trigger(change, path);
-                if !conns.is_empty() {
-                    applied.values.push(Applied::Fired {
-                        conns,
-                        zxid: header.zxid,
-                        change,
-                        path: path.to_string(),
-                    });
-                }
-            };
-            match &decided {
-                None => {
-                    for event in &done.events {
-                        fire(self, event.kind, &event.path);
-                    }
-                }
-                Some(events) => {
-                    for (kind, path) in events {
-                        fire(self, *kind, path);
-                    }
-                }
-            }
-            applied.values.push(Applied::Outcome(WriteOutcome {
-                session: header.session_id,
-                cxid: header.cxid,
-                zxid: header.zxid,
-                result: done.result,
-                config: None,
-                session_change: None,
-            }));
-            applied.txns.push((header.zxid, header.time_ms, timed));
+            self.apply_one_tree(&txn, decided, &mut applied.values);
+            applied
+                .txns
+                .push((txn.header.zxid, txn.header.time_ms, timed));
         }
         applied
     }

@@ -26,7 +26,7 @@
 //! runs' cutting and merging too.
 
 use raft::eraftpb::{Entry, EntryType};
-use stoa_tree::{Txn, TxnHeader, TxnOp};
+use stoa_tree::{TreeEventKind, Txn, TxnHeader, TxnOp};
 
 use super::apply::change_of;
 use super::handoff::{Applied, WriteOutcome};
@@ -172,29 +172,47 @@ impl PartitionCore {
     /// watches, appending what each transaction did to `applied`.
     fn apply_share(&mut self, share: &[Txn], applied: &mut Vec<Applied>) {
         for txn in share {
-            let header = txn.header;
-            let done = self.apply(txn);
-            for event in &done.events {
-                let change = change_of(event.kind);
-                let conns = self.watches.trigger(change, &event.path);
-                if !conns.is_empty() {
-                    applied.push(Applied::Fired {
-                        conns,
-                        zxid: header.zxid,
-                        change,
-                        path: event.path.to_string(),
-                    });
-                }
-            }
-            applied.push(Applied::Outcome(WriteOutcome {
-                session: header.session_id,
-                cxid: header.cxid,
-                zxid: header.zxid,
-                result: done.result,
-                config: None,
-                session_change: None,
-            }));
+            self.apply_one_tree(txn, None, applied);
         }
+    }
+
+    /// Applies a transaction that changes this partition's tree alone and
+    /// fires its watches (those of `decided` events, where a watch
+    /// extension decided them), appending the events fired and then the
+    /// outcome to `applied`.
+    #[inline]
+    pub(super) fn apply_one_tree(
+        &mut self,
+        txn: &Txn,
+        decided: Option<&[(TreeEventKind, String)]>,
+        applied: &mut Vec<Applied>,
+    ) {
+        let header = txn.header;
+        let done = self.apply(txn);
+        let mut fire = |core: &mut PartitionCore, kind, path: &str| {
+            let change = change_of(kind);
+            let conns = core.watches.trigger(change, path);
+            if !conns.is_empty() {
+                applied.push(Applied::Fired {
+                    conns,
+                    zxid: header.zxid,
+                    change,
+                    path: path.to_string(),
+                });
+            }
+        };
+        match decided {
+            None => (done.events.iter()).for_each(|event| fire(self, event.kind, &event.path)),
+            Some(events) => (events.iter()).for_each(|(kind, path)| fire(self, *kind, path)),
+        }
+        applied.push(Applied::Outcome(WriteOutcome {
+            session: header.session_id,
+            cxid: header.cxid,
+            zxid: header.zxid,
+            result: done.result,
+            config: None,
+            session_change: None,
+        }));
     }
 }
 
