@@ -19,9 +19,9 @@
 use raft::eraftpb::Entry;
 use stoa_tree::{Txn, TxnOp};
 
+use super::chains::changes_one_tree;
 use super::cores::AwayDone;
 use super::handoff::Applied;
-use super::lent_apply::is_plain;
 use super::partition_core::PartitionCore;
 use super::Engine;
 
@@ -69,19 +69,17 @@ impl PartitionCore {
             };
             // Its links named this partition alone: a plain write, or one a
             // watch extension decided the events of.
+            if !changes_one_tree(&txn.op) {
+                applied.fatal = Some(format!(
+                    "zxid {:#x} at raft index {} of partition {partition}: its links name \
+                     this partition alone, yet it changes more than its tree",
+                    txn.header.zxid, entry.index
+                ));
+                break;
+            }
             let decided = match &txn.op {
-                TxnOp::Watched {
-                    op, extra, events, ..
-                } if is_plain(op) && extra.iter().all(is_plain) => Some(&events[..]),
-                op if is_plain(op) => None,
-                _ => {
-                    applied.fatal = Some(format!(
-                        "zxid {:#x} at raft index {} of partition {partition}: its links name \
-                         this partition alone, yet it changes more than its tree",
-                        txn.header.zxid, entry.index
-                    ));
-                    break;
-                }
+                TxnOp::Watched { events, .. } => Some(&events[..]),
+                _ => None,
             };
             self.take_entry(&entry);
             self.apply_one_tree(&txn, decided, &mut applied.values);
@@ -120,21 +118,7 @@ impl Engine {
             (self.order.as_mut())
                 .expect("several partitions")
                 .applied_away(partition, zxid);
-            self.stats.txns_applied += 1;
-            if timed {
-                self.stats
-                    .record_commit((self.now_ms - time_ms).max(0) as u64);
-            }
-            loop {
-                match values.next() {
-                    Some(fired @ Applied::Fired { .. }) => self.hand_to_gate(fired),
-                    Some(outcome @ Applied::Outcome(_)) => {
-                        self.hand_to_gate(outcome);
-                        break;
-                    }
-                    None => unreachable!("every transaction applied away has an outcome"),
-                }
-            }
+            self.hand_over_applied(&mut values, zxid, time_ms, timed);
         }
         debug_assert!(values.next().is_none());
         if let Some(fatal) = applied.fatal {

@@ -51,7 +51,7 @@ fn for_each_touched(group: usize, count: usize, op: &TxnOp, mut each: impl FnMut
 }
 
 /// Whether `op` changes nothing but its partition's tree and watches.
-fn changes_one_tree(op: &TxnOp) -> bool {
+pub(super) fn changes_one_tree(op: &TxnOp) -> bool {
     let plain = super::lent_apply::is_plain;
     match op {
         TxnOp::Watched { op, extra, .. } => plain(op) && extra.iter().all(plain),

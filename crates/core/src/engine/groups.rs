@@ -126,11 +126,9 @@ impl Engine {
                 return self.cores.follow(p, move |core| {
                     let heard = core.hear_persisted(partition, number);
                     AwayDone {
-                        partition: p,
-                        errors: 0,
                         taken: core.take_plain_ready(p),
                         heard,
-                        applied: None,
+                        ..AwayDone::nothing(p)
                     }
                 });
             }

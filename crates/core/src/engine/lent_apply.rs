@@ -350,28 +350,43 @@ impl Engine {
         self.merge_run(run);
     }
 
+    /// One transaction applied on its partition's core, from what that
+    /// produced (`apply_one_tree`: its fired watches, then its outcome):
+    /// it counts as applied, and they go to the gate. `timed`: an entry of
+    /// this leader's term, counted in the commit latency.
+    pub(super) fn hand_over_applied(
+        &mut self,
+        produced: &mut impl Iterator<Item = Applied>,
+        zxid: i64,
+        time_ms: i64,
+        timed: bool,
+    ) {
+        loop {
+            match produced.next() {
+                Some(fired @ Applied::Fired { .. }) => self.hand_to_gate(fired),
+                Some(Applied::Outcome(outcome)) => {
+                    debug_assert_eq!(outcome.zxid, zxid);
+                    self.stats.txns_applied += 1;
+                    if timed {
+                        self.stats
+                            .record_commit((self.now_ms - time_ms).max(0) as u64);
+                    }
+                    self.hand_to_gate(Applied::Outcome(outcome));
+                    return;
+                }
+                None => unreachable!("every transaction applied has an outcome"),
+            }
+        }
+    }
+
     /// Phase 2: every entry's fired watches and outcome to the gate, in
     /// the run's (zxid) order.
     fn merge_run(&mut self, run: &mut Run) {
         let mut applied: Vec<_> = (run.applied.iter_mut()).map(|a| a.drain(..)).collect();
         for entry in run.entries.drain(..) {
+            let header = &entry.header;
             let produced = &mut applied[entry.partition];
-            loop {
-                match produced.next() {
-                    Some(fired @ Applied::Fired { .. }) => self.hand_to_gate(fired),
-                    Some(Applied::Outcome(outcome)) => {
-                        debug_assert_eq!(outcome.zxid, entry.header.zxid);
-                        self.stats.txns_applied += 1;
-                        if entry.timed {
-                            self.stats
-                                .record_commit((self.now_ms - entry.header.time_ms).max(0) as u64);
-                        }
-                        self.hand_to_gate(Applied::Outcome(outcome));
-                        break;
-                    }
-                    None => unreachable!("every transaction of a run has an outcome"),
-                }
-            }
+            self.hand_over_applied(produced, header.zxid, header.time_ms, entry.timed);
         }
         debug_assert!(applied.iter_mut().all(|a| a.next().is_none()));
         drop(applied);

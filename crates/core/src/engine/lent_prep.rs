@@ -222,11 +222,9 @@ impl Engine {
                 let errors = core.prepare_share(partition, &mut share, ttl_enabled);
                 let taken = core.take_plain_ready(partition);
                 AwayDone {
-                    partition,
                     errors,
                     taken,
-                    heard: Default::default(),
-                    applied: None,
+                    ..AwayDone::nothing(partition)
                 }
             });
         }

@@ -450,9 +450,6 @@ impl Sim {
             .push_back((xid, Op::Multi { sets, abort }));
     }
 
-    /// The process dies: unsynced batches and all connections are lost. It
-    /// restarts from the durable log; clients resume their sessions and
-    /// check that every acknowledged write survived.
     /// What `engine` sent away, into `away`.
     fn count_away(&mut self, engine: &super::Engine) {
         for (sum, n) in self.away.iter_mut().zip(away_counts(engine)) {
@@ -460,6 +457,9 @@ impl Sim {
         }
     }
 
+    /// The process dies: unsynced batches and all connections are lost. It
+    /// restarts from the durable log; clients resume their sessions and
+    /// check that every acknowledged write survived.
     fn crash_and_restart(&mut self) {
         for c in 0..CLIENTS {
             self.receive(c);
