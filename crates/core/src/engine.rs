@@ -43,6 +43,7 @@ mod core_read;
 mod ensemble_view;
 mod extension_host;
 mod extensions;
+mod fast_sessions;
 pub mod forward;
 mod gate;
 mod group_moves;
@@ -544,6 +545,8 @@ pub struct Engine {
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
     extensions: extension_host::ExtensionHost,
+    /// Sessions that opted into fast reads or watches (`engine/fast_sessions.rs`).
+    fast: fast_sessions::FastSessions,
     /// The AdminServer's restores (`engine/admin_snapshots.rs`).
     restore: admin_snapshots::RestoreState,
     out: Output,
@@ -621,6 +624,7 @@ impl Engine {
             gate,
             ensemble: ensemble_view::EnsembleView::new(membership),
             extensions: extension_host::ExtensionHost::new(),
+            fast: Default::default(),
             restore: Default::default(),
             out: Output::default(),
             stats: Stats {
@@ -638,6 +642,7 @@ impl Engine {
         engine.ensemble.known_leader_terms = engine.cores.iter().map(|c| c.term()).collect();
         engine.settle_placement()?;
         engine.load_extensions();
+        engine.reload_fast_sessions();
         engine.publish_members();
         Ok(engine)
     }
@@ -1122,10 +1127,11 @@ impl Engine {
             // Applying by partition, a plain read goes by its partition's
             // closed zxid, anything else waits for a cut at or past what
             // the client saw (`engine/by_partition.rs`).
-            let (read_at, wait) = match by_partition {
+            let turn = match by_partition {
                 true => self.by_partition_turn(sid),
-                false => (None, false),
+                false => by_partition::Turn::default(),
             };
+            let (read_at, wait) = (turn.read_at, turn.wait);
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
             };
@@ -1183,6 +1189,7 @@ impl Engine {
                         if !self.at_cut() {
                             self.stats.reads_off_cut += 1;
                         }
+                        self.stats.reads_fast += turn.fast as u64;
                     }
                     self.execute_read(conn, sid, xid, request, read_at);
                     self.stats

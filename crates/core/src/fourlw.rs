@@ -168,6 +168,13 @@ pub fn mntr(m: &Monitor) -> String {
         ("stoa_writes_fenced", s.writes_fenced.to_string()),
         ("stoa_applies_sent_away", s.applies_sent_away.to_string()),
         ("stoa_reads_off_cut", s.reads_off_cut.to_string()),
+        ("stoa_reads_fast", s.reads_fast.to_string()),
+        ("stoa_events_fast", s.events_fast.to_string()),
+        ("stoa_fast_read_sessions", s.fast_read_sessions.to_string()),
+        (
+            "stoa_fast_watch_sessions",
+            s.fast_watch_sessions.to_string(),
+        ),
     ];
     let mut out = String::new();
     for (k, v) in rows {

@@ -74,6 +74,16 @@ pub struct Stats {
     pub applies_sent_away: u64,
     /// Reads answered by closed watermark while partitions stood apart.
     pub reads_off_cut: u64,
+    /// Reads of sessions that opted into fast reads or watches answered
+    /// where the rule for every session would have waited.
+    pub reads_fast: u64,
+    /// Watch events sent before the prefix reached them, to sessions that
+    /// opted into fast watches.
+    pub events_fast: u64,
+    /// Sessions that opted into fast reads, and into fast watches, now
+    /// (filled in by the monitor).
+    pub fast_read_sessions: u64,
+    pub fast_watch_sessions: u64,
     pub chain_breaks: u64,
     pub txns_applied: u64,
     pub request_errors: u64,

@@ -17,6 +17,7 @@ use stoa_proto::request::Request;
 
 use crate::acl::{self, Caller};
 use crate::ephemeral::{self, EphemeralKind, CONTAINER_OWNER};
+use crate::fast;
 use crate::node::{shared_acl, PersistedStat, SharedAcl};
 use crate::path;
 use crate::tree::DataTree;
@@ -560,6 +561,9 @@ impl Preparer {
             req_path.to_owned()
         };
         path::validate_path(&final_path)?;
+        if let Some(checked) = fast::check_create(&final_path, mode, data, ctx.session_id) {
+            checked?;
+        }
         if self.record(tree, &final_path).is_ok() {
             return Err(ErrorCode::NodeExists);
         }
@@ -698,6 +702,7 @@ impl Preparer {
         path::validate_path(p)?;
         let mut node = self.record(tree, p)?;
         acl::check(&node.acl.slice, perms::WRITE, ctx.caller())?;
+        fast::check_set(p, data)?;
         let mut stat = node.stat.unwrap_or_default();
         check_version(stat.version, version)?;
         stat.version = stat.version.wrapping_add(1);

@@ -802,3 +802,41 @@ mod pending_equals_applied {
         }
     }
 }
+
+#[test]
+fn fast_flag_nodes_are_a_sessions_own_plain_ephemerals() {
+    // Proves the rules of /zookeeper/fast (docs/partitions.md, "Fast reads
+    // and fast watches"), in a multi too, and ZooKeeper's order of errors.
+    let mut w = World::new();
+    let flag = |data: &[u8], flags: i32| {
+        Request::Create(CreateRequest {
+            path: "/zookeeper/fast/2a".into(),
+            data: Some(data.to_vec()),
+            acl: open(),
+            flags,
+        })
+    };
+    assert_eq!(w.run_as(0x2a, &[], &flag(b"reads", 1)), Err(NoNode));
+    assert_eq!(w.run(&create_mode("/zookeeper/fast", 1)), Err(BadArguments));
+    w.run(&create("/zookeeper/fast")).unwrap();
+    assert_eq!(w.run_as(0x2b, &[], &flag(b"reads", 1)), Err(BadArguments));
+    assert_eq!(w.run_as(0x2a, &[], &flag(b"reads", 0)), Err(BadArguments));
+    assert_eq!(w.run_as(0x2a, &[], &flag(b"reads", 3)), Err(BadArguments));
+    assert_eq!(w.run_as(0x2a, &[], &flag(b"quick", 1)), Err(BadArguments));
+    let multi = Request::Multi(vec![create("/m"), flag(b"quick", 1)]);
+    assert!(w
+        .run_as(0x2a, &[], &multi)
+        .is_ok_and(|r| format!("{r:?}").contains("BadArguments")));
+    assert!(w.tree.node("/m").is_none());
+    w.run_as(0x2a, &[], &flag(b"reads, watches", 1)).unwrap();
+    let node = w.tree.node("/zookeeper/fast/2a").unwrap();
+    assert_eq!(node.stat().ephemeral_owner, 0x2a);
+    assert_eq!(w.run_as(0x2a, &[], &flag(b"reads", 1)), Err(NodeExists));
+    let set = |data: &[u8]| set_data("/zookeeper/fast/2a", data, -1);
+    assert_eq!(w.run_as(0x2a, &[], &set(b"everything")), Err(BadArguments));
+    w.run_as(0x2a, &[], &set(b"watches")).unwrap();
+    assert_eq!(w.run_as(7, &[], &set(b"")).map(|_| ()), Ok(()));
+    // The parent's data is nobody's flags.
+    w.run(&set_data("/zookeeper/fast", b"anything", -1))
+        .unwrap();
+}

@@ -372,6 +372,7 @@ impl Engine {
                 self.out.fatal = Some(format!("restored at zxid {zxid:#x}: {why}"));
             }
             self.reload_extensions();
+            self.reload_fast_sessions();
             self.stats.restores += 1;
             log::info!(
                 "restored at zxid {zxid:#x}: {} znodes, {} sessions",

@@ -69,11 +69,26 @@ use std::collections::{BTreeMap, HashMap};
 
 use stoa_proto::request::Request;
 
+use stoa_tree::FastFlags;
+
 use super::handoff::Applied;
 use super::Engine;
 use crate::session::{Pending, SessionId};
 use crate::sim_rng::Rng;
 use crate::watch::ConnId;
+
+/// What a session's next reply may do now, applying by partition
+/// (`Engine::by_partition_turn`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Turn {
+    /// A plain read, answered by closed watermark at this zxid.
+    pub read_at: Option<i64>,
+    /// Anything else waits for a later turn.
+    pub wait: bool,
+    /// The read is answered now where its session's opt-in skipped a wait
+    /// (`stoa_tree::FAST`).
+    pub fast: bool,
+}
 
 /// How fast each partition applies, turn by turn, as threads on a loaded
 /// machine would: now and then one partition crawls for a stretch of turns
@@ -342,11 +357,13 @@ impl Engine {
             return Some(applied);
         };
         let zxid = zxid_of(&applied);
-        let by = self.by_partition.as_mut().expect("checked");
         if zxid > prefix {
+            let applied = self.send_fast_events(applied)?;
+            let by = self.by_partition.as_mut().expect("checked");
             by.held.entry(zxid).or_default().push(applied);
             return None;
         }
+        let by = self.by_partition.as_mut().expect("checked");
         // What was held below it goes first (and what is held above it,
         // after). It waits among them meanwhile: handing one over can let
         // a reply of its connection out, which must see it still held
@@ -358,6 +375,41 @@ impl Engine {
             return None;
         }
         Some(applied)
+    }
+
+    /// Sends now the events of `applied` (held for the prefix otherwise)
+    /// to connections whose sessions opted into fast watches, unless one
+    /// of the same partition is held for them still (their partition's
+    /// events stay in zxid order); gives back the rest, if any.
+    fn send_fast_events(&mut self, applied: Applied) -> Option<Applied> {
+        let Applied::Fired {
+            mut conns,
+            zxid,
+            change,
+            path,
+        } = applied
+        else {
+            return Some(applied);
+        };
+        let partition = self.partition_of(&path);
+        let now = |engine: &Self, conn: ConnId| {
+            engine.fast_flags_of(conn).watches && !engine.event_held(conn, zxid, Some(partition))
+        };
+        if conns.iter().any(|&conn| now(self, conn)) {
+            let (fast, held): (Vec<ConnId>, Vec<ConnId>) =
+                conns.into_iter().partition(|&conn| now(self, conn));
+            for conn in fast {
+                self.gate.notify(conn, zxid, change, &path);
+                self.stats.events_fast += 1;
+            }
+            conns = held;
+        }
+        (!conns.is_empty()).then_some(Applied::Fired {
+            conns,
+            zxid,
+            change,
+            path,
+        })
     }
 
     /// Hands the gate what was held of zxids up to `zxid`, in zxid order.
@@ -426,17 +478,26 @@ impl Engine {
     /// a cut at or past what its client saw.
     #[cold]
     #[inline(never)]
-    pub(super) fn by_partition_turn(&self, sid: SessionId) -> (Option<i64>, bool) {
+    pub(super) fn by_partition_turn(&self, sid: SessionId) -> Turn {
         let Some((conn, head)) =
             (self.gate.sessions.get(&sid)).and_then(|s| Some((s.conn?, s.queue.front()?)))
         else {
-            return (None, false);
+            return Turn::default();
         };
         let by = self.by_partition.as_ref().expect("applying by partition");
         let seen = by.seen.get(&conn).copied().unwrap_or(0);
         if let Pending::Read { request, .. } = head {
-            if let Some(zxid) = self.watermark_read_zxid(conn, seen, request) {
-                return (Some(zxid), false);
+            let fast = self.fast_flags_of(conn);
+            if let Some(zxid) = self.watermark_read_zxid(conn, seen, request, fast) {
+                // Counted where the rule for every session would have waited.
+                let skipped = fast.any()
+                    && (self.watermark_read_zxid(conn, seen, request, FastFlags::default()))
+                        .is_none();
+                return Turn {
+                    read_at: Some(zxid),
+                    wait: false,
+                    fast: skipped,
+                };
             }
         }
         // At a cut, a reply carries the prefix: the connection's events up
@@ -444,18 +505,24 @@ impl Engine {
         // outcome among them let this reply's turn come.)
         let order = self.order.as_ref().expect("several partitions");
         let wait =
-            !order.at_cut() || order.prefix() < seen || self.event_held(conn, order.prefix());
-        (None, wait)
+            !order.at_cut() || order.prefix() < seen || self.event_held(conn, order.prefix(), None);
+        Turn {
+            wait,
+            ..Turn::default()
+        }
     }
 
-    /// Whether an event for `conn` at or below `zxid` is held for the
-    /// prefix still.
-    fn event_held(&self, conn: ConnId, zxid: i64) -> bool {
+    /// Whether an event for `conn` at or below `zxid` (of a node on
+    /// `partition`, if given) is held for the prefix still.
+    fn event_held(&self, conn: ConnId, zxid: i64, partition: Option<usize>) -> bool {
         let Some(by) = self.by_partition.as_ref() else {
             return false;
         };
-        (by.held.range(..=zxid).flat_map(|(_, held)| held))
-            .any(|applied| matches!(applied, Applied::Fired { conns, .. } if conns.contains(&conn)))
+        let on = |path: &str| partition.is_none_or(|p| self.partition_of(path) == p);
+        (by.held.range(..=zxid).flat_map(|(_, held)| held)).any(|applied| {
+            matches!(applied, Applied::Fired { conns, path, .. }
+                if conns.contains(&conn) && on(path))
+        })
     }
 
     /// A plain read of one partition by a client that saw `seen`: the
@@ -468,7 +535,22 @@ impl Engine {
     /// applied to its closed one; the reply carries the lowest of those
     /// that is not below `seen`. A fence keeps the partition below the
     /// session's next write.
-    fn watermark_read_zxid(&self, conn: ConnId, seen: i64, request: &Request) -> Option<i64> {
+    ///
+    /// A session that opted into fast reads (`fast`) skips what ties the
+    /// read to other partitions: its partition need not vouch for `seen`
+    /// (the reply still carries `seen` at least: the zxid a client sees
+    /// never goes back), and the connection's events of other partitions
+    /// may come after it. Only its own partition's events up to the
+    /// read's zxid come first, so a read that sees a change still comes
+    /// after that change's event. Fast watches skip the second alone: the
+    /// connection's events are not ordered across partitions anyway.
+    fn watermark_read_zxid(
+        &self,
+        conn: ConnId,
+        seen: i64,
+        request: &Request,
+        fast: FastFlags,
+    ) -> Option<i64> {
         if !super::lent_reads::is_plain_read(request) {
             return None;
         }
@@ -476,7 +558,7 @@ impl Engine {
         let partition = self.read_partition(request);
         // A partition with entries away has its state on its thread, past
         // what the order counts applied: the read waits for it.
-        if order.closed(partition) < seen || order.away_on(partition) {
+        if (order.closed(partition) < seen && !fast.reads) || order.away_on(partition) {
             return None;
         }
         // Not below what the connection was told before either: the
@@ -484,12 +566,14 @@ impl Engine {
         let zxid = (seen.max(order.last_applied(partition))).max(order.prefix());
         // (Entries away may have fired a watch of the connection there
         // already, and their events are not in hand yet.)
-        let watched_behind = (0..self.cores.len()).any(|p| {
-            p != partition
-                && order.closed(p) < zxid
-                && (order.away_on(p) || self.cores[p].watches.of_conn(conn).next().is_some())
-        });
-        (!watched_behind && !self.event_held(conn, zxid)).then_some(zxid)
+        let watched_behind = !fast.any()
+            && (0..self.cores.len()).any(|p| {
+                p != partition
+                    && order.closed(p) < zxid
+                    && (order.away_on(p) || self.cores[p].watches.of_conn(conn).next().is_some())
+            });
+        let held_on = fast.reads.then_some(partition);
+        (!watched_behind && !self.event_held(conn, zxid, held_on)).then_some(zxid)
     }
 
     /// `sid`'s next reply waits: it is pumped again after the next turn.

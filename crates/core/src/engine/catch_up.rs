@@ -220,6 +220,7 @@ impl Engine {
             stored_as: (partition as u32, meta.index, meta.term),
         };
         self.reload_extensions();
+        self.reload_fast_sessions();
         // Sent during a joint configuration: the servers leaving still vote
         // until it ends, reached at the addresses this server knew.
         let joint = !meta.get_conf_state().voters_outgoing.is_empty();

@@ -78,6 +78,8 @@ impl Engine {
                 core_recalls_waited: away.waited,
                 core_jobs_followed: away.followed,
                 core_jobs_followed_late: away.followed_late,
+                fast_read_sessions: self.fast.count().0 as u64,
+                fast_watch_sessions: self.fast.count().1 as u64,
                 ..self.stats.clone()
             },
             connections: self

@@ -160,6 +160,7 @@ impl Engine {
             .install(&cut);
         self.forget_applied_chains();
         self.reload_extensions();
+        self.reload_fast_sessions();
         self.membership_applied();
         self.publish_members();
         if !own_ahead {
