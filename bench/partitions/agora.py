@@ -27,6 +27,13 @@ processes driven by `stoa bench`:
               (balanced), then the second moves to /g3 (both on partition
               1); mntr polled every 100 ms gives each partition's writes/s
               and the moment stoa_group_moves counts the balancer's move.
+  fast        fast reads and fast watches (AGORA §IV-F): P=2 with
+              partition.owned=yes, getData/setData 50/50 over /g0 and /g1
+              in bursts of 1 (a switch every call), 8 sessions x 16 in
+              flight, plain sessions against sessions opted in with
+              `stoa bench --fast reads,watches`, on the same server each
+              round; mntr's stoa_reads_fast counts the reads that skipped
+              a wait.
   wal         the WAL thread's CPU per write as the load grows: P=1, setData
               of 100 B at 2x8 up to 32x32 in flight; `mntr`'s counts of
               writes and of the groups the WAL thread synced give the
@@ -318,7 +325,8 @@ class Run:
 HZ = os.sysconf("SC_CLK_TCK")
 # What the WAL figure counts: writes applied, groups synced (by the WAL
 # thread, or inline by the engine's: `WalWriter::write_now`).
-MNTR_COUNTERS = ("stoa_txns_applied", "stoa_wal_fsyncs", "stoa_wal_fsyncs_inline")
+MNTR_COUNTERS = ("stoa_txns_applied", "stoa_wal_fsyncs", "stoa_wal_fsyncs_inline",
+                 "stoa_reads_fast", "stoa_reads_off_cut")
 
 
 def machine_busy_ticks():
@@ -695,8 +703,33 @@ def fig_wal(run):
                                 f["thread_s"]["wal"]))
 
 
+FAST_WAYS = (("plain", []), ("fast", ["--fast", "reads,watches"]))
+
+
+def fig_fast(run):
+    """Fast reads and watches: plain and opted-in sessions (rotated) on
+    one owned P=2 server a round, a read-write mix switching partitions
+    every call, so that reads find the partitions apart."""
+    a = run.args
+    for rnd, name, srv in run.each_server("fast", a.rounds, [O1]):
+        for way, flags in rotated(FAST_WAYS, rnd):
+            run.check_time("fast %s" % way)
+            run.settle(srv)
+            f = run.bench(srv, flags + [
+                "--root", "/g0,/g1", "--burst", 1, "--sessions", 8, "--outstanding", 16,
+                "--read-ratio", 50, "--payload", 100, "--keys", 1000,
+                "--duration", a.duration, "--warmup", a.warmup],
+                record={"figure": "fast", "config": name, "way": way, "round": rnd},
+                counters=True)
+            if f:
+                log("round %d fast %-5s %9.0f ops/s  %.2f us/op  %d reads fast" % (
+                    rnd, way, f["throughput"], f["cpu_us_per_op"] or 0,
+                    f["counters"].get("stoa_reads_fast", 0)))
+
+
 FIGURES = {"throughput": fig_throughput, "latency": fig_latency,
-           "switching": fig_switching, "rebalance": fig_rebalance, "wal": fig_wal}
+           "switching": fig_switching, "rebalance": fig_rebalance, "fast": fig_fast,
+           "wal": fig_wal}
 
 
 def need_s(a, figure):
@@ -705,6 +738,7 @@ def need_s(a, figure):
     return {"throughput": a.rounds * (len(a.payloads) * 4 + 2) * run + a.rounds * 20,
             "latency": a.latency_rounds * 2 * 2 * len(a.fractions) * run,
             "switching": a.rounds * 2 * 2 * len(SWITCH_WAYS) * run,
+            "fast": a.rounds * (len(FAST_WAYS) * run + 5),
             "rebalance": a.rebalance_rounds * (a.balanced_s + a.window_ms / 1000.0
                                                + a.skew_s + 4),
             "wal": a.wal_rounds * len(WAL_LOADS) * run + a.wal_rounds * 5}[figure]

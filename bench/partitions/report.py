@@ -135,6 +135,21 @@ def summarize(results, peaks):
             "after_ops_s": med([r.get("after_ops_s") for r in rb]),
             "window_ms": rb[0]["window_ms"],
         }
+    fa = _select(results, figure="fast")
+    s["fast"] = []
+    for way in ("plain", "fast"):
+        rs = _select(fa, way=way)
+        if not rs:
+            continue
+        row = _cell(rs)
+        row["way"] = way
+        row["reads_fast"] = med([r.get("counters", {}).get("stoa_reads_fast") for r in rs])
+        row["reads_off_cut"] = med([r.get("counters", {}).get("stoa_reads_off_cut")
+                                    for r in rs])
+        if way == "fast":
+            row["vs_plain_throughput"] = _paired(fa, "way", "fast", "plain", "throughput")
+            row["vs_plain_cpu"] = _paired(fa, "way", "fast", "plain", "cpu_us_per_op")
+        s["fast"].append(row)
     s["wal"], s["wal_fit"] = wal_summary(_select(results, figure="wal"))
     return s
 
@@ -575,12 +590,37 @@ def markdown(doc, plots):
             a("![Writes/s per partition through a skew and the balancer's move]"
               "(bench/agora_rebalance.png)\n")
 
+    _fast_section(L, doc)
     _wal_section(L, doc)
     _model_section(L, doc, plots)
     _sweep_section(L)
     _machines_section(L, doc)
     _reading(L, doc)
     return "\n".join(L).rstrip() + "\n"
+
+
+def _fast_section(L, doc):
+    a = L.append
+    rows = doc["summary"].get("fast") or []
+    if not rows:
+        return
+    a("### Fast reads and fast watches (P=2, partition.owned=yes; getData/setData 50/50, "
+      "8 x 16, bursts of 1)\n")
+    a("Every session switches partitions at every call; *fast* sessions opted into fast "
+      "reads and watches (`stoa bench --fast reads,watches`: an ephemeral "
+      "`/zookeeper/fast/<session id>`), *plain* ones did not, on the same server each round. "
+      "*Reads fast* are those answered where a plain session's would have waited "
+      "(`stoa_reads_fast`), *off the cut* those answered while the partitions stood apart "
+      "(docs/partitions.md, \"Fast reads and fast watches\").\n")
+    a("| sessions | ops/s | server µs/op | reads fast | reads off the cut | ops/s / plain "
+      "| µs/op / plain |")
+    a("|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        a("| %s | %s | %s | %s | %s | %s | %s |" % (
+            r["way"], _n(r["throughput"]), _n(r["cpu_us_per_op"], "{:.2f}"),
+            _n(r.get("reads_fast")), _n(r.get("reads_off_cut")),
+            _r(r.get("vs_plain_throughput")), _r(r.get("vs_plain_cpu"))))
+    a("")
 
 
 def _wal_section(L, doc):

@@ -218,6 +218,9 @@ pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
     let clients = connect_all(servers, cell.sessions).await?;
     let payload = vec![b'x'; cell.payload_bytes];
     setup(&clients[0], cell.keys, &payload).await?;
+    if let Some(words) = &cell.fast {
+        opt_into_fast(&clients, words).await?;
+    }
     let create_mode = if cell.ephemeral {
         CreateMode::Ephemeral
     } else {
@@ -332,6 +335,29 @@ fn nonce() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     Rng::new(t ^ u64::from(std::process::id())).next_u64() & 0xffff_ffff
+}
+
+/// Each session creates its flag node under `/zookeeper/fast` (and the
+/// first, the parent, if missing).
+async fn opt_into_fast(clients: &[Client], words: &str) -> Result<(), String> {
+    const FAST: &str = "/zookeeper/fast";
+    let acl = open_acl_unsafe();
+    let failed = |e| format!("cannot opt into fast {words}: {e}");
+    match clients[0]
+        .create(FAST, b"", &acl, CreateMode::Persistent)
+        .await
+    {
+        Ok(_) | Err(Error::NodeExists { .. }) => {}
+        Err(e) => return Err(failed(e)),
+    }
+    for client in clients {
+        let path = format!("{FAST}/{:x}", client.session_id());
+        (client
+            .create(&path, words.as_bytes(), &acl, CreateMode::Ephemeral)
+            .await)
+            .map_err(failed)?;
+    }
+    Ok(())
 }
 
 async fn connect_all(servers: &str, sessions: usize) -> Result<Vec<Client>, String> {

@@ -37,6 +37,9 @@ pub const USAGE: &str = "usage: stoa bench [options]
   --rate OPS                 offered load in ops/s over all sessions (default: closed loop);
                              latency then counts from the scheduled start
   --ephemeral                creates make ephemeral nodes
+  --fast WORDS               Stoa: every session opts into fast reads and/or fast watches
+                             (WORDS: reads, watches, or reads,watches) before the run, by
+                             its ephemeral /zookeeper/fast/<session id> (docs/partitions.md)
   --root PATH[,PATH..]       where the keyspace and the creates go (default /stoa-bench):
                              one load generator per group drives a server of several
                              partitions (partition.groups); several roots spread the
@@ -118,6 +121,8 @@ pub struct Cell {
     pub poll: Duration,
     /// Lock scenarios: where each acquisition's timestamps go.
     pub lock_trace: Option<PathBuf>,
+    /// Stoa: what every session opts into (`/zookeeper/fast`'s words).
+    pub fast: Option<String>,
 }
 
 /// The protocol a run speaks.
@@ -234,6 +239,8 @@ pub struct Args {
     pub hold: Option<Duration>,
     pub poll: Option<Duration>,
     pub lock_trace: Option<PathBuf>,
+    /// Stoa: what every session opts into (`/zookeeper/fast`'s words).
+    pub fast: Option<String>,
 }
 
 /// Upper bounds that keep a typo from launching an unbounded run.
@@ -280,6 +287,13 @@ impl Args {
                 "--target" => out.target = Some(Target::parse(value)?),
                 "--servers" => out.servers = Some(value.to_owned()),
                 "--endpoints" => out.endpoints = Some(value.to_owned()),
+                "--fast" => {
+                    let words = value.split(',').filter(|w| !w.is_empty());
+                    if let Some(bad) = words.clone().find(|w| !["reads", "watches"].contains(w)) {
+                        return Err(format!("{flag}: {bad:?} is neither reads nor watches"));
+                    }
+                    out.fast = Some(words.collect::<Vec<_>>().join(","));
+                }
                 "--dir" => out.dir = Some(PathBuf::from(value)),
                 "--sessions" => out.sessions = Some(count(flag, value, 1, SESSIONS_MAX)?),
                 "--outstanding" => out.outstanding = Some(count(flag, value, 1, OUTSTANDING_MAX)?),
@@ -414,6 +428,7 @@ impl Args {
             hold: self.hold.unwrap_or(Duration::from_millis(1)),
             poll: self.poll.unwrap_or(Duration::from_millis(5)),
             lock_trace: self.lock_trace.clone(),
+            fast: self.fast.clone(),
         }
     }
 }
@@ -488,6 +503,9 @@ mod tests {
         assert!(parse("--endpoints 127.0.0.1:2379").is_err());
         assert!(parse("--target etcd --servers 127.0.0.1:2181").is_err());
         assert!(parse("--serializable").is_err());
+        let fast = |v: &str| parse(&format!("--fast {v}")).map(|a| a.cell().fast);
+        assert_eq!(fast("watches,reads"), Ok(Some("watches,reads".into())));
+        assert!(fast("reads,all").is_err());
         assert!(parse("--server-pid 1,x").is_err());
     }
 

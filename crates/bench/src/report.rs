@@ -205,6 +205,9 @@ impl CellResult {
         if c.target == Target::Etcd {
             v["serializable"] = json!(c.serializable);
         }
+        if let Some(fast) = &c.fast {
+            v["fast"] = json!(fast);
+        }
         if let Some(ezk) = &self.ezk {
             v["ezk"] = ezk.json(self.elapsed);
         }
