@@ -34,7 +34,7 @@ def test_agora_quick_run_produces_every_figure(tmp_path):
     out = p.stdout
     assert p.returncode == 0, out[-4000:]
     for heading in ("### Targets (issue 23)", "### Figs. 6/7", "### Fig. 8", "### Fig. 9",
-                    "### Fig. 10", "### The WAL thread's CPU", "### A model of the scaling",
+                    "### Fig. 10", "### Fast reads and fast watches", "### The WAL thread's CPU", "### A model of the scaling",
                     "### Which machine gave which figure"):
         assert heading in out, (heading, out[-4000:])
     with open(tmp_path / "agora.json") as f:
@@ -43,7 +43,7 @@ def test_agora_quick_run_produces_every_figure(tmp_path):
     by_figure = {}
     for r in run["results"]:
         by_figure.setdefault(r["figure"], []).append(r)
-    assert set(by_figure) == {"throughput", "latency", "switching", "rebalance", "wal"}
+    assert set(by_figure) == {"throughput", "latency", "switching", "rebalance", "fast", "wal"}
 
     # Figs. 6/7: both configurations, every cell served without errors,
     # with the server's CPU per op and its split by thread.
@@ -58,6 +58,14 @@ def test_agora_quick_run_produces_every_figure(tmp_path):
         if r["config"] == "P=2":
             for key in ("vs_p1_throughput", "vs_p1_cpu"):
                 assert finite(r[key]["median"]) and r[key]["median"] > 0, r
+    # Fast reads and watches: both kinds of session served without errors on
+    # the owned server, only the opted-in ones counted as skipping waits.
+    fast = {r["way"]: r for r in by_figure["fast"]}
+    assert set(fast) == {"plain", "fast"}, fast
+    for r in fast.values():
+        assert r["errors"] == 0 and r["throughput"] > 0, r
+        assert r["config"] == "P=2, partition.owned=yes", r
+    assert fast["plain"]["counters"]["stoa_reads_fast"] == 0, fast["plain"]
     # Fig. 8: open loop near its offered rate, latencies ordered.
     for r in by_figure["latency"]:
         assert r["errors"] == 0 and r["throughput"] > 0.5 * r["offered"], r
