@@ -1610,7 +1610,7 @@ impl Sim {
         self.check_reads_by_zxid();
         for (c, client) in self.clients.iter().enumerate() {
             if let Err(broken) =
-                check_watch_order(seed, c, &client.watching.heard, &self.writes_acked)
+                check_watch_order(seed, c, &client.watching.heard, &self.writes_acked, None)
             {
                 panic!("{broken}");
             }

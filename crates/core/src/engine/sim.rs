@@ -15,6 +15,10 @@
 //! other partition (a transaction of parts), and a quarter end in a check
 //! bound to fail: no value of a failed multi is ever read or left, and a
 //! multi in flight at a crash survives whole or not at all.
+//! At two partitions some clients opt into fast reads and fast watches
+//! (`stoa_tree::FAST`): their events are checked in zxid order per
+//! partition, and their reads against watched changes of the same
+//! partition alone; every client's reads of another's key never go back.
 //! A failing seed replays exactly: `STOA_SIM_SEED=n cargo test sim`;
 //! `STOA_SIM_SEEDS=A..B` runs seeds A to B-1 (default 0..40).
 
@@ -76,6 +80,9 @@ struct Client {
     acked: Vec<Option<usize>>,
     /// Its data watches (restored after a restart) and what it heard.
     watching: ClientWatches,
+    /// The newest value it read of each other client's key: never goes
+    /// back, fast reads or not.
+    peeked: std::collections::HashMap<(usize, usize), Option<usize>>,
 }
 
 pub(super) fn key_path(client: usize, key: usize) -> String {
@@ -109,8 +116,9 @@ struct Sim {
     /// Over every engine the run booted: jobs sent away with a core,
     /// recalls that found the job still held, and jobs sent after a core
     /// still away (`engine/cores.rs`); and of the jobs, those applying
-    /// entries (`engine/away_apply.rs`).
-    away: [u64; 4],
+    /// entries (`engine/away_apply.rs`); and reads and events of fast
+    /// sessions that skipped a wait (`engine/fast_sessions.rs`).
+    away: [u64; 6],
     /// Numbers the values of multis bound to fail.
     aborted_values: usize,
 }
@@ -130,7 +138,7 @@ impl Sim {
             next_conn: 1,
             writes_acked: AckedWrites::new(),
             multis: [0; 3],
-            away: [0; 4],
+            away: [0; 6],
             aborted_values: ABORTED_FROM,
         };
         for _ in 0..CLIENTS {
@@ -142,6 +150,7 @@ impl Sim {
                 written: vec![0; KEYS_PER_CLIENT],
                 acked: vec![None; KEYS_PER_CLIENT],
                 watching: ClientWatches::default(),
+                peeked: Default::default(),
             });
         }
         sim.setup();
@@ -172,10 +181,56 @@ impl Sim {
             }
         }
         self.settle();
+        self.opt_into_fast();
         for c in 0..CLIENTS {
             // The creates' replies: drop them (nothing is in the model yet).
             self.clients[c].wire.inbox.clear();
             self.clients[c].wire.next_xid = 1_000;
+        }
+    }
+
+    /// The clients whose seed makes them fast create their flag nodes
+    /// (`stoa_tree::FAST`), durable before the run, and are checked as fast
+    /// sessions from then on.
+    fn opt_into_fast(&mut self) {
+        let fast: Vec<(usize, &str)> = (0..CLIENTS)
+            .filter_map(|c| Some((c, fast_words(self.seed, c)?)))
+            .collect();
+        if fast.is_empty() {
+            return;
+        }
+        // A handshake answered late (its session's creation applied while
+        // the keys were made): nothing else in the inbox is in the model yet.
+        for client in &mut self.clients {
+            for frame in client.wire.take_frames() {
+                if let ServerFrame::Connected(r) = frame {
+                    client.wire.adopt(&r);
+                }
+            }
+        }
+        self.send_raw(0, wire::create(stoa_tree::FAST, Vec::new()));
+        self.settle();
+        for &(c, words) in &fast {
+            let (sid, _) = self.clients[c].wire.session.clone().expect("connected");
+            let path = format!("{}/{sid:x}", stoa_tree::FAST);
+            self.send_raw(c, wire::create_ephemeral(&path, words.as_bytes().to_vec()));
+        }
+        self.settle();
+        let engine = self.node().engine();
+        let lanes: Vec<usize> = (0..CLIENTS)
+            .map(|owner| engine.partition_of(&key_path(owner, 0)))
+            .collect();
+        let flags = engine.fast.count();
+        let reads = fast.iter().filter(|(_, w)| w.contains("reads")).count();
+        let watches = fast.iter().filter(|(_, w)| w.contains("watches")).count();
+        assert_eq!(
+            flags,
+            (reads, watches),
+            "seed {}: the flags applied",
+            self.seed
+        );
+        for (c, _) in fast {
+            self.clients[c].watching.lanes = Some(lanes.clone());
         }
     }
 
@@ -333,7 +388,14 @@ impl Sim {
                             );
                             ((c, key), watch)
                         }
-                        Op::Peek { owner, key } => ((owner, key), true),
+                        Op::Peek { owner, key } => {
+                            let before = client.peeked.insert((owner, key), seen);
+                            assert!(
+                                before.is_none_or(|b| b <= seen),
+                                "seed {seed}: client {c} read /c{owner}/k{key} = {seen:?} after {before:?}"
+                            );
+                            ((owner, key), true)
+                        }
                         Op::Set { .. } | Op::Multi { .. } => unreachable!("a read"),
                     };
                     client.watching.replied(vec![(key, seen)], zxid);
@@ -392,7 +454,16 @@ impl Sim {
             self.clients[c]
                 .in_flight
                 .push_back((xid, Op::Set { key, index }));
-        } else if self.rng.chance(20) {
+        } else if self
+            .rng
+            .chance(if self.clients[c].watching.lanes.is_some() {
+                60
+            } else {
+                20
+            })
+        {
+            // (Fast sessions read the others' keys more: their reads across
+            // partitions are what the opt-in changes.)
             let owner = self.rng.below(CLIENTS as u64) as usize;
             let xid = self.send_raw(c, wire::get(&key_path(owner, key), true));
             let peek = Op::Peek { owner, key };
@@ -565,6 +636,21 @@ impl Sim {
     }
 }
 
+/// What client `c` opts into (`stoa_tree::FAST`), if anything: at two
+/// partitions, client 2 (keys on partition 0) in every seed, reads,
+/// watches or both by turns, and client 1 (partition 1) in one seed in
+/// four, both; client 0 stays plain.
+fn fast_words(seed: u64, c: usize) -> Option<&'static str> {
+    if seed.is_multiple_of(2) {
+        return None;
+    }
+    match c {
+        2 => Some(["reads", "watches", "reads,watches"][(seed / 2 % 3) as usize]),
+        1 if (seed / 2).is_multiple_of(4) => Some("watches reads"),
+        _ => None,
+    }
+}
+
 /// One seed in four rolls the epoch every few dozen zxids; odd seeds run
 /// two partitions (two raft groups recovering from one torn log), client
 /// 1's keys in a group on the second, and half of those apply by
@@ -586,21 +672,24 @@ fn engine_config(seed: u64) -> EngineConfig {
 }
 
 /// Jobs `engine` sent away with a core, recalls that found the job still
-/// held, jobs sent after a core still away, and jobs applying entries.
-fn away_counts(engine: &super::Engine) -> [u64; 4] {
+/// held, jobs sent after a core still away, and jobs applying entries;
+/// fast sessions' reads and events that skipped a wait.
+fn away_counts(engine: &super::Engine) -> [u64; 6] {
     let counts = engine.cores.counts();
     [
         counts.sent,
         counts.waited,
         counts.followed,
         engine.stats.applies_sent_away,
+        engine.stats.reads_fast,
+        engine.stats.events_fast,
     ]
 }
 
 /// Runs one seed; returns the batches the node wrote inline, the events
 /// the clients heard, and the multis applied, refused whole and of those
 /// over two partitions.
-fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 4]) {
+fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 6]) {
     let mut sim = Sim::new(seed);
     for _ in 0..STEPS_PER_SEED {
         sim.step();
@@ -627,7 +716,10 @@ fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 4]) {
         sim.receive(c);
     }
     for (c, client) in sim.clients.iter().enumerate() {
-        if let Err(broken) = check_watch_order(seed, c, &client.watching.heard, &sim.writes_acked) {
+        let lanes = client.watching.lanes.as_deref();
+        if let Err(broken) =
+            check_watch_order(seed, c, &client.watching.heard, &sim.writes_acked, lanes)
+        {
             panic!("{broken}");
         }
     }
@@ -669,7 +761,7 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
             run(seed);
         }
         None => {
-            let (mut inline, mut fired, mut multis, mut away) = (0, 0, [0; 3], [0; 4]);
+            let (mut inline, mut fired, mut multis, mut away) = (0, 0, [0; 3], [0; 6]);
             for seed in seed_range(SEEDS_DEFAULT) {
                 let (i, f, m, a) = run(seed);
                 inline += i;
@@ -685,14 +777,17 @@ fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
                 eprintln!(
                     "inline batches {inline}, events {fired}, multis applied, refused, over \
                      two partitions: {multis:?}, cores sent away, recalls that found the \
-                     job held, jobs that followed a core and jobs applying entries: {away:?}"
+                     job held, jobs that followed a core, jobs applying entries, fast reads and \
+                     fast events: {away:?}"
                 );
             }
             // Cores went away, the engine reached for some before their
-            // jobs had run, sent jobs after some, and sent entries to apply.
+            // jobs had run, sent jobs after some, and sent entries to apply;
+            // fast sessions' reads and events skipped waits.
             assert!(
                 away.iter().all(|&n| n > 0),
-                "cores sent away, recalls that waited, jobs followed, applying: {away:?}"
+                "cores sent away, recalls that waited, jobs followed, applying, fast reads, \
+                 fast events: {away:?}"
             );
             // Crashes must also fall between batches the node synced itself.
             assert!(inline > 0, "no seed wrote a batch inline");

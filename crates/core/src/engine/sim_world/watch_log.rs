@@ -73,7 +73,13 @@ pub(crate) struct ClientWatches {
     /// Per key watched: the value the read that set the watch saw, and
     /// that read's zxid.
     pub held: BTreeMap<Key, (Option<usize>, i64)>,
-    last_event_zxid: i64,
+    /// A session that opted into fast reads or fast watches
+    /// (`stoa_tree::FAST`): the partition of each owner's keys. Its events
+    /// and reads are ordered only within a partition.
+    pub lanes: Option<Vec<usize>>,
+    /// The newest event's zxid on the connection, per partition for a fast
+    /// session (else all under 0).
+    last_event_zxid: BTreeMap<usize, i64>,
     /// Replies, events and watches set, in the order heard.
     pub heard: Vec<Heard>,
 }
@@ -109,20 +115,23 @@ impl ClientWatches {
                 "an event for {path} at {zxid:#x}, its watch set at {since:#x}"
             ));
         }
-        if zxid < self.last_event_zxid {
+        let last = self
+            .last_event_zxid
+            .entry(lane(self.lanes.as_deref(), key))
+            .or_default();
+        if zxid < *last {
             return Err(format!(
-                "events out of zxid order: {zxid:#x} after {:#x}",
-                self.last_event_zxid
+                "events out of zxid order: {zxid:#x} after {last:#x}"
             ));
         }
-        self.last_event_zxid = zxid;
+        *last = zxid;
         self.heard.push(Heard::Fired { key });
         Ok(key)
     }
 
     /// A new connection: events are ordered afresh on it.
     pub fn new_connection(&mut self) {
-        self.last_event_zxid = 0;
+        self.last_event_zxid.clear();
     }
 
     /// The session expired: its watches went with it.
@@ -165,6 +174,12 @@ impl ClientWatches {
     }
 }
 
+/// The partition whose events and reads are ordered with `key`'s, for a
+/// fast session (`lanes`); else 0, one order for all.
+fn lane(lanes: Option<&[usize]>, key: Key) -> usize {
+    lanes.map_or(0, |lanes| lanes[key.0])
+}
+
 /// The first acknowledged write of `key` past value `seen`: (value, zxid).
 fn first_change_after(acked: &AckedWrites, key: Key, seen: Option<usize>) -> Option<(usize, i64)> {
     let first = seen.map_or(0, |v| v + 1);
@@ -175,12 +190,15 @@ fn first_change_after(acked: &AckedWrites, key: Key, seen: Option<usize>) -> Opt
 /// Checks one client's log: no reply sees a change to a watched key, or
 /// anything written after such a change, before the watch fires. A read
 /// sees up to the newest acknowledged write among the values it read; a
-/// write's reply, up to its own zxid.
+/// write's reply, up to its own zxid. A fast session's (`lanes`) reads
+/// are held to it only for watched keys of their own partition: what it
+/// gave up is the order across partitions.
 pub(crate) fn check_watch_order(
     seed: u64,
     client: usize,
     heard: &[Heard],
     acked: &AckedWrites,
+    lanes: Option<&[usize]>,
 ) -> Result<(), String> {
     let mut armed: BTreeMap<Key, Option<usize>> = BTreeMap::new();
     for (at, entry) in heard.iter().enumerate() {
@@ -210,18 +228,22 @@ pub(crate) fn check_watch_order(
                         }
                     }
                 }
-                let seen_upto = if reads.is_empty() {
-                    Some(*zxid)
-                } else {
+                let seen_upto = |watched: Key| {
+                    if reads.is_empty() {
+                        return Some(*zxid);
+                    }
                     let zxid_of = |(key, value): &(Key, Option<usize>)| {
                         acked.get(key)?.get(&(*value)?).copied()
                     };
-                    reads.iter().filter_map(zxid_of).max()
-                };
-                let Some(seen_upto) = seen_upto else {
-                    continue;
+                    let ordered = |(key, _): &&(Key, Option<usize>)| {
+                        lanes.is_none() || lane(lanes, *key) == lane(lanes, watched)
+                    };
+                    reads.iter().filter(ordered).filter_map(zxid_of).max()
                 };
                 for (key, seen) in &armed {
+                    let Some(seen_upto) = seen_upto(*key) else {
+                        continue;
+                    };
                     if let Some((value, changed)) = first_change_after(acked, *key, *seen) {
                         if changed <= seen_upto {
                             return Err(format!(
@@ -255,7 +277,7 @@ mod tests {
     }
 
     fn check(heard: &[Heard]) -> Result<(), String> {
-        check_watch_order(1, 2, heard, &acked())
+        check_watch_order(1, 2, heard, &acked(), None)
     }
 
     fn read(key: Key, value: usize, zxid: i64) -> Heard {
@@ -294,6 +316,43 @@ mod tests {
         let mut heard = armed_on_x();
         heard.extend([read(Y, 1, 0x20), Heard::Fired { key: X }]);
         assert!(check(&heard).unwrap_err().contains("had not fired"));
+    }
+
+    #[test]
+    fn a_fast_session_is_held_to_the_order_within_a_partition_only() {
+        // X's owner on partition 0, Y's on 1 (owner 3); then both on 0.
+        let apart = [0, 0, 0, 1];
+        let mut heard = armed_on_x();
+        heard.extend([read(Y, 1, 0x20), Heard::Fired { key: X }]);
+        assert_eq!(
+            check_watch_order(1, 2, &heard, &acked(), Some(&apart)),
+            Ok(())
+        );
+        let together = [0, 0, 0, 0];
+        let broken = check_watch_order(1, 2, &heard, &acked(), Some(&together));
+        assert!(broken.unwrap_err().contains("had not fired"));
+        // Its own key's change is never read before the event.
+        let mut heard = armed_on_x();
+        heard.extend([read(X, 1, 0x10), Heard::Fired { key: X }]);
+        let broken = check_watch_order(1, 2, &heard, &acked(), Some(&apart));
+        assert!(broken.unwrap_err().contains("before the event"));
+        // Events: in zxid order within a partition, in any order across.
+        let mut watches = ClientWatches {
+            lanes: Some(apart.to_vec()),
+            ..ClientWatches::default()
+        };
+        let event = |path: &str| WatcherEvent {
+            kind: EventType::NodeDataChanged as i32,
+            state: 3,
+            path: path.into(),
+        };
+        for key in [X, Y, (1, 0)] {
+            watches.arm(key, Some(0), 0x1);
+        }
+        assert_eq!(watches.fired(0x20, &event("/c3/k1")), Ok(Y));
+        assert_eq!(watches.fired(0x10, &event("/c0/k0")), Ok(X));
+        let late = watches.fired(0x0f, &event("/c1/k0"));
+        assert!(late.unwrap_err().contains("out of zxid order"));
     }
 
     #[test]

@@ -154,6 +154,16 @@ pub(crate) fn create(path: &str, data: Vec<u8>) -> Request {
     })
 }
 
+/// create of an ephemeral node open to all.
+pub(crate) fn create_ephemeral(path: &str, data: Vec<u8>) -> Request {
+    Request::Create(CreateRequest {
+        path: path.into(),
+        data: Some(data),
+        acl: vec![Acl::open_unsafe()],
+        flags: 1,
+    })
+}
+
 pub(crate) fn get(path: &str, watch: bool) -> Request {
     Request::GetData(GetDataRequest {
         path: path.into(),
