@@ -6,6 +6,8 @@ reads then skip the waits that tie them to other partitions, and its watch
 events go out as their partition applies the change; everywhere else the
 flag is kept and changes nothing."""
 
+import json
+import subprocess
 import threading
 import time
 
@@ -131,7 +133,29 @@ class Writer:
         self.client.close()
 
 
-def test_fast_reads_never_go_back_and_skip_the_waits_across_partitions(request):
+def bench_fast(srv, tmp_path, words, seconds):
+    """`stoa bench --fast WORDS`: 8 sessions x 16 in flight, getData and
+    setData half and half over /app and /billing, switching partitions at
+    every call, so that reads find the partitions apart. Its result."""
+    out = tmp_path / "bench.json"
+    argv = [h.stoa_bin(), "bench", "--servers", srv.hosts, "--quiet", "--json", str(out),
+            "--fast", words, "--root", "/app,/billing", "--burst", "1", "--sessions", "8",
+            "--outstanding", "16", "--read-ratio", "50", "--keys", "100",
+            "--duration", str(seconds), "--warmup", "0.5"]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def bench_result(proc, tmp_path):
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out[-2000:]
+    with open(tmp_path / "bench.json") as f:
+        result = json.load(f)["results"][0]
+    assert result["error_count"] == 0 and result["ops"] > 0, result
+    assert result.get("fast"), result
+    return result
+
+
+def test_fast_reads_never_go_back_and_skip_the_waits_across_partitions(request, tmp_path):
     srv = start_owned(request)
     writer = Writer(srv.hosts, KEYS)
     reader = client(request, srv.hosts)
@@ -141,46 +165,44 @@ def test_fast_reads_never_go_back_and_skip_the_waits_across_partitions(request):
     # /app by a session holding it waits, for every other session, until
     # that partition has closed the read's zxid (its events come first).
     reader.exists("/billing/never", watch=lambda event: None)
+    # The load that sets the partitions apart: fast sessions of its own.
+    bench = bench_fast(srv, tmp_path, "reads", 4)
     last = {key: 0 for key in KEYS}
-    deadline = time.monotonic() + 40
     reads = 0
     try:
-        while time.monotonic() < deadline:
+        while bench.poll() is None and reads < 20000:
             for key in KEYS:
                 value = int(reader.get(key)[0] or b"0")
                 reads += 1
                 # A partition's state never goes back for a session.
                 assert value >= last[key], (key, value, last[key])
                 last[key] = value
-            if reads % 200 == 0:
+            if reads % 100 == 0:
                 # Its own writes, it sees at once.
                 reader.set("/billing/mine", str(reads).encode())
                 assert reader.get("/billing/mine")[0] == str(reads).encode()
-                if h.mntr_int(srv, "stoa_reads_fast") > 0 and reads >= 1000:
-                    break
     finally:
         writer.finish()
-    assert h.mntr_int(srv, "stoa_reads_fast") > 0, \
-        f"no read of {reads} skipped a wait, the writer at round {writer.acked}; " \
-        f"{h.mntr_int(srv, 'stoa_reads_off_cut')} off the cut, " \
-        f"{h.mntr_int(srv, 'stoa_applies_sent_away')} applies away"
+        result = bench_result(bench, tmp_path)
+    assert reads > 0
+    fast = h.mntr_int(srv, "stoa_reads_fast")
+    assert fast > 0, f"no read of {result['ops']} skipped a wait"
     # What another session had acknowledged before is there.
     for key in KEYS:
         assert reader.get(key)[0] == b"final"
 
 
-def test_fast_watches_deliver_every_event_early(request):
+def test_fast_watches_deliver_every_event_early(request, tmp_path):
     srv = start_owned(request)
-    writer = Writer(srv.hosts, ("/app/busy", "/billing/busy"))
     watcher = client(request, srv.hosts)
     opt_in(watcher, "watches")
     setter = client(request, srv.hosts)
     for key in KEYS:
         setter.ensure_path(key)
-    deadline = time.monotonic() + 40
+    bench = bench_fast(srv, tmp_path, "reads,watches", 4)
     rounds = 0
     try:
-        while time.monotonic() < deadline and rounds < 2000:
+        while bench.poll() is None and rounds < 5000:
             rounds += 1
             heard = {key: threading.Event() for key in KEYS}
             for key in KEYS:
@@ -191,10 +213,9 @@ def test_fast_watches_deliver_every_event_early(request):
                 assert heard[key].wait(20), f"round {rounds}: no event for {key}"
                 # The event comes before any read that sees its change.
                 assert int(watcher.get(key)[0]) >= rounds
-            if rounds >= 100 and h.mntr_int(srv, "stoa_events_fast") > 0:
-                break
     finally:
-        writer.finish()
+        bench_result(bench, tmp_path)
+    assert rounds > 0
     assert h.mntr_int(srv, "stoa_events_fast") > 0, f"no event of {rounds} rounds went early"
 
 
