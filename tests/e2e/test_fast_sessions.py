@@ -9,7 +9,6 @@ flag is kept and changes nothing."""
 import json
 import subprocess
 import threading
-import time
 
 import pytest
 from kazoo.client import KazooClient
