@@ -22,7 +22,10 @@ fn drain(order: &mut ApplyOrder<()>) -> Vec<(usize, Option<i64>)> {
 #[test]
 fn dense_zxids_apply_in_order_whichever_partition_commits_first() {
     let mut order = fresh(2);
-    assert_eq!(order.seal(z(1, 1)), vec![(1, z(1, 0))]);
+    let seal = order.seal(z(1, 1));
+    assert_eq!(seal, vec![(1, z(1, 0))]);
+    // As the seal commits (`Engine::absorb_committed`).
+    order.add_voids(&seal);
     order.committed(1, 1, Some(z(1, 2)), ());
     assert_eq!(drain(&mut order), vec![]);
     order.committed(0, 1, Some(z(1, 1)), ());
@@ -36,9 +39,35 @@ fn dense_zxids_apply_in_order_whichever_partition_commits_first() {
 }
 
 #[test]
+fn a_seal_that_never_committed_voids_nothing_and_the_next_covers_its_gap() {
+    // Ensemble simulator seed 745 of three partitions: a leader deposed
+    // before its seal committed led again later; its second seal must
+    // void what the first would have, since no other member has that one.
+    let mut order = fresh(2);
+    let first = order.seal(z(1, 1));
+    order.add_voids(&first);
+    order.committed(0, 1, Some(z(1, 1)), ());
+    drain(&mut order);
+    let lost = order.seal(z(2, 1));
+    assert_eq!(lost, vec![(z(1, 2), z(2, 0))]);
+    let again = order.seal(z(5, 1));
+    assert_eq!(again, vec![(z(1, 2), z(5, 0))]);
+    let mut follower = fresh(2);
+    follower.add_voids(&first);
+    follower.committed(0, 1, Some(z(1, 1)), ());
+    follower.add_voids(&again);
+    follower.committed(0, 2, Some(z(5, 1)), ());
+    assert_eq!(
+        drain(&mut follower),
+        vec![(0, Some(z(1, 1))), (0, Some(z(5, 1)))]
+    );
+}
+
+#[test]
 fn a_new_epoch_waits_for_its_seal() {
     let mut order = fresh(2);
-    order.seal(z(1, 1));
+    let seal = order.seal(z(1, 1));
+    order.add_voids(&seal);
     order.committed(0, 1, Some(z(1, 1)), ());
     drain(&mut order);
     order.committed(1, 1, Some(z(3, 1)), ());
@@ -50,7 +79,8 @@ fn a_new_epoch_waits_for_its_seal() {
 #[test]
 fn a_leaders_seal_voids_what_never_committed_and_everything_above_it() {
     let mut order = fresh(2);
-    order.seal(z(1, 1));
+    let seal = order.seal(z(1, 1));
+    order.add_voids(&seal);
     // z(1, 2) went to partition 0 and died with its leader; z(1, 3) and
     // z(1, 5), committed in partition 1's log above it, applied nowhere.
     order.committed(0, 1, Some(z(1, 1)), ());
@@ -59,6 +89,12 @@ fn a_leaders_seal_voids_what_never_committed_and_everything_above_it() {
     assert_eq!(drain(&mut order), vec![(0, Some(z(1, 1)))]);
     let seal = order.seal(z(4, 1));
     assert_eq!(seal, vec![(z(1, 2), z(4, 0))]);
+    assert_eq!(
+        drain(&mut order),
+        vec![],
+        "the voids wait for the seal to commit"
+    );
+    order.add_voids(&seal);
     let passed: Vec<(u64, bool)> = std::iter::from_fn(|| order.next_ready())
         .map(|ready| (ready.index, ready.void))
         .collect();

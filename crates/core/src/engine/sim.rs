@@ -32,7 +32,9 @@ use stoa_proto::response::MultiResult;
 
 use super::sim_world::machine::{SimMachine, SimNode};
 use super::sim_world::rng::Rng;
-use super::sim_world::watch_log::{check_watch_order, record_ack, AckedWrites, ClientWatches};
+use super::sim_world::watch_log::{
+    check_watch_order, record_ack, AckedWrites, ClientWatches, Lanes,
+};
 use super::sim_world::wire::{self, ServerFrame, WireClient};
 use super::tests::config;
 use super::{EngineConfig, Input};
@@ -229,8 +231,10 @@ impl Sim {
             "seed {}: the flags applied",
             self.seed
         );
-        for (c, _) in fast {
-            self.clients[c].watching.lanes = Some(lanes.clone());
+        for (c, words) in fast {
+            let reads_ahead = words.contains("reads");
+            self.clients[c].watching =
+                ClientWatches::fast(Some(Lanes::Owners(lanes.clone())), reads_ahead);
         }
     }
 
@@ -716,7 +720,7 @@ fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 6]) {
         sim.receive(c);
     }
     for (c, client) in sim.clients.iter().enumerate() {
-        let lanes = client.watching.lanes.as_deref();
+        let lanes = client.watching.lanes.as_ref();
         if let Err(broken) =
             check_watch_order(seed, c, &client.watching.heard, &sim.writes_acked, lanes)
         {

@@ -48,6 +48,18 @@ pub(crate) fn record_ack(
         .insert(index, zxid);
 }
 
+/// What stays ordered for a fast session: its events and reads are ordered
+/// only within a partition.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Lanes {
+    /// The partition of each owner's keys (where each owner's keys stay on
+    /// one partition).
+    Owners(Vec<usize>),
+    /// Each key alone (where groups move or nest, so that no partition is
+    /// known for good).
+    Keys,
+}
+
 /// One thing a client heard.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Heard {
@@ -74,17 +86,31 @@ pub(crate) struct ClientWatches {
     /// that read's zxid.
     pub held: BTreeMap<Key, (Option<usize>, i64)>,
     /// A session that opted into fast reads or fast watches
-    /// (`stoa_tree::FAST`): the partition of each owner's keys. Its events
-    /// and reads are ordered only within a partition.
-    pub lanes: Option<Vec<usize>>,
+    /// (`stoa_tree::FAST`): which keys' events and reads stay ordered with
+    /// each other.
+    pub lanes: Option<Lanes>,
+    /// Fast reads: a reply's zxid is at least what the client saw, which
+    /// the state read may be below, so an event may come for a change
+    /// below the zxid of the read that set its watch.
+    pub reads_ahead: bool,
     /// The newest event's zxid on the connection, per partition for a fast
     /// session (else all under 0).
-    last_event_zxid: BTreeMap<usize, i64>,
+    last_event_zxid: BTreeMap<Key, i64>,
     /// Replies, events and watches set, in the order heard.
     pub heard: Vec<Heard>,
 }
 
 impl ClientWatches {
+    /// A fast session's (`lanes`, and whether it reads fast), or a plain
+    /// one's (None).
+    pub fn fast(lanes: Option<Lanes>, reads_ahead: bool) -> Self {
+        ClientWatches {
+            lanes,
+            reads_ahead,
+            ..ClientWatches::default()
+        }
+    }
+
     /// A successful reply at `zxid`: a read's with what it saw of each key,
     /// or a write's (no reads).
     pub fn replied(&mut self, reads: Vec<(Key, Option<usize>)>, zxid: i64) {
@@ -110,14 +136,14 @@ impl ClientWatches {
         }
         let (_, since) = (self.held.remove(&key))
             .ok_or_else(|| format!("an event for {path}, which it holds no watch on"))?;
-        if zxid <= since {
+        if zxid <= since && !self.reads_ahead {
             return Err(format!(
                 "an event for {path} at {zxid:#x}, its watch set at {since:#x}"
             ));
         }
         let last = self
             .last_event_zxid
-            .entry(lane(self.lanes.as_deref(), key))
+            .entry(lane(self.lanes.as_ref(), key))
             .or_default();
         if zxid < *last {
             return Err(format!(
@@ -174,10 +200,14 @@ impl ClientWatches {
     }
 }
 
-/// The partition whose events and reads are ordered with `key`'s, for a
-/// fast session (`lanes`); else 0, one order for all.
-fn lane(lanes: Option<&[usize]>, key: Key) -> usize {
-    lanes.map_or(0, |lanes| lanes[key.0])
+/// What `key`'s events and reads are ordered with, for a fast session
+/// (`lanes`); else one order for all.
+fn lane(lanes: Option<&Lanes>, key: Key) -> Key {
+    match lanes {
+        None => (0, 0),
+        Some(Lanes::Owners(partitions)) => (partitions[key.0], usize::MAX),
+        Some(Lanes::Keys) => key,
+    }
 }
 
 /// The first acknowledged write of `key` past value `seen`: (value, zxid).
@@ -198,7 +228,7 @@ pub(crate) fn check_watch_order(
     client: usize,
     heard: &[Heard],
     acked: &AckedWrites,
-    lanes: Option<&[usize]>,
+    lanes: Option<&Lanes>,
 ) -> Result<(), String> {
     let mut armed: BTreeMap<Key, Option<usize>> = BTreeMap::new();
     for (at, entry) in heard.iter().enumerate() {
@@ -321,14 +351,16 @@ mod tests {
     #[test]
     fn a_fast_session_is_held_to_the_order_within_a_partition_only() {
         // X's owner on partition 0, Y's on 1 (owner 3); then both on 0.
-        let apart = [0, 0, 0, 1];
+        let apart = Lanes::Owners(vec![0, 0, 0, 1]);
         let mut heard = armed_on_x();
         heard.extend([read(Y, 1, 0x20), Heard::Fired { key: X }]);
         assert_eq!(
             check_watch_order(1, 2, &heard, &acked(), Some(&apart)),
             Ok(())
         );
-        let together = [0, 0, 0, 0];
+        let each = Some(&Lanes::Keys);
+        assert_eq!(check_watch_order(1, 2, &heard, &acked(), each), Ok(()));
+        let together = Lanes::Owners(vec![0, 0, 0, 0]);
         let broken = check_watch_order(1, 2, &heard, &acked(), Some(&together));
         assert!(broken.unwrap_err().contains("had not fired"));
         // Its own key's change is never read before the event.
@@ -338,7 +370,7 @@ mod tests {
         assert!(broken.unwrap_err().contains("before the event"));
         // Events: in zxid order within a partition, in any order across.
         let mut watches = ClientWatches {
-            lanes: Some(apart.to_vec()),
+            lanes: Some(apart.clone()),
             ..ClientWatches::default()
         };
         let event = |path: &str| WatcherEvent {
