@@ -382,6 +382,9 @@ impl Engine {
     /// of the same partition is held for them still (their partition's
     /// events stay in zxid order); gives back the rest, if any.
     fn send_fast_events(&mut self, applied: Applied) -> Option<Applied> {
+        if self.fast.is_empty() {
+            return Some(applied);
+        }
         let Applied::Fired {
             mut conns,
             zxid,

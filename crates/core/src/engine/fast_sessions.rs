@@ -27,6 +27,12 @@ impl FastSessions {
         };
     }
 
+    /// No session opted into anything (most servers: events are then
+    /// held without a look at their connections).
+    pub(super) fn is_empty(&self) -> bool {
+        self.flags.is_empty()
+    }
+
     pub(super) fn count(&self) -> (usize, usize) {
         let reads = self.flags.values().filter(|f| f.reads).count();
         let watches = self.flags.values().filter(|f| f.watches).count();
