@@ -264,7 +264,6 @@ impl Engine {
         if session_change == Some(SessionChange::Closed) {
             // Its writes are accepted from no connection any more.
             self.holds.owners.remove(&sid);
-            self.fast_session_closed(sid);
         }
         let config = membership_changed.then(|| {
             self.cores[partition]
@@ -314,9 +313,7 @@ impl Engine {
             {
                 self.on_registration_change(&event.path, change == ChangeKind::Deleted);
             }
-            if event.path.starts_with(stoa_tree::FAST) && change != ChangeKind::ChildrenChanged {
-                self.fast_flag_applied(partition, &event.path);
-            }
+            self.fast_flag_applied(partition, &event.path);
         }
         for (kind, path) in decided.into_iter().flatten() {
             self.fire(partition, zxid, change_of(*kind), path);
@@ -360,9 +357,7 @@ impl Engine {
             };
             results.push((part as u32, applied.result));
             for (change, path) in events {
-                if path.starts_with(stoa_tree::FAST) && change != ChangeKind::ChildrenChanged {
-                    self.fast_flag_applied(part, &path);
-                }
+                self.fast_flag_applied(part, &path);
                 self.fire(part, header.zxid, change, &path);
             }
         }

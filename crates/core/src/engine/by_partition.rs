@@ -386,7 +386,7 @@ impl Engine {
             return Some(applied);
         }
         let Applied::Fired {
-            mut conns,
+            conns,
             zxid,
             change,
             path,
@@ -395,20 +395,15 @@ impl Engine {
             return Some(applied);
         };
         let partition = self.partition_of(&path);
-        let now = |engine: &Self, conn: ConnId| {
-            engine.fast_flags_of(conn).watches && !engine.event_held(conn, zxid, Some(partition))
-        };
-        if conns.iter().any(|&conn| now(self, conn)) {
-            let (fast, held): (Vec<ConnId>, Vec<ConnId>) =
-                conns.into_iter().partition(|&conn| now(self, conn));
-            for conn in fast {
-                self.gate.notify(conn, zxid, change, &path);
-                self.stats.events_fast += 1;
-            }
-            conns = held;
+        let (fast, held): (Vec<ConnId>, Vec<ConnId>) = conns.into_iter().partition(|&conn| {
+            self.fast_flags_of(conn).watches && !self.event_held(conn, zxid, Some(partition))
+        });
+        for conn in fast {
+            self.gate.notify(conn, zxid, change, &path);
+            self.stats.events_fast += 1;
         }
-        (!conns.is_empty()).then_some(Applied::Fired {
-            conns,
+        (!held.is_empty()).then_some(Applied::Fired {
+            conns: held,
             zxid,
             change,
             path,

@@ -51,9 +51,15 @@ fn flags_in(tree: &stoa_tree::DataTree, path: &str) -> Option<(SessionId, FastFl
 }
 
 impl Engine {
-    /// A node under [`FAST`] was created, changed or deleted at `path` on
-    /// `partition`'s tree.
+    /// A node at `path` on `partition`'s tree was created, changed or
+    /// deleted (a session's close deletes its flag node too): if it is a
+    /// flag node, its session's flags follow it.
+    #[inline]
     pub(super) fn fast_flag_applied(&mut self, partition: usize, path: &str) {
+        // Every applied change comes here: most are nowhere near.
+        if !path.starts_with(FAST) {
+            return;
+        }
         let Some(owner) = flag_owner(path) else {
             return;
         };
@@ -74,11 +80,6 @@ impl Engine {
                 self.fast.set(owner, flags);
             }
         }
-    }
-
-    /// A session closed: its flag node went with it.
-    pub(super) fn fast_session_closed(&mut self, session: SessionId) {
-        self.fast.flags.remove(&session);
     }
 
     /// What `conn`'s session opted into.

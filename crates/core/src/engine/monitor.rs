@@ -47,6 +47,7 @@ impl Engine {
     pub fn monitor(&self) -> Monitor {
         // Before anything here recalls a core: those are the host's.
         let away = self.cores.counts();
+        let fast_sessions = self.fast.count();
         let served = self.served_totals();
         let mut configuration = self.config.conf_text.clone();
         if !self.standalone() {
@@ -78,8 +79,8 @@ impl Engine {
                 core_recalls_waited: away.waited,
                 core_jobs_followed: away.followed,
                 core_jobs_followed_late: away.followed_late,
-                fast_read_sessions: self.fast.count().0 as u64,
-                fast_watch_sessions: self.fast.count().1 as u64,
+                fast_read_sessions: fast_sessions.0 as u64,
+                fast_watch_sessions: fast_sessions.1 as u64,
                 ..self.stats.clone()
             },
             connections: self
