@@ -806,6 +806,9 @@ impl Engine {
                 if partition == 0 && !self.farewell_applies(&message) {
                     return;
                 }
+                let Some(message) = self.step_away(partition, message) else {
+                    return;
+                };
                 let Some(core) = self.cores.get_mut(partition as usize) else {
                     // Once: a misconfigured peer sends several a tick.
                     if !std::mem::replace(&mut self.ensemble.foreign_partition_seen, true) {
@@ -874,6 +877,8 @@ impl Engine {
     /// Runs raft until it has nothing more to do now, and returns everything
     /// the engine wants done outside.
     pub fn take_output(&mut self) -> Output {
+        // The batch's raft messages for cores away go after them.
+        self.cores.send_steps();
         let _ = self.absorb_away();
         self.end_batches();
         self.roll_epoch();

@@ -61,6 +61,9 @@ pub struct Stats {
     pub core_recalls_waited: u64,
     pub core_jobs_followed: u64,
     pub core_jobs_followed_late: u64,
+    /// Of the jobs followed, raft messages stepped on a partition's thread
+    /// (`Engine::step_away`).
+    pub raft_steps_away: u64,
     /// With several partitions: chain links checked as entries applied,
     /// and those that did not match (`engine/chains.rs`).
     pub chain_links_followed: u64,

@@ -32,6 +32,8 @@ use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::VecDeque;
 use std::sync::mpsc;
 
+use raft::eraftpb::{Message, MessageType};
+
 use super::away_apply::AppliedAway;
 use super::groups::Heard;
 use super::lent_ready::TakenReady;
@@ -92,10 +94,12 @@ struct Returned {
 
 /// What the engine may still read of a core while it is away: its raft
 /// group's term and leader, and the entries it applied, as it left. A job
-/// away proposes, takes readies apart and applies, but never steps raft,
-/// so the group's state does not change there (checked when the core
-/// comes back); what it applied only moves on, and the engine reads it
-/// as it was until the core is back (`engine/away_apply.rs`).
+/// away proposes, takes readies apart and applies, and steps raft only with
+/// messages that cannot change who leads in which term
+/// (`LeftAs::steps_in_place`), so the group's state does not change there
+/// (checked when the core comes back); what it applied only moves on, and
+/// the engine reads it as it was until the core is back
+/// (`engine/away_apply.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct LeftAs {
     term: u64,
@@ -124,6 +128,29 @@ impl LeftAs {
         (term, leader_id, is_leader, transferring, joint_config)
     }
 
+    /// Whether stepping `message` leaves the group's state as it is: the
+    /// steady traffic of the term the core left in, which moves only the
+    /// log, the commit index and the leader's view of its followers. A
+    /// follower's appends and heartbeats from the leader it follows; a
+    /// leader's responses to its own, while it hands nothing over (a
+    /// response from the transferee may start the hand-over). Anything
+    /// else (another term, a vote, a snapshot, a candidate hearing of a
+    /// leader) may change who leads, so it is stepped at home.
+    fn steps_in_place(&self, message: &Message) -> bool {
+        if message.term != self.term || self.term == 0 {
+            return false;
+        }
+        match message.get_msg_type() {
+            MessageType::MsgAppend | MessageType::MsgHeartbeat => {
+                !self.is_leader && self.leader_id != 0 && message.from == self.leader_id
+            }
+            MessageType::MsgAppendResponse | MessageType::MsgHeartbeatResponse => {
+                self.is_leader && !self.transferring
+            }
+            _ => false,
+        }
+    }
+
     fn of(core: &PartitionCore) -> LeftAs {
         LeftAs {
             term: core.term(),
@@ -150,6 +177,9 @@ pub(crate) struct Slot {
     /// Their receiving end, while the core is home (it leaves with the
     /// core).
     follow_rx: RefCell<Option<mpsc::Receiver<Job>>>,
+    /// Raft messages for the core away, to step on its thread as one job
+    /// (`Cores::step_later`); empty while it is home.
+    steps: RefCell<Vec<Message>>,
 }
 
 /// How often cores went away and came back, for `mntr`.
@@ -206,6 +236,7 @@ impl Cores {
                     back_rx,
                     follow_tx,
                     follow_rx: RefCell::new(Some(follow_rx)),
+                    steps: RefCell::default(),
                 }
             })
             .collect();
@@ -274,9 +305,47 @@ impl Cores {
             !self.is_home(partition),
             "a core home is sent, not followed"
         );
+        // The messages that came before go first.
+        self.send_steps_of(partition);
         // The receiver is with the core, on its thread or on its way back.
         let _ = self.slots[partition].follow_tx.send(Box::new(work));
         self.followed += 1;
+    }
+
+    /// Keeps `message` for `partition`'s core, which is away (`away_now`)
+    /// and may step it there (`steps_away`). The messages kept follow the
+    /// core as one job (`PartitionCore::step_messages`) when the engine
+    /// sends them (`send_steps`) or sends the core anything else; if the
+    /// core lands first, they are stepped as it lands, after what was sent.
+    pub fn step_later(&mut self, partition: usize, message: Message) {
+        debug_assert!(self.steps_away(partition, &message));
+        self.slots[partition].steps.get_mut().push(message);
+    }
+
+    /// Sends every core away the messages kept for it (the end of a batch
+    /// of inputs: one ready for them all).
+    pub fn send_steps(&mut self) {
+        for partition in 0..self.slots.len() {
+            self.send_steps_of(partition);
+        }
+    }
+
+    fn send_steps_of(&mut self, partition: usize) {
+        let slot = &mut self.slots[partition];
+        if slot.steps.get_mut().is_empty() {
+            return;
+        }
+        let messages = std::mem::take(slot.steps.get_mut());
+        let work = move |core: &mut PartitionCore| core.step_messages(partition, messages);
+        let _ = slot.follow_tx.send(Box::new(work));
+        self.followed += 1;
+    }
+
+    /// Whether `message` for `partition`, whose core is away, may follow
+    /// it and be stepped on its thread (`LeftAs::steps_in_place`).
+    pub fn steps_away(&self, partition: usize, message: &Message) -> bool {
+        debug_assert!(!self.is_home(partition));
+        self.slots[partition].left_as.steps_in_place(message)
     }
 
     /// Sends `partition`'s core, home, to its thread to do `work` and then
@@ -287,6 +356,10 @@ impl Cores {
             .as_ref()
             .expect("cores go away only to threads");
         let slot = &mut self.slots[partition];
+        debug_assert!(
+            slot.steps.get_mut().is_empty(),
+            "steps kept for a core home"
+        );
         let mut core = slot.home.take().expect("a core away is sent again");
         let follow_ups = (slot.follow_rx.get_mut().take()).expect("a core home has its follow-ups");
         self.away.set(self.away.get() + 1);
@@ -327,6 +400,10 @@ impl Cores {
         while let Ok(late) = follow_ups.try_recv() {
             self.followed_late.set(self.followed_late.get() + 1);
             queue.push_back(late(&mut core));
+        }
+        let steps = std::mem::take(&mut *slot.steps.borrow_mut());
+        if !steps.is_empty() {
+            queue.push_back(core.step_messages(partition, steps));
         }
         *slot.follow_rx.borrow_mut() = Some(follow_ups);
         assert!(slot.home.set(core).is_ok(), "a core landed twice");
@@ -646,8 +723,70 @@ mod tests {
     use std::collections::VecDeque;
     use std::sync::{Arc, Mutex};
 
-    use super::{AwayDone, PartitionThreads};
+    use raft::eraftpb::{Message, MessageType};
+
+    use super::{AwayDone, LeftAs, PartitionThreads};
     use crate::engine::{Engine, EngineConfig, Recovered};
+
+    fn message(kind: MessageType, from: u64, term: u64) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(kind);
+        m.from = from;
+        m.term = term;
+        m
+    }
+
+    #[test]
+    fn only_the_steady_traffic_of_the_term_steps_away() {
+        use MessageType::*;
+        let follower = LeftAs {
+            term: 4,
+            leader_id: 2,
+            ..LeftAs::default()
+        };
+        let leader = LeftAs {
+            term: 4,
+            leader_id: 1,
+            is_leader: true,
+            ..LeftAs::default()
+        };
+        // A follower steps its leader's appends and heartbeats of the term.
+        assert!(follower.steps_in_place(&message(MsgAppend, 2, 4)));
+        assert!(follower.steps_in_place(&message(MsgHeartbeat, 2, 4)));
+        // Another sender, another term, or anything else may change who
+        // leads.
+        assert!(!follower.steps_in_place(&message(MsgAppend, 3, 4)));
+        assert!(!follower.steps_in_place(&message(MsgAppend, 2, 5)));
+        assert!(!follower.steps_in_place(&message(MsgAppend, 2, 3)));
+        assert!(!follower.steps_in_place(&message(MsgAppendResponse, 2, 4)));
+        for kind in [
+            MsgRequestVote,
+            MsgRequestPreVote,
+            MsgSnapshot,
+            MsgTimeoutNow,
+        ] {
+            assert!(!follower.steps_in_place(&message(kind, 2, 4)), "{kind:?}");
+        }
+        // A candidate (no leader known) hearing of one becomes its follower.
+        let candidate = LeftAs {
+            term: 4,
+            ..LeftAs::default()
+        };
+        assert!(!candidate.steps_in_place(&message(MsgAppend, 2, 4)));
+        assert!(!candidate.steps_in_place(&message(MsgHeartbeat, 2, 4)));
+        // A leader steps its followers' responses of the term...
+        assert!(leader.steps_in_place(&message(MsgAppendResponse, 3, 4)));
+        assert!(leader.steps_in_place(&message(MsgHeartbeatResponse, 3, 4)));
+        assert!(!leader.steps_in_place(&message(MsgAppendResponse, 3, 5)));
+        assert!(!leader.steps_in_place(&message(MsgAppend, 3, 4)));
+        assert!(!leader.steps_in_place(&message(MsgRequestVoteResponse, 3, 4)));
+        // ...but not while it hands its leadership over.
+        let handing_over = LeftAs {
+            transferring: true,
+            ..leader
+        };
+        assert!(!handing_over.steps_in_place(&message(MsgAppendResponse, 3, 4)));
+    }
 
     type Held = Arc<Mutex<Vec<VecDeque<Box<dyn FnOnce() + Send>>>>>;
 

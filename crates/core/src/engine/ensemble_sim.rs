@@ -1848,7 +1848,7 @@ impl log::Log for TraceLog {
 /// cut, cores and applies away, fast sessions' reads and events that
 /// skipped a wait), and what the checks had to check (events, multis
 /// applied and refused, multiReads).
-type Exercised = ((u64, u64, [u64; 4], u64), [usize; 4]);
+type Exercised = ((u64, u64, [u64; 5], u64), [usize; 4]);
 
 fn run(seed: u64, voters: u64, partitions: u32) -> Exercised {
     let mut sim = Sim::new(seed, voters, partitions);
@@ -1968,14 +1968,15 @@ fn run(seed: u64, voters: u64, partitions: u32) -> Exercised {
         );
     }
     let away = (sim.servers.iter().filter_map(|s| s.engine())).fold(
-        [0; 4],
-        |[sent, waited, followed, applying], e| {
+        [0; 5],
+        |[sent, waited, followed, applying, stepped], e| {
             let counts = e.cores.counts();
             [
                 sent + counts.sent,
                 waited + counts.waited,
                 followed + counts.followed,
                 applying + e.stats.applies_sent_away,
+                stepped + e.stats.raft_steps_away,
             ]
         },
     );
@@ -2041,7 +2042,7 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             let by_partition = partitions > 1 && range.clone().any(applies_by_partition);
             let seeds_run = range.clone().count();
             let owned = partitions > 1 && range.clone().any(owns_partitions);
-            let (mut past, mut off_cut, mut away, mut fast) = (0, 0, [0; 4], 0);
+            let (mut past, mut off_cut, mut away, mut fast) = (0, 0, [0; 5], 0);
             let mut met = [0; 4];
             for seed in range.chain(regression.map(|&(_, _, seed)| seed)) {
                 // A panic inside raft-rs names no seed: say which one it was.
@@ -2075,18 +2076,20 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
                 (off_cut > 0 || !by_partition || seeds_run < 20) && (off_cut == 0 || by_partition),
                 "{off_cut} reads answered by watermark off a cut over {seeds_run} seeds"
             );
-            // Cores went away, and some recalls found their jobs held; where
-            // partitions applied their own, some went away to apply. Jobs
-            // that follow a core still away are rare here (raft messages
-            // between turns take the cores back): the one-server simulator
-            // and cores.rs's tests check those.
+            // Cores went away, and some recalls found their jobs held; raft
+            // messages followed cores away and were stepped there; where
+            // partitions applied their own, some went away to apply.
             assert!(
                 (seeds_run < 20
                     || !owned
-                    || (away[0] > 0 && away[1] > 0 && (away[3] > 0 || !by_partition)))
-                    && (owned || away == [0; 4]),
-                "cores sent away, recalls that found the job held, jobs followed, applying: {away:?} over \
-                 {seeds_run} seeds"
+                    || (away[0] > 0
+                        && away[1] > 0
+                        && away[2] > 0
+                        && away[4] > 0
+                        && (away[3] > 0 || !by_partition)))
+                    && (owned || away == [0; 5]),
+                "cores sent away, recalls that found the job held, jobs followed, applying, raft \
+                 steps away: {away:?} over {seeds_run} seeds"
             );
             // Fast sessions skipped waits where partitions applied their own
             // (a dozen in sixty seeds: fewer than fifty may have none).

@@ -143,6 +143,26 @@ impl Engine {
         self.absorb_heard(heard);
     }
 
+    /// A raft message for `partition`: if its core is away and the message
+    /// cannot change who leads (`Cores::steps_away`), its thread steps it,
+    /// with the others of the batch, and takes the ready that follows
+    /// (`Cores::step_later`), as it does a durable notification; otherwise
+    /// it is handed back to be stepped here.
+    pub(super) fn step_away(&mut self, partition: u32, message: Message) -> Option<Message> {
+        let p = partition as usize;
+        if p >= self.cores.len() || self.cores.is_home(p) {
+            return Some(message);
+        }
+        if self.cores.away_now(p) && self.cores.steps_away(p, &message) {
+            self.stats.raft_steps_away += 1;
+            self.cores.step_later(p, message);
+            return None;
+        }
+        // Back just now (or recalled next): what it did was before this.
+        let _ = self.absorb_away();
+        Some(message)
+    }
+
     /// What a group's durable notification let go: its held messages go
     /// out, and the memory of a snapshot it installed is freed.
     pub(super) fn absorb_heard(&mut self, heard: Heard) {

@@ -26,6 +26,7 @@ use raft::eraftpb::{Message, MessageType};
 use raft::Ready;
 
 use super::commit::{repair_batched_append, split_append};
+use super::cores::AwayDone;
 use super::lent_apply::run_jobs;
 use super::partition_core::PartitionCore;
 use super::{Engine, InstalledSnapshot, PersistJob, RAFT_MAX_MSG_BYTES};
@@ -63,6 +64,23 @@ impl PartitionCore {
         }
         let ready = self.raft.ready();
         Some(self.take_ready(partition as u32, ready, None))
+    }
+
+    /// Steps `messages` (raft messages for this core, away: they cannot
+    /// change who leads, `Cores::steps_away`) and takes the ready that
+    /// follows, once for them all, as the engine's thread does for a batch
+    /// of peer messages.
+    pub(super) fn step_messages(&mut self, partition: usize, messages: Vec<Message>) -> AwayDone {
+        for message in messages {
+            if let Err(e) = self.raft.step(message) {
+                // Stale or misdirected messages are normal in raft.
+                log::debug!("raft message dropped: {e}");
+            }
+        }
+        AwayDone {
+            taken: self.take_plain_ready(partition),
+            ..AwayDone::nothing(partition)
+        }
     }
 
     /// Entries riding on this group's next ready: what lending it is
