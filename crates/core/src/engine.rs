@@ -424,8 +424,13 @@ pub struct PersistJob {
     /// False when only the commit index changed: raft allows that to be
     /// written lazily, so the job needs no fsync of its own.
     pub must_sync: bool,
-    pub hard_state: Option<raft::eraftpb::HardState>,
-    pub entries: Vec<Entry>,
+    /// The raft entries it persists.
+    pub entries: usize,
+    /// What it writes, when it must sync (`node::persist_records`): an
+    /// installed snapshot's marker, the entries, the latest hard state.
+    /// Built where the ready was taken apart, so that a core away does it
+    /// on its own thread.
+    pub records: Vec<stoa_wal::Record>,
     /// A snapshot from the leader that replaces this server's whole log:
     /// written (and synced) before the batch's records, which follow it.
     pub installed: Option<InstalledSnapshot>,

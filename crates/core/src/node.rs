@@ -28,7 +28,7 @@ use crate::ensemble::Member;
 use crate::watch::ConnId;
 
 pub use records::{
-    entries_after, entry_to_record, hard_state_record, persist_job_records, record_to_entry,
+    entries_after, entry_to_record, hard_state_record, persist_records, record_to_entry,
     record_to_hard_state,
 };
 pub use snapshots::{
@@ -259,7 +259,7 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
         let mut inline: Option<(u64, Vec<Record>)> = None;
         let sync_entries: usize = (persists.iter())
             .filter(|job| job.must_sync)
-            .map(|job| job.entries.len().max(1))
+            .map(|job| job.entries.max(1))
             .sum();
         let write_inline = sync_entries > 0
             && self.engine.standalone()
@@ -269,7 +269,7 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
                 self.tokens.in_flight(),
                 sync_entries,
             );
-        for job in &persists {
+        for mut job in persists {
             if let Some(s) = &job.installed {
                 // Rare (a follower far behind), so written here, before the
                 // WAL marker that makes recovery rely on it.
@@ -282,7 +282,7 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
                 }
                 continue;
             }
-            let records = persist_job_records(job);
+            let records = std::mem::take(&mut job.records);
             let token = self.tokens.issue(Some((job.partition, job.number)));
             if write_inline {
                 debug_assert!(inline.is_none(), "one batch of one entry goes inline");

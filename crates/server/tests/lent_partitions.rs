@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use stoa_core::client_frame::decode_frames;
 use stoa_core::engine::{Engine, EngineConfig, Input, PartitionWorkers, Recovered};
-use stoa_core::node::persist_job_records;
 use stoa_proto::frame::{encode_connect_request, encode_request, FrameDecoder};
 use stoa_proto::opcode::OpCode;
 use stoa_proto::records::{
@@ -104,7 +103,7 @@ impl Driver {
             assert!(out.fatal.is_none(), "{:?}", out.fatal);
             let mut last: Vec<(u32, u64)> = Vec::new();
             for job in &out.persists {
-                for record in persist_job_records(job) {
+                for record in &job.records {
                     self.seen
                         .records
                         .extend_from_slice(&format!("{record:?}").into_bytes());

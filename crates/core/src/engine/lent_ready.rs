@@ -30,6 +30,7 @@ use super::cores::AwayDone;
 use super::lent_apply::run_jobs;
 use super::partition_core::PartitionCore;
 use super::{Engine, InstalledSnapshot, PersistJob, RAFT_MAX_MSG_BYTES};
+use crate::node::persist_records;
 
 /// Entries (to persist or committed) over a round's readies below which
 /// the round stays on the engine's thread even with workers. Taking a
@@ -153,14 +154,22 @@ impl PartitionCore {
         .then(|| {
             self.raft.mut_store().append(&entries);
             // Every synced batch carries the latest hard state, so a
-            // commit index written lazily still reaches the disk.
-            let hard_state = must_sync.then(|| self.raft.store().hard_state().clone());
+            // commit index written lazily still reaches the disk. A batch
+            // that needs no sync writes nothing (it holds no entries).
+            let records = if must_sync {
+                let hard_state = self.raft.store().hard_state();
+                let marker = installed.as_ref().map(|s| (s.term, s.index));
+                persist_records(tag, marker, &entries, Some(hard_state))
+            } else {
+                debug_assert!(entries.is_empty(), "entries are always synced");
+                Vec::new()
+            };
             PersistJob {
                 partition: tag,
                 number: ready.number(),
                 must_sync,
-                hard_state,
-                entries,
+                entries: entries.len(),
+                records,
                 installed,
             }
         });
@@ -184,8 +193,8 @@ impl Engine {
         self.out.messages.extend(taken.messages);
         self.apply_entries(partition, taken.committed);
         if let Some(job) = taken.persist {
-            if !job.entries.is_empty() {
-                self.stats.record_wal_batch(job.entries.len() as u64);
+            if job.entries > 0 {
+                self.stats.record_wal_batch(job.entries as u64);
             }
             self.out.persists.push(job);
         }

@@ -69,9 +69,12 @@ impl Rig {
         let out = self.engine.take_output();
         assert!(out.fatal.is_none(), "{:?}", out.fatal);
         for job in out.persists {
-            for e in &job.entries {
+            let entries = (job.records.iter())
+                .filter(|r| r.kind == stoa_wal::RecordKind::Entry)
+                .map(|r| crate::node::record_to_entry(r).expect("an entry's record"));
+            for e in entries {
                 self.log.retain(|old| old.index < e.index);
-                self.log.push(e.clone());
+                self.log.push(e);
             }
             self.unsynced.push(job.number);
         }

@@ -4,8 +4,6 @@
 use raft::eraftpb::{Entry, EntryType, HardState};
 use stoa_wal::{Record, Replay};
 
-use crate::engine::PersistJob;
-
 /// Raft entry → WAL record payload: one byte of entry type, then the data.
 pub fn entry_to_record(partition: u32, entry: &Entry) -> Record {
     let mut payload = Vec::with_capacity(1 + entry.data.len());
@@ -62,16 +60,22 @@ pub fn record_to_hard_state(record: &Record) -> Result<HardState, String> {
     })
 }
 
-/// The WAL records of one batch. An installed snapshot's marker comes
-/// first: replay then forgets the log it replaced, and keeps what follows.
-pub fn persist_job_records(job: &PersistJob) -> Vec<Record> {
-    let partition = job.partition;
-    let mut records: Vec<Record> = Vec::with_capacity(job.entries.len() + 2);
-    if let Some(s) = &job.installed {
-        records.push(Record::snapshot_installed(partition, s.term, s.index));
+/// The WAL records of one batch of `partition`'s group: the marker of a
+/// snapshot installed from the leader (its term and index) first, so that
+/// replay forgets the log it replaced and keeps what follows; then the
+/// entries and the hard state.
+pub fn persist_records(
+    partition: u32,
+    installed: Option<(u64, u64)>,
+    entries: &[Entry],
+    hard_state: Option<&HardState>,
+) -> Vec<Record> {
+    let mut records: Vec<Record> = Vec::with_capacity(entries.len() + 2);
+    if let Some((term, index)) = installed {
+        records.push(Record::snapshot_installed(partition, term, index));
     }
-    records.extend(job.entries.iter().map(|e| entry_to_record(partition, e)));
-    if let Some(hs) = &job.hard_state {
+    records.extend(entries.iter().map(|e| entry_to_record(partition, e)));
+    if let Some(hs) = hard_state {
         records.push(hard_state_record(partition, hs));
     }
     records
