@@ -212,11 +212,15 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     # sending the core back, or the engine as the core landed).
     followed = h.mntr_int(preparer, "stoa_core_jobs_followed")
     late = h.mntr_int(preparer, "stoa_core_jobs_followed_late")
+    # An ensemble's leader stepped its followers' responses on the threads
+    # of cores away (Engine::step_away); a standalone server hears none.
+    steps_away = h.mntr_int(preparer, "stoa_raft_steps_away")
     if owned == "yes":
         assert sent > 0 and waited <= recalls <= sent, (sent, recalls, waited)
         assert late <= followed, (followed, late)
+        assert (steps_away > 0) == (shape == "ensemble"), steps_away
     else:
-        assert (sent, recalls, waited, followed, late) == (0, 0, 0, 0, 0)
+        assert (sent, recalls, waited, followed, late, steps_away) == (0, 0, 0, 0, 0, 0)
     # Every member handled its groups' readies in rounds, more readies
     # than rounds (both groups had readies in some), and lent none
     # without threads (engine/lent_ready.rs).
