@@ -9,7 +9,9 @@
 # `timeout`. THREADS=N sets partition.threads=N on every server (unset:
 # the default, auto), so a second run with THREADS=0 shows what the lent
 # partitions return; OWNED=yes sets partition.owned=yes (each core on a
-# thread of its own between turns). Each run's line splits the server's CPU
+# thread of its own between turns), and POLL=N with it partition.pollMicros=N
+# (each such thread looks for its next job N µs before it parks, so the
+# engine's sends wake nobody). Each run's line splits the server's CPU
 # by thread (the engine's, the WAL writer's, the partition workers' and
 # owned threads' together): a thread near
 # 1.00 core is what bounds that run (docs/partitions.md expects the
@@ -41,6 +43,7 @@ start() { # partitions -> PORT, SERVER_PID
     [ -n "$groups" ] && echo "partition.groups=$groups"
     [ -n "${THREADS:-}" ] && echo "partition.threads=$THREADS"
     [ -n "${OWNED:-}" ] && echo "partition.owned=$OWNED"
+    [ -n "${POLL:-}" ] && echo "partition.pollMicros=$POLL"
   } >>"$d/zoo.cfg"
   start_server "$d" "server of $parts partitions"
 }

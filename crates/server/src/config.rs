@@ -105,6 +105,12 @@ pub struct ServerConfig {
     /// take its raft group's ready apart while the engine's thread goes on
     /// (docs/partitions.md, "Step 3, the inversion"); off by default.
     pub partition_owned: bool,
+    /// `partition.pollMicros`: with `partition.owned`, how long a
+    /// partition's thread looks for its next job before it parks, so that
+    /// a job sent meanwhile needs no wake-up (a futex call on the engine's
+    /// thread); 0 (the default) parks at once. Polling takes a core for
+    /// that long after every job: for machines with cores to spare.
+    pub partition_poll_micros: u32,
     /// `partition.balanceIntervalMs`: the load balancer's window, which
     /// moves groups between partitions (docs/partitions.md); 0 (the
     /// default) leaves them where they are.
@@ -208,6 +214,7 @@ impl Default for ServerConfig {
             partition_balance_interval_ms: 0,
             partition_auto: false,
             partition_owned: false,
+            partition_poll_micros: 0,
             admin_enabled: true,
             admin_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             admin_port: ADMIN_PORT_DEFAULT,
@@ -367,6 +374,15 @@ impl ServerConfig {
             }
             "partition.auto" => self.partition_auto = parse_bool(value).map_err(|e| bad(&e))?,
             "partition.owned" => self.partition_owned = parse_bool(value).map_err(|e| bad(&e))?,
+            "partition.pollMicros" => {
+                self.partition_poll_micros = (value.parse::<u32>().ok())
+                    .filter(|&us| us <= POLL_MICROS_MAX)
+                    .ok_or_else(|| {
+                        bad(&format!(
+                            "expected 0 (park at once) to {POLL_MICROS_MAX} µs"
+                        ))
+                    })?
+            }
             "partition.balanceIntervalMs" => {
                 self.partition_balance_interval_ms = value
                     .parse::<u32>()
@@ -649,6 +665,10 @@ pub fn parse_io_threads(value: &str) -> Result<u32, String> {
     }
 }
 
+/// The longest `partition.pollMicros`: a thread that polls longer might as
+/// well never park.
+pub const POLL_MICROS_MAX: u32 = 10_000;
+
 /// `partition.threads`: `N` (0 to `PARTITIONS_MAX`) or `auto` (None).
 pub fn parse_partition_threads(value: &str) -> Result<Option<u32>, String> {
     let max = stoa_core::placement::PARTITIONS_MAX;
@@ -822,6 +842,20 @@ mod tests {
         for bad in ["-1", "x", "2000"] {
             let err = cfg.set("partition.threads", bad).unwrap_err();
             assert!(err.0.contains("partition.threads"), "{err}");
+        }
+    }
+
+    #[test]
+    fn partition_poll_is_bounded_microseconds() {
+        let mut cfg = ServerConfig::default();
+        assert_eq!(cfg.partition_poll_micros, 0);
+        cfg.set("partition.pollMicros", "50").unwrap();
+        assert_eq!(cfg.partition_poll_micros, 50);
+        cfg.set("partition.pollMicros", &POLL_MICROS_MAX.to_string())
+            .unwrap();
+        for bad in ["-1", "10001", "50us", ""] {
+            let err = cfg.set("partition.pollMicros", bad).unwrap_err();
+            assert!(err.0.contains("partition.pollMicros"), "{err}");
         }
     }
 

@@ -212,8 +212,12 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
     // Woken when a partition's thread has finished with its core.
     let returned = Arc::new(tokio::sync::Notify::new());
     if config.partition_owned && config.partitions > 1 {
-        let threads =
-            crate::partition_workers::OwnedThreads::start(config.partitions, returned.clone())?;
+        let poll = std::time::Duration::from_micros(config.partition_poll_micros.into());
+        let threads = crate::partition_workers::OwnedThreads::start(
+            config.partitions,
+            returned.clone(),
+            poll,
+        )?;
         engine.own_partitions(Box::new(threads));
         log::info!(
             "each of the {} partitions owns a thread between turns",

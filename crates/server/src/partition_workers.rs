@@ -4,6 +4,7 @@
 //! may borrow the partitions they work on.
 
 use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use stoa_core::engine::{PartitionThreads, PartitionWorkers};
 
@@ -51,7 +52,13 @@ pub struct OwnedThreads {
 }
 
 impl OwnedThreads {
-    pub fn start(partitions: u32, returned: Arc<tokio::sync::Notify>) -> Result<Self, String> {
+    /// `poll`: how long each thread looks for its next job before it parks
+    /// (`partition.pollMicros`).
+    pub fn start(
+        partitions: u32,
+        returned: Arc<tokio::sync::Notify>,
+        poll: Duration,
+    ) -> Result<Self, String> {
         let mut senders = Vec::new();
         for partition in 0..partitions {
             let (tx, rx) = mpsc::channel::<Job>();
@@ -59,7 +66,7 @@ impl OwnedThreads {
             std::thread::Builder::new()
                 .name(format!("stoa-own-{partition}"))
                 .spawn(move || {
-                    while let Ok(job) = rx.recv() {
+                    while let Some(job) = next_job(&rx, poll) {
                         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                         if ran.is_err() {
                             // Its core is lost with the job: the engine
@@ -77,6 +84,24 @@ impl OwnedThreads {
     }
 }
 
+/// The next job sent to a partition's thread: looked for during `poll`
+/// first, while a sender finds the thread awake and wakes nobody, then
+/// waited for parked. None once the engine is gone.
+fn next_job(jobs: &mpsc::Receiver<Job>, poll: Duration) -> Option<Job> {
+    if !poll.is_zero() {
+        let until = Instant::now() + poll;
+        loop {
+            match jobs.try_recv() {
+                Ok(job) => return Some(job),
+                Err(mpsc::TryRecvError::Disconnected) => return None,
+                Err(mpsc::TryRecvError::Empty) if Instant::now() >= until => break,
+                Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+            }
+        }
+    }
+    jobs.recv().ok()
+}
+
 impl PartitionThreads for OwnedThreads {
     fn send(&self, partition: usize, job: Box<dyn FnOnce() + Send>) {
         // The thread lives as long as its sender: the engine's.
@@ -89,6 +114,40 @@ impl PartitionThreads for OwnedThreads {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owned_threads_run_every_job_in_order_polling_or_parked() {
+        for poll in [Duration::ZERO, Duration::from_micros(200)] {
+            let returned = Arc::new(tokio::sync::Notify::new());
+            let threads = OwnedThreads::start(2, returned, poll).unwrap();
+            let (done_tx, done_rx) = mpsc::channel();
+            for i in 0..200u32 {
+                let done = done_tx.clone();
+                threads.send((i % 2) as usize, Box::new(move || done.send(i).unwrap()));
+                if i % 50 == 0 {
+                    // Some jobs find their thread parked, some polling.
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            let got: Vec<u32> = (0..200).map(|_| done_rx.recv().unwrap()).collect();
+            for partition in 0..2 {
+                let mine: Vec<u32> = got.iter().copied().filter(|i| i % 2 == partition).collect();
+                let sent: Vec<u32> = (0..200).filter(|i| i % 2 == partition).collect();
+                assert_eq!(
+                    mine, sent,
+                    "poll {poll:?}: partition {partition}'s jobs in order"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_thread_that_polls_stops_with_its_sender() {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let thread = std::thread::spawn(move || next_job(&rx, Duration::from_millis(5)).is_none());
+        drop(tx);
+        assert!(thread.join().unwrap());
+    }
 
     #[test]
     fn every_job_runs_once_before_run_all_returns() {
