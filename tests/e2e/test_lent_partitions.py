@@ -29,7 +29,10 @@ def start(request, shape, threads, owned="no"):
     the kazoo sessions use and whose counters are checked; the bench's
     sessions spread over every member. Returns that server, the hosts, and
     the server that prepares the writes (the leader)."""
-    cfg = dict(GROUPS, **{"partition.threads": threads, "partition.owned": owned})
+    cfg = dict(GROUPS, **{"partition.threads": threads, "partition.owned": "no" if owned == "no" else "yes"})
+    if owned == "polling":
+        # Owned, each thread looking for its next job before it parks.
+        cfg["partition.pollMicros"] = 100
     if shape == "ensemble":
         ensemble = h.Ensemble(kind="stoa", extra_cfg=cfg)
         request.addfinalizer(ensemble.cleanup)
@@ -141,7 +144,7 @@ def assert_bench_clean(bench, out, err):
     assert all(not r["errors"] for r in results), [r["errors"] for r in results]
 
 
-@pytest.mark.parametrize("threads,owned", [(0, "no"), (2, "no"), (0, "yes")])
+@pytest.mark.parametrize("threads,owned", [(0, "no"), (2, "no"), (0, "yes"), (0, "polling")])
 @pytest.mark.parametrize("shape", ["standalone", "ensemble"])
 def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         request, tmp_path, shape, threads, owned):
@@ -150,7 +153,8 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     session's write before it, every watch fires once, and every bench call
     succeeds, whether the partitions apply on worker threads or not, and
     whether each core goes to a thread of its own between turns
-    (partition.owned, engine/cores.rs) or not; owned, each partition applies
+    (partition.owned, engine/cores.rs; polling for its next job first or
+    not, partition.pollMicros) or not; owned, each partition applies
     its own entries (engine/by_partition.rs), on its thread
     (engine/away_apply.rs), instead of runs of the merge."""
     srv, hosts, preparer = start(request, shape, threads, owned)
@@ -177,7 +181,7 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     lent = h.mntr_int(srv, "stoa_apply_runs_lent")
     runs, txns = h.mntr_int(srv, "stoa_apply_runs"), h.mntr_int(srv, "stoa_apply_run_txns")
     assert h.mntr_int(srv, "stoa_txns_applied") >= WRITERS * ROUNDS * len(ROOTS)
-    if owned == "yes":
+    if owned != "no":
         # Applied by partition: no run of the merge, lent or not; on the
         # leader, what touched one partition alone followed its core to
         # apply on its thread (engine/away_apply.rs). (A follower's cores
@@ -215,7 +219,7 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     # An ensemble's leader stepped its followers' responses on the threads
     # of cores away (Engine::step_away); a standalone server hears none.
     steps_away = h.mntr_int(preparer, "stoa_raft_steps_away")
-    if owned == "yes":
+    if owned != "no":
         assert sent > 0 and waited <= recalls <= sent, (sent, recalls, waited)
         assert late <= followed, (followed, late)
         assert (steps_away > 0) == (shape == "ensemble"), steps_away

@@ -220,8 +220,10 @@ pub fn run(mut config: ServerConfig) -> Result<(), String> {
         )?;
         engine.own_partitions(Box::new(threads));
         log::info!(
-            "each of the {} partitions owns a thread between turns",
-            config.partitions
+            "each of the {} partitions owns a thread between turns, which looks for its next \
+             job for {} µs before it parks",
+            config.partitions,
+            config.partition_poll_micros
         );
     }
     // Outlives the engine loop: dropped after `block_on` returns.
