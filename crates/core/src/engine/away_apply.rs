@@ -115,9 +115,12 @@ impl Engine {
     pub(super) fn absorb_applied(&mut self, partition: usize, applied: AppliedAway) {
         let mut values = applied.values.into_iter();
         for (zxid, time_ms, timed) in applied.txns {
-            (self.order.as_mut())
-                .expect("several partitions")
-                .applied_away(partition, zxid);
+            let order = self.order.as_mut().expect("several partitions");
+            order.applied_away(partition, zxid);
+            if zxid > order.applied() {
+                // Applied while another partition still stood below it.
+                self.stats.applied_past_prefix += 1;
+            }
             self.hand_over_applied(&mut values, zxid, time_ms, timed);
         }
         debug_assert!(values.next().is_none());
