@@ -825,10 +825,7 @@ impl Engine {
                     }
                     return;
                 };
-                if let Err(e) = core.raft.step(message) {
-                    // Stale or misdirected messages are normal in raft.
-                    log::debug!("raft message dropped: {e}");
-                }
+                core.step(message);
             }
             Input::SnapshotBuilt {
                 partition,

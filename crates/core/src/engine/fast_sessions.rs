@@ -84,7 +84,7 @@ impl Engine {
 
     /// What `conn`'s session opted into.
     pub(super) fn fast_flags_of(&self, conn: ConnId) -> FastFlags {
-        if self.fast.flags.is_empty() {
+        if self.fast.is_empty() {
             return FastFlags::default();
         }
         let session = self.gate.conns.get(&conn).and_then(|c| c.session);

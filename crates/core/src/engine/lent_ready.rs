@@ -73,10 +73,7 @@ impl PartitionCore {
     /// of peer messages.
     pub(super) fn step_messages(&mut self, partition: usize, messages: Vec<Message>) -> AwayDone {
         for message in messages {
-            if let Err(e) = self.raft.step(message) {
-                // Stale or misdirected messages are normal in raft.
-                log::debug!("raft message dropped: {e}");
-            }
+            self.step(message);
         }
         AwayDone {
             taken: self.take_plain_ready(partition),
@@ -159,7 +156,7 @@ impl PartitionCore {
             let records = if must_sync {
                 let hard_state = self.raft.store().hard_state();
                 let marker = installed.as_ref().map(|s| (s.term, s.index));
-                persist_records(tag, marker, &entries, Some(hard_state))
+                persist_records(tag, marker, &entries, hard_state)
             } else {
                 debug_assert!(entries.is_empty(), "entries are always synced");
                 Vec::new()

@@ -131,6 +131,15 @@ impl PartitionCore {
         self.raft.raft.term
     }
 
+    /// Steps a raft message from a peer into this group, at home or on
+    /// the partition's thread (`step_messages`).
+    pub fn step(&mut self, message: raft::eraftpb::Message) {
+        if let Err(e) = self.raft.step(message) {
+            // Stale or misdirected messages are normal in raft.
+            log::debug!("raft message dropped: {e}");
+        }
+    }
+
     /// Proposes `txn`, which touches this partition alone, to its group
     /// (`partition`, for the message should raft refuse: only a server
     /// that does not lead does).

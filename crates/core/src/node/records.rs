@@ -60,24 +60,22 @@ pub fn record_to_hard_state(record: &Record) -> Result<HardState, String> {
     })
 }
 
-/// The WAL records of one batch of `partition`'s group: the marker of a
-/// snapshot installed from the leader (its term and index) first, so that
-/// replay forgets the log it replaced and keeps what follows; then the
-/// entries and the hard state.
+/// The WAL records of one synced batch of `partition`'s group: the marker
+/// of a snapshot installed from the leader (its term and index) first, so
+/// that replay forgets the log it replaced and keeps what follows; then the
+/// entries and the latest hard state (every synced batch carries it).
 pub fn persist_records(
     partition: u32,
     installed: Option<(u64, u64)>,
     entries: &[Entry],
-    hard_state: Option<&HardState>,
+    hard_state: &HardState,
 ) -> Vec<Record> {
     let mut records: Vec<Record> = Vec::with_capacity(entries.len() + 2);
     if let Some((term, index)) = installed {
         records.push(Record::snapshot_installed(partition, term, index));
     }
     records.extend(entries.iter().map(|e| entry_to_record(partition, e)));
-    if let Some(hs) = hard_state {
-        records.push(hard_state_record(partition, hs));
-    }
+    records.push(hard_state_record(partition, hard_state));
     records
 }
 
