@@ -2,8 +2,9 @@
 """Where an owned ensemble's cores go: a 3-member Stoa ensemble of three
 partitions with `partition.owned=yes` under `stoa bench` (6 sessions of 16
 calls in flight over two groups, bursts of 1), and per member the mntr
-counters of cores sent away, recalled, followed and raft messages stepped
-away (docs/partitions.md, "Raft messages follow the core").
+counters of cores sent away, recalled, followed, and raft messages and ticks
+stepped away (docs/partitions.md, "Raft messages follow the core", "Ticks
+follow the core").
 
 usage: owned_ensemble.py [--rounds N] [--read-ratio R] STOA_BIN [STOA_BIN ..]
 
@@ -21,7 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "e2e"))
 
 COUNTERS = ("stoa_cores_sent", "stoa_core_recalls", "stoa_core_recalls_waited",
-            "stoa_core_jobs_followed", "stoa_raft_steps_away", "stoa_wal_batches")
+            "stoa_core_jobs_followed", "stoa_raft_steps_away", "stoa_raft_ticks_away",
+            "stoa_wal_batches")
 CONFIG = {"partitions": 3, "partition.groups": "/app,/billing", "partition.owned": "yes",
           "partition.threads": 1, "io.threads": 1}
 
@@ -68,8 +70,8 @@ def main():
     parser.add_argument("binaries", nargs="+")
     args = parser.parse_args()
     print("| build | round | ops/s | member | cores sent | recalls | sent per recall "
-          "| followed | raft steps away | WAL batches |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+          "| followed | raft steps away | ticks away | WAL batches |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in range(args.rounds):
         for binary in args.binaries:
             ops, rows = round_of(binary, args.read_ratio)
@@ -78,6 +80,7 @@ def main():
                 print(f"| {os.path.basename(binary)} | {r + 1} | {ops} | {role} "
                       f"| {d['stoa_cores_sent']} | {d['stoa_core_recalls']} | {per:.0f} "
                       f"| {d['stoa_core_jobs_followed']} | {d['stoa_raft_steps_away']} "
+                      f"| {d['stoa_raft_ticks_away']} "
                       f"| {d['stoa_wal_batches']} |", flush=True)
 
 

@@ -219,12 +219,15 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
     # An ensemble's leader stepped its followers' responses on the threads
     # of cores away (Engine::step_away); a standalone server hears none.
     steps_away = h.mntr_int(preparer, "stoa_raft_steps_away")
+    # Raft ticks short of a timeout follow a core away too (Engine::tick_groups).
+    ticks_away = h.mntr_int(preparer, "stoa_raft_ticks_away")
+    print(f"owned={owned} shape={shape}: sent {sent}, recalls {recalls}, ticks away {ticks_away}")
     if owned != "no":
         assert sent > 0 and waited <= recalls <= sent, (sent, recalls, waited)
         assert late <= followed, (followed, late)
         assert (steps_away > 0) == (shape == "ensemble"), steps_away
     else:
-        assert (sent, recalls, waited, followed, late, steps_away) == (0, 0, 0, 0, 0, 0)
+        assert (sent, recalls, waited, followed, late, steps_away, ticks_away) == (0,) * 7
     # Every member handled its groups' readies in rounds, more readies
     # than rounds (both groups had readies in some), and lent none
     # without threads (engine/lent_ready.rs).

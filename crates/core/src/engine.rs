@@ -549,6 +549,9 @@ pub struct Engine {
     holds: ownership::LeaderHolds,
     /// Membership, leader knowledge, peer liveness.
     ensemble: ensemble_view::EnsembleView,
+    /// When containers and TTL nodes were last looked for
+    /// (`Engine::check_containers`).
+    last_container_check_ms: i64,
     extensions: extension_host::ExtensionHost,
     /// Sessions that opted into fast reads or watches (`engine/fast_sessions.rs`).
     fast: fast_sessions::FastSessions,
@@ -627,7 +630,8 @@ impl Engine {
             placement_written: false,
             holds: Default::default(),
             gate,
-            ensemble: ensemble_view::EnsembleView::new(membership),
+            ensemble: ensemble_view::EnsembleView::new(membership, config.partitions as usize),
+            last_container_check_ms: now_ms,
             extensions: extension_host::ExtensionHost::new(),
             fast: Default::default(),
             restore: Default::default(),
@@ -669,11 +673,18 @@ impl Engine {
     /// True once this server leads, may prepare writes (it applied an entry
     /// of its own term) and applied every entry of its log: standalone, the
     /// tree is then what clients were acknowledged before the restart.
-    /// Session expiry and container cleanup wait for it too.
+    /// Container cleanup waits for it too. (Checked last, the entries
+    /// applied recall every core away.)
     pub fn caught_up(&self) -> bool {
-        (self.cores.iter()).all(|core| core.applied_index >= core.raft.store().last_index())
-            && self.is_leader()
-            && self.may_prepare()
+        self.leads_its_term()
+            && (self.cores.iter()).all(|core| core.applied_index >= core.raft.store().last_index())
+    }
+
+    /// This server leads and may prepare writes: it applied an entry of its
+    /// own term, so every entry of an earlier term too. Session expiry
+    /// waits for it: what a session did before this term is then known.
+    pub fn leads_its_term(&self) -> bool {
+        self.is_leader() && self.may_prepare()
     }
 
     /// This server leads every partition's group (`leader_id` is this
@@ -852,11 +863,7 @@ impl Engine {
             "the leaving servers are kept exactly while raft's configuration is joint"
         );
         self.leader_loss_tick();
-        for core in &mut self.cores {
-            if core.installing.is_none() {
-                core.raft.tick();
-            }
-        }
+        self.tick_groups();
         self.align_groups();
         if !self.ensemble.farewell.is_empty() {
             // Their last heartbeat went out with the previous output.
@@ -882,7 +889,7 @@ impl Engine {
         // The batch's raft messages for cores away go after them.
         self.cores.send_steps();
         let _ = self.absorb_away();
-        self.end_batches();
+        self.finish_batches();
         self.roll_epoch();
         self.drive_raft();
         // Sessions established while raft ran (createSession applied, an

@@ -157,6 +157,7 @@ pub fn mntr(m: &Monitor) -> String {
             s.core_jobs_followed_late.to_string(),
         ),
         ("stoa_raft_steps_away", s.raft_steps_away.to_string()),
+        ("stoa_raft_ticks_away", s.raft_ticks_away.to_string()),
         (
             "stoa_chain_links_followed",
             s.chain_links_followed.to_string(),

@@ -64,6 +64,9 @@ pub struct Stats {
     /// Of the jobs followed, raft messages stepped on a partition's thread
     /// (`Engine::step_away`).
     pub raft_steps_away: u64,
+    /// Raft ticks stepped on a partition's thread (`Engine::tick_groups`),
+    /// with the messages kept for it.
+    pub raft_ticks_away: u64,
     /// With several partitions: chain links checked as entries applied,
     /// and those that did not match (`engine/chains.rs`).
     pub chain_links_followed: u64,

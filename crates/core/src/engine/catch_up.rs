@@ -102,6 +102,8 @@ impl Engine {
             data.len()
         );
         (core.raft.mut_store()).set_shippable(index, term, data, conf_state);
+        // Counted afresh: ticks are counted only while it keeps one.
+        core.shippable_idle_ticks = 0;
     }
 
     /// Leader, every tick: a snapshot nobody acknowledged in time is
@@ -109,7 +111,9 @@ impl Engine {
     pub(super) fn watch_snapshot_sends(&mut self) {
         // Each group's own leadership: raft keeps a peer waiting on a
         // snapshot while its group is led here, whoever leads the others.
-        for core in &mut self.cores {
+        // A core away with no peer waiting is left there.
+        let waits = |cores: &super::cores::Cores, p| cores.snapshot_waits(p);
+        for core in self.cores.picked_where(waits) {
             if !core.is_leader() {
                 core.snapshot_wait_ticks.clear();
                 continue;
@@ -137,7 +141,9 @@ impl Engine {
     /// waited on one for `SHIPPABLE_IDLE_TICKS_MAX` ticks (at once when
     /// this server no longer leads).
     pub(super) fn release_idle_shippable(&mut self) {
-        for core in &mut self.cores {
+        // A core away keeps none it did not leave with.
+        let keeps = |cores: &super::cores::Cores, p| cores.keeps_shippable(p);
+        for core in self.cores.picked_where(keeps) {
             let leader = core.is_leader();
             if !core.raft.store().has_shippable() {
                 core.shippable_idle_ticks = 0;

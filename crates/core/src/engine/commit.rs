@@ -331,10 +331,10 @@ impl Engine {
     /// nodes, as ordinary replicated transactions.
     pub(super) fn check_containers(&mut self) {
         let interval_ms = self.config.container_check_interval_ms as i64;
-        if !self.caught_up() || self.now_ms - self.cores[0].last_container_check_ms < interval_ms {
+        if self.now_ms - self.last_container_check_ms < interval_ms || !self.caught_up() {
             return;
         }
-        self.cores[0].last_container_check_ms = self.now_ms;
+        self.last_container_check_ms = self.now_ms;
         for partition in 0..self.cores.len() {
             // A group root's link is reaped with its node, by the node's
             // partition (docs/partitions.md, "Routing by placement").

@@ -185,7 +185,7 @@ impl Engine {
     }
 
     pub(super) fn expire_sessions(&mut self) {
-        if !self.caught_up() {
+        if !self.leads_its_term() {
             return;
         }
         let now = self.now_ms;

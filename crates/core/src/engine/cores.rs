@@ -84,6 +84,13 @@ impl AwayDone {
 /// Work for a core, wherever it is.
 type Job = Box<dyn FnOnce(&mut PartitionCore) -> AwayDone + Send>;
 
+/// A raft input kept for a core away, to step on its thread in the order
+/// it came (`Cores::step_later`, `Cores::tick_later`).
+pub(crate) enum KeptInput {
+    Message(Message),
+    Tick,
+}
+
 struct Returned {
     core: Box<PartitionCore>,
     /// Its follow-ups' channel, back with it.
@@ -95,11 +102,12 @@ struct Returned {
 /// What the engine may still read of a core while it is away: its raft
 /// group's term and leader, and the entries it applied, as it left. A job
 /// away proposes, takes readies apart and applies, and steps raft only with
-/// messages that cannot change who leads in which term
-/// (`LeftAs::steps_in_place`), so the group's state does not change there
-/// (checked when the core comes back); what it applied only moves on, and
-/// the engine reads it as it was until the core is back
-/// (`engine/away_apply.rs`).
+/// messages and ticks that cannot change who leads in which term
+/// (`LeftAs::steps_in_place`, `LeftAs::ticks_in_place`), so the group's
+/// state does not change there (checked when the core comes back); what it
+/// applied only moves on, and the engine reads it as it was until the core
+/// is back (`engine/away_apply.rs`). What only the engine's thread changes
+/// (a snapshot installed, built or waited on) it reads here too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct LeftAs {
     term: u64,
@@ -112,6 +120,22 @@ struct LeftAs {
     log_applied: bool,
     transferring: bool,
     joint_config: bool,
+    /// Ticks since raft last heard from its leader (a follower) or last
+    /// checked its quorum (a leader), as it left.
+    election_elapsed: usize,
+    /// The tick at which it would campaign (a follower: its randomized
+    /// timeout) or check its quorum (a leader).
+    election_timeout: usize,
+    /// It waits for a snapshot from the leader to be durable (not ticked
+    /// meanwhile: `PartitionCore::tick`). Only a job away lets it go.
+    installing: bool,
+    /// Leader: peers it sent a snapshot it waits to hear about
+    /// (`Engine::watch_snapshot_sends`). Only the engine's thread adds them.
+    snapshot_waits: bool,
+    /// It keeps a snapshot built for lagging peers
+    /// (`Engine::release_idle_shippable`). Only the engine's thread builds
+    /// or drops one.
+    shippable: bool,
 }
 
 impl LeftAs {
@@ -151,7 +175,22 @@ impl LeftAs {
         }
     }
 
+    /// Whether one more raft tick, after `ticks_before` already sent since
+    /// the core left, leaves the group's state as it is: a leader's tick
+    /// short of its quorum check (it only sends heartbeats), a follower's
+    /// short of its election timeout. Messages stepped away only reset a
+    /// follower's count, so counting from the moment it left is safe.
+    fn ticks_in_place(&self, ticks_before: usize) -> bool {
+        if self.term == 0 || self.installing {
+            return false;
+        }
+        let following = !self.is_leader && self.leader_id != 0;
+        let steady = (self.is_leader && !self.transferring) || following;
+        steady && self.election_elapsed + ticks_before + 1 < self.election_timeout
+    }
+
     fn of(core: &PartitionCore) -> LeftAs {
+        let raft = &core.raft.raft;
         LeftAs {
             term: core.term(),
             leader_id: core.leader_id(),
@@ -161,6 +200,15 @@ impl LeftAs {
             log_applied: core.log_applied(),
             transferring: core.transferring(),
             joint_config: core.in_joint_config(),
+            election_elapsed: raft.election_elapsed,
+            election_timeout: if core.is_leader() {
+                raft.election_timeout()
+            } else {
+                raft.randomized_election_timeout()
+            },
+            installing: core.installing.is_some(),
+            snapshot_waits: !core.snapshot_wait_ticks.is_empty(),
+            shippable: core.raft.store().has_shippable(),
         }
     }
 }
@@ -177,9 +225,12 @@ pub(crate) struct Slot {
     /// Their receiving end, while the core is home (it leaves with the
     /// core).
     follow_rx: RefCell<Option<mpsc::Receiver<Job>>>,
-    /// Raft messages for the core away, to step on its thread as one job
-    /// (`Cores::step_later`); empty while it is home.
-    steps: RefCell<Vec<Message>>,
+    /// Raft messages and ticks for the core away, to step on its thread
+    /// as one job (`Cores::step_later`, `Cores::tick_later`); empty while
+    /// it is home.
+    steps: RefCell<Vec<KeptInput>>,
+    /// Ticks sent after the core since it left.
+    ticks_since_left: usize,
 }
 
 /// How often cores went away and came back, for `mntr`.
@@ -237,6 +288,7 @@ impl Cores {
                     follow_tx,
                     follow_rx: RefCell::new(Some(follow_rx)),
                     steps: RefCell::default(),
+                    ticks_since_left: 0,
                 }
             })
             .collect();
@@ -314,12 +366,30 @@ impl Cores {
 
     /// Keeps `message` for `partition`'s core, which is away (`away_now`)
     /// and may step it there (`steps_away`). The messages kept follow the
-    /// core as one job (`PartitionCore::step_messages`) when the engine
+    /// core as one job (`PartitionCore::step_kept`) when the engine
     /// sends them (`send_steps`) or sends the core anything else; if the
     /// core lands first, they are stepped as it lands, after what was sent.
     pub fn step_later(&mut self, partition: usize, message: Message) {
         debug_assert!(self.steps_away(partition, &message));
-        self.slots[partition].steps.get_mut().push(message);
+        (self.slots[partition].steps.get_mut()).push(KeptInput::Message(message));
+    }
+
+    /// Keeps a raft tick for `partition`'s core, which is away
+    /// (`away_now`) and may tick there (`ticks_away`), as `step_later`
+    /// keeps a message.
+    pub fn tick_later(&mut self, partition: usize) {
+        debug_assert!(self.ticks_away(partition));
+        let slot = &mut self.slots[partition];
+        slot.steps.get_mut().push(KeptInput::Tick);
+        slot.ticks_since_left += 1;
+    }
+
+    /// Whether a raft tick for `partition`, whose core is away, may follow
+    /// it and be stepped on its thread (`LeftAs::ticks_in_place`).
+    pub fn ticks_away(&self, partition: usize) -> bool {
+        debug_assert!(!self.is_home(partition));
+        let slot = &self.slots[partition];
+        slot.left_as.ticks_in_place(slot.ticks_since_left)
     }
 
     /// Sends every core away the messages kept for it (the end of a batch
@@ -335,8 +405,8 @@ impl Cores {
         if slot.steps.get_mut().is_empty() {
             return;
         }
-        let messages = std::mem::take(slot.steps.get_mut());
-        let work = move |core: &mut PartitionCore| core.step_messages(partition, messages);
+        let inputs = std::mem::take(slot.steps.get_mut());
+        let work = move |core: &mut PartitionCore| core.step_kept(partition, inputs);
         let _ = slot.follow_tx.send(Box::new(work));
         self.followed += 1;
     }
@@ -364,6 +434,7 @@ impl Cores {
         let follow_ups = (slot.follow_rx.get_mut().take()).expect("a core home has its follow-ups");
         self.away.set(self.away.get() + 1);
         slot.left_as = LeftAs::of(&core);
+        slot.ticks_since_left = 0;
         let back = slot.back_tx.clone();
         threads.send(
             partition,
@@ -403,7 +474,7 @@ impl Cores {
         }
         let steps = std::mem::take(&mut *slot.steps.borrow_mut());
         if !steps.is_empty() {
-            queue.push_back(core.step_messages(partition, steps));
+            queue.push_back(core.step_kept(partition, steps));
         }
         *slot.follow_rx.borrow_mut() = Some(follow_ups);
         assert!(slot.home.set(core).is_ok(), "a core landed twice");
@@ -534,6 +605,26 @@ impl Cores {
         )
     }
 
+    /// Whether `partition`'s group waits to hear whether peers got the
+    /// snapshots it sent them, away or not.
+    pub fn snapshot_waits(&self, partition: usize) -> bool {
+        self.read(
+            partition,
+            |core| !core.snapshot_wait_ticks.is_empty(),
+            |left| left.snapshot_waits,
+        )
+    }
+
+    /// Whether `partition`'s group keeps a snapshot built for lagging
+    /// peers, away or not.
+    pub fn keeps_shippable(&self, partition: usize) -> bool {
+        self.read(
+            partition,
+            |core| core.raft.store().has_shippable(),
+            |left| left.shippable,
+        )
+    }
+
     /// Whether `partition`'s raft configuration is joint, away or not.
     pub fn joint_config(&self, partition: usize) -> bool {
         self.read(
@@ -602,6 +693,22 @@ impl Cores {
         (self.slots.iter_mut().enumerate())
             .filter(move |&(partition, _)| wanted(partition))
             .map(|(partition, slot)| (partition, slot.core_mut()))
+    }
+
+    /// The cores of the partitions `wanted` picks by what it reads without
+    /// recalling (`term`, `is_leader` and the like), in partition order,
+    /// each recalled first: the others are left where they are.
+    pub fn picked_where(
+        &mut self,
+        wanted: impl Fn(&Cores, usize) -> bool,
+    ) -> impl Iterator<Item = &mut PartitionCore> {
+        let picked: Vec<bool> = (0..self.len()).map(|p| wanted(self, p)).collect();
+        for partition in (0..self.len()).filter(|&p| picked[p]) {
+            let _ = &mut self[partition];
+        }
+        (self.slots.iter_mut().enumerate())
+            .filter(move |&(partition, _)| picked[partition])
+            .map(|(_, slot)| slot.core_mut())
     }
 
     /// The cores that are home, each with its partition: the others are
@@ -788,6 +895,59 @@ mod tests {
         assert!(!handing_over.steps_in_place(&message(MsgAppendResponse, 3, 4)));
     }
 
+    #[test]
+    fn only_ticks_short_of_a_timeout_tick_away() {
+        let follower = LeftAs {
+            term: 4,
+            leader_id: 2,
+            election_elapsed: 3,
+            election_timeout: 13,
+            ..LeftAs::default()
+        };
+        // A follower ticks away until the tick that would campaign: the
+        // tenth from here (elapsed 13) stays home.
+        assert!(follower.ticks_in_place(0));
+        assert!(follower.ticks_in_place(8));
+        assert!(!follower.ticks_in_place(9));
+        // A candidate, a pre-candidate or a server that knows no leader
+        // may campaign at any tick.
+        let candidate = LeftAs {
+            leader_id: 0,
+            ..follower
+        };
+        assert!(!candidate.ticks_in_place(0));
+        // So may a group that never had a term, or one installing a
+        // snapshot (it is not ticked until that is durable).
+        assert!(!LeftAs {
+            term: 0,
+            ..follower
+        }
+        .ticks_in_place(0));
+        let installing = LeftAs {
+            installing: true,
+            ..follower
+        };
+        assert!(!installing.ticks_in_place(0));
+        // A leader ticks away (heartbeats) short of its quorum check.
+        let leader = LeftAs {
+            term: 4,
+            leader_id: 1,
+            is_leader: true,
+            election_elapsed: 0,
+            election_timeout: 10,
+            ..LeftAs::default()
+        };
+        assert!(leader.ticks_in_place(0));
+        assert!(leader.ticks_in_place(8));
+        assert!(!leader.ticks_in_place(9));
+        // While it hands its leadership over, a tick may abandon that.
+        let handing_over = LeftAs {
+            transferring: true,
+            ..leader
+        };
+        assert!(!handing_over.ticks_in_place(0));
+    }
+
     type Held = Arc<Mutex<Vec<VecDeque<Box<dyn FnOnce() + Send>>>>>;
 
     /// Threads that run nothing until the test says so.
@@ -819,7 +979,7 @@ mod tests {
         let recovered = vec![Recovered::empty(), Recovered::empty()];
         let mut engine = Engine::new(config, recovered, 1_700_000_000_000).unwrap();
         // The jobs count on it (`job`).
-        assert_eq!(engine.cores[1].unaligned_ticks, 0);
+        assert_eq!(engine.cores[1].shippable_idle_ticks, 0);
         let held: Held = Arc::new(Mutex::new(vec![VecDeque::new(), VecDeque::new()]));
         engine.cores.own(Box::new(HeldThreads(held.clone())));
         (engine, held)
@@ -829,8 +989,11 @@ mod tests {
     /// after every job sent before it to the same core.
     fn job(number: u64) -> impl FnOnce(&mut super::PartitionCore) -> AwayDone + Send {
         move |core| {
-            assert_eq!(core.unaligned_ticks, number as u32, "jobs out of order");
-            core.unaligned_ticks += 1;
+            assert_eq!(
+                core.shippable_idle_ticks, number as u32,
+                "jobs out of order"
+            );
+            core.shippable_idle_ticks += 1;
             AwayDone {
                 partition: 1,
                 errors: number,
@@ -864,7 +1027,7 @@ mod tests {
             (1, 2, 0)
         );
         assert_eq!((counts.recalled, counts.waited), (0, 0));
-        assert_eq!(engine.cores[1].unaligned_ticks, 3);
+        assert_eq!(engine.cores[1].shippable_idle_ticks, 3);
     }
 
     #[test]
@@ -878,13 +1041,13 @@ mod tests {
         engine.cores.follow(1, job(2));
         assert_eq!(absorbed(&mut engine), vec![0, 1, 2]);
         assert_eq!(engine.cores.counts().followed_late, 2);
-        assert_eq!(engine.cores[1].unaligned_ticks, 3);
+        assert_eq!(engine.cores[1].shippable_idle_ticks, 3);
         // The same, found by a recall: the core is as every job left it
         // before the engine touches it.
         engine.cores.send_away(1, job(3));
         run_held(&held, 1);
         engine.cores.follow(1, job(4));
-        assert_eq!(engine.cores[1].unaligned_ticks, 5);
+        assert_eq!(engine.cores[1].shippable_idle_ticks, 5);
         assert_eq!(absorbed(&mut engine), vec![3, 4]);
         let counts = engine.cores.counts();
         assert_eq!((counts.recalled, counts.waited), (1, 0));
@@ -899,7 +1062,7 @@ mod tests {
         assert_eq!(engine.cores.counts().followed, 0);
         assert_eq!(absorbed(&mut engine), vec![0]);
         // A recall waits for the job held on the thread.
-        assert_eq!(engine.cores[1].unaligned_ticks, 2);
+        assert_eq!(engine.cores[1].shippable_idle_ticks, 2);
         assert_eq!(absorbed(&mut engine), vec![1]);
         let counts = engine.cores.counts();
         assert_eq!((counts.sent, counts.recalled, counts.waited), (2, 1, 1));

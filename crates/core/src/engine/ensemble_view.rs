@@ -34,6 +34,9 @@ pub(crate) struct EnsembleView {
     pub known_leader: u64,
     /// Each group's raft term when that leader was known.
     pub known_leader_terms: Vec<u64>,
+    /// Each group's ticks during which this server led group 0 but not it
+    /// (`Engine::align_groups`).
+    pub unaligned_ticks: Vec<u32>,
     /// Follower: the leader's connection closed and it has been silent
     /// since (`engine::leader_loss`).
     pub leader_loss: Option<super::leader_loss::LeaderLoss>,
@@ -43,7 +46,7 @@ pub(crate) struct EnsembleView {
 }
 
 impl EnsembleView {
-    pub fn new(membership: Membership) -> Self {
+    pub fn new(membership: Membership, groups: usize) -> Self {
         EnsembleView {
             membership,
             membership_pending: None,
@@ -53,6 +56,7 @@ impl EnsembleView {
             peer_heard_ms: HashMap::new(),
             known_leader: 0,
             known_leader_terms: Vec::new(),
+            unaligned_ticks: vec![0; groups],
             leader_loss: None,
             foreign_partition_seen: false,
         }

@@ -172,35 +172,60 @@ impl Engine {
         }
     }
 
+    /// Every tick: each group's raft clock. A core away ticks on its thread
+    /// when the tick cannot change who leads (`Cores::ticks_away`), as the
+    /// steady traffic of a term does (`step_away`): kept with its messages,
+    /// in order, and stepped with them as one job. Otherwise the core is
+    /// recalled and ticked here.
+    pub(super) fn tick_groups(&mut self) {
+        for partition in 0..self.cores.len() {
+            if !self.cores.is_home(partition) {
+                if self.cores.away_now(partition) && self.cores.ticks_away(partition) {
+                    self.stats.raft_ticks_away += 1;
+                    self.cores.tick_later(partition);
+                    continue;
+                }
+                // Back just now (or recalled next): what it did was before this.
+                let _ = self.absorb_away();
+            }
+            self.cores[partition].tick();
+        }
+    }
+
     /// Every tick: brings every group under group 0's leader (see above).
+    /// The steady case (every group led here, or none led here while group
+    /// 0 is not) reads the groups as their cores left and recalls none.
     pub(super) fn align_groups(&mut self) {
         let me = self.config.server_id;
-        let anchor = self.cores[0].leader_id();
-        let leads_anchor = self.cores[0].is_leader();
-        for (partition, core) in self.cores.iter_mut().enumerate().skip(1) {
+        let anchor = self.cores.leader_id(0);
+        let leads_anchor = self.cores.is_leader(0);
+        for partition in 1..self.cores.len() {
+            let leads = self.cores.is_leader(partition);
+            if (leads && (anchor == 0 || anchor == me)) || (!leads && !leads_anchor) {
+                self.ensemble.unaligned_ticks[partition] = 0;
+                continue;
+            }
+            let core = &mut self.cores[partition];
             if core.installing.is_some() {
                 continue;
             }
+            let unaligned = &mut self.ensemble.unaligned_ticks[partition];
             if core.is_leader() {
-                core.unaligned_ticks = 0;
-                if anchor != 0 && anchor != me && core.raft.raft.lead_transferee != Some(anchor) {
+                *unaligned = 0;
+                if core.raft.raft.lead_transferee != Some(anchor) {
                     log::info!("handing partition {partition}'s group over to leader {anchor}");
                     core.raft.transfer_leader(anchor);
                 }
                 continue;
             }
-            if !leads_anchor {
-                core.unaligned_ticks = 0;
-                continue;
-            }
-            core.unaligned_ticks += 1;
+            *unaligned += 1;
             let log = &core.raft.raft.raft_log;
             // raft-rs campaigns only with its whole log durable.
             if log.persisted != log.last_index() {
                 continue;
             }
-            if core.unaligned_ticks >= FORCE_CAMPAIGN_TICKS {
-                core.unaligned_ticks = 0;
+            if *unaligned >= FORCE_CAMPAIGN_TICKS {
+                *unaligned = 0;
                 log::info!(
                     "campaigning for partition {partition}'s group (led by {}) past its leases, \
                      to lead it with partition 0's",

@@ -63,7 +63,7 @@ impl Engine {
         let Some(loss) = self.ensemble.leader_loss.as_mut() else {
             return;
         };
-        if self.cores[0].raft.raft.leader_id != loss.leader || is_leader {
+        if self.cores.leader_id(0) != loss.leader || is_leader {
             // Someone else leads now (or nobody, and raft campaigns itself).
             self.ensemble.leader_loss = None;
             return;

@@ -131,16 +131,14 @@ impl Engine {
         self.prep_batch.open
     }
 
-    /// Serves the turn's batched reads and prepares its batched writes.
+    /// At the end of a turn, or before an input that is not one of its
+    /// requests: serves the batched reads, and sends each partition's share
+    /// of the batched writes away to be prepared on its own thread if it
+    /// has one (`engine/cores.rs`), else prepares them. Away, the shares
+    /// still go first: whatever reaches for a core next waits for its share
+    /// (a recall) or follows it (a job, a raft message or tick stepped
+    /// there).
     pub(super) fn finish_batches(&mut self) {
-        self.serve_read_batch();
-        self.prepare_batch();
-    }
-
-    /// At the end of a turn: serves the batched reads, and sends each
-    /// partition's share of the batched writes away to be prepared on its
-    /// own thread if it has one (`engine/cores.rs`), else prepares them.
-    pub(super) fn end_batches(&mut self) {
         self.serve_read_batch();
         if self.cores.owned() {
             self.send_batch_away();

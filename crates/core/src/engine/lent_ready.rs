@@ -26,7 +26,7 @@ use raft::eraftpb::{Message, MessageType};
 use raft::Ready;
 
 use super::commit::{repair_batched_append, split_append};
-use super::cores::AwayDone;
+use super::cores::{AwayDone, KeptInput};
 use super::lent_apply::run_jobs;
 use super::partition_core::PartitionCore;
 use super::{Engine, InstalledSnapshot, PersistJob, RAFT_MAX_MSG_BYTES};
@@ -67,13 +67,16 @@ impl PartitionCore {
         Some(self.take_ready(partition as u32, ready, None))
     }
 
-    /// Steps `messages` (raft messages for this core, away: they cannot
-    /// change who leads, `Cores::steps_away`) and takes the ready that
-    /// follows, once for them all, as the engine's thread does for a batch
-    /// of peer messages.
-    pub(super) fn step_messages(&mut self, partition: usize, messages: Vec<Message>) -> AwayDone {
-        for message in messages {
-            self.step(message);
+    /// Steps `inputs` (raft messages and ticks for this core, away: they
+    /// cannot change who leads, `Cores::steps_away`, `Cores::ticks_away`)
+    /// and takes the ready that follows, once for them all, as the engine's
+    /// thread does for a batch of peer messages.
+    pub(super) fn step_kept(&mut self, partition: usize, inputs: Vec<KeptInput>) -> AwayDone {
+        for input in inputs {
+            match input {
+                KeptInput::Message(message) => self.step(message),
+                KeptInput::Tick => self.tick(),
+            }
         }
         AwayDone {
             taken: self.take_plain_ready(partition),

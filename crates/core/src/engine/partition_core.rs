@@ -56,10 +56,6 @@ pub(crate) struct PartitionCore {
     pub snapshot_wait_ticks: HashMap<u64, u32>,
     /// Ticks the snapshot for lagging peers has gone unused.
     pub shippable_idle_ticks: u32,
-    pub last_container_check_ms: i64,
-    /// Ticks this server has led partition 0's group but not this one
-    /// (`Engine::align_groups`).
-    pub unaligned_ticks: u32,
     /// The zxid and time (ms) of the newest snapshot taken, or the one
     /// recovered from (`last_snapshot` of the AdminServer).
     pub last_snapshot: Option<(i64, i64)>,
@@ -93,8 +89,6 @@ impl PartitionCore {
             installing: None,
             snapshot_wait_ticks: HashMap::new(),
             shippable_idle_ticks: 0,
-            last_container_check_ms: now_ms,
-            unaligned_ticks: 0,
             last_snapshot,
             chained: false,
             chain_proposed: None,
@@ -132,11 +126,20 @@ impl PartitionCore {
     }
 
     /// Steps a raft message from a peer into this group, at home or on
-    /// the partition's thread (`step_messages`).
+    /// the partition's thread (`step_kept`).
     pub fn step(&mut self, message: raft::eraftpb::Message) {
         if let Err(e) = self.raft.step(message) {
             // Stale or misdirected messages are normal in raft.
             log::debug!("raft message dropped: {e}");
+        }
+    }
+
+    /// Advances this group's raft clock by a tick, at home or on the
+    /// partition's thread (`step_kept`), unless it waits for a snapshot
+    /// from the leader to be durable (`installing`).
+    pub fn tick(&mut self) {
+        if self.installing.is_none() {
+            self.raft.tick();
         }
     }
 

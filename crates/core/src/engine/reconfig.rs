@@ -501,10 +501,10 @@ impl Engine {
     pub(super) fn hand_over_if_not_participant(&mut self) {
         if self.is_leader()
             && !self.standalone()
-            && self.cores[0].raft.raft.lead_transferee.is_none()
+            && self.ensemble.membership.role_of(self.config.server_id) != Some(Role::Participant)
             // It leads on until the joint configuration is left.
             && !self.in_joint_config()
-            && self.ensemble.membership.role_of(self.config.server_id) != Some(Role::Participant)
+            && !self.cores.transferring(0)
         {
             self.transfer_leadership();
         }
