@@ -673,16 +673,16 @@ impl Engine {
     /// True once this server leads, may prepare writes (it applied an entry
     /// of its own term) and applied every entry of its log: standalone, the
     /// tree is then what clients were acknowledged before the restart.
-    /// Container cleanup waits for it too. (Checked last, the entries
-    /// applied recall every core away.)
+    /// (Checked last, the entries applied recall every core away.)
     pub fn caught_up(&self) -> bool {
         self.leads_its_term()
             && (self.cores.iter()).all(|core| core.applied_index >= core.raft.store().last_index())
     }
 
     /// This server leads and may prepare writes: it applied an entry of its
-    /// own term, so every entry of an earlier term too. Session expiry
-    /// waits for it: what a session did before this term is then known.
+    /// own term, so every entry of an earlier term too. Session expiry and
+    /// container cleanup wait for it: what a session did before this term,
+    /// and the tree it left, are then known.
     pub fn leads_its_term(&self) -> bool {
         self.is_leader() && self.may_prepare()
     }

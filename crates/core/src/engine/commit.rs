@@ -331,7 +331,10 @@ impl Engine {
     /// nodes, as ordinary replicated transactions.
     pub(super) fn check_containers(&mut self) {
         let interval_ms = self.config.container_check_interval_ms as i64;
-        if self.now_ms - self.last_container_check_ms < interval_ms || !self.caught_up() {
+        // Once every entry of an earlier term applied (what is in flight is
+        // this leader's, and the preparer checks against it), as
+        // ZooKeeper's container manager runs beside outstanding requests.
+        if self.now_ms - self.last_container_check_ms < interval_ms || !self.leads_its_term() {
             return;
         }
         self.last_container_check_ms = self.now_ms;
