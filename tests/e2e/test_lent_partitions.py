@@ -226,6 +226,8 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         assert sent > 0 and waited <= recalls <= sent, (sent, recalls, waited)
         assert late <= followed, (followed, late)
         assert (steps_away > 0) == (shape == "ensemble"), steps_away
+        # The load lasts dozens of ticks, most finding some core away.
+        assert ticks_away > 0, ticks_away
     else:
         assert (sent, recalls, waited, followed, late, steps_away, ticks_away) == (0,) * 7
     # Every member handled its groups' readies in rounds, more readies
