@@ -21,9 +21,12 @@ srvr() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && 
 field() { grep -o "\"$1\": *[0-9.]*" "$2" 2>/dev/null | head -1 | grep -o '[0-9.]*$' || echo 0; }
 # cpu_ticks PID: the process's user and system time, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# engine_ticks PID: user + system ticks of the process's main thread, the
+# engine's (named as the binary, whatever the binary is called).
+engine_ticks() { awk '{print $14 + $15}' "/proc/$1/task/$1/stat" 2>/dev/null || echo 0; }
 # pid pattern -> user + system ticks of the process's threads whose name
-# matches the glob (the engine's thread is named as the binary, `stoa`;
-# the WAL writer `stoa-wal`; the partition workers `stoa-part-<k>`).
+# matches the glob (the WAL writer `stoa-wal`; the partition workers
+# `stoa-part-<k>`, owned partitions' threads `stoa-own-<k>`).
 thread_ticks() {
   local t total=0
   for t in /proc/"$1"/task/*; do

@@ -55,7 +55,7 @@ start() { # partitions -> PORT, SERVER_PID
 # partition workers' (which thread bounds the run: one near 1.00 core).
 drive() {
   local gens=$1 mix=$2 k pid before after t0 t1 total=0 gen_pids=() eng0 wal0 wrk0
-  eng0=$(thread_ticks "$SERVER_PID" stoa); wal0=$(thread_ticks "$SERVER_PID" stoa-wal)
+  eng0=$(engine_ticks "$SERVER_PID"); wal0=$(thread_ticks "$SERVER_PID" stoa-wal)
   wrk0=$(($(thread_ticks "$SERVER_PID" 'stoa-part-*') + $(thread_ticks "$SERVER_PID" 'stoa-own-*')))
   before=$(cpu_ticks "$SERVER_PID"); t0=$(date +%s%N)
   for ((k = 0; k < gens; k++)); do
@@ -67,7 +67,7 @@ drive() {
   for pid in "${gen_pids[@]}"; do wait "$pid"; done
   after=$(cpu_ticks "$SERVER_PID"); t1=$(date +%s%N)
   local eng wal wrk
-  eng=$(($(thread_ticks "$SERVER_PID" stoa) - eng0)); wal=$(($(thread_ticks "$SERVER_PID" stoa-wal) - wal0))
+  eng=$(($(engine_ticks "$SERVER_PID") - eng0)); wal=$(($(thread_ticks "$SERVER_PID" stoa-wal) - wal0))
   wrk=$(($(thread_ticks "$SERVER_PID" 'stoa-part-*') + $(thread_ticks "$SERVER_PID" 'stoa-own-*') - wrk0))
   for ((k = 0; k < gens; k++)); do
     total=$(awk -v a="$total" -v b="$(field throughput_ops_s "$WORK/g$k.json")" 'BEGIN {print a + b}')
