@@ -313,6 +313,14 @@ impl Engine {
         false
     }
 
+    /// Whether a fence's replies before it have gone out since the fences
+    /// were last looked at (`lift_fences`): what waited behind it may apply.
+    pub(super) fn fence_liftable(&self) -> bool {
+        (self.by_partition.as_ref()).is_some_and(|by| {
+            (by.fences.iter()).any(|(&zxid, &(s, cxid))| !self.replies_before(s, zxid, cxid))
+        })
+    }
+
     /// Drops the fences whose replies before them have gone out.
     fn lift_fences(&mut self) {
         let Some(by) = self.by_partition.as_ref() else {
