@@ -112,8 +112,10 @@ impl Engine {
         // Each group's own leadership: raft keeps a peer waiting on a
         // snapshot while its group is led here, whoever leads the others.
         // A core away with no peer waiting is left there.
-        let waits = |cores: &super::cores::Cores, p| cores.snapshot_waits(p);
-        for core in self.cores.picked_where(waits) {
+        let waits: Vec<bool> = (0..self.cores.len())
+            .map(|p| self.cores.snapshot_waits(p))
+            .collect();
+        for (_, core) in self.cores.picked_mut(|p| waits[p]) {
             if !core.is_leader() {
                 core.snapshot_wait_ticks.clear();
                 continue;
@@ -142,8 +144,10 @@ impl Engine {
     /// this server no longer leads).
     pub(super) fn release_idle_shippable(&mut self) {
         // A core away keeps none it did not leave with.
-        let keeps = |cores: &super::cores::Cores, p| cores.keeps_shippable(p);
-        for core in self.cores.picked_where(keeps) {
+        let keeps: Vec<bool> = (0..self.cores.len())
+            .map(|p| self.cores.keeps_shippable(p))
+            .collect();
+        for (_, core) in self.cores.picked_mut(|p| keeps[p]) {
             let leader = core.is_leader();
             if !core.raft.store().has_shippable() {
                 core.shippable_idle_ticks = 0;

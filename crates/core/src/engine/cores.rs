@@ -695,22 +695,6 @@ impl Cores {
             .map(|(partition, slot)| (partition, slot.core_mut()))
     }
 
-    /// The cores of the partitions `wanted` picks by what it reads without
-    /// recalling (`term`, `is_leader` and the like), in partition order,
-    /// each recalled first: the others are left where they are.
-    pub fn picked_where(
-        &mut self,
-        wanted: impl Fn(&Cores, usize) -> bool,
-    ) -> impl Iterator<Item = &mut PartitionCore> {
-        let picked: Vec<bool> = (0..self.len()).map(|p| wanted(self, p)).collect();
-        for partition in (0..self.len()).filter(|&p| picked[p]) {
-            let _ = &mut self[partition];
-        }
-        (self.slots.iter_mut().enumerate())
-            .filter(move |&(partition, _)| picked[partition])
-            .map(|(_, slot)| slot.core_mut())
-    }
-
     /// The cores that are home, each with its partition: the others are
     /// left where they are.
     pub fn home_iter(&self) -> impl Iterator<Item = (usize, &PartitionCore)> {
