@@ -11,9 +11,11 @@
 # partitions return; OWNED=yes sets partition.owned=yes (each core on a
 # thread of its own between turns), and POLL=N with it partition.pollMicros=N
 # (each such thread looks for its next job N µs before it parks, so the
-# engine's sends wake nobody). Each run's line splits the server's CPU
-# by thread (the engine's, the WAL writer's, the partition workers' and
-# owned threads' together): a thread near
+# engine's sends wake nobody). IO=N sets io.threads=N (unset: the
+# default, 0: every client socket on the engine's thread). Each run's line
+# splits the server's CPU by thread (the engine's, the WAL writer's, the
+# I/O threads' together, the partition workers' and owned threads'
+# together): a thread near
 # 1.00 core is what bounds that run (docs/partitions.md expects the
 # engine's, not the WAL's).
 set -u
@@ -44,18 +46,20 @@ start() { # partitions -> PORT, SERVER_PID
     [ -n "${THREADS:-}" ] && echo "partition.threads=$THREADS"
     [ -n "${OWNED:-}" ] && echo "partition.owned=$OWNED"
     [ -n "${POLL:-}" ] && echo "partition.pollMicros=$POLL"
+    [ -n "${IO:-}" ] && echo "io.threads=$IO"
   } >>"$d/zoo.cfg"
   start_server "$d" "server of $parts partitions"
 }
 
 
-# generators mix -> "ops/s server-cores engine-cores wal-cores workers-cores":
+# generators mix -> "ops/s server-cores engine-cores wal-cores workers-cores io-cores":
 # `generators` load generators at once, generator k on /g<k>; the server's
 # CPU over the whole window, and its engine thread's, WAL thread's and
 # partition workers' (which thread bounds the run: one near 1.00 core).
 drive() {
-  local gens=$1 mix=$2 k pid before after t0 t1 total=0 gen_pids=() eng0 wal0 wrk0
+  local gens=$1 mix=$2 k pid before after t0 t1 total=0 gen_pids=() eng0 wal0 wrk0 io0
   eng0=$(engine_ticks "$SERVER_PID"); wal0=$(thread_ticks "$SERVER_PID" stoa-wal)
+  io0=$(thread_ticks "$SERVER_PID" stoa-io)
   wrk0=$(($(thread_ticks "$SERVER_PID" 'stoa-part-*') + $(thread_ticks "$SERVER_PID" 'stoa-own-*')))
   before=$(cpu_ticks "$SERVER_PID"); t0=$(date +%s%N)
   for ((k = 0; k < gens; k++)); do
@@ -66,8 +70,9 @@ drive() {
   done
   for pid in "${gen_pids[@]}"; do wait "$pid"; done
   after=$(cpu_ticks "$SERVER_PID"); t1=$(date +%s%N)
-  local eng wal wrk
+  local eng wal wrk io
   eng=$(($(engine_ticks "$SERVER_PID") - eng0)); wal=$(($(thread_ticks "$SERVER_PID" stoa-wal) - wal0))
+  io=$(($(thread_ticks "$SERVER_PID" stoa-io) - io0))
   wrk=$(($(thread_ticks "$SERVER_PID" 'stoa-part-*') + $(thread_ticks "$SERVER_PID" 'stoa-own-*') - wrk0))
   for ((k = 0; k < gens; k++)); do
     total=$(awk -v a="$total" -v b="$(field throughput_ops_s "$WORK/g$k.json")" 'BEGIN {print a + b}')
@@ -75,8 +80,8 @@ drive() {
   done
   local ticks_per_s; ticks_per_s=$(getconf CLK_TCK)
   echo "$total $(awk -v c=$((after - before)) -v e="$eng" -v w="$wal" -v k="$wrk" \
-    -v hz="$ticks_per_s" -v ns=$((t1 - t0)) \
-    'BEGIN {s = hz * ns / 1e9; printf "%.2f %.2f %.2f %.2f", c / s, e / s, w / s, k / s}')"
+    -v i="$io" -v hz="$ticks_per_s" -v ns=$((t1 - t0)) \
+    'BEGIN {s = hz * ns / 1e9; printf "%.2f %.2f %.2f %.2f %.2f", c / s, e / s, w / s, k / s, i / s}')"
 }
 
 
@@ -94,7 +99,7 @@ for ((round = 0; round < ROUNDS; round++)); do
       for mix in $MIXES; do
         r=$(drive "$p" "$mix"); set -- $r
         echo "$1" >>"$OUT/$layout.$p.$mix.ops"; echo "$2" >>"$OUT/$layout.$p.$mix.cores"
-        line+=" $mix $1 ops/s ($2 cores: engine thread $3, WAL $4, workers $5)"
+        line+=" $mix $1 ops/s ($2 cores: engine thread $3, WAL $4, workers $5, I/O $6)"
       done
       cleanup
       echo "$line"
