@@ -1136,7 +1136,7 @@ impl Engine {
         // Nothing applies while the queue drains.
         let applied_zxid = self.applied_zxid();
         let by_partition = self.applies_by_partition();
-        let batching = self.batches_reads() && !by_partition;
+        let batching = self.batches_reads();
         loop {
             // Applying by partition, a plain read goes by its partition's
             // closed zxid, anything else waits for a cut at or past what
@@ -1162,6 +1162,16 @@ impl Engine {
             };
             match s.queue.front() {
                 None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
+                // By closed watermark: it joins the batch, or is answered
+                // now if the session's batched reads are none.
+                Some(Pending::Read { .. })
+                    if read_at.is_some()
+                        && self.read_batch.holds(sid)
+                        && !(batching && self.read_batch.joins(sid, turn.partition)) =>
+                {
+                    self.read_batch.stop(sid);
+                    return;
+                }
                 Some(Pending::Read { .. }) if read_at.is_some() => {}
                 Some(_) if wait => return self.wait_for_turn(sid),
                 Some(Pending::Decided { after_zxid, .. }) if *after_zxid > applied_zxid => {
@@ -1172,7 +1182,7 @@ impl Engine {
                     return;
                 }
                 Some(Pending::Read { request, .. })
-                    if batching && lent_reads::is_plain_read(request) => {}
+                    if batching && !by_partition && lent_reads::is_plain_read(request) => {}
                 // What is answered now must not overtake the session's
                 // batched reads: the queue goes on once they are served.
                 Some(_) if self.read_batch.holds(sid) => {
@@ -1190,14 +1200,6 @@ impl Engine {
                     request,
                     received_ms,
                 } => {
-                    let request = if batching {
-                        match self.batch_read(conn, sid, xid, request, received_ms) {
-                            None => continue,
-                            Some(request) => request,
-                        }
-                    } else {
-                        request
-                    };
                     if let Some(zxid) = read_at {
                         self.note_zxid_seen(conn, zxid);
                         if !self.at_cut() {
@@ -1205,6 +1207,17 @@ impl Engine {
                         }
                         self.stats.reads_fast += turn.fast as u64;
                     }
+                    // Applying by partition, only a read by closed
+                    // watermark waits in the batch.
+                    let request = if batching && (!by_partition || read_at.is_some()) {
+                        let at = read_at.map(|zxid| (zxid, turn.partition));
+                        match self.batch_read(conn, sid, xid, request, received_ms, at) {
+                            None => continue,
+                            Some(request) => request,
+                        }
+                    } else {
+                        request
+                    };
                     self.execute_read(conn, sid, xid, request, read_at);
                     self.stats
                         .record_latency((self.now_ms - received_ms).max(0) as u64);

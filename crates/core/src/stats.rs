@@ -42,8 +42,8 @@ pub struct Stats {
     pub prep_batch_writes: u64,
     pub prep_batches_lent: u64,
     /// Batches of plain reads served with several partitions, the reads
-    /// in them, and the batches lent to worker threads
-    /// (`engine/lent_reads.rs`).
+    /// in them, and the batches lent to worker threads or served on the
+    /// partitions' own threads (`engine/lent_reads.rs`).
     pub read_batches: u64,
     pub read_batch_reads: u64,
     pub read_batches_lent: u64,

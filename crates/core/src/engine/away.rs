@@ -32,6 +32,12 @@ impl Engine {
         let mut any = false;
         while let Some(done) = self.cores.next_done() {
             any = true;
+            debug_assert!(done.reads.is_empty(), "served reads absorbed unanswered");
+            if done.taken.is_some() || done.applied.is_some() {
+                // What it brings may apply: the reads batched meanwhile
+                // were taken against the trees as they are now.
+                self.serve_read_batch();
+            }
             self.stats.request_errors += done.errors;
             self.absorb_heard(done.heard);
             if let Some(taken) = done.taken {

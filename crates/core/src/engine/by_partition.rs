@@ -88,6 +88,8 @@ pub(super) struct Turn {
     /// The read is answered now where its session's opt-in skipped a wait
     /// (`stoa_tree::FAST`).
     pub fast: bool,
+    /// The partition that answers the read at `read_at`.
+    pub partition: usize,
 }
 
 /// How fast each partition applies, turn by turn, as threads on a loaded
@@ -499,7 +501,7 @@ impl Engine {
         let seen = by.seen.get(&conn).copied().unwrap_or(0);
         if let Pending::Read { request, .. } = head {
             let fast = self.fast_flags_of(conn);
-            if let Some(zxid) = self.watermark_read_zxid(conn, seen, request, fast) {
+            if let Some((zxid, partition)) = self.watermark_read_zxid(conn, seen, request, fast) {
                 // Counted where the rule for every session would have waited.
                 let skipped = fast.any()
                     && (self.watermark_read_zxid(conn, seen, request, FastFlags::default()))
@@ -508,6 +510,7 @@ impl Engine {
                     read_at: Some(zxid),
                     wait: false,
                     fast: skipped,
+                    partition,
                 };
             }
         }
@@ -555,13 +558,15 @@ impl Engine {
     /// read's zxid come first, so a read that sees a change still comes
     /// after that change's event. Fast watches skip the second alone: the
     /// connection's events are not ordered across partitions anyway.
+    ///
+    /// Gives the zxid with the partition that answers.
     fn watermark_read_zxid(
         &self,
         conn: ConnId,
         seen: i64,
         request: &Request,
         fast: FastFlags,
-    ) -> Option<i64> {
+    ) -> Option<(i64, usize)> {
         if !super::lent_reads::is_plain_read(request) {
             return None;
         }
@@ -584,7 +589,7 @@ impl Engine {
                     && (order.away_on(p) || self.cores[p].watches.of_conn(conn).next().is_some())
             });
         let held_on = fast.reads.then_some(partition);
-        (!watched_behind && !self.event_held(conn, zxid, held_on)).then_some(zxid)
+        (!watched_behind && !self.event_held(conn, zxid, held_on)).then_some((zxid, partition))
     }
 
     /// `sid`'s next reply waits: it is pumped again after the next turn.

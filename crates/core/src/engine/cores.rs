@@ -36,6 +36,7 @@ use raft::eraftpb::{Message, MessageType};
 
 use super::away_apply::AppliedAway;
 use super::groups::Heard;
+use super::handoff::ReadOutcome;
 use super::lent_ready::TakenReady;
 use super::partition_core::PartitionCore;
 
@@ -66,6 +67,9 @@ pub(crate) struct AwayDone {
     pub heard: Heard,
     /// Committed entries it applied there (`engine/away_apply.rs`).
     pub applied: Option<AppliedAway>,
+    /// The outcomes of a share of batched reads it served there, in order
+    /// (`engine/lent_reads.rs`); taken before the rest is absorbed.
+    pub reads: Vec<ReadOutcome>,
 }
 
 impl AwayDone {
@@ -77,6 +81,7 @@ impl AwayDone {
             taken: None,
             heard: Heard::default(),
             applied: None,
+            reads: Vec::new(),
         }
     }
 }
@@ -494,6 +499,19 @@ impl Cores {
             }
         }
         away
+    }
+
+    /// The outcomes of the share of batched reads last sent to
+    /// `partition`'s core, once it has served them: the core is recalled
+    /// (waited for) if it is away. What else its jobs did stays queued for
+    /// the engine to absorb.
+    pub fn take_reads(&mut self, partition: usize) -> Vec<ReadOutcome> {
+        let _ = &self[partition];
+        let done = self.done.get_mut();
+        let served = (done.iter_mut().rev())
+            .find(|d| d.partition == partition && !d.reads.is_empty())
+            .expect("a share of reads sent comes back served");
+        std::mem::take(&mut served.reads)
     }
 
     /// `index`'s slow path: the core is away.
@@ -979,11 +997,8 @@ mod tests {
             );
             core.shippable_idle_ticks += 1;
             AwayDone {
-                partition: 1,
                 errors: number,
-                taken: None,
-                heard: Default::default(),
-                applied: None,
+                ..AwayDone::nothing(1)
             }
         }
     }

@@ -17,12 +17,23 @@
 //!
 //! Serving a batch: each partition runs its share on its tree and watch
 //! table (a read's watch is set there), on a worker when the batch is long
-//! enough; the replies then go to the gate in the batch's order, on the
-//! engine's thread.
+//! enough, or on the partition's own thread where partitions own threads
+//! (`partition.owned`); the replies then go to the gate in the batch's
+//! order, on the engine's thread.
+//!
+//! Applying by partition (owned partitions), a read is batched only where
+//! the closed-watermark rule answers it at once, with the zxid that rule
+//! gave it, and a session's batched reads are of one partition: a watch
+//! one of them sets is in no table until the batch is served, and the
+//! rule for a read of another partition must see the session's watches.
+//! Nothing a core brings back from its thread is absorbed while reads are
+//! batched (`Engine::absorb_away` serves them first): until then each
+//! tree is the one the reads were taken against.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 use stoa_proto::request::Request;
 
+use super::cores::AwayDone;
 use super::handoff::{ReadCall, ReadOutcome};
 use super::lent_apply::run_jobs;
 use super::Engine;
@@ -30,8 +41,13 @@ use crate::session::SessionId;
 use crate::watch::ConnId;
 
 /// Reads below which a batch is served on the engine's thread even with
-/// workers: a read costs about a microsecond, a wake-up several.
-const LEND_MIN_READS: usize = 64;
+/// workers: a read costs about a microsecond, a wake-up several; and the
+/// partitions it must span (one busy partition gains nothing from a
+/// thread while the engine's waits). The simulators' batches are short
+/// (requests come one at a time): they lend any, so that serving on the
+/// partitions' threads runs under their faults.
+const LEND_MIN_READS: usize = if cfg!(test) { 1 } else { 64 };
+const LEND_MIN_PARTITIONS: usize = if cfg!(test) { 1 } else { 2 };
 
 /// A read taken into the batch, in the order taken.
 struct BatchedRead {
@@ -39,6 +55,9 @@ struct BatchedRead {
     xid: i32,
     partition: usize,
     received_ms: i64,
+    /// The zxid its reply carries, where the closed-watermark rule gave
+    /// one; else the server's prefix when served.
+    zxid: Option<i64>,
 }
 
 /// The plain reads of the turn under way. Its vectors are kept from batch
@@ -50,8 +69,9 @@ pub(super) struct ReadBatch {
     shares: Vec<Vec<ReadCall>>,
     /// Per partition, its share's outcomes in order.
     outcomes: Vec<Vec<ReadOutcome>>,
-    /// Sessions with reads in the batch.
-    sessions: FxHashSet<SessionId>,
+    /// Sessions with reads in the batch, each with the partition of its
+    /// first.
+    sessions: FxHashMap<SessionId, usize>,
     /// Sessions whose queue stopped behind their batched reads.
     stopped: Vec<SessionId>,
 }
@@ -64,7 +84,14 @@ impl ReadBatch {
     /// Whether `sid` has reads in the batch: nothing else of its queue may
     /// be answered before them.
     pub(super) fn holds(&self, sid: SessionId) -> bool {
-        !self.sessions.is_empty() && self.sessions.contains(&sid)
+        !self.sessions.is_empty() && self.sessions.contains_key(&sid)
+    }
+
+    /// Whether a read of `partition` by `sid` may join the batch, applying
+    /// by partition: `sid` has no reads in it, or only reads of
+    /// `partition`.
+    pub(super) fn joins(&self, sid: SessionId, partition: usize) -> bool {
+        self.sessions.get(&sid).is_none_or(|&p| p == partition)
     }
 
     /// `sid`'s queue stopped behind its batched reads.
@@ -90,16 +117,19 @@ pub(super) fn is_plain_read(request: &Request) -> bool {
 
 impl Engine {
     /// Whether reads are batched now: while a turn's requests are taken in,
-    /// on a server with threads to lend its partitions to. Without them a
-    /// batch only costs (holding a turn's reads and replies at once defeats
-    /// the allocator's caches: 15% more instructions per read at two
-    /// partitions), where batching writes costs 1%.
+    /// on a server with threads to lend its partitions to, or whose
+    /// partitions own threads. Without them a batch only costs (holding a
+    /// turn's reads and replies at once defeats the allocator's caches: 15%
+    /// more instructions per read at two partitions), where batching writes
+    /// costs 1%.
     pub(super) fn batches_reads(&self) -> bool {
-        self.prep_batch_open() && self.workers.threads() > 0
+        self.prep_batch_open() && (self.workers.threads() > 0 || self.cores.owned())
     }
 
     /// Takes `request`, at the head of `sid`'s queue on `conn`, into the
     /// batch if it may wait there; gives it back (`Some`) otherwise.
+    /// Applying by partition, `at` is the zxid and partition the
+    /// closed-watermark rule answers it at (`Engine::by_partition_turn`).
     pub(super) fn batch_read(
         &mut self,
         conn: ConnId,
@@ -107,6 +137,7 @@ impl Engine {
         xid: i32,
         request: Request,
         received_ms: i64,
+        at: Option<(i64, usize)>,
     ) -> Option<Request> {
         if !self.batches_reads() || !is_plain_read(&request) {
             return Some(request);
@@ -117,7 +148,10 @@ impl Engine {
         if self.group_load_counted() {
             self.count_group_request(&request);
         }
-        let partition = self.read_partition(&request);
+        let partition = match at {
+            Some((_, partition)) => partition,
+            None => self.read_partition(&request),
+        };
         let batch = &mut self.read_batch;
         batch.shares.resize_with(self.cores.len(), Vec::new);
         batch.shares[partition].push(ReadCall {
@@ -131,8 +165,9 @@ impl Engine {
             xid,
             partition,
             received_ms,
+            zxid: at.map(|(zxid, _)| zxid),
         });
-        batch.sessions.insert(sid);
+        batch.sessions.entry(sid).or_insert(partition);
         None
     }
 
@@ -152,26 +187,38 @@ impl Engine {
             .iter()
             .filter(|share| !share.is_empty())
             .count();
-        let lend = busy > 1 && batch.reads.len() >= LEND_MIN_READS && self.workers.threads() > 0;
-        if lend {
+        let worth_it = busy >= LEND_MIN_PARTITIONS && batch.reads.len() >= LEND_MIN_READS;
+        let owned = worth_it && self.cores.owned();
+        let lend = worth_it && !owned && self.workers.threads() > 0;
+        if lend || owned {
             self.stats.read_batches_lent += 1;
         }
-        let shares = (self.cores.iter_mut())
-            .zip(&mut batch.shares)
-            .zip(&mut batch.outcomes)
-            .filter(|((_, share), _)| !share.is_empty());
-        run_jobs(&*self.workers, lend, shares, |((core, share), outcomes)| {
-            outcomes.extend(share.drain(..).map(|call| core.read(call)))
-        });
+        if owned {
+            self.serve_shares_away();
+        } else {
+            // Only the cores with a share: the others may stay away.
+            let has_share: Vec<bool> = batch.shares.iter().map(|s| !s.is_empty()).collect();
+            let shares = (self.cores.picked_mut(|p| has_share[p]))
+                .map(|(_, core)| core)
+                .zip(
+                    (batch.shares.iter_mut())
+                        .zip(batch.outcomes.iter_mut())
+                        .filter(|(share, _)| !share.is_empty()),
+                );
+            run_jobs(&*self.workers, lend, shares, |(core, (share, outcomes))| {
+                outcomes.extend(share.drain(..).map(|call| core.read(call)))
+            });
+        }
         let mut batch = std::mem::take(&mut self.read_batch);
         // Nothing applied since the reads were taken: the server's prefix.
-        let zxid = self.applied_zxid();
+        let prefix = self.applied_zxid();
         let mut outcomes: Vec<_> = (batch.outcomes.iter_mut()).map(|o| o.drain(..)).collect();
         for read in batch.reads.drain(..) {
             let outcome = outcomes[read.partition]
                 .next()
                 .expect("every batched read has an outcome");
             debug_assert!(outcome.fired.is_empty(), "a plain read fired a watch");
+            let zxid = read.zxid.unwrap_or(prefix);
             self.answer_read(read.conn, read.xid, zxid, outcome.result);
             self.stats
                 .record_latency((self.now_ms - read.received_ms).max(0) as u64);
@@ -183,6 +230,29 @@ impl Engine {
         self.read_batch = batch;
         for sid in stopped {
             self.pump(sid);
+        }
+    }
+
+    /// Each partition's share of the batch, served on the partition's own
+    /// thread (after whatever was sent there before, which leaves its tree
+    /// as it was when the reads were taken: nothing sent applies there
+    /// while reads are batched), all at once; the engine waits for them.
+    fn serve_shares_away(&mut self) {
+        let batch = &mut self.read_batch;
+        let mut sent = Vec::new();
+        for (partition, share) in batch.shares.iter_mut().enumerate() {
+            if share.is_empty() {
+                continue;
+            }
+            let share = std::mem::take(share);
+            self.cores.send_away(partition, move |core| AwayDone {
+                reads: share.into_iter().map(|call| core.read(call)).collect(),
+                ..AwayDone::nothing(partition)
+            });
+            sent.push(partition);
+        }
+        for partition in sent {
+            batch.outcomes[partition] = self.cores.take_reads(partition);
         }
     }
 }
