@@ -765,8 +765,8 @@ impl Engine {
     }
 
     pub fn handle(&mut self, input: Input) {
-        let _ = self.absorb_away();
         if self.cores.len() == 1 {
+            let _ = self.absorb_away();
             // One partition prepares each write on arrival.
             return self.handle_input(input);
         }
@@ -783,6 +783,12 @@ impl Engine {
                     ..
                 }
         );
+        // What cores brought back waits while a turn's reads are batched
+        // (absorbing it would serve them: `Engine::absorb_away`); the turn's
+        // output, or its next input of another kind, takes it in.
+        if !(requests && !self.read_batch.is_empty()) {
+            let _ = self.absorb_away();
+        }
         if !requests {
             self.finish_batches();
         }

@@ -23,9 +23,11 @@
 //!
 //! Applying by partition (owned partitions), a read is batched only where
 //! the closed-watermark rule answers it at once, with the zxid that rule
-//! gave it, and a session's batched reads are of one partition: a watch
-//! one of them sets is in no table until the batch is served, and the
-//! rule for a read of another partition must see the session's watches.
+//! gave it; and once a session's batched read sets a watch, only reads of
+//! that partition join it: the watch is in no table until the batch is
+//! served, and the rule for a read of another partition must see the
+//! session's watches. (A read that sets none changes nothing the rule
+//! reads: batched, it is answered as it would have been at once.)
 //! Nothing a core brings back from its thread is absorbed while reads are
 //! batched (`Engine::absorb_away` serves them first): until then each
 //! tree is the one the reads were taken against.
@@ -69,9 +71,9 @@ pub(super) struct ReadBatch {
     shares: Vec<Vec<ReadCall>>,
     /// Per partition, its share's outcomes in order.
     outcomes: Vec<Vec<ReadOutcome>>,
-    /// Sessions with reads in the batch, each with the partition of its
-    /// first.
-    sessions: FxHashMap<SessionId, usize>,
+    /// Sessions with reads in the batch, each with the partition its
+    /// batched reads set watches on, if any.
+    sessions: FxHashMap<SessionId, Option<usize>>,
     /// Sessions whose queue stopped behind their batched reads.
     stopped: Vec<SessionId>,
 }
@@ -88,10 +90,10 @@ impl ReadBatch {
     }
 
     /// Whether a read of `partition` by `sid` may join the batch, applying
-    /// by partition: `sid` has no reads in it, or only reads of
-    /// `partition`.
+    /// by partition: none of `sid`'s batched reads sets a watch on another
+    /// partition.
     pub(super) fn joins(&self, sid: SessionId, partition: usize) -> bool {
-        self.sessions.get(&sid).is_none_or(|&p| p == partition)
+        (self.sessions.get(&sid)).is_none_or(|watching| watching.is_none_or(|p| p == partition))
     }
 
     /// `sid`'s queue stopped behind its batched reads.
@@ -113,6 +115,17 @@ pub(super) fn is_plain_read(request: &Request) -> bool {
             | Request::GetChildren2(_)
             | Request::GetAcl(_)
     )
+}
+
+/// Whether a plain read sets a watch.
+fn sets_watch(request: &Request) -> bool {
+    match request {
+        Request::GetData(r) => r.watch,
+        Request::Exists(r) => r.watch,
+        Request::GetChildren(r) => r.watch,
+        Request::GetChildren2(r) => r.watch,
+        _ => false,
+    }
 }
 
 impl Engine {
@@ -167,7 +180,11 @@ impl Engine {
             received_ms,
             zxid: at.map(|(zxid, _)| zxid),
         });
-        batch.sessions.entry(sid).or_insert(partition);
+        let watching = batch.sessions.entry(sid).or_default();
+        if sets_watch(&batch.shares[partition].last().expect("pushed").request) {
+            debug_assert!(watching.is_none_or(|p| p == partition));
+            *watching = Some(partition);
+        }
         None
     }
 
