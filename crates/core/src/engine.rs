@@ -786,7 +786,7 @@ impl Engine {
         // What cores brought back waits while a turn's reads are batched
         // (absorbing it would serve them: `Engine::absorb_away`); the turn's
         // output, or its next input of another kind, takes it in.
-        if !(requests && !self.read_batch.is_empty()) {
+        if !requests || self.read_batch.is_empty() {
             let _ = self.absorb_away();
         }
         if !requests {
