@@ -77,6 +77,70 @@ DEVICE_SWEEP = {
 }
 
 
+# The same sweep after partition threads (docs/partitions.md, "The 16-core
+# sweep, after threads"; 2026-11-29, the engine of 57f144e, before owned
+# partitions served batched reads; 2 interleaved rounds of 3 s, medians),
+# one per setting, each row as in DEVICE_SWEEP, and the best one partition
+# did under any of that sweep's loads (setData, getData): what its scaling
+# is taken against.
+DEVICE_SWEEPS_THREADS = {
+    "partition.threads=auto": {
+        "best_one": (364644, 1039245),
+        "rows": {
+            1: (294806, 1.11, None, 811673, 0.90, None),
+            2: (287404, 1.15, 0.99, 819516, 1.19, 0.79),
+            4: (275326, 1.52, 0.85, 767286, 1.39, 0.77),
+            8: (340374, 2.15, 0.93, 979380, 1.86, 0.97),
+            12: (338468, 2.56, 1.24, 926396, 2.27, 1.15),
+        },
+    },
+    "partition.owned=yes": {
+        "best_one": (344530, 986051),
+        "rows": {
+            1: (246508, 1.02, None, 902250, 0.84, None),
+            2: (246354, 1.51, 0.89, 582687, 0.97, 0.67),
+            4: (357524, 2.17, 1.26, 574924, 0.98, 0.58),
+            8: (323526, 2.26, 1.38, 649692, 0.98, 0.71),
+            12: (267260, 2.17, 0.78, 712642, 0.98, 0.99),
+        },
+    },
+    "partition.threads=auto, io.threads=4": {
+        "best_one": (326276, 988078),
+        "rows": {
+            1: (176245, 0.94, None, 705812, 1.33, None),
+            2: (250160, 1.45, 0.97, 784800, 1.68, 0.88),
+            4: (304992, 1.94, 0.93, 824951, 1.96, 0.83),
+            8: (351523, 2.71, 1.24, 1118300, 2.63, 1.28),
+            12: (393307, 3.10, 1.27, 1294320, 3.03, 1.50),
+        },
+    },
+    "partition.owned=yes, io.threads=4": {
+        "best_one": (317046, 1033820),
+        "rows": {
+            1: (184162, 0.91, None, 749967, 1.35, None),
+            2: (225628, 1.54, 0.85, 686961, 1.38, 0.73),
+            4: (393571, 2.60, 1.55, 680481, 1.34, 0.66),
+            8: (354310, 2.65, 1.12, 658650, 1.29, 0.81),
+            12: (275974, 2.45, 1.04, 569050, 1.32, 0.72),
+        },
+    },
+}
+
+
+def threads_scaling(op):
+    """{P: (the best scaling over the after-threads settings, its setting)}
+    for op 0 (setData) or 1 (getData): throughput at P over the best one
+    partition did in the same setting's sweep."""
+    column = 0 if op == 0 else 3
+    best = {}
+    for name, sweep in DEVICE_SWEEPS_THREADS.items():
+        for p, row in sweep["rows"].items():
+            ratio = row[column] / sweep["best_one"][op]
+            if p not in best or ratio > best[p][0]:
+                best[p] = (ratio, name)
+    return best
+
+
 def device_ratios(column):
     """{P: the device sweep's throughput at P over its P=1 row} for
     column 0 (setData) or 3 (getData)."""
