@@ -247,7 +247,7 @@ def test_pipelined_writes_on_every_partition_read_and_fire_as_on_one_thread(
         assert h.mntr_int(member, "stoa_chain_breaks") == 0
 
 
-@pytest.mark.parametrize("threads,owned", [(0, "no"), (2, "no"), (0, "yes")])
+@pytest.mark.parametrize("threads,owned", [(0, "no"), (2, "no"), (2, "yes"), (0, "yes")])
 @pytest.mark.parametrize("shape", ["standalone", "ensemble"])
 def test_pipelined_reads_on_every_partition_keep_each_sessions_order(
         request, tmp_path, shape, threads, owned):
@@ -317,9 +317,12 @@ def test_pipelined_reads_on_every_partition_keep_each_sessions_order(
     assert_bench_clean(bench, bench_out, err)
     batches, reads = h.mntr_int(srv, "stoa_read_batches"), h.mntr_int(srv, "stoa_read_batch_reads")
     lent = h.mntr_int(srv, "stoa_read_batches_lent")
-    if threads == 0 and owned == "no":
-        # Without a thread to serve them, reads are not batched.
+    if threads == 0:
+        # Without threads to lend to, reads are not batched, owned or not
+        # (owned, the partitions' threads would share the engine's cores).
         assert batches == 0 and lent == 0
     else:
-        # Owned, the long batches went to the partitions' threads.
+        # Owned, the long batches went to the partitions' own threads.
         assert reads >= len(keys) and lent > 0, f"{batches} batches of {reads} reads, {lent} lent"
+    if owned != "no":
+        assert h.mntr_int(srv, "stoa_cores_sent") > 0
