@@ -895,7 +895,7 @@ def _reading(L, doc):
                    "lent with I/O threads (both built) %.2fx; %s; the device sweep before "
                    "threads (about 1x at every P) is what the one-thread line predicts, "
                    "and after threads the best setting reaches 1.1-1.2x at P=4-12 (its "
-                   "server busy on 2-3 of 16 cores, the engine's thread on 0.6-0.95 of "
+                   "server busy on 2-3 of 16 cores, the engine's thread on 0.7-0.95 of "
                    "one): what the engine's thread keeps bounds it, as the model says of "
                    "everything short of owned partitions with a gate per I/O thread." % (
                        lent.get(8, 0), W.get("prep+apply lent, io.threads (o const)",
