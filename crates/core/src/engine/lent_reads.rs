@@ -168,6 +168,7 @@ impl Engine {
             Some((_, partition)) => partition,
             None => self.read_partition(&request),
         };
+        let watch = sets_watch(&request);
         let batch = &mut self.read_batch;
         batch.shares.resize_with(self.cores.len(), Vec::new);
         batch.shares[partition].push(ReadCall {
@@ -184,7 +185,7 @@ impl Engine {
             zxid: at.map(|(zxid, _)| zxid),
         });
         let watching = batch.sessions.entry(sid).or_default();
-        if sets_watch(&batch.shares[partition].last().expect("pushed").request) {
+        if watch {
             debug_assert!(watching.is_none_or(|p| p == partition));
             *watching = Some(partition);
         }
