@@ -8,8 +8,8 @@
 //! (`CONNS`, `BATCH` requests per connection per round, `ROUNDS`, `KEYS`,
 //! `PAYLOAD` bytes, `PARTITIONS` override the defaults; `SPREAD=1` puts
 //! every other key under `/g1`, with several partitions a group on
-//! partition 1; `ONLY=setData` or
-//! `ONLY=getData` runs one workload).
+//! partition 1; `BY_PARTITION=1` applies by partition, as owned servers
+//! do; `ONLY=setData` or `ONLY=getData` runs one workload).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
@@ -67,6 +67,7 @@ fn config() -> EngineConfig {
         } else {
             Vec::new()
         },
+        apply_by_partition: env_or("BY_PARTITION", 0) == 1,
         // Large enough that no snapshot is taken during the run.
         snap_count: 100_000_000,
         host_name: "bench".into(),

@@ -65,7 +65,8 @@
 //! would, so the rules above are checked under crashes, failover, seals
 //! and snapshots before threads rely on them.
 
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 use stoa_proto::request::Request;
 
@@ -139,6 +140,10 @@ pub(super) struct ByPartition {
     lag: Option<Lag>,
     /// Hand-offs of entries applied above the prefix, by zxid.
     held: BTreeMap<i64, Vec<Applied>>,
+    /// The connections named by a watch event in `held`, with how many
+    /// such events each: most have none, and asking whether one has
+    /// (`event_held`, at every reply's turn) then skips the scan.
+    held_events: FxHashMap<ConnId, u32>,
     /// Sessions whose next reply waits: for its partition's closed zxid,
     /// or for the partitions to meet at a cut.
     waiters: Vec<SessionId>,
@@ -154,10 +159,55 @@ pub(super) struct ByPartition {
     /// of the moment: its handshake's, or a read's by watermark. (Every
     /// other reply carries the prefix at most, which no partition's
     /// closed zxid is below.)
-    seen: HashMap<ConnId, i64>,
+    seen: FxHashMap<ConnId, i64>,
 }
 
 impl ByPartition {
+    /// Holds `applied`, of `zxid`, until the prefix passes it.
+    fn hold(&mut self, zxid: i64, applied: Applied) {
+        if let Applied::Fired { conns, .. } = &applied {
+            for &conn in conns {
+                *self.held_events.entry(conn).or_default() += 1;
+            }
+        }
+        self.held.entry(zxid).or_default().push(applied);
+    }
+
+    /// `handoffs` leave `held`: their events no longer count.
+    fn unhold_events(&mut self, handoffs: &[Applied]) {
+        for applied in handoffs {
+            let Applied::Fired { conns, .. } = applied else {
+                continue;
+            };
+            for conn in conns {
+                let count = self.held_events.get_mut(conn).expect("counted when held");
+                *count -= 1;
+                if *count == 0 {
+                    self.held_events.remove(conn);
+                }
+            }
+        }
+    }
+
+    /// The index of held events counts exactly the events held.
+    pub(super) fn check_invariants(&self) -> Result<(), String> {
+        let mut counted: FxHashMap<ConnId, u32> = FxHashMap::default();
+        for applied in self.held.values().flatten() {
+            if let Applied::Fired { conns, .. } = applied {
+                for &conn in conns {
+                    *counted.entry(conn).or_default() += 1;
+                }
+            }
+        }
+        if counted != self.held_events {
+            return Err(format!(
+                "held events indexed as {:?}, held {counted:?}",
+                self.held_events
+            ));
+        }
+        Ok(())
+    }
+
     /// Applying by partition, if `config` asks for it and the server has
     /// several partitions (`several`: it has an order to apply by).
     pub(super) fn configured(config: &super::EngineConfig, several: bool) -> Option<Self> {
@@ -171,11 +221,12 @@ impl ByPartition {
                 slow: None,
             }),
             held: BTreeMap::new(),
+            held_events: FxHashMap::default(),
             waiters: Vec::new(),
             fences: BTreeMap::new(),
             settling: false,
             away_shares: Vec::new(),
-            seen: HashMap::new(),
+            seen: FxHashMap::default(),
         })
     }
 }
@@ -374,8 +425,10 @@ impl Engine {
         let zxid = zxid_of(&applied);
         if zxid > prefix {
             let applied = self.send_fast_events(applied)?;
-            let by = self.by_partition.as_mut().expect("checked");
-            by.held.entry(zxid).or_default().push(applied);
+            self.by_partition
+                .as_mut()
+                .expect("checked")
+                .hold(zxid, applied);
             return None;
         }
         let by = self.by_partition.as_mut().expect("checked");
@@ -385,7 +438,7 @@ impl Engine {
         // (`event_held`; the ensemble simulator's seed 2659 of three
         // partitions read a change before its event).
         if (by.held.first_key_value()).is_some_and(|(&lowest, _)| lowest <= zxid) {
-            by.held.entry(zxid).or_default().push(applied);
+            by.hold(zxid, applied);
             self.deliver_held_through(zxid);
             return None;
         }
@@ -436,7 +489,9 @@ impl Engine {
                 break;
             }
             // At or below the prefix now: each goes to the gate at once.
-            for applied in entry.remove() {
+            let handoffs = entry.remove();
+            by.unhold_events(&handoffs);
+            for applied in handoffs {
                 self.hand_to_gate(applied);
             }
         }
@@ -532,6 +587,9 @@ impl Engine {
         let Some(by) = self.by_partition.as_ref() else {
             return false;
         };
+        if by.held_events.is_empty() || !by.held_events.contains_key(&conn) {
+            return false;
+        }
         let on = |path: &str| partition.is_none_or(|p| self.partition_of(path) == p);
         (by.held.range(..=zxid).flat_map(|(_, held)| held)).any(|applied| {
             matches!(applied, Applied::Fired { conns, path, .. }

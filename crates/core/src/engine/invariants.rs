@@ -47,6 +47,10 @@ impl Engine {
         self.gate
             .check_invariants(self.applied_zxid())
             .map_err(|e| format!("gate: {e}"))?;
+        if let Some(by) = &self.by_partition {
+            by.check_invariants()
+                .map_err(|e| format!("applying by partition: {e}"))?;
+        }
         Ok(())
     }
 }
