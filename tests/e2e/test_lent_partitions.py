@@ -324,5 +324,9 @@ def test_pipelined_reads_on_every_partition_keep_each_sessions_order(
     else:
         # Owned, the long batches went to the partitions' own threads.
         assert reads >= len(keys) and lent > 0, f"{batches} batches of {reads} reads, {lent} lent"
+    flights = h.mntr_int(srv, "stoa_read_flights")
+    # Owned, a batch sent at a turn's end stays in flight while the engine
+    # goes on (its replies checked in order above).
+    assert (flights > 0) == (owned != "no" and threads > 0), f"{flights} batches left in flight"
     if owned != "no":
         assert h.mntr_int(srv, "stoa_cores_sent") > 0

@@ -567,6 +567,9 @@ pub struct Engine {
     prep_batch: lent_prep::PrepBatch,
     /// Plain reads taken this turn, not yet served.
     read_batch: lent_reads::ReadBatch,
+    /// A batch of reads sent to the partitions' threads, not yet answered
+    /// (`Engine::land_reads`).
+    read_flight: lent_reads::ReadBatch,
 }
 
 impl Engine {
@@ -644,6 +647,7 @@ impl Engine {
             run: Default::default(),
             prep_batch: Default::default(),
             read_batch: Default::default(),
+            read_flight: Default::default(),
             config,
         };
         // A lone voter is leader from the start; that is no change of leader.
@@ -784,13 +788,14 @@ impl Engine {
                 }
         );
         // What cores brought back waits while a turn's reads are batched
-        // (absorbing it would serve them: `Engine::absorb_away`); the turn's
-        // output, or its next input of another kind, takes it in.
-        if !requests || self.read_batch.is_empty() {
+        // or in flight (absorbing it would serve or land them:
+        // `Engine::absorb_away`); the turn's output, or its next input of
+        // another kind, takes it in.
+        if !requests || (self.read_batch.is_empty() && self.read_flight.is_empty()) {
             let _ = self.absorb_away();
         }
         if !requests {
-            self.finish_batches();
+            self.finish_batches(true);
         }
         self.open_prep_batch(requests);
         self.handle_input(input);
@@ -862,7 +867,7 @@ impl Engine {
     /// Advances timers: raft ticks, session expiry, container/TTL cleanup.
     pub fn tick(&mut self) {
         let _ = self.absorb_away();
-        self.finish_batches();
+        self.finish_batches(true);
         assert_eq!(
             self.ensemble.outgoing.is_some(),
             self.in_joint_config(),
@@ -895,7 +900,8 @@ impl Engine {
         // The batch's raft messages for cores away go after them.
         self.cores.send_steps();
         let _ = self.absorb_away();
-        self.finish_batches();
+        // The turn's reads stay in flight while the engine goes on.
+        self.finish_batches(false);
         self.roll_epoch();
         self.drive_raft();
         // Sessions established while raft ran (createSession applied, an
@@ -1152,6 +1158,8 @@ impl Engine {
                 false => by_partition::Turn::default(),
             };
             let (read_at, wait) = (turn.read_at, turn.wait);
+            let reads_hold = self.reads_hold(sid);
+            let joins = batching && self.read_joins(sid, turn.partition);
             let Some(s) = self.gate.sessions.get_mut(&sid) else {
                 return;
             };
@@ -1170,12 +1178,8 @@ impl Engine {
                 None | Some(Pending::Write { .. } | Pending::Remote { .. }) => return,
                 // By closed watermark: it joins the batch, or is answered
                 // now if the session's batched reads are none.
-                Some(Pending::Read { .. })
-                    if read_at.is_some()
-                        && self.read_batch.holds(sid)
-                        && !(batching && self.read_batch.joins(sid, turn.partition)) =>
-                {
-                    self.read_batch.stop(sid);
+                Some(Pending::Read { .. }) if read_at.is_some() && reads_hold && !joins => {
+                    self.stop_behind_reads(sid);
                     return;
                 }
                 Some(Pending::Read { .. }) if read_at.is_some() => {}
@@ -1191,8 +1195,8 @@ impl Engine {
                     if batching && !by_partition && lent_reads::is_plain_read(request) => {}
                 // What is answered now must not overtake the session's
                 // batched reads: the queue goes on once they are served.
-                Some(_) if self.read_batch.holds(sid) => {
-                    self.read_batch.stop(sid);
+                Some(_) if reads_hold => {
+                    self.stop_behind_reads(sid);
                     return;
                 }
                 Some(Pending::Read { .. } | Pending::Reply { .. } | Pending::Decided { .. }) => {}

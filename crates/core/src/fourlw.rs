@@ -139,6 +139,7 @@ pub fn mntr(m: &Monitor) -> String {
         ("stoa_read_batches", s.read_batches.to_string()),
         ("stoa_read_batch_reads", s.read_batch_reads.to_string()),
         ("stoa_read_batches_lent", s.read_batches_lent.to_string()),
+        ("stoa_read_flights", s.read_flights.to_string()),
         ("stoa_ready_rounds", s.ready_rounds.to_string()),
         (
             "stoa_ready_round_readies",

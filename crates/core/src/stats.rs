@@ -47,6 +47,9 @@ pub struct Stats {
     pub read_batches: u64,
     pub read_batch_reads: u64,
     pub read_batches_lent: u64,
+    /// Batches left in flight on the partitions' own threads while the
+    /// engine went on (`Engine::land_reads` answers them).
+    pub read_flights: u64,
     /// Rounds of the raft groups' readies, the readies in them, and the
     /// rounds lent to worker threads (`engine/lent_ready.rs`).
     pub ready_rounds: u64,

@@ -401,6 +401,7 @@ impl Engine {
                 path,
             } => {
                 for conn in conns {
+                    self.land_reads_of(conn);
                     self.gate.notify(conn, zxid, change, &path);
                 }
             }
@@ -414,6 +415,10 @@ impl Engine {
         match outcome.session_change {
             Some(SessionChange::Created { timeout_ms }) => self.session_created(sid, timeout_ms),
             Some(SessionChange::Closed) => {
+                // Its reads in flight are answered before its close.
+                if self.reads_hold(sid) {
+                    self.land_reads();
+                }
                 let xid = self
                     .gate
                     .take_head_write(sid, zxid, outcome.cxid)

@@ -21,6 +21,11 @@ impl Engine {
     /// jobs and replies. False if nothing had come back that an input had
     /// not already taken: there is nothing new to output.
     pub fn take_returned(&mut self) -> bool {
+        // Reads in flight land once all their shares are back: a share
+        // back before the others waits for them rather than the engine.
+        if !self.reads_back() {
+            return false;
+        }
         self.absorb_away()
     }
 
@@ -29,6 +34,9 @@ impl Engine {
     /// go out and its persist job is queued before any later ready of its
     /// group.
     pub(super) fn absorb_away(&mut self) -> bool {
+        // A share of reads in flight comes back among the rest: the batch
+        // is answered first.
+        self.land_reads();
         let mut any = false;
         while let Some(done) = self.cores.next_done() {
             any = true;
@@ -36,7 +44,7 @@ impl Engine {
             if done.taken.is_some() || done.applied.is_some() {
                 // What it brings may apply: the reads batched meanwhile
                 // were taken against the trees as they are now.
-                self.serve_read_batch();
+                self.serve_read_batch(true);
             }
             self.stats.request_errors += done.errors;
             self.absorb_heard(done.heard);

@@ -1848,7 +1848,7 @@ impl log::Log for TraceLog {
 /// cut, cores and applies away, fast sessions' reads and events that
 /// skipped a wait), and what the checks had to check (events, multis
 /// applied and refused, multiReads).
-type Exercised = ((u64, u64, [u64; 7], u64), [usize; 4]);
+type Exercised = ((u64, u64, [u64; 8], u64), [usize; 4]);
 
 fn run(seed: u64, voters: u64, partitions: u32) -> Exercised {
     let mut sim = Sim::new(seed, voters, partitions);
@@ -1968,8 +1968,8 @@ fn run(seed: u64, voters: u64, partitions: u32) -> Exercised {
         );
     }
     let away = (sim.servers.iter().filter_map(|s| s.engine())).fold(
-        [0; 7],
-        |[sent, waited, followed, applying, stepped, ticked, read], e| {
+        [0; 8],
+        |[sent, waited, followed, applying, stepped, ticked, read, flights], e| {
             let counts = e.cores.counts();
             [
                 sent + counts.sent,
@@ -1979,6 +1979,7 @@ fn run(seed: u64, voters: u64, partitions: u32) -> Exercised {
                 stepped + e.stats.raft_steps_away,
                 ticked + e.stats.raft_ticks_away,
                 read + e.stats.read_batches_lent * e.cores.owned() as u64,
+                flights + e.stats.read_flights,
             ]
         },
     );
@@ -2044,7 +2045,7 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
             let by_partition = partitions > 1 && range.clone().any(applies_by_partition);
             let seeds_run = range.clone().count();
             let owned = partitions > 1 && range.clone().any(owns_partitions);
-            let (mut past, mut off_cut, mut away, mut fast) = (0, 0, [0; 7], 0);
+            let (mut past, mut off_cut, mut away, mut fast) = (0, 0, [0; 8], 0);
             let mut met = [0; 4];
             for seed in range.chain(regression.map(|&(_, _, seed)| seed)) {
                 // A panic inside raft-rs names no seed: say which one it was.
@@ -2090,10 +2091,12 @@ fn run_seeds(voters: u64, partitions: u32, seeds_default: u64) {
                         && away[4] > 0
                         && away[5] > 0
                         && away[6] > 0
+                        && away[7] > 0
                         && (away[3] > 0 || !by_partition)))
-                    && (owned || away == [0; 7]),
+                    && (owned || away == [0; 8]),
                 "cores sent away, recalls that found the job held, jobs followed, applying, raft \
-                 steps and ticks away, read batches served away: {away:?} over {seeds_run} seeds"
+                 steps and ticks away, read batches served away, left in flight: {away:?} over \
+                 {seeds_run} seeds"
             );
             // Fast sessions skipped waits where partitions applied their own
             // (a dozen in sixty seeds: fewer than fifty may have none).

@@ -19,7 +19,13 @@
 //! table (a read's watch is set there), on a worker when the batch is long
 //! enough, or on the partition's own thread where partitions own threads
 //! (`partition.owned`); the replies then go to the gate in the batch's
-//! order, on the engine's thread.
+//! order, on the engine's thread. On the partitions' own threads a batch
+//! sent at the end of a turn is not waited for: it is *in flight* while
+//! the engine goes on, and lands (`Engine::land_reads`) before anything
+//! could overtake its replies: the next batch, anything a thread brings
+//! back, any input but client requests, an event for one of its
+//! connections, the close of one of its sessions, a change of leader. Its
+//! sessions stop their queues until it lands.
 //!
 //! Applying by partition (owned partitions), a read is batched only where
 //! the closed-watermark rule answers it at once, with the zxid that rule
@@ -32,7 +38,7 @@
 //! batched (`Engine::absorb_away` serves them first): until then each
 //! tree is the one the reads were taken against.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use stoa_proto::request::Request;
 
 use super::cores::AwayDone;
@@ -76,6 +82,13 @@ pub(super) struct ReadBatch {
     sessions: FxHashMap<SessionId, Option<usize>>,
     /// Sessions whose queue stopped behind their batched reads.
     stopped: Vec<SessionId>,
+    /// The connections with reads in the batch.
+    conns: FxHashSet<ConnId>,
+    /// In flight: the partitions whose share went to their threads, and
+    /// the server's prefix when it went (the zxid of a reply the
+    /// closed-watermark rule gave none).
+    sent: Vec<usize>,
+    prefix_when_sent: i64,
 }
 
 impl ReadBatch {
@@ -184,6 +197,7 @@ impl Engine {
             received_ms,
             zxid: at.map(|(zxid, _)| zxid),
         });
+        batch.conns.insert(conn);
         let watching = batch.sessions.entry(sid).or_default();
         if watch {
             debug_assert!(watching.is_none_or(|p| p == partition));
@@ -192,10 +206,15 @@ impl Engine {
         None
     }
 
-    /// Serves every read of the batch (lent when it is worth it), answers
-    /// them in the batch's order, and lets the queues that stopped behind
-    /// them go on; leaves the batch empty.
-    pub(super) fn serve_read_batch(&mut self) {
+    /// Serves every read of the batch (lent when it is worth it) and
+    /// answers them in the batch's order, letting the queues that stopped
+    /// behind them go on; leaves the batch empty. Where partitions own
+    /// threads, the shares go to them and the batch is in flight until it
+    /// lands (`land_reads`): at once if `wait`, else when the engine next
+    /// needs it answered.
+    pub(super) fn serve_read_batch(&mut self, wait: bool) {
+        // One batch in flight at a time: its replies go first.
+        self.land_reads();
         let batch = &mut self.read_batch;
         if batch.is_empty() {
             return;
@@ -215,24 +234,90 @@ impl Engine {
             self.stats.read_batches_lent += 1;
         }
         if owned {
-            self.serve_shares_away();
-        } else {
-            // Only the cores with a share: the others may stay away.
-            let has_share: Vec<bool> = batch.shares.iter().map(|s| !s.is_empty()).collect();
-            let shares = (self.cores.picked_mut(|p| has_share[p]))
-                .map(|(_, core)| core)
-                .zip(
-                    (batch.shares.iter_mut())
-                        .zip(batch.outcomes.iter_mut())
-                        .filter(|(share, _)| !share.is_empty()),
-                );
-            run_jobs(&*self.workers, lend, shares, |(core, (share, outcomes))| {
-                outcomes.extend(share.drain(..).map(|call| core.read(call)))
-            });
+            self.send_shares_away();
+            match wait {
+                true => self.land_reads(),
+                false => self.stats.read_flights += 1,
+            }
+            return;
         }
-        let mut batch = std::mem::take(&mut self.read_batch);
+        // Only the cores with a share: the others may stay away.
+        let has_share: Vec<bool> = batch.shares.iter().map(|s| !s.is_empty()).collect();
+        let shares = (self.cores.picked_mut(|p| has_share[p]))
+            .map(|(_, core)| core)
+            .zip(
+                (batch.shares.iter_mut())
+                    .zip(batch.outcomes.iter_mut())
+                    .filter(|(share, _)| !share.is_empty()),
+            );
+        run_jobs(&*self.workers, lend, shares, |(core, (share, outcomes))| {
+            outcomes.extend(share.drain(..).map(|call| core.read(call)))
+        });
         // Nothing applied since the reads were taken: the server's prefix.
         let prefix = self.applied_zxid();
+        let mut batch = std::mem::take(&mut self.read_batch);
+        batch.prefix_when_sent = prefix;
+        self.read_batch = self.answer_batch(batch);
+    }
+
+    /// Answers the batch in flight, if any, once every share it sent has
+    /// come back (waiting for those still on their threads).
+    pub(super) fn land_reads(&mut self) {
+        if self.read_flight.is_empty() {
+            return;
+        }
+        let flight = &mut self.read_flight;
+        for partition in flight.sent.drain(..) {
+            flight.outcomes[partition] = self.cores.take_reads(partition);
+        }
+        let flight = std::mem::take(&mut self.read_flight);
+        self.read_flight = self.answer_batch(flight);
+    }
+
+    /// Whether every share of the batch in flight (if any) is back from
+    /// its partition's thread: landing it would wait for none.
+    pub(super) fn reads_back(&mut self) -> bool {
+        let flight = &self.read_flight;
+        (flight.sent.iter()).all(|&partition| !self.cores.away_now(partition))
+    }
+
+    /// Lands the batch in flight first if it holds reads of `conn`: an
+    /// event for it must not overtake their replies (a reply that did not
+    /// see a change would come after the change's event).
+    pub(super) fn land_reads_of(&mut self, conn: ConnId) {
+        if !self.read_flight.is_empty() && self.read_flight.conns.contains(&conn) {
+            self.land_reads();
+        }
+    }
+
+    /// Whether `sid` has reads batched or in flight: nothing else of its
+    /// queue may be answered before them.
+    pub(super) fn reads_hold(&self, sid: SessionId) -> bool {
+        self.read_batch.holds(sid) || self.read_flight.holds(sid)
+    }
+
+    /// Whether a read of `partition` by `sid` may join the batch: `sid`
+    /// has none in flight, and none of its batched reads sets a watch on
+    /// another partition.
+    pub(super) fn read_joins(&self, sid: SessionId, partition: usize) -> bool {
+        !self.read_flight.holds(sid) && self.read_batch.joins(sid, partition)
+    }
+
+    /// `sid`'s queue stopped behind its reads: it goes on once they are
+    /// answered.
+    pub(super) fn stop_behind_reads(&mut self, sid: SessionId) {
+        match self.read_flight.holds(sid) {
+            true => self.read_flight.stop(sid),
+            false => self.read_batch.stop(sid),
+        }
+    }
+
+    /// Answers every read of `batch`, whose outcomes are all in, in its
+    /// order; pumps the sessions that stopped behind them. Gives the batch
+    /// back empty (its vectors are kept).
+    fn answer_batch(&mut self, mut batch: ReadBatch) -> ReadBatch {
+        debug_assert!(batch.sent.is_empty(), "a share of the batch still away");
+        let prefix = batch.prefix_when_sent;
         let mut outcomes: Vec<_> = (batch.outcomes.iter_mut()).map(|o| o.drain(..)).collect();
         for read in batch.reads.drain(..) {
             let outcome = outcomes[read.partition]
@@ -247,20 +332,23 @@ impl Engine {
         debug_assert!(outcomes.iter_mut().all(|o| o.next().is_none()));
         drop(outcomes);
         batch.sessions.clear();
+        batch.conns.clear();
         let stopped = std::mem::take(&mut batch.stopped);
-        self.read_batch = batch;
         for sid in stopped {
             self.pump(sid);
         }
+        batch
     }
 
-    /// Each partition's share of the batch, served on the partition's own
-    /// thread (after whatever was sent there before, which leaves its tree
-    /// as it was when the reads were taken: nothing sent applies there
-    /// while reads are batched), all at once; the engine waits for them.
-    fn serve_shares_away(&mut self) {
+    /// Each partition's share of the batch goes to the partition's own
+    /// thread, after whatever was sent there before (which leaves its tree
+    /// as it was when the reads were taken: the rule batched a read only
+    /// with nothing of its partition away to apply) and before whatever
+    /// is sent there next. The batch is then in flight.
+    fn send_shares_away(&mut self) {
+        debug_assert!(self.read_flight.is_empty(), "one batch in flight");
+        let prefix = self.applied_zxid();
         let batch = &mut self.read_batch;
-        let mut sent = Vec::new();
         for (partition, share) in batch.shares.iter_mut().enumerate() {
             if share.is_empty() {
                 continue;
@@ -270,10 +358,9 @@ impl Engine {
                 reads: share.into_iter().map(|call| core.read(call)).collect(),
                 ..AwayDone::nothing(partition)
             });
-            sent.push(partition);
+            batch.sent.push(partition);
         }
-        for partition in sent {
-            batch.outcomes[partition] = self.cores.take_reads(partition);
-        }
+        batch.prefix_when_sent = prefix;
+        std::mem::swap(&mut self.read_batch, &mut self.read_flight);
     }
 }

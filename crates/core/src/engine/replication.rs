@@ -213,6 +213,9 @@ impl Engine {
     /// outstanding calls end in ConnectionLoss. Idle clients stay
     /// (`drop_clients_in_doubt`).
     pub(super) fn on_leader_change(&mut self, old: u64, new: u64) {
+        // Reads in flight were answered by this server's state: they go
+        // before anything is dropped.
+        self.land_reads();
         log::info!(
             "leader changed from {old} to {new} (this server: {})",
             self.config.server_id
@@ -355,6 +358,7 @@ impl Engine {
     /// Closes every client connection and forgets all work in flight for
     /// them; sessions stay (clients resume them elsewhere or here).
     pub(super) fn drop_clients(&mut self) {
+        self.land_reads();
         // Only client sessions: a four-letter word in flight keeps its answer.
         let conns: Vec<_> = self
             .gate

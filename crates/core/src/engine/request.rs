@@ -16,8 +16,10 @@ impl Engine {
         // An auth, a SASL token or a read-only server's close is answered
         // at once, not through the session's queue: the reads batched
         // before it go first.
-        if !self.read_batch.is_empty() && answered_outside_queue(&request) {
-            self.serve_read_batch();
+        if !(self.read_batch.is_empty() && self.read_flight.is_empty())
+            && answered_outside_queue(&request)
+        {
+            self.serve_read_batch(true);
         }
         let Some(sid) = self.gate.conns.get(&conn).and_then(|c| c.session) else {
             // Handshake answered but the session is gone (expired meanwhile).
@@ -273,6 +275,9 @@ impl Engine {
         // zxid never goes back. (Applying by partition, a read by closed
         // watermark carries its own: `Engine::watermark_read_zxid`.)
         outcome.zxid = at.unwrap_or_else(|| self.applied_zxid());
+        if !outcome.fired.is_empty() {
+            self.land_reads_of(conn);
+        }
         for (change, path) in &outcome.fired {
             self.gate.notify(conn, outcome.zxid, *change, path);
         }
