@@ -257,7 +257,9 @@ impl Engine {
         let prefix = self.applied_zxid();
         let mut batch = std::mem::take(&mut self.read_batch);
         batch.prefix_when_sent = prefix;
-        self.read_batch = self.answer_batch(batch);
+        let stopped = self.answer_batch(&mut batch);
+        self.read_batch = batch;
+        self.pump_all(stopped);
     }
 
     /// Answers the batch in flight, if any, once every share it sent has
@@ -270,8 +272,10 @@ impl Engine {
         for partition in flight.sent.drain(..) {
             flight.outcomes[partition] = self.cores.take_reads(partition);
         }
-        let flight = std::mem::take(&mut self.read_flight);
-        self.read_flight = self.answer_batch(flight);
+        let mut flight = std::mem::take(&mut self.read_flight);
+        let stopped = self.answer_batch(&mut flight);
+        self.read_flight = flight;
+        self.pump_all(stopped);
     }
 
     /// Whether every share of the batch in flight (if any) is back from
@@ -313,9 +317,10 @@ impl Engine {
     }
 
     /// Answers every read of `batch`, whose outcomes are all in, in its
-    /// order; pumps the sessions that stopped behind them. Gives the batch
-    /// back empty (its vectors are kept).
-    fn answer_batch(&mut self, mut batch: ReadBatch) -> ReadBatch {
+    /// order, and empties it (its vectors are kept for the next). Gives
+    /// the sessions that stopped behind them, to pump once the batch is
+    /// back in its place: pumping may batch their next reads.
+    fn answer_batch(&mut self, batch: &mut ReadBatch) -> Vec<SessionId> {
         debug_assert!(batch.sent.is_empty(), "a share of the batch still away");
         let prefix = batch.prefix_when_sent;
         let mut outcomes: Vec<_> = (batch.outcomes.iter_mut()).map(|o| o.drain(..)).collect();
@@ -333,11 +338,13 @@ impl Engine {
         drop(outcomes);
         batch.sessions.clear();
         batch.conns.clear();
-        let stopped = std::mem::take(&mut batch.stopped);
-        for sid in stopped {
+        std::mem::take(&mut batch.stopped)
+    }
+
+    fn pump_all(&mut self, sessions: Vec<SessionId>) {
+        for sid in sessions {
             self.pump(sid);
         }
-        batch
     }
 
     /// Each partition's share of the batch goes to the partition's own
