@@ -122,12 +122,10 @@ impl Voids {
 
     /// Whether every zxid in [lo, hi] is void (an empty range is).
     fn covers(&self, lo: i64, hi: i64) -> bool {
+        // Asked of every entry in hand, mostly with no range at all.
         lo > hi
-            || self
-                .0
-                .range(..=lo)
-                .next_back()
-                .is_some_and(|(_, &end)| end >= hi)
+            || (!self.0.is_empty()
+                && (self.0.range(..=lo).next_back()).is_some_and(|(_, &end)| end >= hi))
     }
 
     /// Forgets the ranges wholly at or below `zxid`.
