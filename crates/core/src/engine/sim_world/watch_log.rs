@@ -231,6 +231,12 @@ pub(crate) fn check_watch_order(
     lanes: Option<&Lanes>,
 ) -> Result<(), String> {
     let mut armed: BTreeMap<Key, Option<usize>> = BTreeMap::new();
+    // Per key, the value its watch was set at when the watch fired: once
+    // the event is heard, no reply may read the key as it was before the
+    // change (ZooKeeper answers a connection's requests and sends its
+    // events in one order, so a read answered after the event saw the
+    // change). Fast sessions are held to their partitions' order only.
+    let mut fired_past: BTreeMap<Key, Option<usize>> = BTreeMap::new();
     for (at, entry) in heard.iter().enumerate() {
         match entry {
             Heard::Armed { key, seen } => {
@@ -239,16 +245,30 @@ pub(crate) fn check_watch_order(
                 armed.entry(*key).or_insert(*seen);
             }
             Heard::Fired { key } => {
-                if armed.remove(key).is_none() {
+                let Some(seen) = armed.remove(key) else {
                     return Err(format!(
                         "seed {seed}: client {client} heard an event for /c{}/k{} it held no watch on (entry {at})",
                         key.0, key.1
                     ));
+                };
+                if lanes.is_none() {
+                    fired_past.insert(*key, seen);
                 }
             }
-            Heard::Expired => armed.clear(),
+            Heard::Expired => {
+                armed.clear();
+                fired_past.clear();
+            }
             Heard::Replied { reads, zxid } => {
                 for (key, value) in reads {
+                    if let Some(&before) = fired_past.get(key) {
+                        if *value <= before {
+                            return Err(format!(
+                                "seed {seed}: client {client} read /c{}/k{} = {value:?} after the event of its watch set at {before:?} (entry {at})",
+                                key.0, key.1
+                            ));
+                        }
+                    }
                     if let Some(&seen) = armed.get(key) {
                         if *value > seen {
                             return Err(format!(
@@ -414,6 +434,16 @@ mod tests {
         assert_eq!(check(&heard), Ok(()));
         heard.push(Heard::Fired { key: X });
         assert!(check(&heard).is_err());
+    }
+
+    #[test]
+    fn reading_the_value_before_the_change_after_its_event_fails() {
+        let mut heard = armed_on_x();
+        heard.push(Heard::Fired { key: X });
+        let stale = read(X, 0, 0x103);
+        assert!(check(&[heard.clone(), vec![read(X, 1, 0x104)]].concat()).is_ok());
+        let err = check(&[heard, vec![stale]].concat()).unwrap_err();
+        assert!(err.contains("after the event"), "{err}");
     }
 
     #[test]
