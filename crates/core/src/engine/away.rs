@@ -19,7 +19,8 @@ impl Engine {
     /// (the host calls it when a partition's thread says it finished; every
     /// input does it too). Then `take_output` has their messages, persist
     /// jobs and replies. False if nothing had come back that an input had
-    /// not already taken: there is nothing new to output.
+    /// not already taken, or a batch of reads in flight is not all back:
+    /// there is nothing new to output yet.
     pub fn take_returned(&mut self) -> bool {
         // Reads in flight land once all their shares are back: a share
         // back before the others waits for them rather than the engine.

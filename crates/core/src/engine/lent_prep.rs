@@ -133,10 +133,10 @@ impl Engine {
 
     /// At the end of a turn, or before an input that is not one of its
     /// requests: serves the batched reads (where partitions own threads,
-    /// sends them there; answered at once if `wait_for_reads`, else in
-    /// flight until the engine next needs them answered), and sends each partition's share
-    /// of the batched writes away to be prepared on its own thread if it
-    /// has one (`engine/cores.rs`), else prepares them. Away, the shares
+    /// sends them there: answered at once if `wait_for_reads`, else in
+    /// flight until the engine next needs them answered), and sends each
+    /// partition's share of the batched writes away to be prepared on its
+    /// own thread if it has one (`engine/cores.rs`), else prepares them. Away, the shares
     /// still go first: whatever reaches for a core next waits for its share
     /// (a recall) or follows it (a job, a raft message or tick stepped
     /// there).
