@@ -136,10 +136,10 @@ impl Engine {
     /// sends them there: answered at once if `wait_for_reads`, else in
     /// flight until the engine next needs them answered), and sends each
     /// partition's share of the batched writes away to be prepared on its
-    /// own thread if it has one (`engine/cores.rs`), else prepares them. Away, the shares
-    /// still go first: whatever reaches for a core next waits for its share
-    /// (a recall) or follows it (a job, a raft message or tick stepped
-    /// there).
+    /// own thread if it has one (`engine/cores.rs`), else prepares them.
+    /// Away, the shares still go first: whatever reaches for a core next
+    /// waits for its share (a recall) or follows it (a job, a raft message
+    /// or tick stepped there).
     pub(super) fn finish_batches(&mut self, wait_for_reads: bool) {
         self.serve_read_batch(wait_for_reads);
         if self.cores.owned() {
