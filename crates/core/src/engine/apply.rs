@@ -401,8 +401,7 @@ impl Engine {
                 path,
             } => {
                 for conn in conns {
-                    self.land_reads_of(conn);
-                    self.gate.notify(conn, zxid, change, &path);
+                    self.notify(conn, zxid, change, &path);
                 }
             }
             Applied::Outcome(outcome) => self.on_outcome(outcome),
@@ -416,7 +415,7 @@ impl Engine {
             Some(SessionChange::Created { timeout_ms }) => self.session_created(sid, timeout_ms),
             Some(SessionChange::Closed) => {
                 // Its reads in flight are answered before its close.
-                if self.reads_hold(sid) {
+                if self.read_flight.holds(sid) {
                     self.land_reads();
                 }
                 let xid = self

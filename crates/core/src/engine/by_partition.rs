@@ -467,8 +467,7 @@ impl Engine {
             self.fast_flags_of(conn).watches && !self.event_held(conn, zxid, Some(partition))
         });
         for conn in fast {
-            self.land_reads_of(conn);
-            self.gate.notify(conn, zxid, change, &path);
+            self.notify(conn, zxid, change, &path);
             self.stats.events_fast += 1;
         }
         (!held.is_empty()).then_some(Applied::Fired {

@@ -46,7 +46,7 @@ use super::handoff::{ReadCall, ReadOutcome};
 use super::lent_apply::run_jobs;
 use super::Engine;
 use crate::session::SessionId;
-use crate::watch::ConnId;
+use crate::watch::{ChangeKind, ConnId};
 
 /// Reads below which a batch is served on the engine's thread even with
 /// workers: a read costs about a microsecond, a wake-up several; and the
@@ -285,13 +285,15 @@ impl Engine {
         (flight.sent.iter()).all(|&partition| !self.cores.away_now(partition))
     }
 
-    /// Lands the batch in flight first if it holds reads of `conn`: an
-    /// event for it must not overtake their replies (a reply that did not
-    /// see a change would come after the change's event).
-    pub(super) fn land_reads_of(&mut self, conn: ConnId) {
+    /// Sends `conn` the event of a change to `path` at `zxid`, after the
+    /// batch in flight if it holds reads of `conn`: an event must not
+    /// overtake their replies (a reply that did not see a change would
+    /// come after the change's event). Every event goes out this way.
+    pub(super) fn notify(&mut self, conn: ConnId, zxid: i64, change: ChangeKind, path: &str) {
         if !self.read_flight.is_empty() && self.read_flight.conns.contains(&conn) {
             self.land_reads();
         }
+        self.gate.notify(conn, zxid, change, path);
     }
 
     /// Whether `sid` has reads batched or in flight: nothing else of its

@@ -275,11 +275,8 @@ impl Engine {
         // zxid never goes back. (Applying by partition, a read by closed
         // watermark carries its own: `Engine::watermark_read_zxid`.)
         outcome.zxid = at.unwrap_or_else(|| self.applied_zxid());
-        if !outcome.fired.is_empty() {
-            self.land_reads_of(conn);
-        }
         for (change, path) in &outcome.fired {
-            self.gate.notify(conn, outcome.zxid, *change, path);
+            self.notify(conn, outcome.zxid, *change, path);
         }
         self.answer_read(conn, xid, outcome.zxid, outcome.result);
     }
