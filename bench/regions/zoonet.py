@@ -23,6 +23,13 @@ worker processes of their own. Four figures:
   observer  (Fig. 4) one observer's throughput vs read ratio (with Stoa's
             per-session isolation; there is no server here without it).
 
+The overhead and remote figures run with each of --drivers: `kazoo` (the
+Python clients above, one worker process per client) and `rust` (`stoa
+bench`, one process per cell with one session per client: the Rust client,
+and its ComposedClient with --mounts). The same driver makes both sides
+of every ratio; the Rust one takes a fraction of the CPU per call, so on a
+small machine the composed side is not bounded by its clients.
+
     sudo .venv/bin/python bench/regions/zoonet.py            # about 7 min here
     sudo .venv/bin/python bench/regions/zoonet.py --quick    # a smoke run
 
@@ -42,6 +49,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -49,6 +57,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 
 MODES = ["composed", "never-sync", "sync-all", "local-only"]
+DRIVERS = ["kazoo", "rust"]
+DRIVER_NAMES = {"kazoo": "kazoo", "rust": "Rust (stoa bench)"}
 LOCAL, REMOTE = "/b", "/a"
 
 # ---------------------------------------------------------------- the worker
@@ -326,10 +336,13 @@ def populate(hosts, prefix, keys, size):
 
 
 class Bench:
-    def __init__(self, args, workers):
+    def __init__(self, args, workers, targets):
         self.args, self.workers = args, workers
+        # client name -> ("servers" | "mounts", what `stoa bench` is given)
+        self.targets = targets
         self.results = []  # every cell of every round
         self.seed = 0
+        self.bench_procs = []  # `stoa bench` processes, stopped by PID at the end
 
     def run_cell(self, figure, variant, client, **spec):
         """All workers run `client` with spec at once; one result row."""
@@ -351,16 +364,69 @@ class Bench:
                "syncs": sum(p["syncs"] for p in parts),
                "switches": sum(p["switches"] for p in parts),
                "drained": all(p["drained"] for p in parts),
-               "error_samples": [e for p in parts for e in p["error_samples"]][:3]}
+               "error_samples": [e for p in parts for e in p["error_samples"]][:3],
+               "driver": "kazoo"}
+        return self._record(figure, variant, row)
+
+    def run_rust_cell(self, figure, variant, client, window, read_ratio):
+        """One `stoa bench` process with one session per client (--clients)
+        and `window` calls in flight each, on the keyspace under /b that it
+        creates (not measured); one result row."""
+        a = self.args
+        flag, where = self.targets[client]
+        fd, out = tempfile.mkstemp(prefix="zoonet-bench-", suffix=".json")
+        os.close(fd)
+        cmd = [os.environ["STOA_BIN"], "bench", "--" + flag, where, "--root", LOCAL,
+               "--sessions", str(a.clients), "--outstanding", str(window),
+               "--read-ratio", str(round(read_ratio * 100)), "--payload", str(a.size),
+               "--keys", str(a.keys), "--duration", str(a.seconds), "--warmup", str(a.warmup),
+               "--label", variant, "--quiet", "--json", out]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        self.bench_procs.append(proc)
+        try:
+            _, err = proc.communicate(timeout=a.seconds + a.warmup + 120)
+            if proc.returncode != 0:
+                raise RuntimeError("stoa bench %s: %s" % (variant, err.decode().strip()))
+            with open(out) as f:
+                res = json.load(f)["results"][0]
+        finally:
+            stop_process(proc)
+            self.bench_procs.remove(proc)
+            os.unlink(out)
+        row = {"figure": figure, "variant": variant, "client": client, "driver": "rust",
+               "spec": {"window": window, "burst": 1, "locality": 1.0,
+                        "read_ratio": read_ratio, "sync_all": False},
+               "throughput": res["throughput_ops_s"], "ops": res["ops"],
+               "errors": res["error_count"], "syncs": 0, "switches": 0, "drained": True,
+               "error_samples": sorted(res["errors"])[:3]}
+        return self._record(figure, variant, row)
+
+    def _record(self, figure, variant, row):
         self.results.append(row)
         if row["errors"] or not row["drained"]:
             print("  ! %s %s: %d errors %s, drained %s" % (figure, variant, row["errors"],
                                                           row["error_samples"], row["drained"]),
                   file=sys.stderr, flush=True)
-        if a.verbose:
-            print("  %-9s %-40s %9.0f ops/s  syncs %d" % (figure, variant, row["throughput"],
-                                                         row["syncs"]), flush=True)
+        if self.args.verbose:
+            print("  %-9s %-5s %-40s %9.0f ops/s  syncs %d" % (
+                figure, row["driver"], variant, row["throughput"], row["syncs"]), flush=True)
         return row
+
+    def cell(self, driver, figure, variant, client, window, read_ratio):
+        if driver == "rust":
+            return self.run_rust_cell(figure, variant, client, window, read_ratio)
+        return self.run_cell(figure, variant, client, window=window, locality=1.0,
+                             read_ratio=read_ratio)
+
+
+def stop_process(proc):
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
 
 
 def modes_figure(b, rounds, bursts, localities):
@@ -380,26 +446,27 @@ def modes_figure(b, rounds, bursts, localities):
             b.results[-1].update(mode=mode, burst=burst, locality=loc)
 
 
-def overhead_figure(b, rounds, windows):
+def overhead_figure(b, rounds, windows, drivers):
     for r in range(rounds):
-        for window in windows:
-            order = ["plain-b", "composed"] if r % 2 == 0 else ["composed", "plain-b"]
-            for client in order:
-                b.run_cell("overhead", "%s w=%d" % (client, window), client, window=window,
-                           locality=1.0)
-                b.results[-1].update(kind=client, window=window)
+        for driver in drivers:
+            for window in windows:
+                order = ["plain-b", "composed"] if r % 2 == 0 else ["composed", "plain-b"]
+                for client in order:
+                    b.cell(driver, "overhead", "%s w=%d" % (client, window), client, window,
+                           b.args.read_ratio)
+                    b.results[-1].update(kind=client, window=window)
 
 
-def remote_figure(b, rounds, windows):
+def remote_figure(b, rounds, windows, drivers):
     deployments = [("composed", "composed"), ("spanning", "plain-span"),
                    ("observer", "plain-obs")]
     for r in range(rounds):
         order = deployments if r % 2 == 0 else list(reversed(deployments))
-        for window in windows:
-            for name, client in order:
-                b.run_cell("remote", "%s w=%d" % (name, window), client, window=window,
-                           locality=1.0, read_ratio=0.0)
-                b.results[-1].update(deployment=name, window=window)
+        for driver in drivers:
+            for window in windows:
+                for name, client in order:
+                    b.cell(driver, "remote", "%s w=%d" % (name, window), client, window, 0.0)
+                    b.results[-1].update(deployment=name, window=window)
 
 
 def observer_figure(b, rounds, read_ratios):
@@ -436,7 +503,8 @@ def report(args, results, setups):
     L = []
     out = L.append
     out("Setup: %s" % "; ".join(setups))
-    out("Each cell: %d client processes, %d ops in flight each, %.1f s measured after %.1f s "
+    out("Each cell: %d clients (kazoo: a worker process each; Rust: one session each in one "
+        "`stoa bench` process), %d ops in flight each, %.1f s measured after %.1f s "
         "warm-up, 1 KiB values over %d keys per mount; figures are low / middle / high of "
         "%d rounds (variants alternating)." % (args.clients, args.window, args.seconds,
                                                 args.warmup, args.keys, args.rounds))
@@ -468,34 +536,39 @@ def report(args, results, setups):
             out("")
             out("local-only (every op on /b): %s ops/s" % fmt_lmh([r["throughput"] for r in lo]))
         out("")
-    over = pick(results, figure="overhead")
-    if over:
-        out("### Staying on one mount: plain KazooClient vs ComposedClient (ops/s)")
-        out("")
-        out("| ops in flight per client | plain | composed | composed / plain |")
-        out("|---:|---:|---:|---:|")
-        for w in args.overhead_windows:
-            p, c = pick(over, kind="plain-b", window=w), pick(over, kind="composed", window=w)
-            if p and c:
-                out("| %d | %s | %s | %s |" % (w, fmt_lmh([r["throughput"] for r in p]),
-                                               fmt_lmh([r["throughput"] for r in c]),
-                                               fmt_lmh(paired_ratios(c, p), 3)))
-        out("")
-    rem = pick(results, figure="remote")
-    if rem:
-        out("### Figs. 7b/8b: region-B clients writing (100% setData of 1 KiB, ops/s)")
-        out("")
-        out("| ops in flight per client | (a) composed, own ensemble | (b) one ensemble "
-            "spanning | (c) one ensemble + observer in B | a / b | a / c |")
-        out("|---:|---:|---:|---:|---:|---:|")
-        for w in args.remote_windows:
-            a, s, o = (pick(rem, deployment=d, window=w)
-                       for d in ("composed", "spanning", "observer"))
-            if a and s and o:
-                out("| %d | %s | %s | %s | %s | %s |" % (
-                    w, *(fmt_lmh([r["throughput"] for r in x]) for x in (a, s, o)),
-                    fmt_lmh(paired_ratios(a, s), 1), fmt_lmh(paired_ratios(a, o), 1)))
-        out("")
+    for driver in args.drivers:
+        over = pick(results, figure="overhead", driver=driver)
+        if over:
+            out("### Staying on one mount: plain vs composed client, driver %s (ops/s)"
+                % DRIVER_NAMES[driver])
+            out("")
+            out("| ops in flight per client | plain | composed | composed / plain |")
+            out("|---:|---:|---:|---:|")
+            for w in args.overhead_windows:
+                p = pick(over, kind="plain-b", window=w)
+                c = pick(over, kind="composed", window=w)
+                if p and c:
+                    out("| %d | %s | %s | %s |" % (w, fmt_lmh([r["throughput"] for r in p]),
+                                                   fmt_lmh([r["throughput"] for r in c]),
+                                                   fmt_lmh(paired_ratios(c, p), 3)))
+            out("")
+    for driver in args.drivers:
+        rem = pick(results, figure="remote", driver=driver)
+        if rem:
+            out("### Figs. 7b/8b: region-B clients writing (100%% setData of 1 KiB), driver %s "
+                "(ops/s)" % DRIVER_NAMES[driver])
+            out("")
+            out("| ops in flight per client | (a) composed, own ensemble | (b) one ensemble "
+                "spanning | (c) one ensemble + observer in B | a / b | a / c |")
+            out("|---:|---:|---:|---:|---:|---:|")
+            for w in args.remote_windows:
+                a, s, o = (pick(rem, deployment=d, window=w)
+                           for d in ("composed", "spanning", "observer"))
+                if a and s and o:
+                    out("| %d | %s | %s | %s | %s | %s |" % (
+                        w, *(fmt_lmh([r["throughput"] for r in x]) for x in (a, s, o)),
+                        fmt_lmh(paired_ratios(a, s), 1), fmt_lmh(paired_ratios(a, o), 1)))
+            out("")
     obs = pick(results, figure="observer")
     if obs:
         out("### Fig. 4: one observer in region B, its clients' throughput vs read ratio "
@@ -519,13 +592,14 @@ def report(args, results, setups):
 def targets(args, results):
     """(name, measured text, met) for the issue's targets."""
     t = []
-    over = pick(results, figure="overhead")
-    for w in args.overhead_windows:
-        p, c = pick(over, kind="plain-b", window=w), pick(over, kind="composed", window=w)
-        if p and c:
-            ratio = statistics.median(paired_ratios(c, p))
-            t.append(("one mount, %d in flight: composed / plain >= 0.97" % w,
-                      "%.3f" % ratio, ratio >= 0.97))
+    for driver in args.drivers:
+        over = pick(results, figure="overhead", driver=driver)
+        for w in args.overhead_windows:
+            p, c = pick(over, kind="plain-b", window=w), pick(over, kind="composed", window=w)
+            if p and c:
+                ratio = statistics.median(paired_ratios(c, p))
+                t.append(("one mount, %d in flight, %s: composed / plain >= 0.97"
+                          % (w, DRIVER_NAMES[driver]), "%.3f" % ratio, ratio >= 0.97))
     modes = pick(results, figure="modes")
     for burst in [x for x in args.bursts if x >= 25]:
         for loc in args.localities:
@@ -535,14 +609,15 @@ def targets(args, results):
                 ratio = statistics.median(paired_ratios(c, n))
                 t.append(("burst %d, %d%% local: composed / never-sync >= 0.90"
                           % (burst, round(loc * 100)), "%.2f" % ratio, ratio >= 0.90))
-    rem = pick(results, figure="remote")
-    for w in args.remote_windows:
-        a, s = pick(rem, deployment="composed", window=w), pick(rem, deployment="spanning",
-                                                                window=w)
-        if a and s:
-            ratio = statistics.median(paired_ratios(a, s))
-            t.append(("region-B writes, %d in flight: composed / spanning >= 7" % w,
-                      "%.1f" % ratio, ratio >= 7))
+    for driver in args.drivers:
+        rem = pick(results, figure="remote", driver=driver)
+        for w in args.remote_windows:
+            a = pick(rem, deployment="composed", window=w)
+            s = pick(rem, deployment="spanning", window=w)
+            if a and s:
+                ratio = statistics.median(paired_ratios(a, s))
+                t.append(("region-B writes, %d in flight, %s: composed / spanning >= 7"
+                          % (w, DRIVER_NAMES[driver]), "%.1f" % ratio, ratio >= 7))
     return t
 
 
@@ -587,21 +662,26 @@ def plots(args, results, out_dir):
         written.append(_save(fig, plt, out_dir, "zoonet_modes.png"))
     rem = pick(results, figure="remote")
     if rem:
-        fig, ax = plt.subplots(figsize=(6, 3.6))
+        fig, ax = plt.subplots(figsize=(7, 3.8))
         names = [("composed", "(a) composed"), ("spanning", "(b) spanning"),
                  ("observer", "(c) observer in B")]
-        width = 0.8 / len(names)
-        for j, (d, label) in enumerate(names):
+        drivers = [d for d in args.drivers if pick(rem, driver=d)]
+        bars = [(d, n) for d in drivers for n in names]
+        width = 0.85 / len(bars)
+        for j, (driver, (d, label)) in enumerate(bars):
             xs = [i + j * width for i in range(len(args.remote_windows))]
-            cells = [pick(rem, deployment=d, window=w) for w in args.remote_windows]
-            ax.bar(xs, [mid(c) for c in cells], width, label=label,
+            cells = [pick(rem, deployment=d, window=w, driver=driver)
+                     for w in args.remote_windows]
+            ax.bar(xs, [mid(c) for c in cells], width, color="C%d" % names.index((d, label)),
+                   hatch="//" if driver == "rust" else None,
+                   label="%s, %s" % (label, DRIVER_NAMES[driver]),
                    yerr=[sum((err(c)[k] for c in cells if c), []) for k in (0, 1)]
                    if all(cells) else None)
-        ax.set_xticks([i + width for i in range(len(args.remote_windows))])
+        ax.set_xticks([i + 0.85 / 2 - width / 2 for i in range(len(args.remote_windows))])
         ax.set_xticklabels(["%d in flight" % w for w in args.remote_windows])
         ax.set_ylabel("region-B writes/s")
         ax.set_yscale("log")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
         ax.set_title("Remote-region writes, %.0f ms WAN RTT" % args.rtt_ms)
         fig.tight_layout()
         written.append(_save(fig, plt, out_dir, "zoonet_remote_writes.png"))
@@ -656,6 +736,8 @@ def parse_args(argv=None):
     p.add_argument("--overhead-rounds", type=int, default=5)
     p.add_argument("--remote-windows", type=ints, default=[1, 32])
     p.add_argument("--read-ratios", type=fl, default=[0.0, 0.5, 0.9, 0.99, 1.0])
+    p.add_argument("--drivers", default="kazoo,rust",
+                   help="load generators of the overhead and remote figures: kazoo, rust")
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--keys", type=int, default=100)
     p.add_argument("--out", help="directory for zoonet_*.png and zoonet.json (e.g. docs/bench)")
@@ -666,6 +748,9 @@ def parse_args(argv=None):
     p.add_argument("--verbose", "-v", action="store_true")
     a = p.parse_args(argv)
     a.figures = [f for f in a.figures.split(",") if f]
+    a.drivers = [d for d in a.drivers.split(",") if d]
+    if not a.drivers or set(a.drivers) - set(DRIVERS):
+        p.error("--drivers: a comma-separated subset of %s" % ",".join(DRIVERS))
     unknown = set(a.figures) - {"modes", "overhead", "remote", "observer"}
     if unknown:
         p.error("unknown figures: %s" % ", ".join(sorted(unknown)))
@@ -702,6 +787,7 @@ def main(argv=None):
     signal.alarm(args.max_seconds)
     request = regions.standalone_request()
     workers = []
+    b = None
     started = time.monotonic()
     try:
         need_remote = "remote" in args.figures
@@ -745,16 +831,28 @@ def main(argv=None):
         for w in workers:
             for _ in range(3 * bool(comp) + bool(span) + bool(obsd)):
                 w.receive()
-        b = Bench(args, workers)
+        # What `stoa bench` is given for each client name (the Rust driver):
+        # session i starts at member i mod n of each ensemble, as worker i.
+        bench_targets = {}
+        if comp:
+            b_hosts = ",".join(s.hosts for s in comp["b_participants"])
+            bench_targets["composed"] = ("mounts", "%s=%s;%s=%s" % (
+                REMOTE, comp["a_observer_in_b"].hosts, LOCAL, b_hosts))
+            bench_targets["plain-b"] = ("servers", b_hosts)
+        if span:
+            bench_targets["plain-span"] = ("servers", span.in_region(1)[0].hosts)
+        if obsd:
+            bench_targets["plain-obs"] = ("servers", obsd.observers()[0].hosts)
+        b = Bench(args, workers, bench_targets)
         load_before = os.getloadavg()[0]
         for fig in args.figures:
             t0 = time.monotonic()
             if fig == "modes":
                 modes_figure(b, args.rounds, args.bursts, args.localities)
             elif fig == "overhead":
-                overhead_figure(b, args.overhead_rounds, args.overhead_windows)
+                overhead_figure(b, args.overhead_rounds, args.overhead_windows, args.drivers)
             elif fig == "remote":
-                remote_figure(b, args.rounds, args.remote_windows)
+                remote_figure(b, args.rounds, args.remote_windows, args.drivers)
             elif fig == "observer":
                 observer_figure(b, args.rounds, args.read_ratios)
             print("zoonet: %s done in %.0f s" % (fig, time.monotonic() - t0), flush=True)
@@ -793,6 +891,8 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for w in workers:
             w.stop()
+        for proc in list(b.bench_procs if b else []):
+            stop_process(proc)
         request.close()
 
 

@@ -3,7 +3,8 @@
 //! call's latency. The measuring part ([`measure`]: scheduling, warm-up,
 //! histograms, CPU samples) is shared by every target; a [`Backend`] makes
 //! the calls: [`Zk`] here through the project's ZooKeeper client (Apache
-//! ZooKeeper and Stoa), `crate::etcd` through etcd's gRPC API.
+//! ZooKeeper and Stoa; with `--mounts`, its composed client over several
+//! ensembles), `crate::etcd` through etcd's gRPC API.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -14,7 +15,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use stoa_client::tokio;
-use stoa_client::{open_acl_unsafe, Acl, Client, ClientOptions, CreateMode, Error, Op};
+use stoa_client::{
+    open_acl_unsafe, Acl, Client, ClientOptions, ComposedClient, CreateMode, Error, MountTable,
+    MultiResult, Op,
+};
 
 use crate::clock;
 use crate::cpu;
@@ -206,35 +210,130 @@ struct Plan {
     burst: usize,
 }
 
-/// A ZooKeeper-protocol session (Apache ZooKeeper or Stoa).
+/// A ZooKeeper-protocol session (Apache ZooKeeper or Stoa): a [`Client`],
+/// or with `--mounts` a [`ComposedClient`] over several ensembles.
 #[derive(Clone)]
-pub struct Zk {
-    client: Client,
+pub struct Zk<C = Client> {
+    client: C,
     acl: Vec<Acl>,
     create_mode: CreateMode,
 }
 
+/// The calls the mixes and the setup make, which the plain and the
+/// composed client both have with the same signatures.
+pub trait ZkSession: Clone + Send + Sync + 'static {
+    fn get_data<'a>(
+        &'a self,
+        path: &'a str,
+    ) -> impl Future<Output = Result<Vec<u8>, Error>> + Send + 'a;
+    fn exists<'a>(&'a self, path: &'a str) -> impl Future<Output = Result<(), Error>> + Send + 'a;
+    fn set_data<'a>(
+        &'a self,
+        path: &'a str,
+        data: &'a [u8],
+    ) -> impl Future<Output = Result<(), Error>> + Send + 'a;
+    fn get_children<'a>(
+        &'a self,
+        path: &'a str,
+    ) -> impl Future<Output = Result<(), Error>> + Send + 'a;
+    fn create<'a>(
+        &'a self,
+        path: &'a str,
+        data: &'a [u8],
+        acl: &'a [Acl],
+        mode: CreateMode,
+    ) -> impl Future<Output = Result<(), Error>> + Send + 'a;
+    fn delete<'a>(&'a self, path: &'a str) -> impl Future<Output = Result<(), Error>> + Send + 'a;
+    fn multi(
+        &self,
+        ops: Vec<Op>,
+    ) -> impl Future<Output = Result<Vec<MultiResult>, Error>> + Send + '_;
+    fn close(&self) -> impl Future<Output = Result<(), Error>> + Send + '_;
+}
+
+macro_rules! zk_session {
+    ($client:ty) => {
+        impl ZkSession for $client {
+            async fn get_data<'a>(&'a self, path: &'a str) -> Result<Vec<u8>, Error> {
+                <$client>::get_data(self, path, false)
+                    .await
+                    .map(|(data, _)| data)
+            }
+            async fn exists<'a>(&'a self, path: &'a str) -> Result<(), Error> {
+                <$client>::exists(self, path, false).await.map(drop)
+            }
+            async fn set_data<'a>(&'a self, path: &'a str, data: &'a [u8]) -> Result<(), Error> {
+                <$client>::set_data(self, path, data, -1).await.map(drop)
+            }
+            async fn get_children<'a>(&'a self, path: &'a str) -> Result<(), Error> {
+                <$client>::get_children(self, path, false).await.map(drop)
+            }
+            async fn create<'a>(
+                &'a self,
+                path: &'a str,
+                data: &'a [u8],
+                acl: &'a [Acl],
+                mode: CreateMode,
+            ) -> Result<(), Error> {
+                <$client>::create(self, path, data, acl, mode)
+                    .await
+                    .map(drop)
+            }
+            async fn delete<'a>(&'a self, path: &'a str) -> Result<(), Error> {
+                <$client>::delete(self, path, -1).await
+            }
+            async fn multi(&self, ops: Vec<Op>) -> Result<Vec<MultiResult>, Error> {
+                <$client>::multi(self, ops).await
+            }
+            async fn close(&self) -> Result<(), Error> {
+                <$client>::close(self).await
+            }
+        }
+    };
+}
+
+zk_session!(Client);
+zk_session!(ComposedClient);
+
 pub async fn run(servers: &str, cell: &Cell) -> Result<CellResult, String> {
+    if cell.composed {
+        let clients = connect_composed(servers, cell.sessions).await?;
+        return run_sessions(servers, cell, clients).await;
+    }
     let clients = connect_all(servers, cell.sessions).await?;
-    let payload = vec![b'x'; cell.payload_bytes];
-    setup(&clients[0], cell.keys, &payload).await?;
     if let Some(words) = &cell.fast {
         opt_into_fast(&clients, words).await?;
     }
-    let create_mode = if cell.ephemeral {
-        CreateMode::Ephemeral
-    } else {
-        CreateMode::Persistent
+    run_sessions(servers, cell, clients).await
+}
+
+/// Sets up the keyspace through the first of `clients`, measures them all
+/// and closes them.
+async fn run_sessions<C: ZkSession>(
+    servers: &str,
+    cell: &Cell,
+    clients: Vec<C>,
+) -> Result<CellResult, String> {
+    let payload = vec![b'x'; cell.payload_bytes];
+    let result = match setup(&clients[0], cell.keys, &payload).await {
+        Ok(()) => {
+            let create_mode = if cell.ephemeral {
+                CreateMode::Ephemeral
+            } else {
+                CreateMode::Persistent
+            };
+            let sessions: Vec<Zk<C>> = clients
+                .iter()
+                .map(|client| Zk {
+                    client: client.clone(),
+                    acl: open_acl_unsafe(),
+                    create_mode,
+                })
+                .collect();
+            measure(&sessions, cell, servers).await
+        }
+        Err(e) => Err(e),
     };
-    let sessions: Vec<Zk> = clients
-        .iter()
-        .map(|client| Zk {
-            client: client.clone(),
-            acl: open_acl_unsafe(),
-            create_mode,
-        })
-        .collect();
-    let result = measure(&sessions, cell, servers).await;
     for client in &clients {
         // Not measured; ephemerals go with the session.
         let _ = client.close().await;
@@ -384,6 +483,24 @@ async fn connect_all(servers: &str, sessions: usize) -> Result<Vec<Client>, Stri
     Ok(clients)
 }
 
+/// `sessions` composed clients over the mount table `table` (`--mounts`):
+/// each opens a session with every mount's ensemble, session `s` at member
+/// `s mod n` of each (as [`rotated`]).
+async fn connect_composed(table: &str, sessions: usize) -> Result<Vec<ComposedClient>, String> {
+    let table: MountTable = table.parse().map_err(|e| format!("--mounts: {e}"))?;
+    let options = ClientOptions {
+        session_timeout: SESSION_TIMEOUT,
+        ..ClientOptions::default()
+    };
+    let mut clients = Vec::with_capacity(sessions);
+    for s in 0..sessions {
+        let table = table.with_hosts(|mount| rotated(&mount.hosts, s));
+        let client = ComposedClient::connect(table, options.clone()).await;
+        clients.push(client.map_err(|e| format!("cannot connect to the mounts: {e}"))?);
+    }
+    Ok(clients)
+}
+
 /// `servers` (`"h1,h2,h3"`) starting at host `s mod n`: the client connects
 /// to the first host that answers, so session `s` lands on member `s mod n`
 /// of an ensemble (and keeps the others to fail over to), as etcd's session
@@ -408,7 +525,7 @@ fn rotated(servers: &str, s: usize) -> String {
 
 /// Creates the directories and the keyspace, each key holding `payload`
 /// (rewritten when a previous run left another size).
-async fn setup(client: &Client, keys: usize, payload: &[u8]) -> Result<(), String> {
+async fn setup<C: ZkSession>(client: &C, keys: usize, payload: &[u8]) -> Result<(), String> {
     let acl = open_acl_unsafe();
     let mut dirs: Vec<&str> = Vec::new();
     for paths in all_tree_paths() {
@@ -418,7 +535,7 @@ async fn setup(client: &Client, keys: usize, payload: &[u8]) -> Result<(), Strin
     }
     for dir in dirs {
         match client.create(dir, b"", &acl, CreateMode::Persistent).await {
-            Ok(_) | Err(Error::NodeExists { .. }) => {}
+            Ok(()) | Err(Error::NodeExists { .. }) => {}
             Err(e) => return Err(format!("setup: create {dir}: {e}")),
         }
     }
@@ -436,10 +553,10 @@ async fn setup(client: &Client, keys: usize, payload: &[u8]) -> Result<(), Strin
                 .create(&path, &payload, &acl, CreateMode::Persistent)
                 .await
             {
-                Ok(_) => Ok(()),
-                Err(Error::NodeExists { .. }) => match client.get_data(&path, false).await {
-                    Ok((data, _)) if data.len() == payload.len() => Ok(()),
-                    Ok(_) => client.set_data(&path, &payload, -1).await.map(|_| ()),
+                Ok(()) => Ok(()),
+                Err(Error::NodeExists { .. }) => match client.get_data(&path).await {
+                    Ok(data) if data.len() == payload.len() => Ok(()),
+                    Ok(_) => client.set_data(&path, &payload).await,
                     Err(e) => Err(e),
                 },
                 Err(e) => Err(e),
@@ -644,21 +761,18 @@ async fn call<B: Backend>(
     }
 }
 
-impl Backend for Zk {
+impl<C: ZkSession> Backend for Zk<C> {
     type Error = Error;
 
     async fn call<'a>(&'a self, call: Call<'a>, payload: &'a Bytes) -> Result<(), Error> {
         let client = &self.client;
         match call {
-            Call::Get(key) => client.get_data(key, false).await.map(|_| ()),
-            Call::Exists(key) => client.exists(key, false).await.map(|_| ()),
-            Call::Set(key) => client.set_data(key, payload, -1).await.map(|_| ()),
-            Call::Children => client.get_children(keys_dir(), false).await.map(|_| ()),
-            Call::Create(path) => client
-                .create(path, payload, &self.acl, self.create_mode)
-                .await
-                .map(|_| ()),
-            Call::Delete(path) => client.delete(path, -1).await,
+            Call::Get(key) => client.get_data(key).await.map(drop),
+            Call::Exists(key) => client.exists(key).await,
+            Call::Set(key) => client.set_data(key, payload).await,
+            Call::Children => client.get_children(keys_dir()).await,
+            Call::Create(path) => (client.create(path, payload, &self.acl, self.create_mode)).await,
+            Call::Delete(path) => client.delete(path).await,
             Call::Multi(key, other) => {
                 let ops = vec![
                     Op::set_data(key, payload, -1),

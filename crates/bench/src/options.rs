@@ -17,6 +17,11 @@ pub const USAGE: &str = "usage: stoa bench [options]
   --servers host:port[,..]   ZooKeeper-protocol servers to drive (default 127.0.0.1:2181);
                              session i tries server i mod n first, so the sessions spread
                              over the members of an ensemble
+  --mounts TABLE             sessions are composed clients (ZooNet's Algorithm 1, the Rust
+                             client's ComposedClient) over several ensembles, each mounted
+                             at a path prefix: `/a=h1:p,h2:p;/b=h3:p` (instead of
+                             --servers; docs/compose.md); --root picks the mounts the
+                             keyspace lies under
   --endpoints host:port[,..] --target etcd: etcd members (default 127.0.0.1:2379); a session
                              is one client connection, session i on endpoint i mod n.
                              create/set are puts, get/exists linearizable ranges
@@ -123,6 +128,9 @@ pub struct Cell {
     pub lock_trace: Option<PathBuf>,
     /// Stoa: what every session opts into (`/zookeeper/fast`'s words).
     pub fast: Option<String>,
+    /// The sessions are composed clients over the mount table the run's
+    /// servers string holds (`--mounts`).
+    pub composed: bool,
 }
 
 /// The protocol a run speaks.
@@ -209,6 +217,7 @@ impl Workload {
 pub struct Args {
     pub target: Option<Target>,
     pub servers: Option<String>,
+    pub mounts: Option<String>,
     pub endpoints: Option<String>,
     pub dir: Option<PathBuf>,
     pub sessions: Option<usize>,
@@ -286,6 +295,7 @@ impl Args {
             match flag {
                 "--target" => out.target = Some(Target::parse(value)?),
                 "--servers" => out.servers = Some(value.to_owned()),
+                "--mounts" => out.mounts = Some(value.to_owned()),
                 "--endpoints" => out.endpoints = Some(value.to_owned()),
                 "--fast" => {
                     let words = value.split(',').filter(|w| !w.is_empty());
@@ -374,6 +384,18 @@ impl Args {
             }
             _ => {}
         }
+        if out.mounts.is_some()
+            && (out.servers.is_some()
+                || out.scenario.is_some()
+                || out.fast.is_some()
+                || out.target.unwrap_or_default() != Target::ZooKeeper)
+        {
+            return Err(
+                "--mounts replaces --servers for the ZooKeeper protocol's mixes \
+                        (no --scenario, no --fast)"
+                    .into(),
+            );
+        }
         if out.dir.is_some() && out.target != Some(Target::File) {
             return Err("--dir is for --target file".into());
         }
@@ -383,9 +405,8 @@ impl Args {
     /// Where the runs go: `--servers`, or `--endpoints` for etcd.
     pub fn servers(&self) -> String {
         match self.target.unwrap_or_default() {
-            Target::ZooKeeper => self
-                .servers
-                .clone()
+            Target::ZooKeeper => (self.mounts.clone())
+                .or_else(|| self.servers.clone())
                 .unwrap_or_else(|| "127.0.0.1:2181".to_owned()),
             Target::Etcd => self
                 .endpoints
@@ -429,6 +450,7 @@ impl Args {
             poll: self.poll.unwrap_or(Duration::from_millis(5)),
             lock_trace: self.lock_trace.clone(),
             fast: self.fast.clone(),
+            composed: self.mounts.is_some(),
         }
     }
 }
@@ -549,5 +571,25 @@ mod tests {
         assert!(parse("--target file --dir /tmp/x --rate 10").is_err());
         assert!(parse("--target file --dir /tmp/x --servers a:1").is_err());
         assert!(parse("--dir /tmp/x").is_err());
+    }
+
+    #[test]
+    fn mounts_replace_the_servers_for_composed_sessions() {
+        let table = "/a=127.0.0.1:2191;/b=127.0.0.1:2192,127.0.0.1:2193";
+        let args = parse(&format!("--mounts {table} --root /b --sessions 2")).unwrap();
+        assert_eq!(args.servers(), table);
+        assert!(args.cell().composed);
+        assert!(!parse("").unwrap().cell().composed);
+        for other in [
+            "--servers a:1",
+            "--scenario create-sync",
+            "--fast reads",
+            "--target etcd",
+        ] {
+            assert!(
+                parse(&format!("--mounts {table} {other}")).is_err(),
+                "--mounts with {other}"
+            );
+        }
     }
 }

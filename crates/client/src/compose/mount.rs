@@ -119,6 +119,19 @@ impl MountTable {
             .map(|(index, _)| index)
     }
 
+    /// The same table with each mount's connection string replaced by
+    /// `hosts(mount)`: a load generator starts each session at another
+    /// member of every ensemble.
+    pub fn with_hosts(&self, hosts: impl Fn(&Mount) -> String) -> MountTable {
+        let mounts = self.mounts.iter().map(|mount| Mount {
+            hosts: hosts(mount),
+            ..mount.clone()
+        });
+        MountTable {
+            mounts: mounts.collect(),
+        }
+    }
+
     /// Every prefix, for error messages.
     pub(crate) fn prefixes(&self) -> String {
         let prefixes: Vec<&str> = self.mounts.iter().map(|m| m.prefix.as_str()).collect();
@@ -235,6 +248,14 @@ mod tests {
         );
         assert_eq!(inline.mounts()[1].sync_mode, SyncMode::Write);
         assert_eq!(MountTable::parse(&inline.to_string()).unwrap(), inline);
+    }
+
+    #[test]
+    fn new_hosts_keep_every_prefix_and_sync_mode() {
+        let table = MountTable::parse("/eu=h1:2181,h2:2181;/us=h3:2181!write:/s").unwrap();
+        let moved = table.with_hosts(|mount| format!("{}-x:1", &mount.prefix[1..]));
+        assert_eq!(moved.to_string(), "/eu=eu-x:1!sync\n/us=us-x:1!write:/s\n");
+        assert_eq!(table.mounts()[0].hosts, "h1:2181,h2:2181");
     }
 
     #[test]
