@@ -16,6 +16,12 @@ the ratio composed / plain is taken; the medians over rounds are printed.
     .venv/bin/python bench/compose/one_mount.py --rounds 3 --ops 1000   # quick
     .venv/bin/python bench/compose/one_mount.py --baseline /path/to/other/clients/python
 
+--driver rust runs the same comparison for the Rust client: `stoa bench
+--servers` (a plain `Client`) against `stoa bench --mounts /m=HOSTS` (its
+`ComposedClient` with one mount), one `stoa bench` process per run with
+one session, --ops calls after a short unmeasured warm-up; its throughput
+and client CPU per call come from the bench's own JSON.
+
 --baseline DIR also loads the stoa_compose package found in DIR (another
 checkout's clients/python) under another name and runs it as a third
 variant in the same rounds, so two versions of the client are compared on
@@ -147,6 +153,35 @@ def run(client, window, ops, read_ratio, keys, seed, max_seconds):
     return done, seconds, cpu, errors[0]
 
 
+class RustVariant:
+    """`stoa bench` with a plain session (`--servers`) or a composed one
+    with a single mount (`--mounts`), on the keys under MOUNT."""
+
+    def __init__(self, binary, flag, hosts):
+        self.binary, self.flag = binary, flag
+        self.where = hosts if flag == "servers" else "%s=%s" % (MOUNT, hosts)
+
+    def run(self, window, ops, read_ratio, keys, max_seconds):
+        fd, out = tempfile.mkstemp(prefix="one-mount-", suffix=".json")
+        os.close(fd)
+        cmd = [self.binary, "bench", "--" + self.flag, self.where, "--root", MOUNT,
+               "--outstanding", str(window), "--ops", str(ops), "--warmup", "0.2",
+               "--read-ratio", str(round(read_ratio * 100)), "--keys", str(keys),
+               "--payload", "64", "--quiet", "--json", out]
+        try:
+            p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               timeout=max_seconds + 30, start_new_session=True)
+            if p.returncode != 0:
+                raise RuntimeError("stoa bench: %s" % p.stderr.decode().strip())
+            with open(out) as f:
+                r = json.load(f)["results"][0]
+        finally:
+            os.unlink(out)
+        done = r["ops"] + r["error_count"]
+        cpu = r["client_cpu_us_per_op"] * done / 1e6
+        return done, r["elapsed_s"], cpu, r["error_count"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", help="use this server instead of starting one")
@@ -161,17 +196,25 @@ def main():
     ap.add_argument("--baseline", metavar="DIR",
                     help="also run the stoa_compose package of DIR (a clients/python)")
     ap.add_argument("--json", metavar="FILE", help="write every run here")
+    ap.add_argument("--driver", choices=["kazoo", "rust"], default="kazoo",
+                    help="kazoo (stoa_compose) or the Rust client (stoa bench)")
     args = ap.parse_args()
+    if args.driver == "rust" and args.baseline:
+        ap.error("--baseline is for --driver kazoo")
     logging.getLogger("kazoo").setLevel(logging.ERROR)
 
     from kazoo.client import KazooClient
     import stoa_compose
     variants = {"plain": lambda h: KazooClient(hosts=h, timeout=10),
                 "composed": lambda h: stoa_compose.ComposedClient({MOUNT: h}, timeout=10)}
+    if args.driver == "rust":
+        variants = {"plain": lambda h: RustVariant(args.stoa_bin, "servers", h),
+                    "composed": lambda h: RustVariant(args.stoa_bin, "mounts", h)}
     if args.baseline:
         base = load_stoa_compose("stoa_compose_baseline", os.path.abspath(args.baseline))
         variants["baseline"] = lambda h: base.ComposedClient({MOUNT: h}, timeout=10)
-    print("stoa_compose: %s" % os.path.dirname(stoa_compose.__file__))
+    print("client: %s" % (os.path.dirname(stoa_compose.__file__) if args.driver == "kazoo"
+                          else "Rust, through %s bench" % args.stoa_bin))
     if args.baseline:
         print("baseline:     %s" % os.path.dirname(base.__file__))
 
@@ -185,32 +228,42 @@ def main():
             hosts = server.start()
             print("stoa server pid %d on %s" % (server.proc.pid, hosts))
         for name, make in variants.items():
-            c = make(hosts)
-            c.start(timeout=20)
-            clients[name] = c
-        setup = clients["plain"]
+            clients[name] = make(hosts)
+        if args.driver == "kazoo":
+            for c in clients.values():
+                c.start(timeout=20)
+        setup = KazooClient(hosts=hosts, timeout=10)
+        setup.start(timeout=20)
         setup.ensure_path(MOUNT)
         for k in range(args.keys):
             path = "%s/k%d" % (MOUNT, k)
             if not setup.exists(path):
                 setup.create(path, b"v" * 64)
+        setup.stop()
+        setup.close()
+
+        def run_one(name, window, ops, seed):
+            if args.driver == "rust":
+                return clients[name].run(window, ops, args.read_ratio, args.keys,
+                                         args.max_run_seconds)
+            return run(clients[name], window, ops, args.read_ratio, args.keys, seed,
+                       args.max_run_seconds)
         names = list(variants)
         for window in [int(w) for w in args.windows.split(",")]:
             for name in names:   # warm up: connections, code paths, the first sync
-                run(clients[name], window, min(300, args.ops), args.read_ratio, args.keys,
-                    0, args.max_run_seconds)
+                run_one(name, window, min(300, args.ops), 0)
             for r in range(args.rounds):
                 order = names if r % 2 == 0 else names[::-1]
                 for name in order:
-                    done, secs, cpu, errs = run(clients[name], window, args.ops,
-                                                args.read_ratio, args.keys, r + 1,
-                                                args.max_run_seconds)
+                    done, secs, cpu, errs = run_one(name, window, args.ops, r + 1)
                     runs.append({"variant": name, "window": window, "round": r, "ops": done,
                                  "seconds": secs, "cpu": cpu, "errors": errs,
                                  "throughput": done / secs, "cpu_us_per_op": 1e6 * cpu / done})
-        composed_stats = dict(clients["composed"].stats)
+        composed_stats = dict(getattr(clients["composed"], "stats", {}))
     finally:
         for c in clients.values():
+            if isinstance(c, RustVariant):
+                continue
             try:
                 c.stop()
                 c.close()
@@ -234,7 +287,7 @@ def main():
             if name != "plain":
                 rs = [a["throughput"] / b["throughput"] for a, b in zip(xs, by["plain"])]
                 ratio = "%.3f (%.3f-%.3f)" % (statistics.median(rs), min(rs), max(rs))
-            print("%-7d %-9s %8.0f (%5.0f-%5.0f) %6.1f (%4.0f-%4.0f) %24s"
+            print("%-7d %-9s %8.0f (%5.0f-%5.0f) %6.2f (%5.2f-%5.2f) %24s"
                   % (window, name, statistics.median(tp), min(tp), max(tp),
                      statistics.median(cpu), min(cpu), max(cpu), ratio))
     errors = sum(x["errors"] for x in runs)

@@ -662,7 +662,7 @@ def plots(args, results, out_dir):
         written.append(_save(fig, plt, out_dir, "zoonet_modes.png"))
     rem = pick(results, figure="remote")
     if rem:
-        fig, ax = plt.subplots(figsize=(7, 3.8))
+        fig, ax = plt.subplots(figsize=(9, 3.8))
         names = [("composed", "(a) composed"), ("spanning", "(b) spanning"),
                  ("observer", "(c) observer in B")]
         drivers = [d for d in args.drivers if pick(rem, driver=d)]
@@ -681,7 +681,7 @@ def plots(args, results, out_dir):
         ax.set_xticklabels(["%d in flight" % w for w in args.remote_windows])
         ax.set_ylabel("region-B writes/s")
         ax.set_yscale("log")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.set_title("Remote-region writes, %.0f ms WAN RTT" % args.rtt_ms)
         fig.tight_layout()
         written.append(_save(fig, plt, out_dir, "zoonet_remote_writes.png"))
