@@ -921,3 +921,13 @@ def test_one_mount_benchmark_runs():
     assert p.returncode == 0, p.stdout[-3000:]
     assert "ratio to plain" in p.stdout and "errors: 0" in p.stdout, p.stdout[-3000:]
     assert "'syncs_injected': 1" in p.stdout, p.stdout[-3000:]   # the first read only
+    # The same comparison for the Rust clients, through `stoa bench --mounts`.
+    p = subprocess.run([sys.executable, script, "--driver", "rust", "--rounds", "2", "--ops",
+                        "200", "--windows", "1,4"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       env=dict(os.environ, STOA_BIN=h.stoa_bin()), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert "ratio to plain" in p.stdout and "errors: 0" in p.stdout, p.stdout[-3000:]
+    rows = [line.split() for line in p.stdout.splitlines()
+            if line.split()[:2] in (["1", "composed"], ["4", "composed"])]
+    assert len(rows) == 2 and all(float(r[2]) > 0 for r in rows), p.stdout[-3000:]
