@@ -20,10 +20,13 @@ worker processes of their own. Four figures:
             own region's ensemble; (b) one ensemble spanning the regions (2
             participants in A with the leader, 1 in B); (c) one ensemble in
             A with an observer in B.
-  observer  (Fig. 4) one observer's throughput vs read ratio (with Stoa's
-            per-session isolation; there is no server here without it).
+  observer  (Fig. 4) one observer's throughput vs read ratio: Stoa (per-
+            session isolation), and with --observer-zookeeper the same
+            deployment of Apache ZooKeeper 3.9.5 (with ZooNet's isolation,
+            ZOOKEEPER-2024, since 3.6) and 3.5.10 (without: every session's
+            reads wait behind any write in flight), jars from Maven Central.
 
-The overhead and remote figures run with each of --drivers: `kazoo` (the
+The overhead, remote and observer figures run with each of --drivers: `kazoo` (the
 Python clients above, one worker process per client) and `rust` (`stoa
 bench`, one process per cell with one session per client: the Rust client,
 and its ComposedClient with --mounts). The same driver makes both sides
@@ -55,6 +58,7 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(1, ROOT)  # bench.compare.anchors: the ZooKeepers of the observer figure
 
 MODES = ["composed", "never-sync", "sync-all", "local-only"]
 DRIVERS = ["kazoo", "rust"]
@@ -297,14 +301,17 @@ def _start_all(servers):
         list(pool.map(lambda s: s.start(timeout=60), servers))
 
 
-def one_ensemble(request, regions_layout, rtt_ms, jitter_ms):
+def one_ensemble(request, regions_layout, rtt_ms, jitter_ms, zookeeper=None):
     """regions.start_deployment, with the leader moved into region 0 if the
     election put it elsewhere (restarting that member: the others elect
-    one of theirs, it comes back as a follower)."""
+    one of theirs, it comes back as a follower). Stoa, or the ZooKeeper
+    whose jars `zookeeper` (servers.ZooKeeperJars) names."""
     import harness as h
     import regions
-    d = regions.start_deployment(request, regions_layout, kind="stoa", wan_rtt_ms=rtt_ms,
-                                 wan_jitter_ms=jitter_ms)
+    d = regions.start_deployment(request, regions_layout,
+                                 kind="zookeeper" if zookeeper else "stoa",
+                                 wan_rtt_ms=rtt_ms, wan_jitter_ms=jitter_ms,
+                                 zookeeper=zookeeper)
     for _ in range(5):
         leader = d.leader()
         if leader in d.in_region(0):
@@ -368,16 +375,17 @@ class Bench:
                "driver": "kazoo"}
         return self._record(figure, variant, row)
 
-    def run_rust_cell(self, figure, variant, client, window, read_ratio):
-        """One `stoa bench` process with one session per client (--clients)
-        and `window` calls in flight each, on the keyspace under /b that it
-        creates (not measured); one result row."""
+    def run_rust_cell(self, figure, variant, client, window, read_ratio, sessions=None):
+        """One `stoa bench` process with `sessions` sessions (default one per
+        client, --clients) and `window` calls in flight each, on the
+        keyspace under /b that it creates (not measured); one result row."""
         a = self.args
+        sessions = sessions or a.clients
         flag, where = self.targets[client]
         fd, out = tempfile.mkstemp(prefix="zoonet-bench-", suffix=".json")
         os.close(fd)
         cmd = [os.environ["STOA_BIN"], "bench", "--" + flag, where, "--root", LOCAL,
-               "--sessions", str(a.clients), "--outstanding", str(window),
+               "--sessions", str(sessions), "--outstanding", str(window),
                "--read-ratio", str(round(read_ratio * 100)), "--payload", str(a.size),
                "--keys", str(a.keys), "--duration", str(a.seconds), "--warmup", str(a.warmup),
                "--label", variant, "--quiet", "--json", out]
@@ -396,7 +404,7 @@ class Bench:
             os.unlink(out)
         row = {"figure": figure, "variant": variant, "client": client, "driver": "rust",
                "spec": {"window": window, "burst": 1, "locality": 1.0,
-                        "read_ratio": read_ratio, "sync_all": False},
+                        "read_ratio": read_ratio, "sync_all": False, "sessions": sessions},
                "throughput": res["throughput_ops_s"], "ops": res["ops"],
                "errors": res["error_count"], "syncs": 0, "switches": 0, "drained": True,
                "error_samples": sorted(res["errors"])[:3]}
@@ -469,12 +477,39 @@ def remote_figure(b, rounds, windows, drivers):
                     b.results[-1].update(deployment=name, window=window)
 
 
-def observer_figure(b, rounds, read_ratios):
+def observer_figure(b, rounds, read_ratios, systems, drivers):
+    """systems: (name, client) of each observer deployment, Stoa's first.
+    The kazoo driver: --clients sessions with --window calls in flight
+    each; the Rust one: --observer-sessions synchronous sessions, the
+    paper's many clients, where isolation shows (a session's read waits
+    only for its own writes, or, without isolation, for anyone's)."""
     for r in range(rounds):
         order = read_ratios if r % 2 == 0 else list(reversed(read_ratios))
-        for rr in order:
-            b.run_cell("observer", "reads=%.2f" % rr, "plain-obs", locality=1.0, read_ratio=rr)
-            b.results[-1].update(read_ratio=rr)
+        for driver in drivers:
+            for rr in order:
+                for system, client in (systems if r % 2 == 0 else systems[::-1]):
+                    variant = "%s reads=%.2f" % (system, rr)
+                    if driver == "rust":
+                        b.run_rust_cell("observer", variant, client, 1, rr,
+                                        sessions=b.args.observer_sessions)
+                    else:
+                        b.run_cell("observer", variant, client, locality=1.0, read_ratio=rr)
+                    b.results[-1].update(read_ratio=rr, system=system)
+
+
+def observer_load(args, driver):
+    """The observer figure's load under `driver`, in words."""
+    if driver == "rust":
+        return "%d synchronous sessions" % args.observer_sessions
+    return "%d sessions with %d calls in flight each" % (args.clients, args.window)
+
+
+# Fig. 4's servers: Stoa, and the ZooKeepers of --observer-zookeeper.
+OBSERVER_SYSTEMS = {
+    "stoa": ("Stoa (per-session isolation)", "plain-obs"),
+    "3.9": ("ZooKeeper 3.9.5 (isolation, ZOOKEEPER-2024)", "plain-obs-zk39"),
+    "3.5": ("ZooKeeper 3.5.10 (no isolation)", "plain-obs-zk35"),
+}
 
 
 # ------------------------------------------------------------------ output
@@ -569,18 +604,21 @@ def report(args, results, setups):
                         w, *(fmt_lmh([r["throughput"] for r in x]) for x in (a, s, o)),
                         fmt_lmh(paired_ratios(a, s), 1), fmt_lmh(paired_ratios(a, o), 1)))
             out("")
-    obs = pick(results, figure="observer")
-    if obs:
-        out("### Fig. 4: one observer in region B, its clients' throughput vs read ratio "
-            "(with isolation; ops/s)")
+    for driver in args.drivers:
+        obs = pick(results, figure="observer", driver=driver)
+        if not obs:
+            continue
+        systems = [k for k in OBSERVER_SYSTEMS if pick(obs, system=k)]
+        out("### Fig. 4: one observer in region B, its clients' throughput vs read ratio, "
+            "driver %s, %s (ops/s)" % (DRIVER_NAMES[driver], observer_load(args, driver)))
         out("")
-        out("| reads | ops/s |")
-        out("|---:|---:|")
+        out("| reads | %s |" % " | ".join(OBSERVER_SYSTEMS[k][0] for k in systems))
+        out("|---:|%s" % ("---:|" * len(systems)))
         for rr in args.read_ratios:
-            cells = pick(obs, read_ratio=rr)
-            if cells:
-                out("| %d%% | %s |" % (round(rr * 100),
-                                       fmt_lmh([r["throughput"] for r in cells])))
+            cells = [pick(obs, read_ratio=rr, system=k) for k in systems]
+            if all(cells):
+                out("| %d%% | %s |" % (round(rr * 100), " | ".join(
+                    fmt_lmh([r["throughput"] for r in c]) for c in cells)))
         out("")
     bad = [r for r in results if r["errors"] or not r["drained"]]
     if bad:
@@ -686,16 +724,25 @@ def plots(args, results, out_dir):
         fig.tight_layout()
         written.append(_save(fig, plt, out_dir, "zoonet_remote_writes.png"))
     obs = pick(results, figure="observer")
-    if obs:
-        fig, ax = plt.subplots(figsize=(5, 3.4))
+    drivers = [d for d in args.drivers if pick(obs, driver=d)]
+    if drivers:
+        fig, axes = plt.subplots(1, len(drivers), figsize=(5 * len(drivers), 3.6),
+                                 squeeze=False)
         xs = [rr * 100 for rr in args.read_ratios]
-        ax.plot(xs, [mid(pick(obs, read_ratio=rr)) for rr in args.read_ratios], "o-",
-                label="Stoa (per-session isolation)")
-        ax.set_xlabel("reads (%)")
-        ax.set_ylabel("observer clients' ops/s")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        ax.set_title("One observer %.0f ms from its leader" % args.rtt_ms)
+        for ax, driver in zip(axes[0], drivers):
+            for k, style in zip(OBSERVER_SYSTEMS, ("o-", "s--", "^:")):
+                cells = [pick(obs, read_ratio=rr, system=k, driver=driver)
+                         for rr in args.read_ratios]
+                if all(cells):
+                    ax.plot(xs, [mid(c) for c in cells], style, label=OBSERVER_SYSTEMS[k][0])
+            ax.set_yscale("log")
+            ax.set_xlabel("reads (%)")
+            ax.grid(alpha=0.3)
+            ax.set_title("%s: %s" % (DRIVER_NAMES[driver], observer_load(args, driver)),
+                fontsize=9)
+        axes[0][0].set_ylabel("observer clients' ops/s")
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle("One observer %.0f ms from its leader" % args.rtt_ms)
         fig.tight_layout()
         written.append(_save(fig, plt, out_dir, "zoonet_observer.png"))
     return written
@@ -736,8 +783,14 @@ def parse_args(argv=None):
     p.add_argument("--overhead-rounds", type=int, default=5)
     p.add_argument("--remote-windows", type=ints, default=[1, 32])
     p.add_argument("--read-ratios", type=fl, default=[0.0, 0.5, 0.9, 0.99, 1.0])
+    p.add_argument("--observer-zookeeper",
+                   help="ZooKeepers beside Stoa in the observer figure: 3.9, 3.5, or none "
+                        "(default 3.9,3.5; none with --quick)")
+    p.add_argument("--observer-sessions", type=int, default=32,
+                   help="observer figure, Rust driver: synchronous sessions")
     p.add_argument("--drivers", default="kazoo,rust",
-                   help="load generators of the overhead and remote figures: kazoo, rust")
+                   help="load generators of the overhead, remote and observer figures: "
+                        "kazoo, rust")
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--keys", type=int, default=100)
     p.add_argument("--out", help="directory for zoonet_*.png and zoonet.json (e.g. docs/bench)")
@@ -749,6 +802,11 @@ def parse_args(argv=None):
     a = p.parse_args(argv)
     a.figures = [f for f in a.figures.split(",") if f]
     a.drivers = [d for d in a.drivers.split(",") if d]
+    if a.observer_zookeeper is None:
+        a.observer_zookeeper = "none" if a.quick else "3.9,3.5"
+    a.observer_zookeeper = [v for v in a.observer_zookeeper.split(",") if v and v != "none"]
+    if set(a.observer_zookeeper) - {"3.9", "3.5"}:
+        p.error("--observer-zookeeper: a comma-separated subset of 3.9,3.5, or none")
     if not a.drivers or set(a.drivers) - set(DRIVERS):
         p.error("--drivers: a comma-separated subset of %s" % ",".join(DRIVERS))
     unknown = set(a.figures) - {"modes", "overhead", "remote", "observer"}
@@ -811,6 +869,15 @@ def main(argv=None):
                                 args.rtt_ms, args.jitter_ms)
             setups.append("observer: one ensemble, 3 participants in A, an observer in B")
             populate(obsd.leader().hosts, LOCAL, args.keys, args.size)
+        zk_obs = {}  # "3.9" / "3.5": the same deployment of that ZooKeeper
+        if "observer" in args.figures:
+            from bench.compare.anchors import maven
+            for version in args.observer_zookeeper:
+                jars, full = (maven.zookeeper if version == "3.9" else maven.zookeeper_35)()
+                zk_obs[version] = one_ensemble(request, [["participant"] * 3, ["observer"]],
+                                               args.rtt_ms, args.jitter_ms, zookeeper=jars)
+                setups.append("observer, ZooKeeper %s: the same" % full)
+                populate(zk_obs[version].leader().hosts, LOCAL, args.keys, args.size)
         print("zoonet: deployments up in %.0f s" % (time.monotonic() - started), flush=True)
         workers = [Worker() for _ in range(args.clients)]
         for i, w in enumerate(workers):
@@ -828,8 +895,11 @@ def main(argv=None):
             if obsd:
                 w.send({"cmd": "connect", "name": "plain-obs", "kind": "plain",
                         "hosts": obsd.observers()[0].hosts})
+            for version, d in zk_obs.items():
+                w.send({"cmd": "connect", "name": OBSERVER_SYSTEMS[version][1], "kind": "plain",
+                        "hosts": d.observers()[0].hosts})
         for w in workers:
-            for _ in range(3 * bool(comp) + bool(span) + bool(obsd)):
+            for _ in range(3 * bool(comp) + bool(span) + bool(obsd) + len(zk_obs)):
                 w.receive()
         # What `stoa bench` is given for each client name (the Rust driver):
         # session i starts at member i mod n of each ensemble, as worker i.
@@ -843,6 +913,8 @@ def main(argv=None):
             bench_targets["plain-span"] = ("servers", span.in_region(1)[0].hosts)
         if obsd:
             bench_targets["plain-obs"] = ("servers", obsd.observers()[0].hosts)
+        for version, d in zk_obs.items():
+            bench_targets[OBSERVER_SYSTEMS[version][1]] = ("servers", d.observers()[0].hosts)
         b = Bench(args, workers, bench_targets)
         load_before = os.getloadavg()[0]
         for fig in args.figures:
@@ -854,7 +926,8 @@ def main(argv=None):
             elif fig == "remote":
                 remote_figure(b, args.rounds, args.remote_windows, args.drivers)
             elif fig == "observer":
-                observer_figure(b, args.rounds, args.read_ratios)
+                systems = [(k, OBSERVER_SYSTEMS[k][1]) for k in ["stoa"] + list(zk_obs)]
+                observer_figure(b, args.rounds, args.read_ratios, systems, args.drivers)
             print("zoonet: %s done in %.0f s" % (fig, time.monotonic() - t0), flush=True)
         setups.append("load average (1 min) before / after the cells: %.2f / %.2f"
                       % (load_before, os.getloadavg()[0]))

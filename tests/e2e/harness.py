@@ -1023,6 +1023,21 @@ def zookeeper_395(admin=False, cli=False):
     return jars
 
 
+def zookeeper_35_or_skip():
+    """Apache ZooKeeper 3.5.10's jars from Maven Central (cached under
+    target/anchors): the last ZooKeeper without per-session isolation of
+    reads. The test skips, saying why, when they cannot be had."""
+    import pytest
+    if REPO_ROOT not in sys.path:
+        sys.path.insert(0, REPO_ROOT)
+    from bench.compare.anchors import AnchorUnavailable, maven
+    try:
+        jars, _ = maven.zookeeper_35()
+    except AnchorUnavailable as e:
+        pytest.skip("ZooKeeper 3.5.10 cannot be had: %s" % e)
+    return jars
+
+
 def set_member_cfg(member, changes):
     """Rewrites `member`'s zoo.cfg: each key of `changes` set to its value
     (added if absent), or dropped when the value is None."""

@@ -183,10 +183,12 @@ class Deployment:
 
 
 def start_deployment(request, regions, kind="stoa", wan_rtt_ms=50.0, wan_jitter_ms=2.0,
-                     tick_ms=None, start_timeout=60.0):
+                     tick_ms=None, start_timeout=60.0, zookeeper=None):
     """An ensemble whose members are laid out by `regions`, a list (region 0
     first) of role lists, e.g. [["participant"] * 3, ["observer"]]: three
-    participants in one region, their observer in another. Started
+    participants in one region, their observer in another. `zookeeper`
+    (servers.ZooKeeperJars) picks the ZooKeeper of kind="zookeeper"
+    (default Debian's). Started
     together; returns once one leader leads and every observer says so.
     Torn down through request's finalizers."""
     roles = [role for region in regions for role in region]
@@ -208,7 +210,8 @@ def start_deployment(request, regions, kind="stoa", wan_rtt_ms=50.0, wan_jitter_
     request.addfinalizer(lambda: [s.cleanup() for s in servers])
     for i, role in enumerate(roles):
         cfg = dict(quorum, peerType="observer") if role == "observer" else quorum
-        servers.append(netns.NsServer(topo, i, kind=kind, tick_time=tick_ms, extra_cfg=cfg))
+        servers.append(netns.NsServer(topo, i, kind=kind, tick_time=tick_ms, extra_cfg=cfg,
+                                      zookeeper=zookeeper))
     request.addfinalizer(netns._report_logs(servers))
     with concurrent.futures.ThreadPoolExecutor(len(servers)) as pool:
         list(pool.map(lambda s: s.start(timeout=start_timeout), servers))

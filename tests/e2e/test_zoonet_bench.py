@@ -61,3 +61,29 @@ def test_zoonet_quick_run_prints_every_figure(namespaces_allowed, tmp_path):
         assert remote["composed"] > 2 * remote["spanning"], (driver, remote)
     # One mount and the remote writes for each driver, and the bursts.
     assert len(run["targets"]) >= 5
+
+
+def test_zoonet_observer_figure_beside_zookeeper_without_isolation(namespaces_allowed, tmp_path):
+    # Fig. 4's baseline: the same observer deployment of Apache ZooKeeper
+    # 3.5.10, whose reads wait behind every session's writes. With many
+    # synchronous sessions and half of the calls writes, Stoa's observer
+    # answers the reads at once and ZooKeeper 3.5's holds them for a WAN
+    # round trip: a wide margin, so a short cell shows it.
+    h.zookeeper_35_or_skip()
+    env = dict(os.environ, STOA_BIN=h.stoa_bin())
+    p = subprocess.run([sys.executable, ZOONET, "--quick", "--figures", "observer",
+                        "--observer-zookeeper", "3.5", "--drivers", "rust",
+                        "--observer-sessions", "16", "--seconds", "1.5", "--out",
+                        str(tmp_path), "--max-seconds", "100"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=130, env=env, stdin=subprocess.DEVNULL)
+    out = p.stdout
+    assert p.returncode == 0, out[-4000:]
+    assert "ZooKeeper 3.5.10 (no isolation)" in out, out[-4000:]
+    with open(tmp_path / "zoonet.json") as f:
+        results = json.load(f)["results"]
+    cells = {(r["system"], r["read_ratio"]): r for r in results}
+    assert set(cells) == {(s, rr) for s in ("stoa", "3.5") for rr in (0.5, 1.0)}, cells
+    for r in results:
+        assert r["errors"] == 0 and r["ops"] > 0, r
+    assert cells[("stoa", 0.5)]["throughput"] > 1.5 * cells[("3.5", 0.5)]["throughput"], cells

@@ -1,5 +1,5 @@
-"""Apache ZooKeeper 3.9 from Maven Central: its jar and the jars it needs
-at run time, each checked against Maven Central's .sha1, cached under
+"""Apache ZooKeeper 3.9 (and 3.5, for one benchmark) from Maven Central:
+its jar and the jars it needs at run time, each checked against Maven Central's .sha1, cached under
 target/anchors/zookeeper-<version>/."""
 
 import hashlib
@@ -101,16 +101,50 @@ def zookeeper(download=True, admin=False, cli=False):
     """(ZooKeeperJars, version) of Apache ZooKeeper ZOOKEEPER_VERSION,
     fetched into the cache if need be (and `download`); with `admin`, also
     the jars its AdminServer needs; with `cli`, those of ZooKeeperMain."""
-    dest = os.path.join(CACHE, "zookeeper-" + ZOOKEEPER_VERSION)
-    os.makedirs(dest, exist_ok=True)
     artifacts = (ZOOKEEPER_ARTIFACTS + (ADMIN_ARTIFACTS if admin else ())
                  + (CLI_ARTIFACTS if cli else ()))
+    jars = _fetch_all(ZOOKEEPER_VERSION, artifacts, download)
+    return ZooKeeperJars(jars, "logback"), ZOOKEEPER_VERSION
+
+
+# Apache ZooKeeper 3.5, the last line before ZOOKEEPER-2024 (3.6.0): its
+# commit processor holds every session's reads behind any write in flight,
+# the server *without* ZooNet's per-session isolation (the paper's Fig. 4
+# baseline). The compile-scope dependencies of its POM, versions from its
+# parent POM, Netty without the epoll transport (NIO is the default), and
+# reload4j through slf4j as the log4j 1.2 backend it was tested with.
+ZOOKEEPER_35_VERSION = "3.5.10"
+ZOOKEEPER_35_ARTIFACTS = (
+    ("org.apache.zookeeper", "zookeeper", ZOOKEEPER_35_VERSION),
+    ("org.apache.zookeeper", "zookeeper-jute", ZOOKEEPER_35_VERSION),
+    ("org.apache.yetus", "audience-annotations", "0.5.0"),
+    ("io.netty", "netty-handler", "4.1.77.Final"),
+    ("io.netty", "netty-common", "4.1.77.Final"),
+    ("io.netty", "netty-resolver", "4.1.77.Final"),
+    ("io.netty", "netty-buffer", "4.1.77.Final"),
+    ("io.netty", "netty-transport", "4.1.77.Final"),
+    ("io.netty", "netty-transport-native-unix-common", "4.1.77.Final"),
+    ("io.netty", "netty-codec", "4.1.77.Final"),
+    ("org.slf4j", "slf4j-api", "1.7.36"),
+    ("org.slf4j", "slf4j-reload4j", "1.7.36"),
+    ("ch.qos.reload4j", "reload4j", "1.2.19"),
+)
+
+
+def zookeeper_35(download=True):
+    """(ZooKeeperJars, version) of Apache ZooKeeper ZOOKEEPER_35_VERSION."""
+    jars = _fetch_all(ZOOKEEPER_35_VERSION, ZOOKEEPER_35_ARTIFACTS, download)
+    return ZooKeeperJars(jars, "log4j"), ZOOKEEPER_35_VERSION
+
+
+def _fetch_all(version, artifacts, download):
+    dest = os.path.join(CACHE, "zookeeper-" + version)
+    os.makedirs(dest, exist_ok=True)
     missing = [a for a in artifacts
                if not os.path.exists(os.path.join(dest, "%s-%s.jar" % a[1:]))]
     if missing and not download:
         raise AnchorUnavailable("%d jars not in %s (and --no-install)" % (len(missing), dest))
     if missing:
         log("fetching ZooKeeper %s from Maven Central: %d jars into %s"
-            % (ZOOKEEPER_VERSION, len(missing), dest))
-    jars = [fetch(g, a, v, dest) for g, a, v in artifacts]
-    return ZooKeeperJars(jars, "logback"), ZOOKEEPER_VERSION
+            % (version, len(missing), dest))
+    return [fetch(g, a, v, dest) for g, a, v in artifacts]
