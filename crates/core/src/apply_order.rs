@@ -56,6 +56,7 @@
 //!
 //! Pure: no I/O, no clock. `T` is whatever the engine keeps per entry.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A point of the order every partition has reached: what a snapshot of
@@ -201,6 +202,21 @@ pub struct ApplyOrder<T> {
     /// elsewhere (`next_ready_on` with `away`), not yet applied there
     /// (`applied_away`). Its state stands below the first.
     away: Vec<VecDeque<i64>>,
+    /// Bumped by every change, before it: by each `pub` method that takes
+    /// `&mut self` on entry, but for `next_ready` and `next_ready_on`,
+    /// whose changes are all in `take` and `take_away`, which bump it.
+    /// What the memos below hold is current while they carry this number.
+    generation: u64,
+    /// (generation, value) of each partition's `closed` and of `prefix`.
+    /// The engine asks for them several times per request (every reply
+    /// carries the prefix; every read asks its partition's closed zxid),
+    /// between changes that come once per entry. `&self` methods fill
+    /// them, and `reach_prefix` after a change that nothing follows (a
+    /// `&mut self` method that asked `closed` or `prefix` before a change
+    /// of its own would leave them stale under the generation it bumped:
+    /// those use `closed_now` and `prefix_now`).
+    closed_memo: Vec<Cell<(u64, i64)>>,
+    prefix_memo: Cell<(u64, i64)>,
 }
 
 impl<T> ApplyOrder<T> {
@@ -223,6 +239,10 @@ impl<T> ApplyOrder<T> {
             others: BTreeMap::new(),
             last_applied: vec![0; partitions],
             away: (0..partitions).map(|_| VecDeque::new()).collect(),
+            // Memos at generation 0 were never filled.
+            generation: 1,
+            closed_memo: vec![Cell::new((0, 0)); partitions],
+            prefix_memo: Cell::new((0, 0)),
         };
         order.restore(cut);
         order
@@ -330,6 +350,19 @@ impl<T> ApplyOrder<T> {
     /// and no further than every zxid is in hand (an entry of its own at
     /// or below that would be in hand).
     pub fn closed(&self, partition: usize) -> i64 {
+        let memo = &self.closed_memo[partition];
+        let (generation, closed) = memo.get();
+        if generation == self.generation {
+            debug_assert_eq!(closed, self.closed_now(partition), "partition {partition}");
+            return closed;
+        }
+        let closed = self.closed_now(partition);
+        memo.set((self.generation, closed));
+        closed
+    }
+
+    /// `closed`, computed.
+    fn closed_now(&self, partition: usize) -> i64 {
         let lowest = match (
             self.away[partition].front(),
             self.lowest_unapplied(partition),
@@ -359,6 +392,7 @@ impl<T> ApplyOrder<T> {
     /// (`zxid`: None for an entry outside the order), with parts on no
     /// other partition.
     pub fn committed(&mut self, partition: usize, index: u64, zxid: Option<i64>, entry: T) {
+        // (committed_with_parts bumps the generation.)
         self.committed_with_parts(partition, index, zxid, Vec::new(), entry);
     }
 
@@ -372,6 +406,7 @@ impl<T> ApplyOrder<T> {
         others: Vec<u32>,
         entry: T,
     ) {
+        self.generation += 1;
         let last = self.last_index(partition);
         assert_eq!(
             index,
@@ -406,6 +441,7 @@ impl<T> ApplyOrder<T> {
 
     /// A seal committed: no zxid in these inclusive ranges will ever exist.
     pub fn add_voids(&mut self, ranges: &[(i64, i64)]) {
+        self.generation += 1;
         for &(lo, hi) in ranges {
             let lo = lo.max(self.applied + 1);
             if lo > hi {
@@ -436,6 +472,7 @@ impl<T> ApplyOrder<T> {
     /// committed and passed to [`committed`](Self::committed): then a zxid
     /// missing from them was never committed and never will be.
     pub fn seal(&mut self, next: i64) -> Vec<(i64, i64)> {
+        self.generation += 1;
         let in_hand_above =
             (self.known.ahead.last_key_value()).map_or(self.known.through, |(_, &hi)| hi);
         assert!(
@@ -460,6 +497,7 @@ impl<T> ApplyOrder<T> {
     /// in it; the ranges of seals this server has and the cut has not
     /// applied stay known.
     pub fn install(&mut self, cut: &Cut) {
+        self.generation += 1;
         assert!(!self.has_away(), "a snapshot installed with entries away");
         assert_eq!(
             cut.indices.len(),
@@ -512,12 +550,14 @@ impl<T> ApplyOrder<T> {
 
     /// The next entry to apply in the one order, if its turn has come.
     pub fn next_ready(&mut self) -> Option<Ready<T>> {
+        // (take bumps the generation: asked when nothing may go, as it
+        // is after every entry, this changes nothing.)
         let partition = self.next_partition()?;
         let ready = self.take(partition);
         if let (Some(zxid), false) = (ready.zxid, ready.void) {
             // The merge applies each zxid once all below are applied or
             // void. (Its prefix may reach further, over void zxids in hand.)
-            debug_assert!(self.prefix() >= zxid, "the merge's prefix");
+            debug_assert!(self.prefix_now() >= zxid, "the merge's prefix");
             self.applied = zxid;
             self.voids.forget_through(zxid);
         }
@@ -544,6 +584,8 @@ impl<T> ApplyOrder<T> {
         fence: i64,
         away: impl FnOnce(&T) -> bool,
     ) -> Option<Ready<T>> {
+        // (take and take_away bump the generation; the answer None
+        // changes nothing.)
         let head = self.waiting[partition].front()?;
         let mut goes_away = false;
         if let Some(zxid) = head.zxid.filter(|&zxid| !self.is_void(zxid)) {
@@ -576,11 +618,7 @@ impl<T> ApplyOrder<T> {
         }
         let ready = self.take(partition);
         if !ready.void && ready.zxid.is_some() {
-            let prefix = self.prefix();
-            if prefix > self.applied {
-                self.applied = prefix;
-                self.voids.forget_through(prefix);
-            }
+            self.reach_prefix();
         }
         Some(ready)
     }
@@ -589,6 +627,7 @@ impl<T> ApplyOrder<T> {
     /// alone, to be applied elsewhere: it counts as applied once the
     /// caller says so (`applied_away`).
     fn take_away(&mut self, partition: usize) -> Ready<T> {
+        self.generation += 1;
         let Waiting {
             index, zxid, entry, ..
         } = (self.waiting[partition].pop_front()).expect("an entry whose turn came");
@@ -607,6 +646,7 @@ impl<T> ApplyOrder<T> {
 
     /// `partition` applied the first entry it had away, `zxid`.
     pub fn applied_away(&mut self, partition: usize, zxid: i64) {
+        self.generation += 1;
         let first = self.away[partition].pop_front();
         assert_eq!(
             first,
@@ -614,15 +654,34 @@ impl<T> ApplyOrder<T> {
             "partition {partition} applied {zxid:#x} away, out of order"
         );
         self.last_applied[partition] = self.last_applied[partition].max(zxid);
-        let prefix = self.prefix();
+        self.reach_prefix();
+    }
+
+    /// Raises `applied` to the prefix, which an entry applied may have
+    /// raised, and leaves the closed zxids and the prefix in the memos for
+    /// the engine's next asks (a reply after each entry). They are the
+    /// same after the raise: an entry unapplied on a partition lies above
+    /// its closed zxid, so above the prefix, and so does every part
+    /// waiting there; what the raise voids (zxids at or below it) is
+    /// none of them.
+    fn reach_prefix(&mut self) {
+        let mut prefix = i64::MAX;
+        for (p, memo) in self.closed_memo.iter().enumerate() {
+            let closed = self.closed_now(p);
+            memo.set((self.generation, closed));
+            prefix = prefix.min(closed);
+        }
+        self.prefix_memo.set((self.generation, prefix));
         if prefix > self.applied {
             self.applied = prefix;
             self.voids.forget_through(prefix);
         }
+        debug_assert_eq!(prefix, self.prefix_now(), "the prefix moved with applied");
     }
 
     /// Takes `partition`'s head entry, whose turn has come.
     fn take(&mut self, partition: usize) -> Ready<T> {
+        self.generation += 1;
         let Waiting {
             index,
             zxid,
@@ -656,8 +715,25 @@ impl<T> ApplyOrder<T> {
     /// The lowest of the partitions' closed zxids: every partition's state
     /// is the projection of the history at it or past it.
     pub fn prefix(&self) -> i64 {
-        (0..self.waiting.len())
+        let (generation, prefix) = self.prefix_memo.get();
+        if generation == self.generation {
+            debug_assert_eq!(prefix, self.prefix_now());
+            return prefix;
+        }
+        let prefix = (0..self.waiting.len())
             .map(|p| self.closed(p))
+            .min()
+            .expect("a server has at least one partition");
+        self.prefix_memo.set((self.generation, prefix));
+        prefix
+    }
+
+    /// `prefix`, computed: what the `&mut self` methods use, which must
+    /// not fill the memos (a change after it in the same method would
+    /// leave them stale).
+    fn prefix_now(&self) -> i64 {
+        (0..self.waiting.len())
+            .map(|p| self.closed_now(p))
             .min()
             .expect("a server has at least one partition")
     }
