@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
 import harness  # noqa: E402
 from bench.compare.anchors import maven  # noqa: E402
+from bench.compare.launch import ZK_HEAP_FLAG  # noqa: E402
 
 VARIANTS = (("extension", "stoa"), ("recipe", "zookeeper"), ("recipe", "stoa"))
 
@@ -52,7 +53,8 @@ def register_queue(hosts):
 
 
 def one_run(mode, system, jars, classes, args):
-    srv = (harness.Server(kind="zookeeper", zookeeper=jars) if system == "zookeeper"
+    srv = (harness.Server(kind="zookeeper", zookeeper=jars, jvm_flags=(ZK_HEAP_FLAG,))
+           if system == "zookeeper"
            else harness.Server(kind="stoa"))
     try:
         srv.start()

@@ -33,11 +33,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(2, ROOT)
 
 import model  # noqa: E402
 import netns  # noqa: E402
 import regions  # noqa: E402
 import servers  # noqa: E402
+from bench.compare.launch import ZK_HEAP_FLAG  # noqa: E402
 from topology import PrimTopology  # noqa: E402
 
 import harness as h  # noqa: E402
@@ -126,7 +128,7 @@ def calibrate(kind, args, workdir):
     srv = None
     try:
         topo.setup()
-        srv = netns.NsServer(topo.topo, 0, kind=kind, tick_time=200)
+        srv = netns.NsServer(topo.topo, 0, kind=kind, tick_time=200, jvm_flags=(ZK_HEAP_FLAG,))
         srv.start(timeout=60)
         out = {}
         # Creates of fresh paths (create-sync); a keyspace's creates find
@@ -168,7 +170,7 @@ def run_topology(kind, n, s, c, levels, args, cal, deadline, results):
         tick = max(200 if kind == "stoa" else 500, int(4 * s))
         for i in range(n):
             members.append(netns.NsServer(topo.topo, i, kind=kind, tick_time=tick,
-                                          extra_cfg=quorum))
+                                          extra_cfg=quorum, jvm_flags=(ZK_HEAP_FLAG,)))
         servers.run_parallel(lambda m: m.start(timeout=90), members)
         h.wait_until(lambda: n == 1 or netns.leader_of(members) is not None, timeout=60,
                      what="one leader")

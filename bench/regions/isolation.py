@@ -20,10 +20,12 @@ import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(1, ROOT)
 
 import isolation  # noqa: E402
 import regions  # noqa: E402
 import servers  # noqa: E402
+from bench.compare.launch import ZK_HEAP_FLAG  # noqa: E402
 
 LAYOUT = [["participant"] * 3, ["observer"]]
 
@@ -32,7 +34,7 @@ def run_one(kind, args):
     request = regions.standalone_request()
     try:
         d = regions.start_deployment(request, LAYOUT, kind=kind, wan_rtt_ms=args.rtt_ms,
-                                     wan_jitter_ms=args.jitter_ms)
+                                     wan_jitter_ms=args.jitter_ms, jvm_flags=(ZK_HEAP_FLAG,))
         observer = d.observers()[0]
         r = isolation.measure(observer.hosts, reads=args.reads, outstanding=args.outstanding,
                               size=args.size)

@@ -308,10 +308,11 @@ def one_ensemble(request, regions_layout, rtt_ms, jitter_ms, zookeeper=None):
     whose jars `zookeeper` (servers.ZooKeeperJars) names."""
     import harness as h
     import regions
+    from bench.compare.launch import ZK_HEAP_FLAG
     d = regions.start_deployment(request, regions_layout,
                                  kind="zookeeper" if zookeeper else "stoa",
                                  wan_rtt_ms=rtt_ms, wan_jitter_ms=jitter_ms,
-                                 zookeeper=zookeeper)
+                                 zookeeper=zookeeper, jvm_flags=(ZK_HEAP_FLAG,))
     for _ in range(5):
         leader = d.leader()
         if leader in d.in_region(0):

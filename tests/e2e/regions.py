@@ -183,12 +183,13 @@ class Deployment:
 
 
 def start_deployment(request, regions, kind="stoa", wan_rtt_ms=50.0, wan_jitter_ms=2.0,
-                     tick_ms=None, start_timeout=60.0, zookeeper=None):
+                     tick_ms=None, start_timeout=60.0, zookeeper=None, jvm_flags=None):
     """An ensemble whose members are laid out by `regions`, a list (region 0
     first) of role lists, e.g. [["participant"] * 3, ["observer"]]: three
     participants in one region, their observer in another. `zookeeper`
     (servers.ZooKeeperJars) picks the ZooKeeper of kind="zookeeper"
-    (default Debian's). Started
+    (default Debian's) and `jvm_flags` its JVM's (default the tests',
+    which favour start-up time; a benchmark passes its own). Started
     together; returns once one leader leads and every observer says so.
     Torn down through request's finalizers."""
     roles = [role for region in regions for role in region]
@@ -210,8 +211,9 @@ def start_deployment(request, regions, kind="stoa", wan_rtt_ms=50.0, wan_jitter_
     request.addfinalizer(lambda: [s.cleanup() for s in servers])
     for i, role in enumerate(roles):
         cfg = dict(quorum, peerType="observer") if role == "observer" else quorum
+        jvm = {} if jvm_flags is None else {"jvm_flags": jvm_flags}
         servers.append(netns.NsServer(topo, i, kind=kind, tick_time=tick_ms, extra_cfg=cfg,
-                                      zookeeper=zookeeper))
+                                      zookeeper=zookeeper, **jvm))
     request.addfinalizer(netns._report_logs(servers))
     with concurrent.futures.ThreadPoolExecutor(len(servers)) as pool:
         list(pool.map(lambda s: s.start(timeout=start_timeout), servers))
