@@ -61,8 +61,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 sys.path.insert(1, ROOT)  # bench.compare.anchors: the ZooKeepers of the observer figure
 
 MODES = ["composed", "never-sync", "sync-all", "local-only"]
-DRIVERS = ["kazoo", "rust"]
 DRIVER_NAMES = {"kazoo": "kazoo", "rust": "Rust (stoa bench)"}
+DRIVERS = list(DRIVER_NAMES)
 LOCAL, REMOTE = "/b", "/a"
 
 # ---------------------------------------------------------------- the worker
@@ -380,6 +380,7 @@ class Bench:
         """One `stoa bench` process with `sessions` sessions (default one per
         client, --clients) and `window` calls in flight each, on the
         keyspace under /b that it creates (not measured); one result row."""
+        import servers
         a = self.args
         sessions = sessions or a.clients
         flag, where = self.targets[client]
@@ -400,7 +401,7 @@ class Bench:
             with open(out) as f:
                 res = json.load(f)["results"][0]
         finally:
-            stop_process(proc)
+            servers.terminate(proc)
             self.bench_procs.remove(proc)
             os.unlink(out)
         row = {"figure": figure, "variant": variant, "client": client, "driver": "rust",
@@ -422,20 +423,14 @@ class Bench:
                 figure, row["driver"], variant, row["throughput"], row["syncs"]), flush=True)
         return row
 
-    def cell(self, driver, figure, variant, client, window, read_ratio):
+    def cell(self, driver, figure, variant, client, window, read_ratio, rust_sessions=None):
+        """One cell by `driver`; `rust_sessions` replaces the Rust driver's
+        one session per client."""
         if driver == "rust":
-            return self.run_rust_cell(figure, variant, client, window, read_ratio)
+            return self.run_rust_cell(figure, variant, client, window, read_ratio,
+                                      sessions=rust_sessions)
         return self.run_cell(figure, variant, client, window=window, locality=1.0,
                              read_ratio=read_ratio)
-
-
-def stop_process(proc):
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
 
 
 def modes_figure(b, rounds, bursts, localities):
@@ -489,12 +484,9 @@ def observer_figure(b, rounds, read_ratios, systems, drivers):
         for driver in drivers:
             for rr in order:
                 for system, client in (systems if r % 2 == 0 else systems[::-1]):
-                    variant = "%s reads=%.2f" % (system, rr)
-                    if driver == "rust":
-                        b.run_rust_cell("observer", variant, client, 1, rr,
-                                        sessions=b.args.observer_sessions)
-                    else:
-                        b.run_cell("observer", variant, client, locality=1.0, read_ratio=rr)
+                    window = 1 if driver == "rust" else b.args.window
+                    b.cell(driver, "observer", "%s reads=%.2f" % (system, rr), client, window,
+                           rr, rust_sessions=b.args.observer_sessions)
                     b.results[-1].update(read_ratio=rr, system=system)
 
 
@@ -966,7 +958,7 @@ def main(argv=None):
         for w in workers:
             w.stop()
         for proc in list(b.bench_procs if b else []):
-            stop_process(proc)
+            servers.terminate(proc)
         request.close()
 
 

@@ -1,6 +1,6 @@
 """Apache ZooKeeper 3.9 (and 3.5, for one benchmark) from Maven Central:
-its jar and the jars it needs at run time, each checked against Maven Central's .sha1, cached under
-target/anchors/zookeeper-<version>/."""
+its jar and the jars it needs at run time, each checked against Maven
+Central's .sha1, cached under target/anchors/zookeeper-<version>/."""
 
 import hashlib
 import os
