@@ -665,13 +665,9 @@ impl<T> ApplyOrder<T> {
     /// waiting there; what the raise voids (zxids at or below it) is
     /// none of them.
     fn reach_prefix(&mut self) {
-        let mut prefix = i64::MAX;
-        for (p, memo) in self.closed_memo.iter().enumerate() {
-            let closed = self.closed_now(p);
-            memo.set((self.generation, closed));
-            prefix = prefix.min(closed);
-        }
-        self.prefix_memo.set((self.generation, prefix));
+        // The change before this bumped the generation: `prefix` computes
+        // afresh, filling the memos.
+        let prefix = self.prefix();
         if prefix > self.applied {
             self.applied = prefix;
             self.voids.forget_through(prefix);
