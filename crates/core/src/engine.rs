@@ -259,6 +259,10 @@ pub struct EngineConfig {
     /// stand-in threads (`engine/cores.rs`) that run a job at once or only
     /// when the engine recalls the core, as drawn from this seed.
     pub owned_threads_seed: Option<u64>,
+    /// The connections' writers run on other threads (`io.threads`) and
+    /// encode what they send: replies and events leave the engine as
+    /// values (`Output::frames`) instead of bytes (`Output::sends`).
+    pub replies_encoded_by_writers: bool,
 }
 
 /// A standalone server 1 of one partition with ZooKeeper's defaults
@@ -299,6 +303,7 @@ impl Default for EngineConfig {
             apply_by_partition: false,
             apply_lag_seed: None,
             owned_threads_seed: None,
+            replies_encoded_by_writers: false,
         }
     }
 }
@@ -480,6 +485,9 @@ pub struct SnapshotJob {
 #[derive(Default)]
 pub struct Output {
     pub sends: Vec<(ConnId, Vec<u8>)>,
+    /// With `replies_encoded_by_writers`, what each connection is sent
+    /// instead of `sends`: its frames in order, for its writer to encode.
+    pub frames: Vec<(ConnId, Vec<stoa_proto::frame::OutgoingFrame>)>,
     /// Closed after their pending bytes are written.
     pub closes: Vec<ConnId>,
     pub persists: Vec<PersistJob>,
@@ -589,8 +597,10 @@ impl Engine {
             return Err("reconfig with several partitions is not supported yet".into());
         }
         let membership = reconfig::initial_membership(&config, &recovered[0].tree)?;
-        let mut gate =
-            gate::SessionGate::new(crate::session::initial_session_id(config.server_id, now_ms));
+        let mut gate = gate::SessionGate::new(
+            crate::session::initial_session_id(config.server_id, now_ms),
+            config.replies_encoded_by_writers,
+        );
         gate.restore_sessions(&recovered[0].tree, now_ms);
         let order = (config.partitions > 1)
             .then(|| start_order(&recovered))
@@ -913,7 +923,7 @@ impl Engine {
             }
             self.drive_raft();
         }
-        self.gate.take_sends(&mut self.out.sends);
+        (self.gate).take_owed(&mut self.out.sends, &mut self.out.frames);
         std::mem::take(&mut self.out)
     }
 
@@ -1233,8 +1243,7 @@ impl Engine {
                         .record_latency((self.now_ms - received_ms).max(0) as u64);
                 }
                 Pending::Reply { xid, err, response } => {
-                    self.gate
-                        .send_reply(conn, xid, applied_zxid, err, &response);
+                    self.gate.send_reply(conn, xid, applied_zxid, err, response);
                 }
                 Pending::Decided {
                     xid,
@@ -1249,8 +1258,7 @@ impl Engine {
                         let partition = self.partition_of(&path);
                         self.cores[partition].watches.add(conn, kind, &path);
                     }
-                    self.gate
-                        .send_reply(conn, xid, applied_zxid, err, &response);
+                    self.gate.send_reply(conn, xid, applied_zxid, err, response);
                 }
                 Pending::Write { .. } | Pending::Remote { .. } => unreachable!("checked above"),
             }

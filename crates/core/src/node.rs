@@ -68,6 +68,11 @@ pub trait SnapshotSink {
 /// The network as a node sees it: client connections and peers.
 pub trait Transport {
     fn send(&mut self, conn: ConnId, bytes: Vec<u8>);
+    /// Frames for `conn` in order, for its writer to encode (the engine's
+    /// `replies_encoded_by_writers`); by default encoded here and sent.
+    fn send_frames(&mut self, conn: ConnId, frames: Vec<stoa_proto::frame::OutgoingFrame>) {
+        self.send(conn, stoa_proto::frame::encode_frames(&frames));
+    }
     /// Closes `conn` once its pending bytes are written. False when it was
     /// not open (the engine already heard it close).
     fn close(&mut self, conn: ConnId) -> bool;
@@ -221,6 +226,7 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
         let mut done_now: Vec<(u32, u64)> = Vec::new();
         let Output {
             sends,
+            frames,
             closes,
             persists,
             snapshots,
@@ -248,6 +254,9 @@ impl<L: LogSink, S: SnapshotSink> Node<L, S> {
         }
         for (conn, bytes) in sends {
             net.send(conn, bytes);
+        }
+        for (conn, frames) in frames {
+            net.send_frames(conn, frames);
         }
         for conn in closes {
             if net.close(conn) {

@@ -203,6 +203,40 @@ pub fn encode_notification(out: &mut Vec<u8>, zxid: i64, event: &WatcherEvent) {
     });
 }
 
+/// A frame for a client, encoded or still as values: a server whose
+/// connections' writers run on other threads hands them replies and
+/// events as values, and each writer encodes its own (the encoding then
+/// leaves the thread that decides the replies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutgoingFrame {
+    /// Whole frames, encoded already.
+    Encoded(Vec<u8>),
+    Reply(ReplyHeader, Response),
+    /// A watch notification at this zxid.
+    Notification(i64, WatcherEvent),
+}
+
+impl OutgoingFrame {
+    /// Appends the frame's bytes to `out`, as `encode_reply` and
+    /// `encode_notification` write them.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            OutgoingFrame::Encoded(bytes) => out.extend_from_slice(bytes),
+            OutgoingFrame::Reply(header, response) => encode_reply(out, header, response),
+            OutgoingFrame::Notification(zxid, event) => encode_notification(out, *zxid, event),
+        }
+    }
+}
+
+/// The bytes of `frames`, in order.
+pub fn encode_frames(frames: &[OutgoingFrame]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for frame in frames {
+        frame.encode(&mut out);
+    }
+    out
+}
+
 /// Writes a whole request frame (client side).
 pub fn encode_request(out: &mut Vec<u8>, header: &RequestHeader, request: &Request) {
     encode_frame(out, |out| {

@@ -202,3 +202,83 @@ fn create_family_replies_share_the_create2_shape() {
         );
     }
 }
+
+/// Frames handed over as values decode, in order, to the replies and
+/// events they hold, and `Encoded` carries bytes through unchanged.
+#[test]
+fn outgoing_frames_encode_to_the_frames_they_hold() {
+    use crate::frame::{decode_reply_frame, encode_frames, encode_reply, OutgoingFrame};
+    use crate::opcode::NOTIFICATION_XID;
+    let reply = (any::<i32>(), any::<i64>(), any::<bool>(), Response::arb())
+        .prop_filter("a reply's xid is not the notification's", |(xid, ..)| {
+            *xid != NOTIFICATION_XID
+        })
+        .prop_map(|(xid, zxid, failed, response)| {
+            let err = if failed { -101 } else { 0 };
+            OutgoingFrame::Reply(ReplyHeader { xid, zxid, err }, response)
+        });
+    let frame = prop_oneof![
+        reply.clone(),
+        (any::<i64>(), WatcherEvent::arb())
+            .prop_map(|(zxid, event)| OutgoingFrame::Notification(zxid, event)),
+        reply.prop_map(|frame| {
+            let OutgoingFrame::Reply(header, response) = frame else {
+                unreachable!()
+            };
+            let mut bytes = Vec::new();
+            encode_reply(&mut bytes, &header, &response);
+            OutgoingFrame::Encoded(bytes)
+        }),
+    ];
+    let mut runner = TestRunner::new(Config {
+        cases: 512,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&proptest::collection::vec(frame, 0..6), |frames| {
+            let bytes = encode_frames(&frames);
+            let mut rest = &bytes[..];
+            for frame in &frames {
+                let (consumed, body) = FrameDecoder::new(usize::MAX >> 1)
+                    .decode(rest)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?
+                    .ok_or_else(|| TestCaseError::fail("incomplete frame"))?;
+                rest = &rest[consumed..];
+                let (header, mut body) =
+                    decode_reply_frame(body).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                match frame {
+                    OutgoingFrame::Notification(zxid, event) => {
+                        prop_assert_eq!(header.xid, NOTIFICATION_XID);
+                        prop_assert_eq!(header.zxid, *zxid);
+                        let mut r = Reader::new(body);
+                        let decoded = WatcherEvent::decode(&mut r)
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        prop_assert_eq!(&decoded, event);
+                        body = r.rest();
+                    }
+                    OutgoingFrame::Reply(expected, response) => {
+                        prop_assert_eq!(&header, expected);
+                        if header.err == 0 {
+                            let mut r = Reader::new(body);
+                            let decoded = Response::decode(reply_opcode(response), &mut r)
+                                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                            prop_assert_eq!(&decoded, response);
+                            body = r.rest();
+                        }
+                    }
+                    OutgoingFrame::Encoded(encoded) => {
+                        prop_assert_eq!(
+                            &encoded[..],
+                            &bytes[bytes.len() - rest.len() - consumed..][..consumed]
+                        );
+                        body = &[];
+                    }
+                }
+                prop_assert!(body.is_empty(), "bytes left in a frame");
+            }
+            prop_assert!(rest.is_empty());
+            Ok(())
+        })
+        .unwrap();
+}

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stoa_core::client_frame::{decode_frames, ClientFrame};
-use stoa_proto::frame::{FrameDecoder, FrameError, FRAME_LENGTH_BYTES};
+use stoa_proto::frame::{
+    encode_frames, FrameDecoder, FrameError, OutgoingFrame, FRAME_LENGTH_BYTES,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -57,6 +59,8 @@ pub enum NetEvent {
 
 enum Outgoing {
     Bytes(Vec<u8>),
+    /// Replies and events for the writer to encode.
+    Frames(Vec<OutgoingFrame>),
     /// Flush and close.
     Close,
 }
@@ -99,6 +103,16 @@ impl ConnWriter {
             side.backlogged.store(true, Ordering::Relaxed);
         }
         let _ = self.tasks.send(Outgoing::Bytes(bytes));
+    }
+
+    /// Hands the writer task frames to encode and write. Only a
+    /// connection whose writes all go through its task (on the I/O
+    /// threads) leaves the encoding to it; else they are encoded here.
+    pub fn send_frames(&self, frames: Vec<OutgoingFrame>) {
+        if self.side.is_some() {
+            return self.send(encode_frames(&frames));
+        }
+        let _ = self.tasks.send(Outgoing::Frames(frames));
     }
 
     /// Shuts the sending side once everything before is written.
@@ -401,6 +415,11 @@ fn gather(
         match item {
             Outgoing::Bytes(bytes) if buf.is_empty() => *buf = bytes,
             Outgoing::Bytes(bytes) => buf.extend_from_slice(&bytes),
+            Outgoing::Frames(frames) => {
+                for frame in &frames {
+                    frame.encode(buf);
+                }
+            }
             Outgoing::Close => return true,
         }
         if buf.len() < WRITE_COALESCE_BYTES_MAX {

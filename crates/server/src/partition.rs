@@ -17,6 +17,7 @@ use stoa_core::node::{
     coalesce_snapshot_tasks, run_snapshot_task, write_snapshot, LogSink, Node, SnapshotDone,
     SnapshotSink, SnapshotSource, SnapshotTask, Transport,
 };
+use stoa_proto::frame::OutgoingFrame;
 use stoa_wal::{Record, WalWriter};
 use tokio::net::TcpListener;
 
@@ -104,6 +105,8 @@ pub fn engine_config(config: &ServerConfig) -> EngineConfig {
         apply_by_partition: config.partition_owned && config.partitions > 1,
         apply_lag_seed: None,
         owned_threads_seed: None,
+        // On the I/O threads each connection's writer encodes its replies.
+        replies_encoded_by_writers: config.io_threads > 0,
     }
 }
 
@@ -621,6 +624,12 @@ impl Transport for Sockets {
     fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
         if let Some(handle) = self.conns.get(&conn) {
             handle.writer.send(bytes);
+        }
+    }
+
+    fn send_frames(&mut self, conn: ConnId, frames: Vec<OutgoingFrame>) {
+        if let Some(handle) = self.conns.get(&conn) {
+            handle.writer.send_frames(frames);
         }
     }
 

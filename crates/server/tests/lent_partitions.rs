@@ -5,6 +5,9 @@
 //! WAL records, and the pool is used to prepare writes, handle the raft
 //! groups' readies, apply the writes and serve reads; the one with the
 //! pool is fed its requests decoded, as the server's readers decode them.
+//! The one fed decoded requests also hands its replies and events out as
+//! values, as to the server's writers on the I/O threads, which encode
+//! them (`replies_encoded_by_writers`): encoded, they are the same bytes.
 //! A third engine takes its output after every request, so that no write
 //! or read waits in a batch: each connection is answered as by the other
 //! two.
@@ -15,7 +18,7 @@ use std::sync::Arc;
 
 use stoa_core::client_frame::decode_frames;
 use stoa_core::engine::{Engine, EngineConfig, Input, PartitionWorkers, Recovered};
-use stoa_proto::frame::{encode_connect_request, encode_request, FrameDecoder};
+use stoa_proto::frame::{encode_connect_request, encode_frames, encode_request, FrameDecoder};
 use stoa_proto::opcode::OpCode;
 use stoa_proto::records::{
     Acl, ConnectRequest, CreateRequest, GetDataRequest, Id, RequestHeader, SetDataRequest,
@@ -67,14 +70,19 @@ struct Driver {
     /// alone, as it arrives.
     flush_each: bool,
     /// Feeds requests decoded, as the server's readers do
-    /// (`Input::Requests`), not as bytes.
+    /// (`Input::Requests`), not as bytes, and takes replies as values, as
+    /// its writers do.
     decoded: bool,
 }
 
 impl Driver {
     fn new(workers: Option<Box<dyn PartitionWorkers>>, flush_each: bool, decoded: bool) -> Driver {
+        let config = EngineConfig {
+            replies_encoded_by_writers: decoded,
+            ..config()
+        };
         let mut engine = Engine::new(
-            config(),
+            config,
             vec![Recovered::empty(), Recovered::empty(), Recovered::empty()],
             1_700_000_000_000,
         )
@@ -111,8 +119,19 @@ impl Driver {
                 last.retain(|(p, _)| *p != job.partition);
                 last.push((job.partition, job.number));
             }
+            assert!(
+                if self.decoded {
+                    out.sends.is_empty()
+                } else {
+                    out.frames.is_empty()
+                },
+                "bytes and frames mixed"
+            );
             for (conn, bytes) in out.sends {
                 self.seen.sends[conn as usize].extend_from_slice(&bytes);
+            }
+            for (conn, frames) in out.frames {
+                self.seen.sends[conn as usize].extend_from_slice(&encode_frames(&frames));
             }
             if last.is_empty() {
                 return;

@@ -174,7 +174,7 @@ impl Engine {
                     xid,
                     zxid,
                     stoa_proto::codes::ErrorCode::Ok,
-                    &stoa_proto::response::Response::Empty,
+                    stoa_proto::response::Response::Empty,
                 );
             }
             if let Some(c) = self.gate.conns.get_mut(&conn) {

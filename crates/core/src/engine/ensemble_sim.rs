@@ -395,6 +395,9 @@ fn engine_config(seed: u64, voters: u64, partitions: u32, id: u64) -> super::Eng
     // time, as it will on a thread of its own (`engine/by_partition.rs`).
     cfg.apply_lag_seed = applies_by_partition(seed).then(|| crate::session::splitmix64(seed ^ id));
     cfg.owned_threads_seed = owns_partitions(seed).then(|| crate::session::splitmix64(seed ^ !id));
+    // Replies leave as values for the node's transport to encode, as a
+    // server's with `io.threads` does, on some servers of some seeds.
+    cfg.replies_encoded_by_writers = crate::session::splitmix64(seed ^ id ^ 0xe4c0de) % 2 == 0;
     cfg.voters = (1..=voters).collect();
     cfg.learners = (voters + 1..=servers).collect();
     cfg.snap_count = SNAP_COUNT;

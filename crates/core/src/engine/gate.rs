@@ -3,14 +3,16 @@
 //! their FIFO queues of pending replies, the handshakes in flight, and the
 //! bytes each connection is owed until the next flush. The partition core
 //! decides what to answer; the gate keeps each session's answers in the
-//! order its requests came, and encodes them.
+//! order its requests came, and encodes them (or, when the connections'
+//! writers run on I/O threads, hands them over as values for the writers
+//! to encode).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 
 use rustc_hash::FxHashMap;
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::frame::{encode_connect_response, encode_notification, encode_reply};
+use stoa_proto::frame::{encode_connect_response, OutgoingFrame};
 use stoa_proto::opcode::KeeperState;
 use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
 use stoa_proto::records::{GetDataResponse, SyncResponse};
@@ -24,6 +26,18 @@ use crate::watch::{ChangeKind, ConnId};
 
 /// First allocation of a connection's outgoing buffer in one flush.
 const OUT_BUF_BYTES_INITIAL: usize = 2048;
+/// First allocation of a connection's frames in one flush, when its
+/// writer encodes them.
+const OUT_FRAMES_INITIAL: usize = 8;
+
+/// What each connection is owed until the next flush.
+enum Owed {
+    /// Encoded here, one buffer per connection.
+    Bytes(FxHashMap<ConnId, Vec<u8>>),
+    /// Replies and events as values, for the connection's writer to
+    /// encode on its own thread (`io.threads`).
+    Frames(FxHashMap<ConnId, Vec<OutgoingFrame>>),
+}
 
 pub(crate) struct Conn {
     pub peer: SocketAddr,
@@ -112,8 +126,8 @@ pub(crate) struct SessionGate {
     /// (an election): their frames, served once one is, and the ticks they
     /// have waited.
     pub awaiting_leader: BTreeMap<ConnId, AwaitingLeader>,
-    /// The bytes owed to each connection until the next flush.
-    out_buf: FxHashMap<ConnId, Vec<u8>>,
+    /// What each connection is owed until the next flush.
+    owed: Owed,
     pub counters: GateCounters,
 }
 
@@ -127,7 +141,10 @@ impl SessionGate {
             .collect();
     }
 
-    pub fn new(first_session_id: SessionId) -> SessionGate {
+    /// `encoded_by_writers`: replies and events leave as values, for the
+    /// connections' writers to encode (`take_frames`); else as bytes
+    /// (`take_sends`).
+    pub fn new(first_session_id: SessionId, encoded_by_writers: bool) -> SessionGate {
         SessionGate {
             conns: FxHashMap::default(),
             sessions: BTreeMap::new(),
@@ -140,7 +157,11 @@ impl SessionGate {
             kept: HashMap::new(),
             zxid_waiters: BTreeMap::new(),
             awaiting_leader: BTreeMap::new(),
-            out_buf: FxHashMap::default(),
+            owed: if encoded_by_writers {
+                Owed::Frames(FxHashMap::default())
+            } else {
+                Owed::Bytes(FxHashMap::default())
+            },
             counters: GateCounters::default(),
         }
     }
@@ -197,7 +218,10 @@ impl SessionGate {
         let Some(c) = self.conns.remove(&conn) else {
             return false;
         };
-        self.out_buf.remove(&conn);
+        match &mut self.owed {
+            Owed::Bytes(owed) => drop(owed.remove(&conn)),
+            Owed::Frames(owed) => drop(owed.remove(&conn)),
+        }
         let attaching = self.attaching.remove(&conn).map(|(sid, _)| sid);
         // A connection kept through a change of leader still holds its
         // session while it re-attaches.
@@ -242,17 +266,25 @@ impl SessionGate {
         self.sessions.values().map(|s| s.queue.len()).sum()
     }
 
-    /// The bytes waiting for `conn` until the next flush. Starts with room
-    /// for a flush's worth of small replies: growing from empty reallocated
-    /// several times per connection per flush.
-    fn out_buf_of(&mut self, conn: ConnId) -> &mut Vec<u8> {
-        self.out_buf
-            .entry(conn)
-            .or_insert_with(|| Vec::with_capacity(OUT_BUF_BYTES_INITIAL))
+    /// Adds `frame` to what `conn` is owed: encoded at once, or kept for
+    /// its writer to encode.
+    fn owe(&mut self, conn: ConnId, frame: OutgoingFrame) {
+        match &mut self.owed {
+            // Room for a flush's worth of small replies: growing from
+            // empty reallocated several times per connection per flush.
+            Owed::Bytes(owed) => frame.encode(
+                owed.entry(conn)
+                    .or_insert_with(|| Vec::with_capacity(OUT_BUF_BYTES_INITIAL)),
+            ),
+            Owed::Frames(owed) => owed
+                .entry(conn)
+                .or_insert_with(|| Vec::with_capacity(OUT_FRAMES_INITIAL))
+                .push(frame),
+        }
     }
 
     pub fn send_raw(&mut self, conn: ConnId, bytes: Vec<u8>) {
-        self.out_buf_of(conn).extend_from_slice(&bytes);
+        self.owe(conn, OutgoingFrame::Encoded(bytes));
     }
 
     pub fn send_reply(
@@ -261,7 +293,7 @@ impl SessionGate {
         xid: i32,
         zxid: i64,
         err: ErrorCode,
-        response: &Response,
+        response: Response,
     ) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
@@ -273,7 +305,7 @@ impl SessionGate {
             zxid,
             err: err.as_i32(),
         };
-        encode_reply(self.out_buf_of(conn), &header, response);
+        self.owe(conn, OutgoingFrame::Reply(header, response));
     }
 
     /// Answers a handshake: `session` 0 is ZooKeeper's answer to an unknown
@@ -306,7 +338,9 @@ impl SessionGate {
                 read_only,
             }
         };
-        encode_connect_response(self.out_buf_of(conn), &response, sent_read_only);
+        let mut bytes = Vec::new();
+        encode_connect_response(&mut bytes, &response, sent_read_only);
+        self.owe(conn, OutgoingFrame::Encoded(bytes));
     }
 
     pub fn notify(&mut self, conn: ConnId, zxid: i64, change: ChangeKind, path: &str) {
@@ -316,12 +350,20 @@ impl SessionGate {
             path: path.to_string(),
         };
         self.counters.notifications_sent += 1;
-        encode_notification(self.out_buf_of(conn), zxid, &event);
+        self.owe(conn, OutgoingFrame::Notification(zxid, event));
     }
 
-    /// Every connection's bytes since the last flush, one buffer each.
-    pub fn take_sends(&mut self, sends: &mut Vec<(ConnId, Vec<u8>)>) {
-        sends.extend(self.out_buf.drain());
+    /// Every connection's bytes since the last flush, one buffer each,
+    /// or when their writers encode, their frames.
+    pub fn take_owed(
+        &mut self,
+        sends: &mut Vec<(ConnId, Vec<u8>)>,
+        frames: &mut Vec<(ConnId, Vec<OutgoingFrame>)>,
+    ) {
+        match &mut self.owed {
+            Owed::Bytes(owed) => sends.extend(owed.drain()),
+            Owed::Frames(owed) => frames.extend(owed.drain()),
+        }
     }
 
     /// Answers the session's write that `outcome` completes, if it is
@@ -343,7 +385,7 @@ impl SessionGate {
             (Err(code), _) => (code, Response::Empty),
         };
         if let Some(conn) = self.sessions.get(&outcome.session).and_then(|s| s.conn) {
-            self.send_reply(conn, xid, outcome.zxid, err, &response);
+            self.send_reply(conn, xid, outcome.zxid, err, response);
         }
         Some(Completed { received_ms })
     }

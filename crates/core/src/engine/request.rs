@@ -50,7 +50,7 @@ impl Engine {
                         xid,
                         self.applied_zxid(),
                         ErrorCode::Ok,
-                        &Response::Empty,
+                        Response::Empty,
                     );
                     self.out.closes.push(conn);
                     return;
@@ -296,7 +296,7 @@ impl Engine {
         if err != ErrorCode::Ok {
             self.stats.request_errors += 1;
         }
-        self.gate.send_reply(conn, xid, zxid, err, &response);
+        self.gate.send_reply(conn, xid, zxid, err, response);
     }
 }
 

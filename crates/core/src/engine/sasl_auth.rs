@@ -132,7 +132,7 @@ impl Engine {
     fn refuse_and_close(&mut self, conn: ConnId, xid: i32, error: ErrorCode) {
         let zxid = self.applied_zxid();
         self.gate
-            .send_reply(conn, xid, zxid, error, &Response::Empty);
+            .send_reply(conn, xid, zxid, error, Response::Empty);
         self.out.closes.push(conn);
     }
 

@@ -671,6 +671,10 @@ fn engine_config(seed: u64) -> EngineConfig {
         apply_lag_seed: (seed % 4 == 3).then_some(seed),
         owned_threads_seed: (seed / 4).is_multiple_of(2).then_some(seed ^ 0x5eed),
         reconfig_enabled: seed.is_multiple_of(2),
+        // Replies leave as values for the node's transport to encode, as
+        // a server's with `io.threads` does, every other seed drawn apart
+        // from the bits above.
+        replies_encoded_by_writers: crate::session::splitmix64(seed ^ 0xe4c0de) % 2 == 0,
         ..config()
     }
 }
