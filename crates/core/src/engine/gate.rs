@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 
 use rustc_hash::FxHashMap;
 use stoa_proto::codes::ErrorCode;
-use stoa_proto::frame::{encode_connect_response, OutgoingFrame};
+use stoa_proto::frame::{encode_connect_response, encode_reply, OutgoingFrame};
 use stoa_proto::opcode::KeeperState;
 use stoa_proto::records::{ConnectResponse, Id, ReplyHeader, WatcherEvent};
 use stoa_proto::records::{GetDataResponse, SyncResponse};
@@ -68,6 +68,23 @@ pub(crate) struct GateCounters {
     pub packets_received: u64,
     pub packets_sent: u64,
     pub notifications_sent: u64,
+}
+
+/// The bytes `conn` is owed, with room for a flush's worth of small
+/// replies: growing from empty reallocated several times per connection
+/// per flush.
+fn bytes_owed(owed: &mut FxHashMap<ConnId, Vec<u8>>, conn: ConnId) -> &mut Vec<u8> {
+    owed.entry(conn)
+        .or_insert_with(|| Vec::with_capacity(OUT_BUF_BYTES_INITIAL))
+}
+
+/// The frames `conn` is owed.
+fn frames_owed(
+    owed: &mut FxHashMap<ConnId, Vec<OutgoingFrame>>,
+    conn: ConnId,
+) -> &mut Vec<OutgoingFrame> {
+    owed.entry(conn)
+        .or_insert_with(|| Vec::with_capacity(OUT_FRAMES_INITIAL))
 }
 
 /// Counts one more tick for each waiting connection; the connections that
@@ -270,16 +287,8 @@ impl SessionGate {
     /// its writer to encode.
     fn owe(&mut self, conn: ConnId, frame: OutgoingFrame) {
         match &mut self.owed {
-            // Room for a flush's worth of small replies: growing from
-            // empty reallocated several times per connection per flush.
-            Owed::Bytes(owed) => frame.encode(
-                owed.entry(conn)
-                    .or_insert_with(|| Vec::with_capacity(OUT_BUF_BYTES_INITIAL)),
-            ),
-            Owed::Frames(owed) => owed
-                .entry(conn)
-                .or_insert_with(|| Vec::with_capacity(OUT_FRAMES_INITIAL))
-                .push(frame),
+            Owed::Bytes(owed) => frame.encode(bytes_owed(owed, conn)),
+            Owed::Frames(owed) => frames_owed(owed, conn).push(frame),
         }
     }
 
@@ -305,7 +314,14 @@ impl SessionGate {
             zxid,
             err: err.as_i32(),
         };
-        self.owe(conn, OutgoingFrame::Reply(header, response));
+        // Encoded here without a frame in between: the hot path when the
+        // engine's thread writes the sockets itself.
+        match &mut self.owed {
+            Owed::Bytes(owed) => encode_reply(bytes_owed(owed, conn), &header, &response),
+            Owed::Frames(owed) => {
+                frames_owed(owed, conn).push(OutgoingFrame::Reply(header, response))
+            }
+        }
     }
 
     /// Answers a handshake: `session` 0 is ZooKeeper's answer to an unknown
