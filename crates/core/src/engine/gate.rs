@@ -26,9 +26,6 @@ use crate::watch::{ChangeKind, ConnId};
 
 /// First allocation of a connection's outgoing buffer in one flush.
 const OUT_BUF_BYTES_INITIAL: usize = 2048;
-/// First allocation of a connection's frames in one flush, when its
-/// writer encodes them.
-const OUT_FRAMES_INITIAL: usize = 8;
 
 /// What each connection is owed until the next flush.
 enum Owed {
@@ -59,6 +56,9 @@ pub(crate) struct Conn {
     pub early_bytes: usize,
     /// A SASL exchange between two of the client's tokens.
     pub sasl: Option<crate::sasl::Exchange>,
+    /// Frames the connection was sent at its last flush that sent it any,
+    /// when its writer encodes them (`frames_owed`).
+    pub frames_last_flush: usize,
 }
 
 /// Packets the gate counted, for `srvr` and `mntr` (reset with the rest
@@ -78,13 +78,19 @@ fn bytes_owed(owed: &mut FxHashMap<ConnId, Vec<u8>>, conn: ConnId) -> &mut Vec<u
         .or_insert_with(|| Vec::with_capacity(OUT_BUF_BYTES_INITIAL))
 }
 
-/// The frames `conn` is owed.
-fn frames_owed(
-    owed: &mut FxHashMap<ConnId, Vec<OutgoingFrame>>,
+/// The frames `conn` is owed. A connection is likely sent about as many
+/// frames in a flush as in its last (`Conn::frames_last_flush`): its vector
+/// starts that large, as one grown a frame at a time reallocates several
+/// times per flush.
+fn frames_owed<'a>(
+    owed: &'a mut FxHashMap<ConnId, Vec<OutgoingFrame>>,
+    conns: &FxHashMap<ConnId, Conn>,
     conn: ConnId,
-) -> &mut Vec<OutgoingFrame> {
-    owed.entry(conn)
-        .or_insert_with(|| Vec::with_capacity(OUT_FRAMES_INITIAL))
+) -> &'a mut Vec<OutgoingFrame> {
+    owed.entry(conn).or_insert_with(|| {
+        let last = conns.get(&conn).map_or(1, |c| c.frames_last_flush);
+        Vec::with_capacity(last.max(1))
+    })
 }
 
 /// Counts one more tick for each waiting connection; the connections that
@@ -202,6 +208,7 @@ impl SessionGate {
             early: Vec::new(),
             early_bytes: 0,
             sasl: None,
+            frames_last_flush: 0,
         };
         let previous = self.conns.insert(conn, fresh);
         assert!(previous.is_none(), "connection id {conn} reused");
@@ -288,7 +295,7 @@ impl SessionGate {
     fn owe(&mut self, conn: ConnId, frame: OutgoingFrame) {
         match &mut self.owed {
             Owed::Bytes(owed) => frame.encode(bytes_owed(owed, conn)),
-            Owed::Frames(owed) => frames_owed(owed, conn).push(frame),
+            Owed::Frames(owed) => frames_owed(owed, &self.conns, conn).push(frame),
         }
     }
 
@@ -319,7 +326,7 @@ impl SessionGate {
         match &mut self.owed {
             Owed::Bytes(owed) => encode_reply(bytes_owed(owed, conn), &header, &response),
             Owed::Frames(owed) => {
-                frames_owed(owed, conn).push(OutgoingFrame::Reply(header, response))
+                frames_owed(owed, &self.conns, conn).push(OutgoingFrame::Reply(header, response))
             }
         }
     }
@@ -378,7 +385,14 @@ impl SessionGate {
     ) {
         match &mut self.owed {
             Owed::Bytes(owed) => sends.extend(owed.drain()),
-            Owed::Frames(owed) => frames.extend(owed.drain()),
+            Owed::Frames(owed) => {
+                for (conn, owed) in owed.drain() {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.frames_last_flush = owed.len();
+                    }
+                    frames.push((conn, owed));
+                }
+            }
         }
     }
 
