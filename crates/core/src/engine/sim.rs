@@ -674,7 +674,7 @@ fn engine_config(seed: u64) -> EngineConfig {
         // Replies leave as values for the node's transport to encode, as
         // a server's with `io.threads` does, every other seed drawn apart
         // from the bits above.
-        replies_encoded_by_writers: crate::session::splitmix64(seed ^ 0xe4c0de) % 2 == 0,
+        replies_encoded_by_writers: crate::session::splitmix64(seed ^ 0xe4c0de).is_multiple_of(2),
         ..config()
     }
 }
