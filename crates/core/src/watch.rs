@@ -44,7 +44,7 @@ pub enum WatchKind {
 pub struct WatchTable {
     by_kind: HashMap<WatchKind, HashMap<String, HashSet<ConnId>>>,
     /// Reverse index so closing a connection is proportional to its watches.
-    by_conn: HashMap<ConnId, BTreeSet<(WatchKind, String)>>,
+    by_conn: rustc_hash::FxHashMap<ConnId, BTreeSet<(WatchKind, String)>>,
 }
 
 impl WatchTable {

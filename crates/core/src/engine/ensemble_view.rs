@@ -4,7 +4,7 @@
 //! partitions; raft's own configuration lives in each partition's group
 //! and follows the membership applied here.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::membership::Membership;
 
@@ -29,7 +29,7 @@ pub(crate) struct EnsembleView {
     pub farewell: Vec<crate::ensemble::Member>,
     /// When each peer was last heard from (a reconfig needs its new
     /// quorum in touch; raft-rs's own activity flags reset periodically).
-    pub peer_heard_ms: HashMap<u64, i64>,
+    pub peer_heard_ms: FxHashMap<u64, i64>,
     /// The leader as of the last raft step (0: none).
     pub known_leader: u64,
     /// Each group's raft term when that leader was known.
@@ -53,7 +53,7 @@ impl EnsembleView {
             removed_at_version: None,
             outgoing: None,
             farewell: Vec::new(),
-            peer_heard_ms: HashMap::new(),
+            peer_heard_ms: FxHashMap::default(),
             known_leader: 0,
             known_leader_terms: Vec::new(),
             unaligned_ticks: vec![0; groups],

@@ -5,7 +5,7 @@
 //! applying by partition have waits to skip (`engine/by_partition.rs`);
 //! the others keep the flags and serve every session alike.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use stoa_tree::{flag_owner, FastFlags, FAST};
 
@@ -16,7 +16,7 @@ use crate::watch::ConnId;
 #[derive(Default)]
 pub(super) struct FastSessions {
     /// Sessions with any flag set.
-    flags: HashMap<SessionId, FastFlags>,
+    flags: FxHashMap<SessionId, FastFlags>,
 }
 
 impl FastSessions {

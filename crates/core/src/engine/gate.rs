@@ -7,7 +7,7 @@
 //! writers run on I/O threads, hands them over as values for the writers
 //! to encode).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use rustc_hash::FxHashMap;
@@ -127,7 +127,7 @@ pub(crate) struct SessionGate {
     pub conns: FxHashMap<ConnId, Conn>,
     pub sessions: BTreeMap<SessionId, Session>,
     /// New sessions whose createSession is in flight → the connection to answer.
-    pub connecting: HashMap<SessionId, ConnId>,
+    pub connecting: FxHashMap<SessionId, ConnId>,
     /// Connections whose session was just established with early frames
     /// held (see `Conn::early`): served at the next `take_output`.
     pub rebound: Vec<ConnId>,
@@ -138,11 +138,11 @@ pub(crate) struct SessionGate {
     pub touched: BTreeSet<SessionId>,
     /// Follower: handshakes waiting for the leader's `Attached` (and then
     /// for its zxid to be applied here).
-    pub attaching: HashMap<ConnId, (SessionId, Option<i64>)>,
+    pub attaching: FxHashMap<ConnId, (SessionId, Option<i64>)>,
     /// Follower: those of `attaching` kept open through a change of leader
     /// (`Engine::reattach_kept`): their handshake was answered long ago,
     /// so they complete silently. With the ticks each has waited.
-    pub kept: HashMap<ConnId, usize>,
+    pub kept: FxHashMap<ConnId, usize>,
     /// Sessions whose next reply waits for a zxid to be applied.
     pub zxid_waiters: BTreeMap<i64, Vec<SessionId>>,
     /// Connections that began their handshake while no leader was known
@@ -171,13 +171,13 @@ impl SessionGate {
         SessionGate {
             conns: FxHashMap::default(),
             sessions: BTreeMap::new(),
-            connecting: HashMap::new(),
+            connecting: FxHashMap::default(),
             rebound: Vec::new(),
             next_session_id: first_session_id,
             sasl_nonces: 0,
             touched: BTreeSet::new(),
-            attaching: HashMap::new(),
-            kept: HashMap::new(),
+            attaching: FxHashMap::default(),
+            kept: FxHashMap::default(),
             zxid_waiters: BTreeMap::new(),
             awaiting_leader: BTreeMap::new(),
             owed: if encoded_by_writers {

@@ -8,7 +8,9 @@
 //! for the session's earlier connections before the client is answered.
 //! ZooKeeper gets the same from its session owner check (SessionMoved).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 use super::forward::EngineMessage;
 use super::handoff::{Admission, SessionAdmitted, SessionCall};
@@ -189,7 +191,7 @@ pub(super) struct LeaderHolds {
     /// log was applied.
     pub held_attaches: VecDeque<(u64, ConnId, SessionId)>,
     /// The connection each session's writes are accepted from.
-    pub owners: HashMap<SessionId, Owner>,
+    pub owners: FxHashMap<SessionId, Owner>,
 }
 
 impl LeaderHolds {

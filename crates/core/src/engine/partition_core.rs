@@ -10,7 +10,9 @@
 //! fields directly (one partition, one thread); what the core can do on its
 //! own is here.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 use raft::RawNode;
 use stoa_tree::{Applied, ChainLink, DataTree, Preparer, Txn, TxnOp, UNKNOWN_LINK};
@@ -53,7 +55,7 @@ pub(crate) struct PartitionCore {
     /// raft is not ticked until then.
     pub installing: Option<u64>,
     /// Leader: ticks each peer has been waiting on a snapshot sent to it.
-    pub snapshot_wait_ticks: HashMap<u64, u32>,
+    pub snapshot_wait_ticks: FxHashMap<u64, u32>,
     /// Ticks the snapshot for lagging peers has gone unused.
     pub shippable_idle_ticks: u32,
     /// The zxid and time (ms) of the newest snapshot taken, or the one
@@ -87,7 +89,7 @@ impl PartitionCore {
             log_bytes_since_snapshot: 0,
             shipping: None,
             installing: None,
-            snapshot_wait_ticks: HashMap::new(),
+            snapshot_wait_ticks: FxHashMap::default(),
             shippable_idle_ticks: 0,
             last_snapshot,
             chained: false,

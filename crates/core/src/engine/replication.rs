@@ -275,7 +275,7 @@ impl Engine {
             }
         }
         self.out.closes.extend(closes);
-        let kept_sessions: std::collections::HashSet<SessionId> =
+        let kept_sessions: rustc_hash::FxHashSet<SessionId> =
             kept.iter().map(|&(_, sid, _)| sid).collect();
         for s in self.gate.sessions.values_mut() {
             if !kept_sessions.contains(&s.id) {
