@@ -165,8 +165,7 @@ impl SessionGate {
     }
 
     /// `encoded_by_writers`: replies and events leave as values, for the
-    /// connections' writers to encode (`take_frames`); else as bytes
-    /// (`take_sends`).
+    /// connections' writers to encode; else as bytes (`take_owed`).
     pub fn new(first_session_id: SessionId, encoded_by_writers: bool) -> SessionGate {
         SessionGate {
             conns: FxHashMap::default(),
