@@ -1160,6 +1160,18 @@ impl Engine {
         let by_partition = self.applies_by_partition();
         let batching = self.batches_reads();
         loop {
+            // Applying by partition, the head's turn takes some working out:
+            // not when nothing can be answered now (the usual end of the
+            // loop, once the queue is drained).
+            if by_partition {
+                let head = self.gate.sessions.get(&sid).and_then(|s| s.queue.front());
+                if matches!(
+                    head,
+                    None | Some(Pending::Write { .. } | Pending::Remote { .. })
+                ) {
+                    return;
+                }
+            }
             // Applying by partition, a plain read goes by its partition's
             // closed zxid, anything else waits for a cut at or past what
             // the client saw (`engine/by_partition.rs`).
