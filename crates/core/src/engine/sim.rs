@@ -759,6 +759,20 @@ fn run(seed: u64) -> (u64, usize, [u64; 3], [u64; 6]) {
     (sim.node().log().inline_writes, fired, sim.multis, away)
 }
 
+/// A seed replays: run twice in one process, it exercises the same things
+/// (see the ensemble simulator's `a_seed_replays_the_same_run`). Odd seeds
+/// run two partitions; a quarter of them own their threads.
+#[test]
+fn a_seed_replays_the_same_run_on_one_server() {
+    for seed in 0..8 {
+        assert_eq!(
+            run(seed),
+            run(seed),
+            "seed {seed} ran differently the second time"
+        );
+    }
+}
+
 #[test]
 fn simulated_crashes_lose_no_acknowledged_write_and_keep_session_order() {
     match std::env::var("STOA_SIM_SEED")
