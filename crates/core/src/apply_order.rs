@@ -602,8 +602,14 @@ impl<T> ApplyOrder<T> {
                 true => self.others.get(&zxid).map_or(&[][..], |o| &o[..]),
                 false => &[],
             };
+            // On its own partition the head is the lowest of its log's
+            // entries in the order (it is neither applied nor void), so
+            // only the parts crossing from other logs can lie below it.
+            let clear_here = (self.crossing[partition].first()).is_none_or(|&c| c >= zxid)
+                && !(crosses && self.away_on(partition));
+            debug_assert_eq!(clear_here, clear(partition));
             if zxid > self.known.through
-                || !clear(partition)
+                || !clear_here
                 || !others.iter().all(|&p| clear(p as usize))
             {
                 return None;
