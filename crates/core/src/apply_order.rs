@@ -152,8 +152,11 @@ impl Voids {
 #[derive(Debug, Clone, Default)]
 struct Known {
     through: i64,
-    /// Disjoint ranges above `through + 1`: first to last.
-    ahead: BTreeMap<i64, i64>,
+    /// Ranges above `through + 1` by their first zxid, first to last: a
+    /// few at most in steady traffic (a partition's entries arriving ahead
+    /// of another's), where a `BTreeMap` allocated a node each time it
+    /// went from empty to one.
+    ahead: VecDeque<(i64, i64)>,
 }
 
 impl Known {
@@ -162,20 +165,20 @@ impl Known {
             return;
         }
         if lo > self.through + 1 {
-            let hi = match self.ahead.get(&lo) {
-                Some(&end) => end.max(hi),
-                None => hi,
-            };
-            self.ahead.insert(lo, hi);
+            match self.ahead.binary_search_by_key(&lo, |&(first, _)| first) {
+                Ok(at) => self.ahead[at].1 = self.ahead[at].1.max(hi),
+                Err(at) => self.ahead.insert(at, (lo, hi)),
+            }
             return;
         }
         self.through = hi;
         // Swallow the ranges now touching `through`.
-        while let Some(entry) = self.ahead.first_entry() {
-            if *entry.key() > self.through + 1 {
+        while let Some(&(first, end)) = self.ahead.front() {
+            if first > self.through + 1 {
                 break;
             }
-            self.through = self.through.max(entry.remove());
+            self.through = self.through.max(end);
+            self.ahead.pop_front();
         }
     }
 }
@@ -474,7 +477,7 @@ impl<T> ApplyOrder<T> {
     pub fn seal(&mut self, next: i64) -> Vec<(i64, i64)> {
         self.generation += 1;
         let in_hand_above =
-            (self.known.ahead.last_key_value()).map_or(self.known.through, |(_, &hi)| hi);
+            (self.known.ahead.iter().map(|&(_, hi)| hi).max()).map_or(self.known.through, |hi| hi);
         assert!(
             next > in_hand_above,
             "a seal at {next:#x} below the zxid {in_hand_above:#x} in hand"
