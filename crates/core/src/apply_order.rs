@@ -476,8 +476,7 @@ impl<T> ApplyOrder<T> {
     /// missing from them was never committed and never will be.
     pub fn seal(&mut self, next: i64) -> Vec<(i64, i64)> {
         self.generation += 1;
-        let in_hand_above =
-            (self.known.ahead.iter().map(|&(_, hi)| hi).max()).map_or(self.known.through, |hi| hi);
+        let in_hand_above = (self.known.ahead.back()).map_or(self.known.through, |&(_, hi)| hi);
         assert!(
             next > in_hand_above,
             "a seal at {next:#x} below the zxid {in_hand_above:#x} in hand"
