@@ -71,7 +71,9 @@ pub trait Transport {
     /// Frames for `conn` in order, for its writer to encode (the engine's
     /// `replies_encoded_by_writers`); by default encoded here and sent.
     fn send_frames(&mut self, conn: ConnId, frames: Vec<stoa_proto::frame::OutgoingFrame>) {
-        self.send(conn, stoa_proto::frame::encode_frames(&frames));
+        let mut bytes = Vec::new();
+        stoa_proto::frame::encode_frames(&mut bytes, &frames);
+        self.send(conn, bytes);
     }
     /// Closes `conn` once its pending bytes are written. False when it was
     /// not open (the engine already heard it close).

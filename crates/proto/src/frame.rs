@@ -228,13 +228,11 @@ impl OutgoingFrame {
     }
 }
 
-/// The bytes of `frames`, in order.
-pub fn encode_frames(frames: &[OutgoingFrame]) -> Vec<u8> {
-    let mut out = Vec::new();
+/// Appends the bytes of `frames` to `out`, in order.
+pub fn encode_frames(out: &mut Vec<u8>, frames: &[OutgoingFrame]) {
     for frame in frames {
-        frame.encode(&mut out);
+        frame.encode(out);
     }
-    out
 }
 
 /// Writes a whole request frame (client side).

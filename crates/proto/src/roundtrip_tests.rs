@@ -237,7 +237,8 @@ fn outgoing_frames_encode_to_the_frames_they_hold() {
     });
     runner
         .run(&proptest::collection::vec(frame, 0..6), |frames| {
-            let bytes = encode_frames(&frames);
+            let mut bytes = Vec::new();
+            encode_frames(&mut bytes, &frames);
             let mut rest = &bytes[..];
             for frame in &frames {
                 let (consumed, body) = FrameDecoder::new(usize::MAX >> 1)

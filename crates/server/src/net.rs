@@ -110,7 +110,9 @@ impl ConnWriter {
     /// threads) leaves the encoding to it; else they are encoded here.
     pub fn send_frames(&self, frames: Vec<OutgoingFrame>) {
         if self.side.is_some() {
-            return self.send(encode_frames(&frames));
+            let mut bytes = Vec::new();
+            encode_frames(&mut bytes, &frames);
+            return self.send(bytes);
         }
         let _ = self.tasks.send(Outgoing::Frames(frames));
     }
@@ -415,11 +417,7 @@ fn gather(
         match item {
             Outgoing::Bytes(bytes) if buf.is_empty() => *buf = bytes,
             Outgoing::Bytes(bytes) => buf.extend_from_slice(&bytes),
-            Outgoing::Frames(frames) => {
-                for frame in &frames {
-                    frame.encode(buf);
-                }
-            }
+            Outgoing::Frames(frames) => encode_frames(buf, &frames),
             Outgoing::Close => return true,
         }
         if buf.len() < WRITE_COALESCE_BYTES_MAX {

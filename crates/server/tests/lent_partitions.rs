@@ -131,7 +131,7 @@ impl Driver {
                 self.seen.sends[conn as usize].extend_from_slice(&bytes);
             }
             for (conn, frames) in out.frames {
-                self.seen.sends[conn as usize].extend_from_slice(&encode_frames(&frames));
+                encode_frames(&mut self.seen.sends[conn as usize], &frames);
             }
             if last.is_empty() {
                 return;
